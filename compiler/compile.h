@@ -1,0 +1,31 @@
+// The compiler's entry point: graph in, lowered program out.
+#ifndef KILN_COMPILER_COMPILE_H_
+#define KILN_COMPILER_COMPILE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compiler/ir/graph.h"
+#include "compiler/program.h"
+
+namespace kiln {
+
+struct CompileOptions {
+  int opt_level = 2;
+  std::vector<std::string> disabled_passes;
+  std::vector<std::string> required_passes;
+  int max_fuse_depth = 256;
+  // Pass names after which the graph text is recorded; "all" for every pass.
+  std::vector<std::string> print_ir_after;
+};
+
+// Runs the default pipeline over `graph` (which must come from an importer, so
+// already verified), partitions it into fused groups and lowers each to a loop
+// nest. InvalidArgument for graphs that fail type inference or name unknown
+// passes.
+absl::StatusOr<Program> CompileGraph(Graph graph, const CompileOptions& options);
+
+}  // namespace kiln
+
+#endif  // KILN_COMPILER_COMPILE_H_

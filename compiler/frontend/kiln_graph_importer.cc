@@ -1,0 +1,145 @@
+#include "compiler/frontend/kiln_graph_importer.h"
+
+#include <unordered_map>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "compiler/ir/verifier.h"
+#include "compiler/ops/op_registry.h"
+
+namespace kiln {
+namespace {
+
+absl::StatusOr<DType> ConvertDType(kiln::v1::DataType dtype, const std::string& what) {
+  switch (dtype) {
+    case kiln::v1::FLOAT32:
+      return DType::kFloat32;
+    case kiln::v1::INT64:
+      return DType::kInt64;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " has unsupported dtype ", kiln::v1::DataType_Name(dtype),
+                       " (expected FLOAT32 or INT64)"));
+  }
+}
+
+absl::StatusOr<TensorType> ConvertType(kiln::v1::DataType dtype,
+                                       const google::protobuf::RepeatedField<int64_t>& dims,
+                                       const std::string& what) {
+  TensorType type;
+  KILN_ASSIGN_OR_RETURN(type.dtype, ConvertDType(dtype, what));
+  type.shape.assign(dims.begin(), dims.end());
+  absl::StatusOr<int64_t> n = CheckedNumElements(type.shape);
+  if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat(what, ": ", n.status().message()));
+  return type;
+}
+
+absl::StatusOr<RawAttrs> ConvertAttrs(const kiln::v1::Node& node) {
+  RawAttrs raw;
+  for (const auto& [name, value] : node.attributes()) {
+    switch (value.value_case()) {
+      case kiln::v1::AttributeValue::kI:
+        raw[name] = value.i();
+        break;
+      case kiln::v1::AttributeValue::kF:
+        raw[name] = value.f();
+        break;
+      case kiln::v1::AttributeValue::kS:
+        raw[name] = value.s();
+        break;
+      case kiln::v1::AttributeValue::kInts:
+        raw[name] = std::vector<int64_t>(value.ints().values().begin(),
+                                         value.ints().values().end());
+        break;
+      case kiln::v1::AttributeValue::kFloats:
+        raw[name] = std::vector<float>(value.floats().values().begin(),
+                                       value.floats().values().end());
+        break;
+      case kiln::v1::AttributeValue::VALUE_NOT_SET:
+        return absl::InvalidArgumentError(absl::StrCat("attribute '", name, "' has no value"));
+    }
+  }
+  return raw;
+}
+
+}  // namespace
+
+absl::StatusOr<Graph> ImportKilnGraph(const kiln::v1::Graph& proto, const OpRegistry& ops) {
+  if (proto.nodes_size() + proto.constants_size() + proto.inputs_size() > kMaxGraphNodes) {
+    return absl::InvalidArgumentError(absl::StrCat("graph has more than ", kMaxGraphNodes,
+                                                   " nodes, the limit"));
+  }
+  Graph graph;
+  graph.name = proto.name();
+  std::unordered_map<std::string, Node*> values;
+  auto define = [&](const std::string& name, Node* node) -> absl::Status {
+    if (name.empty()) return absl::InvalidArgumentError("a value has an empty name");
+    if (!values.emplace(name, node).second) {
+      return absl::InvalidArgumentError(absl::StrCat("value '", name, "' is defined twice"));
+    }
+    return absl::OkStatus();
+  };
+
+  for (const kiln::v1::ValueInfo& in : proto.inputs()) {
+    KILN_ASSIGN_OR_RETURN(TensorType type,
+                          ConvertType(in.dtype(), in.dims(), absl::StrCat("input '", in.name(), "'")));
+    KILN_RETURN_IF_ERROR(define(in.name(), graph.AddInput(in.name(), std::move(type))));
+  }
+  for (const kiln::v1::Tensor& c : proto.constants()) {
+    const std::string what = absl::StrCat("constant '", c.name(), "'");
+    KILN_ASSIGN_OR_RETURN(TensorType type, ConvertType(c.dtype(), c.dims(), what));
+    const int64_t expected = type.ByteSize();
+    if (static_cast<int64_t>(c.raw_data().size()) != expected) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " of type ", type.ToString(),
+                                                     " needs ", expected, " bytes of raw_data, got ",
+                                                     c.raw_data().size()));
+    }
+    auto data = std::make_shared<ConstantData>();
+    data->type = type;
+    data->bytes = c.raw_data();
+    KILN_RETURN_IF_ERROR(define(c.name(), graph.AddConstant(c.name(), std::move(data))));
+  }
+
+  // Nodes may be listed in any order: create them all, then resolve inputs by name.
+  std::vector<std::pair<const kiln::v1::Node*, Node*>> created;
+  for (const kiln::v1::Node& n : proto.nodes()) {
+    const std::string what = absl::StrCat("node '", n.name(), "' (", n.op(), ")");
+    const OpDef* op = ops.Find(n.op());
+    if (op == nullptr) {
+      return absl::UnimplementedError(
+          absl::StrCat(what, ": unknown op '", n.op(), "'; GetServerInfo lists the supported ops"));
+    }
+    KILN_ASSIGN_OR_RETURN(RawAttrs raw, ConvertAttrs(n));
+    absl::StatusOr<Attrs> attrs = op->parse_attrs(raw);
+    if (!attrs.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": ", attrs.status().message()));
+    }
+    Node* node = graph.AddOp(n.name(), op, {}, *std::move(attrs));
+    KILN_RETURN_IF_ERROR(define(n.name(), node));
+    created.push_back({&n, node});
+  }
+  for (auto& [proto_node, node] : created) {
+    for (const std::string& in : proto_node->inputs()) {
+      auto it = values.find(in);
+      if (it == values.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "node '", proto_node->name(), "' reads '", in,
+            "', which no graph input, constant or node defines"));
+      }
+      node->inputs.push_back(it->second);
+    }
+  }
+  for (const std::string& out : proto.outputs()) {
+    auto it = values.find(out);
+    if (it == values.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("graph output '", out, "' is not defined"));
+    }
+    graph.AddOutput(it->second);
+  }
+  KILN_RETURN_IF_ERROR(VerifyGraph(graph));
+  return graph;
+}
+
+}  // namespace kiln

@@ -1,0 +1,40 @@
+#include "compiler/ir/attrs.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace kiln {
+namespace {
+
+std::string List(const std::vector<int64_t>& v) {
+  return absl::StrCat("[", absl::StrJoin(v, ","), "]");
+}
+
+struct Printer {
+  std::string operator()(const NoAttrs&) const { return ""; }
+  std::string operator()(const AxisAttrs& a) const { return absl::StrCat("axis=", a.axis); }
+  std::string operator()(const ReshapeAttrs& a) const {
+    return absl::StrCat("shape=", List(a.shape));
+  }
+  std::string operator()(const TransposeAttrs& a) const {
+    return absl::StrCat("perm=", List(a.perm));
+  }
+  std::string operator()(const ReduceAttrs& a) const {
+    return absl::StrCat("axes=", List(a.axes), ", keepdims=", a.keepdims ? 1 : 0);
+  }
+  std::string operator()(const Conv2DAttrs& a) const {
+    return absl::StrCat("strides=", List(a.strides), ", padding=", List(a.padding),
+                        ", dilation=", List(a.dilation), ", groups=", a.groups);
+  }
+};
+
+}  // namespace
+
+std::string AttrsToString(const Attrs& attrs) { return std::visit(Printer{}, attrs); }
+
+void AppendAttrsCanonical(const Attrs& attrs, std::string& out) {
+  // The printed form names every field, so with the variant index it is canonical.
+  absl::StrAppend(&out, "attrs#", attrs.index(), "{", AttrsToString(attrs), "}");
+}
+
+}  // namespace kiln

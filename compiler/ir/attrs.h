@@ -1,0 +1,68 @@
+// Typed op attributes, one struct per op family. Parsed and validated once, when
+// a graph is imported; passes and lowering read fields, never strings.
+#ifndef KILN_COMPILER_IR_ATTRS_H_
+#define KILN_COMPILER_IR_ATTRS_H_
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace kiln {
+
+struct NoAttrs {
+  bool operator==(const NoAttrs&) const { return true; }
+};
+
+// softmax: the axis normalised over (negative counts from the end).
+struct AxisAttrs {
+  int64_t axis = -1;
+  bool operator==(const AxisAttrs& o) const { return axis == o.axis; }
+};
+
+// reshape: the requested shape; -1 infers one dim, 0 copies the input's dim.
+struct ReshapeAttrs {
+  std::vector<int64_t> shape;
+  bool operator==(const ReshapeAttrs& o) const { return shape == o.shape; }
+};
+
+// transpose: output dim i is input dim perm[i]; empty reverses the dims.
+struct TransposeAttrs {
+  std::vector<int64_t> perm;
+  bool operator==(const TransposeAttrs& o) const { return perm == o.perm; }
+};
+
+// sum / max / mean over axes; empty axes reduce every dim.
+struct ReduceAttrs {
+  std::vector<int64_t> axes;
+  bool keepdims = false;
+  bool operator==(const ReduceAttrs& o) const {
+    return axes == o.axes && keepdims == o.keepdims;
+  }
+};
+
+// conv2d in NCHW / OIHW.
+struct Conv2DAttrs {
+  std::vector<int64_t> strides{1, 1};
+  std::vector<int64_t> padding{0, 0, 0, 0};  // top, left, bottom, right
+  std::vector<int64_t> dilation{1, 1};
+  int64_t groups = 1;
+  bool operator==(const Conv2DAttrs& o) const {
+    return strides == o.strides && padding == o.padding && dilation == o.dilation &&
+           groups == o.groups;
+  }
+};
+
+using Attrs =
+    std::variant<NoAttrs, AxisAttrs, ReshapeAttrs, TransposeAttrs, ReduceAttrs, Conv2DAttrs>;
+
+// "axis=-1", "perm=[1,0]", "" for NoAttrs: the printed-IR form.
+std::string AttrsToString(const Attrs& attrs);
+
+// Feeds every field (and the variant index) into `out` as a canonical token string,
+// for structural hashing.
+void AppendAttrsCanonical(const Attrs& attrs, std::string& out);
+
+}  // namespace kiln
+
+#endif  // KILN_COMPILER_IR_ATTRS_H_

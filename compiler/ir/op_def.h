@@ -1,0 +1,55 @@
+// What an op is: everything the compiler knows about one op, in one entry
+// (like TVM's RELAY_REGISTER_OP). Entries live in compiler/ops/.
+#ifndef KILN_COMPILER_IR_OP_DEF_H_
+#define KILN_COMPILER_IR_OP_DEF_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compiler/ir/attrs.h"
+#include "compiler/ir/raw_attrs.h"
+#include "compiler/ir/tensor_type.h"
+
+namespace kiln {
+
+namespace te {
+struct ExprNode;
+using Expr = std::shared_ptr<const ExprNode>;
+class ComputeContext;
+}  // namespace te
+
+// Fusion pattern kinds, ordered as TVM orders them: FuseOps compares with <.
+enum class OpPattern {
+  kElemWise = 0,        // out[i] = f(in[i]), same shape
+  kBroadcast = 1,       // out[i, j] = f(in[i, j], b[j])
+  kInjective = 2,       // each output reads one input element (reshape, transpose)
+  kCommReduce = 3,      // reductions
+  kOutEWiseFusable = 4, // dense, conv2d: may absorb an elementwise epilogue
+  kTuple = 7,
+  kOpaque = 8,          // never fused
+};
+
+const char* OpPatternName(OpPattern pattern);
+
+struct OpDef {
+  std::string name;
+  OpPattern pattern = OpPattern::kOpaque;
+  int min_inputs = 1;
+  int max_inputs = 1;
+  // One line for GetServerInfo and error messages.
+  std::string summary;
+  // Validates and types the raw attributes; InvalidArgument naming the attribute.
+  std::function<absl::StatusOr<Attrs>(const RawAttrs&)> parse_attrs;
+  // The output type from the input types; InvalidArgument on mismatch.
+  std::function<absl::StatusOr<TensorType>(const std::vector<TensorType>&, const Attrs&)>
+      infer_type;
+  // The output element at ctx.output_indices() as an index expression over the inputs.
+  std::function<te::Expr(te::ComputeContext&)> compute;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_COMPILER_IR_OP_DEF_H_

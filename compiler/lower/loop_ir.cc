@@ -1,0 +1,78 @@
+#include "compiler/lower/loop_ir.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace kiln::lower {
+
+Stmt MakeFor(te::Var var, ForKind kind, Stmt body) {
+  auto s = std::make_shared<StmtNode>();
+  s->kind = StmtKind::kFor;
+  s->var = std::move(var);
+  s->for_kind = kind;
+  s->children = {std::move(body)};
+  return s;
+}
+
+Stmt MakeStore(int buffer, te::Expr index, te::Expr value) {
+  auto s = std::make_shared<StmtNode>();
+  s->kind = StmtKind::kStore;
+  s->buffer = buffer;
+  s->index = std::move(index);
+  s->value = std::move(value);
+  return s;
+}
+
+Stmt MakeSeq(std::vector<Stmt> stmts) {
+  auto s = std::make_shared<StmtNode>();
+  s->kind = StmtKind::kSeq;
+  s->children = std::move(stmts);
+  return s;
+}
+
+namespace {
+const char* ForKindName(ForKind k) {
+  switch (k) {
+    case ForKind::kSerial:
+      return "for";
+    case ForKind::kParallel:
+      return "parallel for";
+    case ForKind::kVectorized:
+      return "vectorized for";
+    case ForKind::kUnrolled:
+      return "unrolled for";
+  }
+  return "for";
+}
+
+void Print(const Stmt& s, int indent, std::string& out) {
+  std::string pad(indent * 2, ' ');
+  switch (s->kind) {
+    case StmtKind::kFor:
+      absl::StrAppend(&out, pad, ForKindName(s->for_kind), " ", s->var->name, " in [0, ",
+                      s->var->extent, "):\n");
+      Print(s->children[0], indent + 1, out);
+      break;
+    case StmtKind::kStore:
+      absl::StrAppend(&out, pad, "b", s->buffer, "[", te::ExprToString(s->index),
+                      "] = ", te::ExprToString(s->value), "\n");
+      break;
+    case StmtKind::kSeq:
+      for (const Stmt& c : s->children) Print(c, indent, out);
+      break;
+  }
+}
+}  // namespace
+
+std::string LoopFunctionToString(const LoopFunction& fn) {
+  std::string out = absl::StrCat("func ", fn.name, "(");
+  for (int i = 0; i < static_cast<int>(fn.buffers.size()); ++i) {
+    const BufferDecl& b = fn.buffers[i];
+    absl::StrAppend(&out, i == fn.num_params ? " | temps: " : (i ? ", " : ""), "b", i, ":",
+                    b.name, ":", te::ScalarTypeName(b.type), "[", b.num_elements, "]");
+  }
+  absl::StrAppend(&out, ")\n");
+  Print(fn.body, 1, out);
+  return out;
+}
+
+}  // namespace kiln::lower

@@ -1,0 +1,73 @@
+// The loop-nest IR a fused group is lowered to, and what codegen consumes.
+//
+// A LoopFunction computes its output buffer(s) from its input buffers with a
+// statement tree of For / Store / Seq. Expressions are te::Exprs whose Loads have
+// been flattened to a single element index. Reductions stay as te::kReduce
+// expressions inside a Store's value: codegen emits their loops in place.
+//
+// Kernel ABI (what codegen emits and the runtime calls):
+//   extern "C" void <name>(void** args);
+// args[i] is the data pointer of buffer i for i < num_params (inputs first, then
+// outputs, in the order of `buffers`). Buffers with index >= num_params are
+// temporaries the kernel allocates itself (64-byte aligned) and frees on return.
+// A kParallel loop is outlined and run through the runtime's
+//   extern "C" void kiln_parallel_for(void (*body)(void* closure, int64_t begin,
+//                                                  int64_t end),
+//                                     void* closure, int64_t extent);
+#ifndef KILN_COMPILER_LOWER_LOOP_IR_H_
+#define KILN_COMPILER_LOWER_LOOP_IR_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/te/expr.h"
+
+namespace kiln::lower {
+
+enum class ForKind { kSerial, kParallel, kVectorized, kUnrolled };
+
+struct StmtNode;
+using Stmt = std::shared_ptr<const StmtNode>;
+
+enum class StmtKind { kFor, kStore, kSeq };
+
+struct StmtNode {
+  StmtKind kind = StmtKind::kSeq;
+  // kFor: `var` runs over [0, var->extent) with `for_kind`; body in children[0].
+  te::Var var;
+  ForKind for_kind = ForKind::kSerial;
+  // kStore: buffer[index] = value.
+  int buffer = -1;
+  te::Expr index;
+  te::Expr value;
+  // kFor: one child (the body); kSeq: the statements in order.
+  std::vector<Stmt> children;
+};
+
+Stmt MakeFor(te::Var var, ForKind kind, Stmt body);
+Stmt MakeStore(int buffer, te::Expr index, te::Expr value);
+Stmt MakeSeq(std::vector<Stmt> stmts);
+
+struct BufferDecl {
+  std::string name;
+  te::ScalarType type = te::ScalarType::kF32;
+  int64_t num_elements = 0;
+};
+
+struct LoopFunction {
+  // A valid C identifier; the symbol codegen defines.
+  std::string name;
+  // Params first (inputs, then outputs), then temporaries.
+  std::vector<BufferDecl> buffers;
+  int num_params = 0;
+  Stmt body;
+};
+
+// Indented pseudo-code, for IR dumps and tests.
+std::string LoopFunctionToString(const LoopFunction& fn);
+
+}  // namespace kiln::lower
+
+#endif  // KILN_COMPILER_LOWER_LOOP_IR_H_

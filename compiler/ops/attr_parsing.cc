@@ -1,0 +1,41 @@
+#include "compiler/ops/attr_parsing.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace kiln {
+
+absl::Status CheckKnownAttrs(const RawAttrs& raw, std::initializer_list<const char*> allowed) {
+  for (const auto& [name, value] : raw) {
+    bool known = false;
+    for (const char* a : allowed) known |= name == a;
+    if (!known) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown attribute '", name, "' (expected one of: ",
+                       allowed.size() ? absl::StrJoin(allowed, ", ") : "none", ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool HasAttr(const RawAttrs& raw, const std::string& name) { return raw.count(name) > 0; }
+
+absl::StatusOr<int64_t> GetIntAttr(const RawAttrs& raw, const std::string& name,
+                                   int64_t default_value) {
+  auto it = raw.find(name);
+  if (it == raw.end()) return default_value;
+  if (const int64_t* v = std::get_if<int64_t>(&it->second)) return *v;
+  return absl::InvalidArgumentError(
+      absl::StrCat("attribute '", name, "' must be an integer"));
+}
+
+absl::StatusOr<std::vector<int64_t>> GetIntsAttr(const RawAttrs& raw, const std::string& name,
+                                                 std::vector<int64_t> default_value) {
+  auto it = raw.find(name);
+  if (it == raw.end()) return default_value;
+  if (const auto* v = std::get_if<std::vector<int64_t>>(&it->second)) return *v;
+  return absl::InvalidArgumentError(
+      absl::StrCat("attribute '", name, "' must be a list of integers"));
+}
+
+}  // namespace kiln

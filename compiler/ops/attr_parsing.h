@@ -1,0 +1,28 @@
+// Reading typed values out of RawAttrs, for the ops' attribute parsers. Each
+// getter rejects a wrong kind or an unknown attribute with InvalidArgument.
+#ifndef KILN_COMPILER_OPS_ATTR_PARSING_H_
+#define KILN_COMPILER_OPS_ATTR_PARSING_H_
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "compiler/ir/raw_attrs.h"
+
+namespace kiln {
+
+// InvalidArgument naming the first attribute not in `allowed`.
+absl::Status CheckKnownAttrs(const RawAttrs& raw, std::initializer_list<const char*> allowed);
+absl::StatusOr<int64_t> GetIntAttr(const RawAttrs& raw, const std::string& name,
+                                   int64_t default_value);
+absl::StatusOr<std::vector<int64_t>> GetIntsAttr(const RawAttrs& raw, const std::string& name,
+                                                 std::vector<int64_t> default_value);
+// Whether the attribute is present.
+bool HasAttr(const RawAttrs& raw, const std::string& name);
+
+}  // namespace kiln
+
+#endif  // KILN_COMPILER_OPS_ATTR_PARSING_H_

@@ -1,0 +1,236 @@
+// Neural-network ops: dense / matmul (with optional bias), softmax, conv2d.
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "compiler/ops/attr_parsing.h"
+#include "compiler/ops/op_registry.h"
+#include "compiler/ops/register_ops.h"
+#include "compiler/ops/shape_relations.h"
+#include "compiler/te/compute_context.h"
+
+namespace kiln {
+namespace {
+
+using te::ComputeContext;
+using te::Expr;
+using te::ReduceOp;
+
+absl::StatusOr<Attrs> NoAttrsParser(const RawAttrs& raw) {
+  KILN_RETURN_IF_ERROR(CheckKnownAttrs(raw, {}));
+  return Attrs(NoAttrs{});
+}
+
+// dense: x (..., K), weight (N, K) as in TVM, optional bias (N) -> (..., N).
+// matmul: x (..., K), weight (K, N), optional bias (N) -> (..., N).
+absl::StatusOr<TensorType> LinearRelation(const std::vector<TensorType>& in, bool transposed) {
+  KILN_RETURN_IF_ERROR(RequireDType(in, DType::kFloat32));
+  const TensorType& x = in[0];
+  const TensorType& w = in[1];
+  if (x.rank() < 1 || w.rank() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat("expected x of rank >= 1 and a 2-D weight, got ",
+                                                   x.ToString(), " and ", w.ToString()));
+  }
+  const int64_t k = x.shape.back();
+  const int64_t wk = transposed ? w.shape[1] : w.shape[0];
+  const int64_t n = transposed ? w.shape[0] : w.shape[1];
+  if (k != wk) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "reduction dims differ: x ", x.ToString(), " has K=", k, " but weight ", w.ToString(),
+        " has K=", wk));
+  }
+  if (in.size() == 3 && (in[2].rank() != 1 || in[2].shape[0] != n)) {
+    return absl::InvalidArgumentError(absl::StrCat("bias ", in[2].ToString(),
+                                                   " must have shape [", n, "]"));
+  }
+  std::vector<int64_t> shape = x.shape;
+  shape.back() = n;
+  return TensorType{DType::kFloat32, shape};
+}
+
+Expr LinearCompute(ComputeContext& ctx, bool transposed) {
+  te::ExprBuilder& b = ctx.b();
+  const int64_t k_extent = ctx.input_type(0).shape.back();
+  te::Var k = ctx.ReduceVar("k", k_extent);
+  std::vector<Expr> x_idx = ctx.out();
+  x_idx.back() = b.Ref(k);
+  Expr j = ctx.out().back();
+  Expr w = transposed ? ctx.Input(1, {j, b.Ref(k)}) : ctx.Input(1, {b.Ref(k), j});
+  Expr sum = b.Reduce(ReduceOp::kSum, {k}, b.Mul(ctx.Input(0, x_idx), w));
+  if (ctx.num_inputs() == 3) sum = b.Add(sum, ctx.Input(2, {j}));
+  return sum;
+}
+
+void RegisterLinear(OpRegistry& r, const char* name, bool transposed, const char* summary) {
+  OpDef def;
+  def.name = name;
+  def.pattern = OpPattern::kOutEWiseFusable;
+  def.min_inputs = 2;
+  def.max_inputs = 3;
+  def.summary = summary;
+  def.parse_attrs = NoAttrsParser;
+  def.infer_type = [transposed](const std::vector<TensorType>& in, const Attrs&) {
+    return LinearRelation(in, transposed);
+  };
+  def.compute = [transposed](ComputeContext& ctx) { return LinearCompute(ctx, transposed); };
+  r.Register(std::move(def));
+}
+
+void RegisterSoftmax(OpRegistry& r) {
+  OpDef def;
+  def.name = "softmax";
+  // As in recent TVM: its elementwise consumers may fuse into it.
+  def.pattern = OpPattern::kOutEWiseFusable;
+  def.summary = "exp(x - max) / sum(exp(x - max)) along attribute `axis` (default -1)";
+  def.parse_attrs = [](const RawAttrs& raw) -> absl::StatusOr<Attrs> {
+    KILN_RETURN_IF_ERROR(CheckKnownAttrs(raw, {"axis"}));
+    KILN_ASSIGN_OR_RETURN(int64_t axis, GetIntAttr(raw, "axis", -1));
+    return Attrs(AxisAttrs{axis});
+  };
+  def.infer_type = [](const std::vector<TensorType>& in,
+                      const Attrs& attrs) -> absl::StatusOr<TensorType> {
+    KILN_RETURN_IF_ERROR(RequireDType(in, DType::kFloat32));
+    KILN_RETURN_IF_ERROR(NormalizeAxis(std::get<AxisAttrs>(attrs).axis, in[0].rank()).status());
+    return in[0];
+  };
+  def.compute = [](ComputeContext& ctx) {
+    te::ExprBuilder& b = ctx.b();
+    const int64_t rank = ctx.input_type(0).rank();
+    int64_t axis = ctx.attrs<AxisAttrs>().axis;
+    if (axis < 0) axis += rank;
+    const int64_t extent = ctx.input_type(0).shape[axis];
+    auto along = [&](const te::Var& v) {
+      std::vector<Expr> idx = ctx.out();
+      idx[axis] = b.Ref(v);
+      return ctx.Input(0, idx);
+    };
+    te::Var m = ctx.ReduceVar("m", extent);
+    Expr max = b.Reduce(ReduceOp::kMax, {m}, along(m));
+    te::Var s = ctx.ReduceVar("s", extent);
+    Expr sum = b.Reduce(ReduceOp::kSum, {s}, b.Unary(te::UnaryOp::kExp, b.Sub(along(s), max)));
+    Expr x = ctx.Input(0, ctx.out());
+    return b.Div(b.Unary(te::UnaryOp::kExp, b.Sub(x, max)), sum);
+  };
+  r.Register(std::move(def));
+}
+
+absl::StatusOr<Attrs> ParseConv2D(const RawAttrs& raw) {
+  KILN_RETURN_IF_ERROR(CheckKnownAttrs(raw, {"strides", "padding", "dilation", "groups"}));
+  Conv2DAttrs a;
+  KILN_ASSIGN_OR_RETURN(a.strides, GetIntsAttr(raw, "strides", {1, 1}));
+  KILN_ASSIGN_OR_RETURN(a.padding, GetIntsAttr(raw, "padding", {0, 0, 0, 0}));
+  KILN_ASSIGN_OR_RETURN(a.dilation, GetIntsAttr(raw, "dilation", {1, 1}));
+  KILN_ASSIGN_OR_RETURN(a.groups, GetIntAttr(raw, "groups", 1));
+  if (a.padding.size() == 2) a.padding = {a.padding[0], a.padding[1], a.padding[0], a.padding[1]};
+  if (a.strides.size() != 2 || a.dilation.size() != 2 || a.padding.size() != 4) {
+    return absl::InvalidArgumentError(
+        "conv2d wants strides[2], dilation[2] and padding[2 or 4]");
+  }
+  for (int64_t v : a.strides) {
+    if (v < 1) return absl::InvalidArgumentError("conv2d strides must be >= 1");
+  }
+  for (int64_t v : a.dilation) {
+    if (v < 1) return absl::InvalidArgumentError("conv2d dilation must be >= 1");
+  }
+  for (int64_t v : a.padding) {
+    if (v < 0) return absl::InvalidArgumentError("conv2d padding must be >= 0");
+  }
+  if (a.groups < 1) return absl::InvalidArgumentError("conv2d groups must be >= 1");
+  return Attrs(a);
+}
+
+// conv2d: data (N, C, H, W), weight (O, C/groups, KH, KW), optional bias (O).
+absl::StatusOr<TensorType> Conv2DRelation(const std::vector<TensorType>& in,
+                                          const Attrs& attrs) {
+  KILN_RETURN_IF_ERROR(RequireDType(in, DType::kFloat32));
+  const Conv2DAttrs& a = std::get<Conv2DAttrs>(attrs);
+  const TensorType& x = in[0];
+  const TensorType& w = in[1];
+  if (x.rank() != 4 || w.rank() != 4) {
+    return absl::InvalidArgumentError(absl::StrCat("conv2d wants 4-D data and weight, got ",
+                                                   x.ToString(), " and ", w.ToString()));
+  }
+  if (x.shape[1] % a.groups != 0 || w.shape[0] % a.groups != 0 ||
+      w.shape[1] != x.shape[1] / a.groups) {
+    return absl::InvalidArgumentError(absl::StrCat("conv2d channels: data ", x.ToString(),
+                                                   ", weight ", w.ToString(), ", groups ",
+                                                   a.groups));
+  }
+  if (in.size() == 3 && (in[2].rank() != 1 || in[2].shape[0] != w.shape[0])) {
+    return absl::InvalidArgumentError(absl::StrCat("conv2d bias ", in[2].ToString(),
+                                                   " must have shape [", w.shape[0], "]"));
+  }
+  std::vector<int64_t> out{x.shape[0], w.shape[0], 0, 0};
+  for (int d = 0; d < 2; ++d) {
+    const int64_t padded = x.shape[2 + d] + a.padding[d] + a.padding[d + 2];
+    const int64_t window = a.dilation[d] * (w.shape[2 + d] - 1) + 1;
+    if (padded < window) {
+      return absl::InvalidArgumentError(absl::StrCat("conv2d window ", window,
+                                                     " exceeds padded input ", padded));
+    }
+    out[2 + d] = (padded - window) / a.strides[d] + 1;
+  }
+  return TensorType{DType::kFloat32, out};
+}
+
+Expr Conv2DCompute(ComputeContext& ctx) {
+  te::ExprBuilder& b = ctx.b();
+  const Conv2DAttrs& a = ctx.attrs<Conv2DAttrs>();
+  const std::vector<int64_t>& xs = ctx.input_type(0).shape;
+  const std::vector<int64_t>& ws = ctx.input_type(1).shape;
+  const int64_t cin_per_group = ws[1];
+  const int64_t cout_per_group = ws[0] / a.groups;
+  te::Var c = ctx.ReduceVar("rc", cin_per_group);
+  te::Var ky = ctx.ReduceVar("ry", ws[2]);
+  te::Var kx = ctx.ReduceVar("rx", ws[3]);
+  const std::vector<Expr>& o = ctx.out();
+  Expr channel = b.Add(b.Mul(b.Div(o[1], b.Int(cout_per_group)), b.Int(cin_per_group)), b.Ref(c));
+  Expr y = b.Sub(b.Add(b.Mul(o[2], b.Int(a.strides[0])), b.Mul(b.Ref(ky), b.Int(a.dilation[0]))),
+                 b.Int(a.padding[0]));
+  Expr x = b.Sub(b.Add(b.Mul(o[3], b.Int(a.strides[1])), b.Mul(b.Ref(kx), b.Int(a.dilation[1]))),
+                 b.Int(a.padding[1]));
+  const bool padded = a.padding[0] || a.padding[1] || a.padding[2] || a.padding[3];
+  Expr data;
+  if (padded) {
+    // Loads are evaluated eagerly, so clamp the index and select zero outside.
+    auto inside = [&](Expr v, int64_t n) {
+      return b.Binary(te::BinaryOp::kAnd, b.Compare(te::CompareOp::kGE, v, b.Int(0)),
+                      b.Compare(te::CompareOp::kLT, v, b.Int(n)));
+    };
+    auto clamp = [&](Expr v, int64_t n) { return b.Max(b.Int(0), b.Min(v, b.Int(n - 1))); };
+    Expr cond = b.Binary(te::BinaryOp::kAnd, inside(y, xs[2]), inside(x, xs[3]));
+    data = b.Select(cond, ctx.Input(0, {o[0], channel, clamp(y, xs[2]), clamp(x, xs[3])}),
+                    b.Float(0));
+  } else {
+    data = ctx.Input(0, {o[0], channel, y, x});
+  }
+  Expr weight = ctx.Input(1, {o[1], b.Ref(c), b.Ref(ky), b.Ref(kx)});
+  Expr sum = b.Reduce(ReduceOp::kSum, {c, ky, kx}, b.Mul(data, weight));
+  if (ctx.num_inputs() == 3) sum = b.Add(sum, ctx.Input(2, {o[1]}));
+  return sum;
+}
+
+void RegisterConv2D(OpRegistry& r) {
+  OpDef def;
+  def.name = "conv2d";
+  def.pattern = OpPattern::kOutEWiseFusable;
+  def.min_inputs = 2;
+  def.max_inputs = 3;
+  def.summary = "2-D convolution, NCHW data, OIHW weight, optional bias";
+  def.parse_attrs = ParseConv2D;
+  def.infer_type = Conv2DRelation;
+  def.compute = Conv2DCompute;
+  r.Register(std::move(def));
+}
+
+}  // namespace
+
+void RegisterNnOps(OpRegistry& r) {
+  RegisterLinear(r, "dense", /*transposed=*/true,
+                 "x (..., K) times weight (N, K) transposed, plus optional bias (N)");
+  RegisterLinear(r, "matmul", /*transposed=*/false,
+                 "x (..., K) times weight (K, N), plus optional bias (N)");
+  RegisterSoftmax(r);
+  RegisterConv2D(r);
+}
+
+}  // namespace kiln

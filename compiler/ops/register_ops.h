@@ -1,0 +1,20 @@
+// One registration function per op family; OpRegistry::Default() calls them all.
+#ifndef KILN_COMPILER_OPS_REGISTER_OPS_H_
+#define KILN_COMPILER_OPS_REGISTER_OPS_H_
+
+namespace kiln {
+
+class OpRegistry;
+
+// add, sub, mul, div (NumPy broadcasting), relu, sigmoid, tanh, exp, neg, sqrt, log.
+void RegisterElementwiseOps(OpRegistry& registry);
+// dense, matmul, softmax, conv2d.
+void RegisterNnOps(OpRegistry& registry);
+// reshape, transpose.
+void RegisterTransformOps(OpRegistry& registry);
+// sum, max (reductions over axes).
+void RegisterReduceOps(OpRegistry& registry);
+
+}  // namespace kiln
+
+#endif  // KILN_COMPILER_OPS_REGISTER_OPS_H_

@@ -1,0 +1,265 @@
+#include "compiler/te/evaluator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+
+#include "common/status_macros.h"
+
+namespace kiln::te {
+namespace {
+
+// f32 values are held as float so folding rounds exactly as the kernels do.
+struct Scalar {
+  int64_t i = 0;
+  float f = 0;
+};
+
+class Evaluator {
+ public:
+  explicit Evaluator(const std::vector<EvalBuffer>& buffers) : buffers_(buffers) {}
+
+  void Bind(const VarNode* v, int64_t value) { vars_[v] = value; }
+
+  Scalar Eval(const Expr& e) {
+    Scalar r;
+    switch (e->kind) {
+      case ExprKind::kIntImm:
+        r.i = e->int_value;
+        return r;
+      case ExprKind::kFloatImm:
+        r.f = static_cast<float>(e->float_value);
+        return r;
+      case ExprKind::kVar:
+        r.i = vars_.at(e->var.get());
+        return r;
+      case ExprKind::kLoad:
+        return Load(e);
+      case ExprKind::kBinary:
+        return Binary(e);
+      case ExprKind::kUnary:
+        return Unary(e);
+      case ExprKind::kCompare:
+        return Compare(e);
+      case ExprKind::kSelect: {
+        Scalar c = Eval(e->operands[0]);
+        return Eval(e->operands[c.i ? 1 : 2]);
+      }
+      case ExprKind::kCast:
+        return Cast(e);
+      case ExprKind::kReduce:
+        return Reduce(e);
+    }
+    return r;
+  }
+
+ private:
+  Scalar Load(const Expr& e) {
+    const EvalBuffer& buf = buffers_[e->buffer];
+    int64_t flat = 0;
+    for (size_t d = 0; d < e->operands.size(); ++d) {
+      flat = flat * buf.shape[d] + Eval(e->operands[d]).i;
+    }
+    Scalar r;
+    switch (buf.type) {
+      case ScalarType::kF32:
+        r.f = static_cast<const float*>(buf.data)[flat];
+        break;
+      case ScalarType::kI64:
+        r.i = static_cast<const int64_t*>(buf.data)[flat];
+        break;
+      case ScalarType::kBool:
+        r.i = static_cast<const uint8_t*>(buf.data)[flat];
+        break;
+    }
+    return r;
+  }
+
+  Scalar Binary(const Expr& e) {
+    Scalar a = Eval(e->operands[0]);
+    Scalar b = Eval(e->operands[1]);
+    Scalar r;
+    if (e->type == ScalarType::kF32) {
+      switch (e->binary_op()) {
+        case BinaryOp::kAdd: r.f = a.f + b.f; break;
+        case BinaryOp::kSub: r.f = a.f - b.f; break;
+        case BinaryOp::kMul: r.f = a.f * b.f; break;
+        case BinaryOp::kDiv: r.f = a.f / b.f; break;
+        case BinaryOp::kMod: r.f = std::fmod(a.f, b.f); break;
+        case BinaryOp::kMin: r.f = std::fmin(a.f, b.f); break;
+        case BinaryOp::kMax: r.f = std::fmax(a.f, b.f); break;
+        case BinaryOp::kPow: r.f = std::pow(a.f, b.f); break;
+        default: KILN_CHECK(false);
+      }
+      return r;
+    }
+    switch (e->binary_op()) {
+      case BinaryOp::kAdd: r.i = a.i + b.i; break;
+      case BinaryOp::kSub: r.i = a.i - b.i; break;
+      case BinaryOp::kMul: r.i = a.i * b.i; break;
+      // Division by zero in int tensors is undefined in kernels too; fold to 0.
+      case BinaryOp::kDiv: r.i = b.i ? a.i / b.i : 0; break;
+      case BinaryOp::kMod: r.i = b.i ? a.i % b.i : 0; break;
+      case BinaryOp::kMin: r.i = std::min(a.i, b.i); break;
+      case BinaryOp::kMax: r.i = std::max(a.i, b.i); break;
+      case BinaryOp::kAnd: r.i = a.i && b.i; break;
+      case BinaryOp::kOr: r.i = a.i || b.i; break;
+      case BinaryOp::kPow: {
+        int64_t p = 1;
+        for (int64_t k = 0; k < b.i; ++k) p *= a.i;
+        r.i = p;
+        break;
+      }
+    }
+    return r;
+  }
+
+  Scalar Unary(const Expr& e) {
+    Scalar a = Eval(e->operands[0]);
+    Scalar r;
+    if (e->type != ScalarType::kF32) {
+      switch (e->unary_op()) {
+        case UnaryOp::kNeg: r.i = -a.i; break;
+        case UnaryOp::kAbs: r.i = a.i < 0 ? -a.i : a.i; break;
+        case UnaryOp::kNot: r.i = !a.i; break;
+        default: r.i = a.i;
+      }
+      return r;
+    }
+    switch (e->unary_op()) {
+      case UnaryOp::kNeg: r.f = -a.f; break;
+      case UnaryOp::kExp: r.f = std::exp(a.f); break;
+      case UnaryOp::kLog: r.f = std::log(a.f); break;
+      case UnaryOp::kSqrt: r.f = std::sqrt(a.f); break;
+      case UnaryOp::kTanh: r.f = std::tanh(a.f); break;
+      case UnaryOp::kAbs: r.f = std::fabs(a.f); break;
+      case UnaryOp::kErf: r.f = std::erf(a.f); break;
+      case UnaryOp::kFloor: r.f = std::floor(a.f); break;
+      case UnaryOp::kNot: r.f = a.f == 0; break;
+    }
+    return r;
+  }
+
+  Scalar Compare(const Expr& e) {
+    Scalar a = Eval(e->operands[0]);
+    Scalar b = Eval(e->operands[1]);
+    const bool is_float = e->operands[0]->type == ScalarType::kF32;
+    auto cmp = [&](auto x, auto y) {
+      switch (e->compare_op()) {
+        case CompareOp::kLT: return x < y;
+        case CompareOp::kLE: return x <= y;
+        case CompareOp::kGT: return x > y;
+        case CompareOp::kGE: return x >= y;
+        case CompareOp::kEQ: return x == y;
+        case CompareOp::kNE: return x != y;
+      }
+      return false;
+    };
+    Scalar r;
+    r.i = is_float ? cmp(a.f, b.f) : cmp(a.i, b.i);
+    return r;
+  }
+
+  Scalar Cast(const Expr& e) {
+    const ScalarType from = e->operands[0]->type;
+    Scalar a = Eval(e->operands[0]);
+    Scalar r;
+    if (e->type == ScalarType::kF32) {
+      r.f = from == ScalarType::kF32 ? a.f : static_cast<float>(a.i);
+    } else if (e->type == ScalarType::kBool) {
+      r.i = from == ScalarType::kF32 ? a.f != 0 : a.i != 0;
+    } else {
+      r.i = from == ScalarType::kF32 ? static_cast<int64_t>(a.f) : a.i;
+    }
+    return r;
+  }
+
+  Scalar Reduce(const Expr& e) {
+    const bool is_float = e->type == ScalarType::kF32;
+    Scalar acc;
+    switch (e->reduce_op()) {
+      case ReduceOp::kSum:
+        break;
+      case ReduceOp::kProd:
+        acc.f = 1;
+        acc.i = 1;
+        break;
+      case ReduceOp::kMax:
+        acc.f = -std::numeric_limits<float>::infinity();
+        acc.i = std::numeric_limits<int64_t>::min();
+        break;
+      case ReduceOp::kMin:
+        acc.f = std::numeric_limits<float>::infinity();
+        acc.i = std::numeric_limits<int64_t>::max();
+        break;
+    }
+    const std::vector<Var>& rv = e->reduce_vars;
+    std::vector<int64_t> idx(rv.size(), 0);
+    for (const Var& v : rv) {
+      if (v->extent == 0) return acc;
+    }
+    while (true) {
+      for (size_t d = 0; d < rv.size(); ++d) Bind(rv[d].get(), idx[d]);
+      Scalar x = Eval(e->operands[0]);
+      switch (e->reduce_op()) {
+        case ReduceOp::kSum:
+          acc.f += x.f;
+          acc.i += x.i;
+          break;
+        case ReduceOp::kProd:
+          acc.f *= x.f;
+          acc.i *= x.i;
+          break;
+        case ReduceOp::kMax:
+          acc.f = std::fmax(acc.f, x.f);
+          acc.i = std::max(acc.i, x.i);
+          break;
+        case ReduceOp::kMin:
+          acc.f = std::fmin(acc.f, x.f);
+          acc.i = std::min(acc.i, x.i);
+          break;
+      }
+      int d = static_cast<int>(rv.size()) - 1;
+      while (d >= 0 && ++idx[d] == rv[d]->extent) idx[d--] = 0;
+      if (d < 0) break;
+    }
+    (void)is_float;
+    return acc;
+  }
+
+  const std::vector<EvalBuffer>& buffers_;
+  std::unordered_map<const VarNode*, int64_t> vars_;
+};
+
+}  // namespace
+
+void EvaluateIntoBuffer(const Expr& value, const std::vector<Var>& out_vars,
+                        const std::vector<int64_t>& out_shape,
+                        const std::vector<EvalBuffer>& buffers, ScalarType type, void* out) {
+  Evaluator ev(buffers);
+  int64_t total = 1;
+  for (int64_t d : out_shape) total *= d;
+  std::vector<int64_t> idx(out_shape.size(), 0);
+  for (int64_t flat = 0; flat < total; ++flat) {
+    for (size_t d = 0; d < out_vars.size(); ++d) ev.Bind(out_vars[d].get(), idx[d]);
+    Scalar s = ev.Eval(value);
+    switch (type) {
+      case ScalarType::kF32:
+        static_cast<float*>(out)[flat] = s.f;
+        break;
+      case ScalarType::kI64:
+        static_cast<int64_t*>(out)[flat] = s.i;
+        break;
+      case ScalarType::kBool:
+        static_cast<uint8_t*>(out)[flat] = s.i != 0;
+        break;
+    }
+    for (int d = static_cast<int>(out_shape.size()) - 1; d >= 0; --d) {
+      if (++idx[d] < out_shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+}  // namespace kiln::te

@@ -1,0 +1,57 @@
+// Makes interned Exprs and folds trivial integer arithmetic as it goes (index
+// expressions are full of `i * 1 + 0`), so equal expressions share one node.
+#ifndef KILN_COMPILER_TE_EXPR_BUILDER_H_
+#define KILN_COMPILER_TE_EXPR_BUILDER_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "compiler/te/expr.h"
+
+namespace kiln::te {
+
+class ExprBuilder {
+ public:
+  Var NewVar(std::string name, int64_t extent);
+
+  Expr Int(int64_t v);
+  Expr Bool(bool v);
+  Expr Float(double v);
+  Expr Ref(const Var& v);
+  Expr Load(int buffer, ScalarType type, std::vector<Expr> indices);
+
+  Expr Binary(BinaryOp op, Expr a, Expr b);
+  Expr Add(Expr a, Expr b) { return Binary(BinaryOp::kAdd, std::move(a), std::move(b)); }
+  Expr Sub(Expr a, Expr b) { return Binary(BinaryOp::kSub, std::move(a), std::move(b)); }
+  Expr Mul(Expr a, Expr b) { return Binary(BinaryOp::kMul, std::move(a), std::move(b)); }
+  Expr Div(Expr a, Expr b) { return Binary(BinaryOp::kDiv, std::move(a), std::move(b)); }
+  Expr Mod(Expr a, Expr b) { return Binary(BinaryOp::kMod, std::move(a), std::move(b)); }
+  Expr Min(Expr a, Expr b) { return Binary(BinaryOp::kMin, std::move(a), std::move(b)); }
+  Expr Max(Expr a, Expr b) { return Binary(BinaryOp::kMax, std::move(a), std::move(b)); }
+  Expr Unary(UnaryOp op, Expr a);
+  Expr Compare(CompareOp op, Expr a, Expr b);
+  Expr Select(Expr cond, Expr a, Expr b);
+  Expr Cast(ScalarType type, Expr a);
+  Expr Reduce(ReduceOp op, std::vector<Var> vars, Expr body);
+
+  // A constant of `type` (0/1 style literals for generic op definitions).
+  Expr Constant(ScalarType type, double v);
+
+  // Rebuilds `e` with each Var in `from` replaced by the matching Expr in `to`.
+  Expr Substitute(const Expr& e, const std::vector<Var>& from, const std::vector<Expr>& to);
+
+ private:
+  Expr Intern(ExprNode node);
+
+  using Key = std::tuple<int, int, int64_t, uint64_t, int, std::vector<const ExprNode*>,
+                         const VarNode*, int, std::vector<const VarNode*>>;
+  std::map<Key, Expr> interned_;
+  int64_t next_var_id_ = 0;
+};
+
+}  // namespace kiln::te
+
+#endif  // KILN_COMPILER_TE_EXPR_BUILDER_H_

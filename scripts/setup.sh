@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Kiln builds against, only those that are missing.
+# Idempotent: a machine that has everything runs no apt command at all.
+set -euo pipefail
+
+packages=(
+  bazel-bootstrap bazel-platforms bazel-rules-java
+  llvm-16-dev
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev libgtest-dev libgmock-dev
+  zlib1g-dev libzstd-dev libtinfo-dev libxml2-dev libedit-dev libffi-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}" >&2
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
