@@ -157,6 +157,7 @@ Graph Graph::Clone() const {
   }
   for (auto& n : copy.nodes_) {
     for (Node*& in : n->inputs) in = map.at(in);
+    if (n->group_root) n->group_root = map.at(n->group_root);
   }
   for (Node* in : inputs_) copy.inputs_.push_back(map.at(in));
   for (Node* out : outputs_) copy.outputs_.push_back(map.at(out));

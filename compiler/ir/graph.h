@@ -45,6 +45,9 @@ struct Node {
   bool type_known = false;
   // For kConstant.
   std::shared_ptr<const ConstantData> value;
+  // Set by FuseOps: the op whose value this node's fused group produces (the
+  // group's root). Null means the node is a group of its own.
+  Node* group_root = nullptr;
 
   bool is_op() const { return kind == NodeKind::kOp; }
   bool is_constant() const { return kind == NodeKind::kConstant; }

@@ -1,0 +1,83 @@
+#include "compiler/compile.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "compiler/default_pipeline.h"
+#include "compiler/ir_printer_instrument.h"
+#include "compiler/lower/build_program.h"
+#include "compiler/timing_instrument.h"
+
+namespace kiln {
+namespace {
+
+double MsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+absl::Status CheckPassNames(const Pass& pipeline, const std::vector<std::string>& names,
+                            bool allow_all) {
+  std::vector<std::string> known;
+  pipeline.CollectNames(known);
+  std::sort(known.begin(), known.end());
+  known.erase(std::unique(known.begin(), known.end()), known.end());
+  for (const std::string& n : names) {
+    if (allow_all && n == "all") continue;
+    if (!std::binary_search(known.begin(), known.end(), n)) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown pass '", n, "'; known passes: ",
+                                                     absl::StrJoin(known, ", ")));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Program> CompileGraph(Graph graph, const CompileOptions& options) {
+  std::unique_ptr<Sequential> pipeline = DefaultPipeline();
+  KILN_RETURN_IF_ERROR(CheckPassNames(*pipeline, options.disabled_passes, false));
+  KILN_RETURN_IF_ERROR(CheckPassNames(*pipeline, options.required_passes, false));
+  KILN_RETURN_IF_ERROR(CheckPassNames(*pipeline, options.print_ir_after, true));
+  if (options.opt_level < 0 || options.opt_level > 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("opt_level ", options.opt_level, " is outside 0..3"));
+  }
+  if (options.max_fuse_depth < 1) {
+    return absl::InvalidArgumentError("max_fuse_depth must be at least 1");
+  }
+
+  TimingInstrument timing;
+  IrPrinterInstrument printer(options.print_ir_after);
+  PassContext ctx;
+  ctx.opt_level = options.opt_level;
+  ctx.disabled_pass = options.disabled_passes;
+  ctx.required_pass = options.required_passes;
+  ctx.config.fuse_max_depth = options.max_fuse_depth;
+  ctx.instruments = {&timing, &printer};
+
+  auto start = std::chrono::steady_clock::now();
+  KILN_RETURN_IF_ERROR(RunPass(*pipeline, graph, ctx, 0).status());
+  const double passes_ms = MsSince(start);
+  // InferType is opt_level 0 but may be disabled; lowering needs types.
+  for (Node* n : graph.TopologicalOrder()) {
+    if (!n->type_known) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("node '", n->name, "' has no type: InferType must not be disabled"));
+    }
+  }
+
+  start = std::chrono::steady_clock::now();
+  KILN_ASSIGN_OR_RETURN(Program program, BuildProgram(graph));
+  program.record.lower_ms = MsSince(start);
+  program.record.passes_ms = passes_ms;
+  program.record.passes = timing.records();
+  program.record.ir_dumps = printer.dumps();
+  return program;
+}
+
+}  // namespace kiln

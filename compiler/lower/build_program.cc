@@ -1,0 +1,101 @@
+#include "compiler/lower/build_program.h"
+
+#include <map>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "compiler/ir/op_def.h"
+#include "compiler/lower/lower_group.h"
+
+namespace kiln {
+namespace {
+
+// FNV-1a: stable across processes and builds, unlike absl::Hash / std::hash.
+uint64_t StableHash64(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// "dense_add_relu", with runs collapsed ("add_x300") so long chains stay readable.
+std::string KernelBaseName(const std::vector<std::string>& ops) {
+  std::string name = "fused";
+  for (size_t i = 0; i < ops.size();) {
+    size_t j = i;
+    while (j < ops.size() && ops[j] == ops[i]) ++j;
+    absl::StrAppend(&name, "_", ops[i]);
+    if (j - i > 1) absl::StrAppend(&name, "_x", j - i);
+    i = j;
+  }
+  if (name.size() > 60) name = absl::StrCat(name.substr(0, 48), "_etc");
+  return name;
+}
+
+}  // namespace
+
+absl::StatusOr<Program> BuildProgram(const Graph& graph) {
+  Program program;
+  program.name = graph.name;
+  std::unordered_map<const Node*, int> value_id;
+  auto add_value = [&](const Node* n, ValueSpec::Kind kind) {
+    auto it = value_id.find(n);
+    if (it != value_id.end()) return it->second;
+    ValueSpec v;
+    v.kind = kind;
+    v.name = n->name;
+    v.type = n->type;
+    if (kind == ValueSpec::Kind::kConstant) v.constant = n->value;
+    program.values.push_back(std::move(v));
+    const int id = static_cast<int>(program.values.size()) - 1;
+    value_id[n] = id;
+    return id;
+  };
+  for (const Node* in : graph.inputs()) {
+    program.inputs.push_back(add_value(in, ValueSpec::Kind::kInput));
+  }
+
+  std::vector<Node*> order = graph.TopologicalOrder();
+  std::map<const Node*, std::vector<const Node*>> members;
+  std::vector<const Node*> roots;
+  for (const Node* n : order) {
+    if (!n->is_op()) continue;
+    const Node* root = n->group_root ? n->group_root : n;
+    members[root].push_back(n);
+    if (root == n) roots.push_back(n);
+  }
+  // A root comes after all its members in topological order, so kernels run in
+  // root order.
+  for (const Node* root : roots) {
+    const std::vector<const Node*>& group = members[root];
+    KernelSpec kernel;
+    for (const Node* m : group) {
+      kernel.ops.push_back(m->op->name);
+      kernel.nodes.push_back(m->name);
+    }
+    kernel.name = absl::StrCat(KernelBaseName(kernel.ops), "_", program.kernels.size());
+    lower::LoweredGroup lowered = lower::LowerGroup(group, kernel.name);
+    for (const Node* p : lowered.params) {
+      kernel.args.push_back(add_value(
+          p, p->is_input() ? ValueSpec::Kind::kInput
+                           : (p->is_constant() ? ValueSpec::Kind::kConstant
+                                               : ValueSpec::Kind::kIntermediate)));
+    }
+    kernel.args.push_back(add_value(root, ValueSpec::Kind::kIntermediate));
+    kernel.canonical = std::move(lowered.canonical);
+    kernel.structural_hash = StableHash64(kernel.canonical);
+    kernel.function = std::move(lowered.function);
+    program.kernels.push_back(std::move(kernel));
+  }
+  for (const Node* out : graph.outputs()) {
+    ValueSpec::Kind kind = out->is_input() ? ValueSpec::Kind::kInput
+                           : out->is_constant() ? ValueSpec::Kind::kConstant
+                                                : ValueSpec::Kind::kIntermediate;
+    program.outputs.push_back(add_value(out, kind));
+  }
+  return program;
+}
+
+}  // namespace kiln

@@ -1,0 +1,380 @@
+// Lowering a fused group to one loop function.
+//
+// 1. Parameters: the group's inputs from outside it, in first-use order, then
+//    the output. Single-element constants are baked in as immediates instead.
+// 2. Inlining: the root's element is built by calling its op's compute with
+//    accessors that, for a producer inside the group, call the producer's compute
+//    in turn (memoised by (node, indices), and Exprs are interned, so shared
+//    producers become shared DAG nodes, not copies). Every op, reductions
+//    included, is inlined into one expression for the output element.
+// 3. Reduction hoisting: a Reduce that depends on fewer loop variables than the
+//    loops around it (softmax's row max inside an (i, j) loop) would be
+//    recomputed for every j. It is materialised instead: a temporary buffer
+//    indexed by the variables it does depend on, filled by its own loop nest
+//    before the main one. Innermost reductions are hoisted first, and equal
+//    reductions share one temporary (interning makes them the same pointer).
+//    A Reduce that depends on every surrounding variable (dense's dot product)
+//    stays inline: codegen keeps its accumulator in a register.
+// 4. Flattening: multi-dim Loads become one row-major element index.
+// 5. Schedule (simple for now): each loop nest's outer loop is parallel when
+//    the work is large enough, and its innermost loop is marked vectorized.
+#include "compiler/lower/lower_group.h"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "compiler/ir/op_def.h"
+#include "compiler/te/compute_context.h"
+#include "compiler/te/expr_builder.h"
+
+namespace kiln::lower {
+namespace {
+
+using te::Expr;
+using te::ExprKind;
+using te::Var;
+
+// Work (elements times reduction length) above which an outer loop goes parallel.
+constexpr int64_t kParallelWorkThreshold = 1 << 15;
+
+using VarSet = std::set<const te::VarNode*>;
+
+class GroupLowerer {
+ public:
+  explicit GroupLowerer(const std::vector<const Node*>& members) : members_(members) {
+    for (const Node* m : members_) member_set_.insert(m);
+  }
+
+  LoweredGroup Lower(const std::string& name) {
+    LoweredGroup out;
+    CollectParams();
+    out.params = params_;
+    out.canonical = Canonical();
+    const Node* root = members_.back();
+
+    std::vector<Var> out_vars;
+    std::vector<Expr> out_idx;
+    for (size_t d = 0; d < root->type.shape.size(); ++d) {
+      out_vars.push_back(b_.NewVar("i" + std::to_string(d), root->type.shape[d]));
+      out_idx.push_back(b_.Ref(out_vars.back()));
+    }
+    Expr value = ValueOf(root, out_idx);
+
+    VarSet enclosing;
+    for (const Var& v : out_vars) {
+      if (v->extent != 1) enclosing.insert(v.get());
+    }
+    std::unordered_map<const te::ExprNode*, Expr> memo;
+    value = Hoist(value, enclosing, memo);
+
+    LoopFunction& fn = out.function;
+    fn.name = name;
+    for (const Node* p : params_) {
+      fn.buffers.push_back({p->name, te::ScalarTypeOf(p->type.dtype), p->type.NumElements()});
+      shapes_.push_back(p->type.shape);
+    }
+    fn.buffers.push_back({root->name, te::ScalarTypeOf(root->type.dtype), root->type.NumElements()});
+    shapes_.push_back(root->type.shape);
+    fn.num_params = static_cast<int>(fn.buffers.size());
+    const int first_temp = fn.num_params;
+    for (size_t t = 0; t < temps_.size(); ++t) {
+      std::vector<int64_t> shape;
+      int64_t n = 1;
+      for (const Var& v : temps_[t].vars) {
+        shape.push_back(v->extent);
+        n *= v->extent;
+      }
+      fn.buffers.push_back({absl::StrCat("tmp", t), temps_[t].value->type, n});
+      shapes_.push_back(shape);
+    }
+    // Temp loads were created with placeholder ids; shift them past the params.
+    temp_base_ = first_temp;
+
+    std::vector<Stmt> stages;
+    for (size_t t = 0; t < temps_.size(); ++t) {
+      stages.push_back(LoopNest(temps_[t].vars, first_temp + static_cast<int>(t),
+                                Flatten(temps_[t].value)));
+    }
+    stages.push_back(LoopNest(out_vars, fn.num_params - 1, Flatten(value)));
+    fn.body = MakeSeq(std::move(stages));
+    return out;
+  }
+
+ private:
+  struct Temp {
+    std::vector<Var> vars;
+    Expr value;
+  };
+
+  void CollectParams() {
+    for (const Node* m : members_) {
+      for (const Node* in : m->inputs) {
+        if (member_set_.count(in) || IsBaked(in) || param_index_.count(in)) continue;
+        param_index_[in] = static_cast<int>(params_.size());
+        params_.push_back(in);
+      }
+    }
+  }
+
+  static bool IsBaked(const Node* n) {
+    return n->is_constant() && n->type.NumElements() == 1;
+  }
+
+  std::string Canonical() const {
+    std::string s;
+    std::unordered_map<const Node*, std::string> ref;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      ref[params_[i]] = absl::StrCat("p", i);
+      absl::StrAppend(&s, "p", i, ":", params_[i]->type.ToString(), ";");
+    }
+    for (size_t i = 0; i < members_.size(); ++i) {
+      const Node* m = members_[i];
+      absl::StrAppend(&s, "n", i, "=", m->op->name, "(");
+      for (const Node* in : m->inputs) {
+        auto it = ref.find(in);
+        if (it != ref.end()) {
+          absl::StrAppend(&s, it->second, ",");
+        } else {  // baked constant: its value is part of the code
+          absl::StrAppend(&s, "c:", in->type.ToString(), ":",
+                          absl::BytesToHexString(in->value->bytes), ",");
+        }
+      }
+      absl::StrAppend(&s, ")");
+      AppendAttrsCanonical(m->attrs, s);
+      absl::StrAppend(&s, ":", m->type.ToString(), ";");
+      ref[m] = absl::StrCat("n", i);
+    }
+    return s;
+  }
+
+  Expr BakedValue(const Node* n) {
+    switch (n->type.dtype) {
+      case DType::kFloat32:
+        return b_.Float(*n->value->data<float>());
+      case DType::kInt64:
+        return b_.Int(*n->value->data<int64_t>());
+      case DType::kBool:
+        return b_.Bool(*n->value->data<uint8_t>() != 0);
+    }
+    return b_.Float(0);
+  }
+
+  Expr ValueOf(const Node* n, const std::vector<Expr>& idx) {
+    if (!member_set_.count(n)) {
+      if (IsBaked(n)) return BakedValue(n);
+      return b_.Load(param_index_.at(n), te::ScalarTypeOf(n->type.dtype), idx);
+    }
+    std::vector<const te::ExprNode*> key_idx;
+    for (const Expr& e : idx) key_idx.push_back(e.get());
+    auto key = std::make_pair(n, key_idx);
+    auto it = memo_.find(key);
+    if (it != memo_.end()) return it->second;
+    std::vector<TensorType> in_types;
+    std::vector<te::Accessor> accessors;
+    for (const Node* in : n->inputs) {
+      in_types.push_back(in->type);
+      accessors.push_back([this, in](const std::vector<Expr>& i) { return ValueOf(in, i); });
+    }
+    te::ComputeContext ctx(b_, n->attrs, in_types, n->type, std::move(accessors), idx);
+    Expr e = n->op->compute(ctx);
+    memo_.emplace(std::move(key), e);
+    return e;
+  }
+
+  const VarSet& FreeVars(const Expr& e) {
+    auto it = free_.find(e.get());
+    if (it != free_.end()) return it->second;
+    VarSet vars;
+    if (e->kind == ExprKind::kVar) {
+      vars.insert(e->var.get());
+    } else {
+      for (const Expr& o : e->operands) {
+        const VarSet& sub = FreeVars(o);
+        vars.insert(sub.begin(), sub.end());
+      }
+      for (const Var& v : e->reduce_vars) vars.erase(v.get());
+    }
+    return free_.emplace(e.get(), std::move(vars)).first->second;
+  }
+
+  Expr Rebuild(const Expr& e, std::vector<Expr> ops) {
+    switch (e->kind) {
+      case ExprKind::kLoad:
+        return b_.Load(e->buffer, e->type, std::move(ops));
+      case ExprKind::kBinary:
+        return b_.Binary(e->binary_op(), ops[0], ops[1]);
+      case ExprKind::kUnary:
+        return b_.Unary(e->unary_op(), ops[0]);
+      case ExprKind::kCompare:
+        return b_.Compare(e->compare_op(), ops[0], ops[1]);
+      case ExprKind::kSelect:
+        return b_.Select(ops[0], ops[1], ops[2]);
+      case ExprKind::kCast:
+        return b_.Cast(e->type, ops[0]);
+      case ExprKind::kReduce:
+        return b_.Reduce(e->reduce_op(), e->reduce_vars, ops[0]);
+      default:
+        return e;
+    }
+  }
+
+  // Temp loads carry buffer ids -1, -2, ... until the params are counted.
+  static int TempPlaceholder(size_t t) { return -1 - static_cast<int>(t); }
+
+  Expr Hoist(const Expr& e, const VarSet& enclosing,
+             std::unordered_map<const te::ExprNode*, Expr>& memo) {
+    auto it = memo.find(e.get());
+    if (it != memo.end()) return it->second;
+    Expr result = e;
+    if (e->kind == ExprKind::kReduce) {
+      VarSet inner = enclosing;
+      for (const Var& v : e->reduce_vars) inner.insert(v.get());
+      std::unordered_map<const te::ExprNode*, Expr> inner_memo;
+      Expr body = Hoist(e->operands[0], inner, inner_memo);
+      Expr r = body == e->operands[0] ? e : Rebuild(e, {body});
+      const VarSet& free = FreeVars(r);
+      if (free.size() < enclosing.size()) {
+        auto t = temp_of_.find(r.get());
+        size_t index;
+        if (t != temp_of_.end()) {
+          index = t->second;
+        } else {
+          Temp temp;
+          for (const te::VarNode* v : free) temp.vars.push_back(VarHandle(v, r));
+          std::sort(temp.vars.begin(), temp.vars.end(),
+                    [](const Var& a, const Var& b) { return a->id < b->id; });
+          temp.value = r;
+          index = temps_.size();
+          temps_.push_back(std::move(temp));
+          temp_of_[r.get()] = index;
+        }
+        std::vector<Expr> idx;
+        for (const Var& v : temps_[index].vars) idx.push_back(b_.Ref(v));
+        result = b_.Load(TempPlaceholder(index), r->type, std::move(idx));
+      } else {
+        result = r;
+      }
+    } else if (!e->operands.empty()) {
+      std::vector<Expr> ops;
+      bool changed = false;
+      for (const Expr& o : e->operands) {
+        ops.push_back(Hoist(o, enclosing, memo));
+        changed |= ops.back() != o;
+      }
+      if (changed) result = Rebuild(e, std::move(ops));
+    }
+    memo.emplace(e.get(), result);
+    return result;
+  }
+
+  // The shared_ptr for a VarNode found free in `e` (VarSets hold raw pointers).
+  Var VarHandle(const te::VarNode* v, const Expr& e) {
+    std::vector<const te::ExprNode*> stack{e.get()};
+    std::unordered_set<const te::ExprNode*> seen;
+    while (!stack.empty()) {
+      const te::ExprNode* n = stack.back();
+      stack.pop_back();
+      if (!seen.insert(n).second) continue;
+      if (n->kind == ExprKind::kVar && n->var.get() == v) return n->var;
+      for (const Expr& o : n->operands) stack.push_back(o.get());
+    }
+    return nullptr;
+  }
+
+  int BufferId(int id) const { return id < 0 ? temp_base_ + (-1 - id) : id; }
+
+  Expr FlatIndex(const std::vector<int64_t>& shape, const std::vector<Expr>& idx) {
+    Expr flat = b_.Int(0);
+    for (size_t d = 0; d < idx.size(); ++d) {
+      flat = b_.Add(b_.Mul(flat, b_.Int(shape[d])), idx[d]);
+    }
+    return flat;
+  }
+
+  Expr Flatten(const Expr& root) {
+    std::unordered_map<const te::ExprNode*, Expr> memo;
+    std::function<Expr(const Expr&)> visit = [&](const Expr& e) -> Expr {
+      auto it = memo.find(e.get());
+      if (it != memo.end()) return it->second;
+      Expr result = e;
+      if (!e->operands.empty()) {
+        std::vector<Expr> ops;
+        for (const Expr& o : e->operands) ops.push_back(visit(o));
+        if (e->kind == ExprKind::kLoad) {
+          const int id = BufferId(e->buffer);
+          result = b_.Load(id, e->type, {FlatIndex(shapes_[id], ops)});
+        } else {
+          result = Rebuild(e, std::move(ops));
+        }
+      } else if (e->kind == ExprKind::kLoad) {  // a rank-0 buffer
+        result = b_.Load(BufferId(e->buffer), e->type, {b_.Int(0)});
+      }
+      memo.emplace(e.get(), result);
+      return result;
+    };
+    return visit(root);
+  }
+
+  static int64_t ReduceWork(const Expr& e, std::unordered_set<const te::ExprNode*>& seen) {
+    if (!seen.insert(e.get()).second) return 0;
+    int64_t work = 0;
+    if (e->kind == ExprKind::kReduce) {
+      int64_t n = 1;
+      for (const Var& v : e->reduce_vars) n *= v->extent;
+      work += n;
+    }
+    for (const Expr& o : e->operands) work += ReduceWork(o, seen);
+    return work;
+  }
+
+  Stmt LoopNest(const std::vector<Var>& vars, int buffer, const Expr& value) {
+    std::vector<Var> loops;
+    std::vector<int64_t> shape;
+    std::vector<Expr> idx;
+    for (const Var& v : vars) {
+      shape.push_back(v->extent);
+      idx.push_back(b_.Ref(v));
+      if (v->extent != 1) loops.push_back(v);
+    }
+    Stmt body = MakeStore(buffer, FlatIndex(shape, idx), value);
+    int64_t elements = 1;
+    for (int64_t d : shape) elements *= d;
+    std::unordered_set<const te::ExprNode*> seen;
+    const int64_t work = elements * (1 + ReduceWork(value, seen));
+    for (int d = static_cast<int>(loops.size()) - 1; d >= 0; --d) {
+      ForKind kind = ForKind::kSerial;
+      if (d == static_cast<int>(loops.size()) - 1) kind = ForKind::kVectorized;
+      if (d == 0 && loops.size() > 1 && work >= kParallelWorkThreshold) kind = ForKind::kParallel;
+      body = MakeFor(loops[d], kind, body);
+    }
+    return body;
+  }
+
+  const std::vector<const Node*>& members_;
+  std::unordered_set<const Node*> member_set_;
+  std::vector<const Node*> params_;
+  std::unordered_map<const Node*, int> param_index_;
+  te::ExprBuilder b_;
+  std::map<std::pair<const Node*, std::vector<const te::ExprNode*>>, Expr> memo_;
+  std::unordered_map<const te::ExprNode*, VarSet> free_;
+  std::vector<Temp> temps_;
+  std::unordered_map<const te::ExprNode*, size_t> temp_of_;
+  std::vector<std::vector<int64_t>> shapes_;
+  int temp_base_ = 0;
+};
+
+}  // namespace
+
+LoweredGroup LowerGroup(const std::vector<const Node*>& members, const std::string& name) {
+  GroupLowerer lowerer(members);
+  return lowerer.Lower(name);
+}
+
+}  // namespace kiln::lower

@@ -1,0 +1,27 @@
+// Lowers one fused group to a LoopFunction (see lower_group.cc for the method).
+#ifndef KILN_COMPILER_LOWER_LOWER_GROUP_H_
+#define KILN_COMPILER_LOWER_LOWER_GROUP_H_
+
+#include <string>
+#include <vector>
+
+#include "compiler/ir/graph.h"
+#include "compiler/lower/loop_ir.h"
+
+namespace kiln::lower {
+
+struct LoweredGroup {
+  LoopFunction function;
+  // The group's external inputs in parameter order (the output is the last param).
+  std::vector<const Node*> params;
+  // Canonical structural form: ops, attributes, types, topology, baked constants.
+  std::string canonical;
+};
+
+// `members`: the group's op nodes in topological order; the last is the root,
+// whose value the group produces.
+LoweredGroup LowerGroup(const std::vector<const Node*>& members, const std::string& name);
+
+}  // namespace kiln::lower
+
+#endif  // KILN_COMPILER_LOWER_LOWER_GROUP_H_

@@ -1,0 +1,84 @@
+#include "compiler/pass.h"
+
+#include <algorithm>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "compiler/ir/verifier.h"
+
+namespace kiln {
+namespace {
+bool Contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+}  // namespace
+
+bool PassContext::ShouldRun(const PassInfo& info, std::string* reason) const {
+  if (Contains(disabled_pass, info.name)) {
+    *reason = "disabled";
+    return false;
+  }
+  if (info.opt_level > opt_level && !Contains(required_pass, info.name)) {
+    *reason = absl::StrCat("opt_level ", info.opt_level, " > ", opt_level);
+    return false;
+  }
+  return true;
+}
+
+absl::StatusOr<bool> RunPass(Pass& pass, Graph& graph, const PassContext& ctx, int depth) {
+  const PassInfo& info = pass.info();
+  std::string reason;
+  if (!ctx.ShouldRun(info, &reason)) {
+    for (PassInstrument* inst : ctx.instruments) inst->OnSkippedPass(info, depth, reason);
+    return false;
+  }
+  for (PassInstrument* inst : ctx.instruments) inst->RunBeforePass(graph, info, depth);
+  absl::StatusOr<bool> changed;
+  if (auto* seq = dynamic_cast<Sequential*>(&pass)) {
+    changed = seq->RunAtDepth(graph, ctx, depth + 1);
+  } else {
+    changed = pass.Run(graph, ctx);
+  }
+  if (!changed.ok()) {
+    return absl::Status(changed.status().code(),
+                        absl::StrCat(info.name, ": ", changed.status().message()));
+  }
+  if (*changed) {
+    // Re-verify only when the pass says it changed something (XLA's habit).
+    absl::Status verified = VerifyGraph(graph);
+    if (!verified.ok()) {
+      return absl::InternalError(
+          absl::StrCat("graph invalid after ", info.name, ": ", verified.message()));
+    }
+  }
+  for (PassInstrument* inst : ctx.instruments) inst->RunAfterPass(graph, info, depth, *changed);
+  return *changed;
+}
+
+Sequential::Sequential(std::string name, std::vector<std::unique_ptr<Pass>> passes,
+                       int opt_level)
+    : passes_(std::move(passes)) {
+  info_.name = std::move(name);
+  info_.opt_level = opt_level;
+}
+
+absl::StatusOr<bool> Sequential::Run(Graph& graph, const PassContext& ctx) {
+  return RunAtDepth(graph, ctx, 0);
+}
+
+absl::StatusOr<bool> Sequential::RunAtDepth(Graph& graph, const PassContext& ctx, int depth) {
+  bool changed = false;
+  for (auto& pass : passes_) {
+    KILN_ASSIGN_OR_RETURN(bool c, RunPass(*pass, graph, ctx, depth));
+    changed |= c;
+  }
+  return changed;
+}
+
+void Sequential::CollectNames(std::vector<std::string>& names) const {
+  names.push_back(info_.name);
+  for (const auto& p : passes_) p->CollectNames(names);
+}
+
+}  // namespace kiln

@@ -1,0 +1,98 @@
+// Pass infrastructure as TVM has it: a pass is a value with a name, an
+// opt_level and prerequisites; a PassContext decides which passes run; the
+// instruments see every pass before and after (timing and IR dumps live there,
+// not in the passes).
+#ifndef KILN_COMPILER_PASS_H_
+#define KILN_COMPILER_PASS_H_
+
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compiler/ir/graph.h"
+
+namespace kiln {
+
+struct PassInfo {
+  std::string name;
+  int opt_level = 0;
+  // Passes that must have run first.
+  std::vector<std::string> required;
+};
+
+class PassInstrument {
+ public:
+  virtual ~PassInstrument() = default;
+  virtual void RunBeforePass(const Graph& graph, const PassInfo& info, int depth) {}
+  virtual void RunAfterPass(const Graph& graph, const PassInfo& info, int depth, bool changed) {}
+  virtual void OnSkippedPass(const PassInfo& info, int depth, const std::string& reason) {}
+};
+
+// Typed knobs of individual passes (TVM keeps these as strings in `config`).
+struct PassConfig {
+  int fuse_max_depth = 256;
+};
+
+struct PassContext {
+  int opt_level = 2;
+  std::vector<std::string> required_pass;
+  std::vector<std::string> disabled_pass;
+  PassConfig config;
+  std::vector<PassInstrument*> instruments;
+
+  // Whether `info` runs here; when not, `reason` says why ("disabled", "opt_level 3 > 2").
+  bool ShouldRun(const PassInfo& info, std::string* reason) const;
+};
+
+// A graph-to-graph transformation. Returns whether the graph changed.
+class Pass {
+ public:
+  virtual ~Pass() = default;
+  virtual const PassInfo& info() const = 0;
+  virtual absl::StatusOr<bool> Run(Graph& graph, const PassContext& ctx) = 0;
+  // The names of this pass and every pass nested in it (for option validation).
+  virtual void CollectNames(std::vector<std::string>& names) const {
+    names.push_back(info().name);
+  }
+};
+
+// Runs `pass` under `ctx` at nesting `depth`: gates it, calls the instruments
+// around it, prefixes a failure with the pass name.
+// (Prerequisites in PassInfo::required are documented, not yet enforced.)
+absl::StatusOr<bool> RunPass(Pass& pass, Graph& graph, const PassContext& ctx, int depth);
+
+// A pass made of passes, run in order; itself a pass, so pipelines nest.
+class Sequential final : public Pass {
+ public:
+  Sequential(std::string name, std::vector<std::unique_ptr<Pass>> passes, int opt_level = 0);
+  const PassInfo& info() const override { return info_; }
+  absl::StatusOr<bool> Run(Graph& graph, const PassContext& ctx) override;
+  void CollectNames(std::vector<std::string>& names) const override;
+  // Used by RunPass to give nested passes their depth.
+  absl::StatusOr<bool> RunAtDepth(Graph& graph, const PassContext& ctx, int depth);
+
+ private:
+  PassInfo info_;
+  std::vector<std::unique_ptr<Pass>> passes_;
+};
+
+// A pass defined by a function: most passes need nothing more.
+class FunctionPass final : public Pass {
+ public:
+  using Fn = absl::StatusOr<bool> (*)(Graph&, const PassContext&);
+  FunctionPass(PassInfo info, Fn fn) : info_(std::move(info)), fn_(fn) {}
+  const PassInfo& info() const override { return info_; }
+  absl::StatusOr<bool> Run(Graph& graph, const PassContext& ctx) override {
+    return fn_(graph, ctx);
+  }
+
+ private:
+  PassInfo info_;
+  Fn fn_;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_COMPILER_PASS_H_

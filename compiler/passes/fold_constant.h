@@ -1,0 +1,19 @@
+// Replaces every op node whose inputs are all constants by a constant holding
+// its value, computed on the host from the op's own compute definition.
+#ifndef KILN_COMPILER_PASSES_FOLD_CONSTANT_H_
+#define KILN_COMPILER_PASSES_FOLD_CONSTANT_H_
+
+#include <memory>
+
+#include "compiler/pass.h"
+
+namespace kiln {
+
+// Folding evaluates element by element; larger results are left to kernels.
+inline constexpr int64_t kMaxFoldedElements = int64_t{1} << 22;
+
+std::unique_ptr<Pass> CreateFoldConstantPass();
+
+}  // namespace kiln
+
+#endif  // KILN_COMPILER_PASSES_FOLD_CONSTANT_H_
