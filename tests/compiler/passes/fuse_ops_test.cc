@@ -1,0 +1,108 @@
+// FuseOps decisions, checked through the kernels CompileGraph produces.
+#include "compiler/passes/fuse_ops.h"
+
+#include "compiler/compile.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_util/graph_building.h"
+
+namespace kiln {
+namespace {
+
+using ::kiln::testing::FloatConstant;
+using ::kiln::testing::Op;
+using ::testing::ElementsAre;
+
+std::vector<std::vector<std::string>> KernelOps(Graph graph, CompileOptions options = {}) {
+  absl::StatusOr<Program> program = CompileGraph(std::move(graph), options);
+  EXPECT_TRUE(program.ok()) << program.status();
+  std::vector<std::vector<std::string>> ops;
+  if (!program.ok()) return ops;
+  for (const KernelSpec& k : program->kernels) ops.push_back(k.ops);
+  return ops;
+}
+
+// A 3x3 conv2d from `channels` to `channels` (op types are not inferred yet).
+Node* Conv(Graph& g, Node* x, int64_t channels) {
+  Node* w = g.AddConstant("w" + std::to_string(g.num_nodes()),
+                          FloatConstant({channels, channels, 3, 3}, 0.1f));
+  return Op(g, "conv2d", {x, w}, Conv2DAttrs{});
+}
+
+TEST(FuseOpsTest, DiamondOfElementwiseBranchesFusesIntoOneKernel) {
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {1, 4, 8, 8}});
+  Node* c = Conv(g, x, 4);
+  Node* a = Op(g, "relu", {c});
+  Node* b = Op(g, "tanh", {c});
+  Node* d = Op(g, "exp", {c});
+  g.AddOutput(Op(g, "add", {Op(g, "add", {a, b}), d}));
+  auto ops = KernelOps(std::move(g));
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].front(), "conv2d");
+  EXPECT_EQ(ops[0].size(), 6u);
+}
+
+TEST(FuseOpsTest, TwoConvReluPairsStayTwoKernels) {
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {1, 4, 10, 10}});
+  Node* r1 = Op(g, "relu", {Conv(g, x, 4)});
+  Node* r2 = Op(g, "relu", {Conv(g, r1, 4)});
+  g.AddOutput(r2);
+  EXPECT_THAT(KernelOps(std::move(g)),
+              ElementsAre(ElementsAre("conv2d", "relu"), ElementsAre("conv2d", "relu")));
+}
+
+Graph AddChain(int length) {
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {2, 8}});
+  Node* c = g.AddConstant("c", FloatConstant({2, 8}, 1.0f));
+  Node* v = x;
+  for (int i = 0; i < length; ++i) v = Op(g, "add", {v, c});
+  g.AddOutput(v);
+  return g;
+}
+
+TEST(FuseOpsTest, ChainLongerThanMaxDepthSplits) {
+  auto ops = KernelOps(AddChain(300));
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0].size() + ops[1].size(), 300u);
+  EXPECT_LE(ops[0].size(), 256u);
+  EXPECT_LE(ops[1].size(), 256u);
+}
+
+TEST(FuseOpsTest, LargerMaxDepthFusesWholeChain) {
+  CompileOptions options;
+  options.max_fuse_depth = 1000;
+  auto ops = KernelOps(AddChain(300), options);
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].size(), 300u);
+}
+
+TEST(FuseOpsTest, ElementwiseProducerFusesIntoReduction) {
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {4, 16}});
+  Node* e = Op(g, "exp", {x});
+  Node* s = Op(g, "sum", {e}, ReduceAttrs{{-1}, true});
+  g.AddOutput(s);
+  EXPECT_THAT(KernelOps(std::move(g)), ElementsAre(ElementsAre("exp", "sum")));
+}
+
+TEST(FuseOpsTest, GraphOutputIsNeverFusedAway) {
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {4}});
+  Node* a = Op(g, "exp", {x});
+  Node* b = Op(g, "relu", {a});
+  g.AddOutput(a);
+  g.AddOutput(b);
+  EXPECT_THAT(KernelOps(std::move(g)), ElementsAre(ElementsAre("exp"), ElementsAre("relu")));
+}
+
+TEST(FuseOpsTest, DisabledFuseOpsLeavesEveryOpAlone) {
+  CompileOptions options;
+  options.disabled_passes = {"FuseOps"};
+  EXPECT_EQ(KernelOps(AddChain(5), options).size(), 5u);
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,33 @@
+// Small helpers for building IR graphs in tests.
+#ifndef KILN_TESTS_TEST_UTIL_GRAPH_BUILDING_H_
+#define KILN_TESTS_TEST_UTIL_GRAPH_BUILDING_H_
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/ir/graph.h"
+#include "compiler/ops/op_registry.h"
+
+namespace kiln::testing {
+
+inline std::shared_ptr<ConstantData> FloatConstant(std::vector<int64_t> shape, float fill) {
+  auto data = std::make_shared<ConstantData>();
+  data->type = TensorType{DType::kFloat32, std::move(shape)};
+  std::vector<float> values(data->type.NumElements(), fill);
+  data->bytes.assign(reinterpret_cast<const char*>(values.data()), values.size() * 4);
+  return data;
+}
+
+// Adds op `op` (which must be registered) reading `inputs`.
+inline Node* Op(Graph& g, const std::string& op, std::vector<Node*> inputs,
+                Attrs attrs = NoAttrs{}) {
+  static int counter = 0;
+  return g.AddOp(op + "_" + std::to_string(counter++), OpRegistry::Default().Find(op),
+                 std::move(inputs), std::move(attrs));
+}
+
+}  // namespace kiln::testing
+
+#endif  // KILN_TESTS_TEST_UTIL_GRAPH_BUILDING_H_
