@@ -2,18 +2,25 @@
 
 #include <vector>
 
+#include "compiler/passes/dead_code_elimination.h"
+#include "compiler/passes/eliminate_common_subexpr.h"
 #include "compiler/passes/fold_constant.h"
+#include "compiler/passes/fold_scale_axis.h"
 #include "compiler/passes/fuse_ops.h"
 #include "compiler/passes/infer_type.h"
+#include "compiler/passes/simplify_inference.h"
 
 namespace kiln {
 
 std::unique_ptr<Sequential> DefaultPipeline() {
   std::vector<std::unique_ptr<Pass>> passes;
   passes.push_back(CreateInferTypePass());
-  passes.push_back(CreateFoldConstantPass());
-  passes.push_back(CreateInferTypePass());  // folded constants are typed; re-check the rest
-  passes.push_back(CreateFuseOpsPass());    // last: groups are what lowering compiles
+  passes.push_back(CreateSimplifyInferencePass());       // batch_norm -> scale/shift, before folding
+  passes.push_back(CreateFoldConstantPass());            // folds the scale/shift arithmetic too
+  passes.push_back(CreateFoldScaleAxisPass());           // needs folded per-channel constants
+  passes.push_back(CreateEliminateCommonSubexprPass());  // after folding: equal constants look equal
+  passes.push_back(CreateDeadCodeEliminationPass());
+  passes.push_back(CreateFuseOpsPass());                 // last: groups are what lowering compiles
   return std::make_unique<Sequential>("default", std::move(passes));
 }
 

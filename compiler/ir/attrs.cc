@@ -1,5 +1,7 @@
 #include "compiler/ir/attrs.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -25,6 +27,18 @@ struct Printer {
   std::string operator()(const Conv2DAttrs& a) const {
     return absl::StrCat("strides=", List(a.strides), ", padding=", List(a.padding),
                         ", dilation=", List(a.dilation), ", groups=", a.groups);
+  }
+  std::string operator()(const BatchNormAttrs& a) const {
+    return absl::StrCat("axis=", a.axis, ", epsilon=", FloatBits(a.epsilon));
+  }
+  std::string operator()(const DropoutAttrs& a) const {
+    return absl::StrCat("rate=", FloatBits(a.rate));
+  }
+  // Exact and readable: the shortest decimal plus the bit pattern.
+  static std::string FloatBits(float f) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    return absl::StrCat(f, "(0x", absl::Hex(bits), ")");
   }
 };
 

@@ -53,8 +53,23 @@ struct Conv2DAttrs {
   }
 };
 
-using Attrs =
-    std::variant<NoAttrs, AxisAttrs, ReshapeAttrs, TransposeAttrs, ReduceAttrs, Conv2DAttrs>;
+// batch_norm (inference): the channel axis and the variance epsilon.
+struct BatchNormAttrs {
+  int64_t axis = 1;
+  float epsilon = 1e-5f;
+  bool operator==(const BatchNormAttrs& o) const {
+    return axis == o.axis && epsilon == o.epsilon;
+  }
+};
+
+// dropout: the training-time drop rate (inference ignores it).
+struct DropoutAttrs {
+  float rate = 0.5f;
+  bool operator==(const DropoutAttrs& o) const { return rate == o.rate; }
+};
+
+using Attrs = std::variant<NoAttrs, AxisAttrs, ReshapeAttrs, TransposeAttrs, ReduceAttrs,
+                           Conv2DAttrs, BatchNormAttrs, DropoutAttrs>;
 
 // "axis=-1", "perm=[1,0]", "" for NoAttrs: the printed-IR form.
 std::string AttrsToString(const Attrs& attrs);

@@ -29,6 +29,15 @@ absl::StatusOr<int64_t> GetIntAttr(const RawAttrs& raw, const std::string& name,
       absl::StrCat("attribute '", name, "' must be an integer"));
 }
 
+absl::StatusOr<float> GetFloatAttr(const RawAttrs& raw, const std::string& name,
+                                   float default_value) {
+  auto it = raw.find(name);
+  if (it == raw.end()) return default_value;
+  if (const float* v = std::get_if<float>(&it->second)) return *v;
+  if (const int64_t* v = std::get_if<int64_t>(&it->second)) return static_cast<float>(*v);
+  return absl::InvalidArgumentError(absl::StrCat("attribute '", name, "' must be a number"));
+}
+
 absl::StatusOr<std::vector<int64_t>> GetIntsAttr(const RawAttrs& raw, const std::string& name,
                                                  std::vector<int64_t> default_value) {
   auto it = raw.find(name);

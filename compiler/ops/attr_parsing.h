@@ -20,6 +20,8 @@ absl::StatusOr<int64_t> GetIntAttr(const RawAttrs& raw, const std::string& name,
                                    int64_t default_value);
 absl::StatusOr<std::vector<int64_t>> GetIntsAttr(const RawAttrs& raw, const std::string& name,
                                                  std::vector<int64_t> default_value);
+absl::StatusOr<float> GetFloatAttr(const RawAttrs& raw, const std::string& name,
+                                   float default_value);
 // Whether the attribute is present.
 bool HasAttr(const RawAttrs& raw, const std::string& name);
 

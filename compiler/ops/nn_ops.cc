@@ -222,9 +222,70 @@ void RegisterConv2D(OpRegistry& r) {
   r.Register(std::move(def));
 }
 
+// batch_norm (inference): x, gamma, beta, mean, var; per-channel along `axis`.
+void RegisterBatchNorm(OpRegistry& r) {
+  OpDef def;
+  def.name = "batch_norm";
+  def.pattern = OpPattern::kBroadcast;
+  def.min_inputs = def.max_inputs = 5;
+  def.summary = "inference batch norm: (x - mean) / sqrt(var + epsilon) * gamma + beta";
+  def.parse_attrs = [](const RawAttrs& raw) -> absl::StatusOr<Attrs> {
+    KILN_RETURN_IF_ERROR(CheckKnownAttrs(raw, {"axis", "epsilon"}));
+    BatchNormAttrs a;
+    KILN_ASSIGN_OR_RETURN(a.axis, GetIntAttr(raw, "axis", 1));
+    KILN_ASSIGN_OR_RETURN(a.epsilon, GetFloatAttr(raw, "epsilon", 1e-5f));
+    if (!(a.epsilon >= 0)) return absl::InvalidArgumentError("epsilon must be >= 0");
+    return Attrs(a);
+  };
+  def.infer_type = [](const std::vector<TensorType>& in,
+                      const Attrs& attrs) -> absl::StatusOr<TensorType> {
+    KILN_RETURN_IF_ERROR(RequireDType(in, DType::kFloat32));
+    KILN_ASSIGN_OR_RETURN(int64_t axis,
+                          NormalizeAxis(std::get<BatchNormAttrs>(attrs).axis, in[0].rank()));
+    const int64_t channels = in[0].shape[axis];
+    for (int i = 1; i < 5; ++i) {
+      if (in[i].shape != std::vector<int64_t>{channels}) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "batch_norm parameter ", i, " is ", in[i].ToString(), ", expected [", channels, "]"));
+      }
+    }
+    return in[0];
+  };
+  def.compute = [](ComputeContext& ctx) {
+    te::ExprBuilder& b = ctx.b();
+    int64_t axis = ctx.attrs<BatchNormAttrs>().axis;
+    if (axis < 0) axis += ctx.input_type(0).rank();
+    Expr c = ctx.out()[axis];
+    Expr norm = b.Div(b.Sub(ctx.Input(0, ctx.out()), ctx.Input(3, {c})),
+                      b.Unary(te::UnaryOp::kSqrt,
+                              b.Add(ctx.Input(4, {c}), b.Float(ctx.attrs<BatchNormAttrs>().epsilon))));
+    return b.Add(b.Mul(norm, ctx.Input(1, {c})), ctx.Input(2, {c}));
+  };
+  r.Register(std::move(def));
+}
+
+void RegisterDropout(OpRegistry& r) {
+  OpDef def;
+  def.name = "dropout";
+  def.pattern = OpPattern::kElemWise;
+  def.summary = "identity at inference (attribute `rate` is the training drop rate)";
+  def.parse_attrs = [](const RawAttrs& raw) -> absl::StatusOr<Attrs> {
+    KILN_RETURN_IF_ERROR(CheckKnownAttrs(raw, {"rate"}));
+    KILN_ASSIGN_OR_RETURN(float rate, GetFloatAttr(raw, "rate", 0.5f));
+    return Attrs(DropoutAttrs{rate});
+  };
+  def.infer_type = [](const std::vector<TensorType>& in, const Attrs&) {
+    return absl::StatusOr<TensorType>(in[0]);
+  };
+  def.compute = [](ComputeContext& ctx) { return ctx.Input(0, ctx.out()); };
+  r.Register(std::move(def));
+}
+
 }  // namespace
 
 void RegisterNnOps(OpRegistry& r) {
+  RegisterBatchNorm(r);
+  RegisterDropout(r);
   RegisterLinear(r, "dense", /*transposed=*/true,
                  "x (..., K) times weight (N, K) transposed, plus optional bias (N)");
   RegisterLinear(r, "matmul", /*transposed=*/false,

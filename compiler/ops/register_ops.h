@@ -8,7 +8,7 @@ class OpRegistry;
 
 // add, sub, mul, div (NumPy broadcasting), relu, sigmoid, tanh, exp, neg, sqrt, log.
 void RegisterElementwiseOps(OpRegistry& registry);
-// dense, matmul, softmax, conv2d.
+// dense, matmul, softmax, conv2d, batch_norm, dropout.
 void RegisterNnOps(OpRegistry& registry);
 // reshape, transpose.
 void RegisterTransformOps(OpRegistry& registry);
