@@ -24,4 +24,15 @@ std::unique_ptr<Sequential> DefaultPipeline() {
   return std::make_unique<Sequential>("default", std::move(passes));
 }
 
+std::unique_ptr<Pass> CreatePassByName(const std::string& name) {
+  if (name == "InferType") return CreateInferTypePass();
+  if (name == "SimplifyInference") return CreateSimplifyInferencePass();
+  if (name == "FoldConstant") return CreateFoldConstantPass();
+  if (name == "FoldScaleAxis") return CreateFoldScaleAxisPass();
+  if (name == "EliminateCommonSubexpr") return CreateEliminateCommonSubexprPass();
+  if (name == "DeadCodeElimination") return CreateDeadCodeEliminationPass();
+  if (name == "FuseOps") return CreateFuseOpsPass();
+  return nullptr;
+}
+
 }  // namespace kiln

@@ -3,12 +3,16 @@
 #define KILN_COMPILER_DEFAULT_PIPELINE_H_
 
 #include <memory>
+#include <string>
 
 #include "compiler/pass.h"
 
 namespace kiln {
 
 std::unique_ptr<Sequential> DefaultPipeline();
+
+// A fresh instance of the named pipeline pass, or null (for prerequisites).
+std::unique_ptr<Pass> CreatePassByName(const std::string& name);
 
 }  // namespace kiln
 

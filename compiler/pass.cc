@@ -23,6 +23,12 @@ bool PassContext::ShouldRun(const PassInfo& info, std::string* reason) const {
     *reason = absl::StrCat("opt_level ", info.opt_level, " > ", opt_level);
     return false;
   }
+  for (const std::string& prerequisite : info.required) {
+    if (Contains(disabled_pass, prerequisite)) {
+      *reason = absl::StrCat("requires ", prerequisite, ", which is disabled");
+      return false;
+    }
+  }
   return true;
 }
 
@@ -32,6 +38,15 @@ absl::StatusOr<bool> RunPass(Pass& pass, Graph& graph, const PassContext& ctx, i
   if (!ctx.ShouldRun(info, &reason)) {
     for (PassInstrument* inst : ctx.instruments) inst->OnSkippedPass(info, depth, reason);
     return false;
+  }
+  for (const std::string& prerequisite : info.required) {
+    if (ctx.completed.count(prerequisite) || !ctx.pass_factory) continue;
+    std::unique_ptr<Pass> before = ctx.pass_factory(prerequisite);
+    if (before == nullptr) {
+      return absl::InternalError(
+          absl::StrCat(info.name, " requires unknown pass ", prerequisite));
+    }
+    KILN_RETURN_IF_ERROR(RunPass(*before, graph, ctx, depth).status());
   }
   for (PassInstrument* inst : ctx.instruments) inst->RunBeforePass(graph, info, depth);
   absl::StatusOr<bool> changed;
@@ -52,6 +67,7 @@ absl::StatusOr<bool> RunPass(Pass& pass, Graph& graph, const PassContext& ctx, i
           absl::StrCat("graph invalid after ", info.name, ": ", verified.message()));
     }
   }
+  ctx.completed.insert(info.name);
   for (PassInstrument* inst : ctx.instruments) inst->RunAfterPass(graph, info, depth, *changed);
   return *changed;
 }

@@ -5,6 +5,7 @@
 #ifndef KILN_COMPILER_PASS_H_
 #define KILN_COMPILER_PASS_H_
 
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -14,6 +15,8 @@
 #include "compiler/ir/graph.h"
 
 namespace kiln {
+
+class Pass;
 
 struct PassInfo {
   std::string name;
@@ -41,8 +44,14 @@ struct PassContext {
   std::vector<std::string> disabled_pass;
   PassConfig config;
   std::vector<PassInstrument*> instruments;
+  // Makes a pass by name, to run a prerequisite that has not run yet (may be empty).
+  std::function<std::unique_ptr<Pass>(const std::string&)> pass_factory;
+  // Names of the passes that completed under this context: RunPass keeps it, so
+  // a prerequisite runs at most once unless the pipeline itself repeats it.
+  mutable std::set<std::string> completed;
 
-  // Whether `info` runs here; when not, `reason` says why ("disabled", "opt_level 3 > 2").
+  // Whether `info` runs here; when not, `reason` says why ("disabled",
+  // "opt_level 3 > 2", "requires InferType, which is disabled").
   bool ShouldRun(const PassInfo& info, std::string* reason) const;
 };
 
@@ -58,9 +67,9 @@ class Pass {
   }
 };
 
-// Runs `pass` under `ctx` at nesting `depth`: gates it, calls the instruments
-// around it, prefixes a failure with the pass name.
-// (Prerequisites in PassInfo::required are documented, not yet enforced.)
+// Runs `pass` under `ctx` at nesting `depth`: gates it, runs its prerequisites
+// that have not run yet, calls the instruments around it, prefixes a failure
+// with the pass name, and re-verifies the graph when the pass changed it.
 absl::StatusOr<bool> RunPass(Pass& pass, Graph& graph, const PassContext& ctx, int depth);
 
 // A pass made of passes, run in order; itself a pass, so pipelines nest.

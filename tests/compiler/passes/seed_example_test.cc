@@ -83,3 +83,27 @@ TEST(SeedExampleTest, ReportListsEveryPassInPipelineOrder) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(PassContextTest, PassWhosePrerequisiteIsDisabledIsSkippedWithReason) {
+  CompileOptions options;
+  options.disabled_passes = {"InferType"};
+  absl::StatusOr<Program> p = CompileGraph(SeedExample(), options);
+  // Without types nothing can be lowered: a clear error, not a crash.
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(PassContextTest, RequiredPassRunsAboveItsOptLevel) {
+  CompileOptions options;
+  options.opt_level = 2;
+  options.required_passes = {"EliminateCommonSubexpr"};
+  absl::StatusOr<Program> p = CompileGraph(SeedExample(), options);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_FALSE(Find(*p, "EliminateCommonSubexpr")->skipped);
+  EXPECT_EQ(p->kernels[0].ops.size(), 4u);
+}
+
+}  // namespace
+}  // namespace kiln
