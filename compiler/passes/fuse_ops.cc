@@ -22,6 +22,15 @@
 //    phase 1: Injective into its ipdom along all-Injective paths;
 //    phase 2: Injective into intermediate tuples (none are produced yet).
 //    A merge is skipped when the group would exceed max_fuse_depth ops.
+//
+// Where Kiln goes further than TVM: a reduction (CommReduce) also fuses into an
+// ElemWise/Broadcast ipdom — its epilogue — in a phase of its own before phase
+// 0, and CheckPath treats reaching a node already in the sink's group as
+// reaching the sink. So exp -> sum -> divide (softmax written out) becomes one
+// kernel, where TVM makes three: lowering hoists the row sum into a small
+// temporary and computes exp in registers twice, and the exp tensor never goes
+// to memory. An OutEWiseFusable op (dense, conv2d) still never fuses into a
+// group holding a reduction, which would recompute it per reduced element.
 // Inputs and constants are never fused: they become kernel parameters.
 #include "compiler/passes/fuse_ops.h"
 
@@ -73,6 +82,7 @@ class Fuser {
   // Returns whether any two ops now share a group.
   bool Run() {
     bool fused = false;
+    for (int nid = 0; nid < static_cast<int>(fwd_.size()); ++nid) fused |= VisitReduction(nid);
     for (int phase = 0; phase < 3; ++phase) {
       for (int nid = 0; nid < static_cast<int>(fwd_.size()); ++nid) {
         fused |= VisitNode(nid, phase);
@@ -173,7 +183,7 @@ class Fuser {
   bool CheckPathRec(int src, int sink, const Cond& cond, std::unordered_set<int>& visited) {
     if (!visited.insert(src).second) return true;
     const OpPattern pattern = groups_[Find(src)].pattern;
-    if (src == sink) return cond(pattern, true);
+    if (src == sink || Find(src) == Find(sink)) return cond(pattern, true);
     if (!cond(pattern, false)) return false;
     for (const Edge& e : fwd_[src].outputs) {
       if (!CheckPathRec(e.node, sink, cond, visited)) return false;
@@ -226,6 +236,20 @@ class Fuser {
       for (const Edge& e : fwd_[n].outputs) stack.push_back(e.node);
     }
     return count;
+  }
+
+  // Kiln's extra phase: a reduction into its elementwise epilogue.
+  bool VisitReduction(int nid) {
+    const int root = Find(nid);
+    if (groups_[root].pattern != OpPattern::kCommReduce) return false;
+    const DomNode& dom = dom_[nid];
+    if (dom.parent < 0 || dom.pattern > OpPattern::kBroadcast) return false;
+    const int sink = dom.parent;
+    if (Find(sink) == root || CountFusedNodes(nid, sink) > max_depth_) return false;
+    auto cond = [](OpPattern kind, bool) { return kind <= OpPattern::kBroadcast; };
+    if (!CheckPath(nid, sink, cond)) return false;
+    CommitFuse(nid, sink);
+    return true;
   }
 
   bool VisitNode(int nid, int phase) {

@@ -88,6 +88,30 @@ TEST(FuseOpsTest, ElementwiseProducerFusesIntoReduction) {
   EXPECT_THAT(KernelOps(std::move(g)), ElementsAre(ElementsAre("exp", "sum")));
 }
 
+// TVM makes three kernels of this (exp, sum, divide): exp has two consumers and
+// the path through the reduction fails CheckPath. Kiln fuses the reduction into
+// its elementwise epilogue first, so all three share one kernel and the exp
+// tensor is never written to memory (see the design note in fuse_ops.cc).
+TEST(FuseOpsTest, ExpSumDivideFusesIntoOneKernel) {
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {4, 16}});
+  Node* e = Op(g, "exp", {x});
+  Node* s = Op(g, "sum", {e}, ReduceAttrs{{-1}, true});
+  g.AddOutput(Op(g, "div", {e, s}));
+  EXPECT_THAT(KernelOps(std::move(g)), ElementsAre(ElementsAre("exp", "sum", "div")));
+}
+
+TEST(FuseOpsTest, DenseNeverJoinsAReductionGroup) {
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {4, 16}});
+  Node* w = g.AddConstant("w", FloatConstant({8, 16}, 0.5f));
+  Node* d = Op(g, "dense", {x, w});
+  Node* s = Op(g, "sum", {d}, ReduceAttrs{{-1}, true});
+  g.AddOutput(Op(g, "div", {d, s}));
+  EXPECT_THAT(KernelOps(std::move(g)),
+              ElementsAre(ElementsAre("dense"), ElementsAre("sum", "div")));
+}
+
 TEST(FuseOpsTest, GraphOutputIsNeverFusedAway) {
   Graph g;
   Node* x = g.AddInput("x", {DType::kFloat32, {4}});
