@@ -1,0 +1,154 @@
+// Each op's compute definition, evaluated on the host (the evaluator that
+// FoldConstant uses), against values worked out by hand.
+#include <cmath>
+
+#include "compiler/compile.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_util/graph_building.h"
+
+namespace kiln {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::FloatNear;
+using ::testing::Pointwise;
+
+std::shared_ptr<ConstantData> Values(std::vector<int64_t> shape, std::vector<float> v) {
+  auto data = std::make_shared<ConstantData>();
+  data->type = TensorType{DType::kFloat32, std::move(shape)};
+  data->bytes.assign(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+  return data;
+}
+
+// Folds `build`'s single output (all inputs are constants) and returns its values.
+std::vector<float> Fold(const std::function<Node*(Graph&)>& build, TensorType* type = nullptr) {
+  Graph g;
+  g.AddInput("unused", {DType::kFloat32, {1}});
+  g.AddOutput(build(g));
+  absl::StatusOr<Program> p = CompileGraph(std::move(g), CompileOptions{});
+  EXPECT_TRUE(p.ok()) << p.status();
+  if (!p.ok()) return {};
+  const ValueSpec& out = p->values[p->outputs[0]];
+  EXPECT_EQ(out.kind, ValueSpec::Kind::kConstant);
+  if (type) *type = out.type;
+  const float* d = out.constant->data<float>();
+  return std::vector<float>(d, d + out.type.NumElements());
+}
+
+TEST(OpComputeTest, AddBroadcastsLikeNumPy) {
+  auto v = Fold([](Graph& g) {
+    return testing::Op(g, "add", {g.AddConstant("a", Values({2, 1}, {1, 2})),
+                                  g.AddConstant("b", Values({3}, {10, 20, 30}))});
+  });
+  EXPECT_THAT(v, ElementsAre(11, 21, 31, 12, 22, 32));
+}
+
+TEST(OpComputeTest, DenseMultipliesByTransposedWeightAndAddsBias) {
+  // x = [[1, 2]], W = [[1, 0], [0, 1], [1, 1]] (N=3, K=2), b = [0.5, 0, -1].
+  auto v = Fold([](Graph& g) {
+    return testing::Op(g, "dense", {g.AddConstant("x", Values({1, 2}, {1, 2})),
+                                    g.AddConstant("w", Values({3, 2}, {1, 0, 0, 1, 1, 1})),
+                                    g.AddConstant("b", Values({3}, {0.5f, 0, -1}))});
+  });
+  EXPECT_THAT(v, ElementsAre(1.5f, 2.0f, 2.0f));
+}
+
+TEST(OpComputeTest, MatmulUsesWeightAsKByN) {
+  auto v = Fold([](Graph& g) {
+    return testing::Op(g, "matmul", {g.AddConstant("x", Values({1, 2}, {1, 2})),
+                                     g.AddConstant("w", Values({2, 2}, {1, 2, 3, 4}))});
+  });
+  EXPECT_THAT(v, ElementsAre(7, 10));
+}
+
+TEST(OpComputeTest, SoftmaxNormalisesTheLastAxis) {
+  auto v = Fold([](Graph& g) {
+    return testing::Op(g, "softmax", {g.AddConstant("x", Values({1, 3}, {1, 2, 3}))},
+                       AxisAttrs{-1});
+  });
+  const double s = std::exp(1.0) + std::exp(2.0) + std::exp(3.0);
+  EXPECT_THAT(v, Pointwise(FloatNear(1e-6), std::vector<float>{
+                                                static_cast<float>(std::exp(1.0) / s),
+                                                static_cast<float>(std::exp(2.0) / s),
+                                                static_cast<float>(std::exp(3.0) / s)}));
+}
+
+TEST(OpComputeTest, TransposeAndReshapeMoveElements) {
+  auto t = Fold([](Graph& g) {
+    return testing::Op(g, "transpose", {g.AddConstant("x", Values({2, 3}, {0, 1, 2, 3, 4, 5}))},
+                       TransposeAttrs{{1, 0}});
+  });
+  EXPECT_THAT(t, ElementsAre(0, 3, 1, 4, 2, 5));
+  TensorType type;
+  auto r = Fold(
+      [](Graph& g) {
+        return testing::Op(g, "reshape", {g.AddConstant("x", Values({2, 3}, {0, 1, 2, 3, 4, 5}))},
+                           ReshapeAttrs{{3, -1}});
+      },
+      &type);
+  EXPECT_EQ(type.shape, (std::vector<int64_t>{3, 2}));
+  EXPECT_THAT(r, ElementsAre(0, 1, 2, 3, 4, 5));
+}
+
+TEST(OpComputeTest, Conv2DWithPaddingZeroesTheBorder) {
+  // 1x1x2x2 input, one 3x3 all-ones filter, padding 1: each output sums the
+  // whole input (every 3x3 window covers all four pixels) = 1+2+3+4.
+  auto v = Fold([](Graph& g) {
+    Conv2DAttrs a;
+    a.padding = {1, 1, 1, 1};
+    return testing::Op(g, "conv2d", {g.AddConstant("x", Values({1, 1, 2, 2}, {1, 2, 3, 4})),
+                                     g.AddConstant("w", testing::FloatConstant({1, 1, 3, 3}, 1))},
+                       a);
+  });
+  EXPECT_THAT(v, ElementsAre(10, 10, 10, 10));
+}
+
+TEST(OpComputeTest, SumAndMaxReduceAxes) {
+  auto s = Fold([](Graph& g) {
+    return testing::Op(g, "sum", {g.AddConstant("x", Values({2, 3}, {1, 2, 3, 4, 5, 6}))},
+                       ReduceAttrs{{1}, false});
+  });
+  EXPECT_THAT(s, ElementsAre(6, 15));
+  auto m = Fold([](Graph& g) {
+    return testing::Op(g, "max", {g.AddConstant("x", Values({2, 3}, {1, 9, 3, 4, 5, 6}))},
+                       ReduceAttrs{{0}, true});
+  });
+  EXPECT_THAT(m, ElementsAre(4, 9, 6));
+}
+
+TEST(OpComputeTest, BatchNormMatchesItsFormula) {
+  // One channel of two values: (x - 1) / sqrt(4 + 0) * 3 + 0.5.
+  auto v = Fold([](Graph& g) {
+    BatchNormAttrs a;
+    a.epsilon = 0;
+    return testing::Op(g, "batch_norm",
+                       {g.AddConstant("x", Values({1, 1, 2}, {1, 5})),
+                        g.AddConstant("gamma", Values({1}, {3})),
+                        g.AddConstant("beta", Values({1}, {0.5f})),
+                        g.AddConstant("mean", Values({1}, {1})),
+                        g.AddConstant("var", Values({1}, {4}))},
+                       a);
+  });
+  EXPECT_THAT(v, ElementsAre(0.5f, 6.5f));
+}
+
+TEST(OpComputeTest, UnaryOpsMatchLibm) {
+  const std::vector<float> x{-1.5f, 0.0f, 2.0f};
+  auto run = [&](const std::string& op) {
+    return Fold([&](Graph& g) { return testing::Op(g, op, {g.AddConstant("x", Values({3}, x))}); });
+  };
+  EXPECT_THAT(run("relu"), ElementsAre(0, 0, 2));
+  std::vector<float> sig, th, ex;
+  for (float f : x) {
+    sig.push_back(1.0f / (1.0f + std::exp(-f)));
+    th.push_back(std::tanh(f));
+    ex.push_back(std::exp(f));
+  }
+  EXPECT_THAT(run("sigmoid"), Pointwise(FloatNear(1e-6), sig));
+  EXPECT_THAT(run("tanh"), Pointwise(FloatNear(1e-6), th));
+  EXPECT_THAT(run("exp"), Pointwise(FloatNear(1e-5), ex));
+}
+
+}  // namespace
+}  // namespace kiln
