@@ -1,0 +1,169 @@
+// Host target set-up, the optimisation pipeline and object emission.
+#include "compiler/codegen/codegen.h"
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "compiler/codegen/llvm_emitter.h"
+#include "llvm/Analysis/TargetLibraryInfo.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/IR/DiagnosticInfo.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/Host.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/Target/TargetOptions.h"
+
+namespace kiln::codegen {
+namespace {
+
+void InitializeLlvmOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    llvm::InitializeNativeTargetAsmParser();
+  });
+}
+
+llvm::CodeGenOpt::Level CodeGenLevel(int opt_level) {
+  switch (opt_level) {
+    case 0: return llvm::CodeGenOpt::None;
+    case 1: return llvm::CodeGenOpt::Less;
+    case 2: return llvm::CodeGenOpt::Default;
+    default: return llvm::CodeGenOpt::Aggressive;
+  }
+}
+
+absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateHostTargetMachine(int opt_level) {
+  InitializeLlvmOnce();
+  const HostTarget& host = GetHostTarget();
+  std::string error;
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(host.triple, error);
+  if (target == nullptr) {
+    return absl::InternalError(absl::StrCat("no LLVM target for ", host.triple, ": ", error));
+  }
+  std::string features;
+  for (const std::string& f : host.features) absl::StrAppend(&features, features.empty() ? "" : ",", f);
+  llvm::TargetOptions options;
+  options.AllowFPOpFusion = llvm::FPOpFusion::Fast;  // FMA contraction
+  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
+      host.triple, host.cpu, features, options, llvm::Reloc::PIC_, llvm::CodeModel::Small,
+      CodeGenLevel(opt_level)));
+  if (tm == nullptr) return absl::InternalError("could not create the host TargetMachine");
+  return tm;
+}
+
+llvm::OptimizationLevel PassBuilderLevel(int opt_level) {
+  switch (opt_level) {
+    case 0: return llvm::OptimizationLevel::O0;
+    case 1: return llvm::OptimizationLevel::O1;
+    case 2: return llvm::OptimizationLevel::O2;
+    default: return llvm::OptimizationLevel::O3;
+  }
+}
+
+void Optimize(llvm::Module& module, llvm::TargetMachine& tm, int opt_level) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopVectorization = opt_level >= 2;
+  tuning.SLPVectorization = opt_level >= 2;
+  tuning.LoopUnrolling = opt_level >= 2;
+  llvm::PassBuilder pb(&tm, tuning);
+  // glibc's libmvec gives the vectoriser vector expf/logf (registered first, so
+  // it wins over the default TargetLibraryInfo).
+  llvm::TargetLibraryInfoImpl tlii(tm.getTargetTriple());
+  tlii.addVectorizableFunctionsFromVecLib(llvm::TargetLibraryInfoImpl::LIBMVEC_X86,
+                                          tm.getTargetTriple());
+  fam.registerPass([&] { return llvm::TargetLibraryAnalysis(tlii); });
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager mpm = opt_level == 0
+                                    ? pb.buildO0DefaultPipeline(llvm::OptimizationLevel::O0)
+                                    : pb.buildPerModuleDefaultPipeline(PassBuilderLevel(opt_level));
+  mpm.run(module, mam);
+}
+
+struct Optimized {
+  std::unique_ptr<llvm::LLVMContext> context;
+  std::unique_ptr<llvm::Module> module;
+  std::unique_ptr<llvm::TargetMachine> tm;
+};
+
+absl::StatusOr<Optimized> EmitAndOptimize(const lower::LoopFunction& fn,
+                                          const CodegenOptions& options) {
+  Optimized out;
+  auto tm = CreateHostTargetMachine(options.opt_level);
+  if (!tm.ok()) return tm.status();
+  out.tm = *std::move(tm);
+  out.context = std::make_unique<llvm::LLVMContext>();
+  // Missed-vectorisation remarks (a loop calling tanhf) are expected, not news.
+  out.context->setDiagnosticHandlerCallBack(
+      [](const llvm::DiagnosticInfo&, void*) {}, nullptr);
+  auto module = EmitModule(fn, *out.context, *out.tm);
+  if (!module.ok()) return module.status();
+  out.module = *std::move(module);
+  Optimize(*out.module, *out.tm, options.opt_level);
+  return out;
+}
+
+}  // namespace
+
+const HostTarget& GetHostTarget() {
+  static const HostTarget* host = [] {
+    auto* h = new HostTarget();
+    h->triple = llvm::sys::getProcessTriple();
+    h->cpu = llvm::sys::getHostCPUName().str();
+    llvm::StringMap<bool> features;
+    if (llvm::sys::getHostCPUFeatures(features)) {
+      for (const auto& f : features) {
+        if (f.getValue()) h->features.push_back("+" + f.getKey().str());
+      }
+    }
+    std::sort(h->features.begin(), h->features.end());
+    return h;
+  }();
+  return *host;
+}
+
+std::string LlvmVersionString() { return LLVM_VERSION_STRING; }
+
+std::string CodegenOptions::ToString() const { return absl::StrCat("O", opt_level); }
+
+absl::StatusOr<std::string> CompileToObject(const lower::LoopFunction& fn,
+                                            const CodegenOptions& options) {
+  auto optimized = EmitAndOptimize(fn, options);
+  if (!optimized.ok()) return optimized.status();
+  llvm::SmallVector<char, 0> buffer;
+  llvm::raw_svector_ostream os(buffer);
+  llvm::legacy::PassManager pm;
+  if (optimized->tm->addPassesToEmitFile(pm, os, nullptr, llvm::CGFT_ObjectFile)) {
+    return absl::InternalError("the host TargetMachine cannot emit object files");
+  }
+  pm.run(*optimized->module);
+  return std::string(buffer.begin(), buffer.end());
+}
+
+absl::StatusOr<std::string> EmitOptimizedIR(const lower::LoopFunction& fn,
+                                            const CodegenOptions& options) {
+  auto optimized = EmitAndOptimize(fn, options);
+  if (!optimized.ok()) return optimized.status();
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  optimized->module->print(os, nullptr);
+  return os.str();
+}
+
+}  // namespace kiln::codegen

@@ -1,0 +1,95 @@
+// ORC LLJIT set-up. Each kernel lives in a JITDylib of its own that links
+// against the main one, which resolves the process's symbols (libc, libm,
+// libmvec) and defines kiln_parallel_for. Removing the JITDylib frees the code.
+#include "runtime/jit_engine.h"
+
+#include <mutex>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
+#include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/Support/DynamicLibrary.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/TargetSelect.h"
+#include "runtime/thread_pool.h"
+
+namespace kiln::runtime {
+namespace {
+
+absl::Status FromLlvmError(llvm::Error err, absl::string_view what) {
+  std::string message = llvm::toString(std::move(err));
+  return absl::InternalError(absl::StrCat(what, ": ", message));
+}
+
+}  // namespace
+
+struct JitEngine::Impl {
+  std::unique_ptr<llvm::orc::LLJIT> jit;
+};
+
+JitEngine::JitEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+JitEngine::~JitEngine() = default;
+
+absl::StatusOr<std::shared_ptr<JitEngine>> JitEngine::Create() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    llvm::InitializeNativeTargetAsmParser();
+  });
+  auto jit = llvm::orc::LLJITBuilder().create();
+  if (!jit) return FromLlvmError(jit.takeError(), "creating the JIT");
+  llvm::orc::JITDylib& main = (*jit)->getMainJITDylib();
+  auto process = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+      (*jit)->getDataLayout().getGlobalPrefix());
+  if (!process) return FromLlvmError(process.takeError(), "resolving process symbols");
+  main.addGenerator(std::move(*process));
+  llvm::orc::SymbolMap runtime_symbols;
+  runtime_symbols[(*jit)->mangleAndIntern("kiln_parallel_for")] = llvm::JITEvaluatedSymbol(
+      llvm::pointerToJITTargetAddress(&kiln_parallel_for), llvm::JITSymbolFlags::Exported);
+  if (llvm::Error err = main.define(llvm::orc::absoluteSymbols(std::move(runtime_symbols)))) {
+    return FromLlvmError(std::move(err), "defining runtime symbols");
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->jit = std::move(*jit);
+  return std::shared_ptr<JitEngine>(new JitEngine(std::move(impl)));
+}
+
+absl::StatusOr<std::shared_ptr<LoadedKernel>> JitEngine::Load(const std::string& object_bytes,
+                                                              const std::string& symbol) {
+  absl::MutexLock lock(&mutex_);
+  llvm::orc::LLJIT& jit = *impl_->jit;
+  auto dylib = jit.createJITDylib(absl::StrCat("kernel", next_dylib_++));
+  if (!dylib) return FromLlvmError(dylib.takeError(), "creating a JITDylib");
+  llvm::orc::JITDylib& jd = *dylib;
+  jd.addToLinkOrder(jit.getMainJITDylib());
+  auto buffer = llvm::MemoryBuffer::getMemBufferCopy(object_bytes, symbol);
+  if (llvm::Error err = jit.addObjectFile(jd, std::move(buffer))) {
+    (void)jit.getExecutionSession().removeJITDylib(jd);
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot link kernel object: ", llvm::toString(std::move(err))));
+  }
+  auto address = jit.lookup(jd, symbol);
+  if (!address) {
+    std::string message = llvm::toString(address.takeError());
+    (void)jit.getExecutionSession().removeJITDylib(jd);
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot load kernel '", symbol, "': ", message));
+  }
+  auto fn = address->toPtr<KernelFn>();
+  return std::shared_ptr<LoadedKernel>(new LoadedKernel(shared_from_this(), &jd, fn));
+}
+
+void JitEngine::Remove(void* dylib) {
+  absl::MutexLock lock(&mutex_);
+  auto* jd = static_cast<llvm::orc::JITDylib*>(dylib);
+  if (llvm::Error err = impl_->jit->getExecutionSession().removeJITDylib(*jd)) {
+    llvm::consumeError(std::move(err));  // nothing useful to do while unloading
+  }
+}
+
+LoadedKernel::~LoadedKernel() { engine_->Remove(dylib_); }
+
+}  // namespace kiln::runtime

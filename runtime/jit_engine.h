@@ -1,0 +1,59 @@
+// The JIT: links object code from codegen into this process and hands out
+// callable kernels. The only Kiln code that includes ORC headers (in the .cc).
+#ifndef KILN_RUNTIME_JIT_ENGINE_H_
+#define KILN_RUNTIME_JIT_ENGINE_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+
+namespace kiln::runtime {
+
+// The kernel ABI of compiler/lower/loop_ir.h.
+using KernelFn = void (*)(void** args);
+
+class JitEngine;
+
+// A linked kernel. Its code stays mapped while this object lives; destroying it
+// removes the code. Holds its engine alive.
+class LoadedKernel {
+ public:
+  ~LoadedKernel();
+  KernelFn fn() const { return fn_; }
+
+ private:
+  friend class JitEngine;
+  LoadedKernel(std::shared_ptr<JitEngine> engine, void* dylib, KernelFn fn)
+      : engine_(std::move(engine)), dylib_(dylib), fn_(fn) {}
+  std::shared_ptr<JitEngine> engine_;
+  void* dylib_;  // llvm::orc::JITDylib*
+  KernelFn fn_;
+};
+
+class JitEngine : public std::enable_shared_from_this<JitEngine> {
+ public:
+  // One LLJIT resolving libc/libm from the process and kiln_parallel_for.
+  static absl::StatusOr<std::shared_ptr<JitEngine>> Create();
+  ~JitEngine();
+
+  // Links `object_bytes` (a relocatable object) into a fresh JITDylib, so equal
+  // symbol names in different kernels never clash, and resolves `symbol` now.
+  absl::StatusOr<std::shared_ptr<LoadedKernel>> Load(const std::string& object_bytes,
+                                                     const std::string& symbol);
+
+ private:
+  friend class LoadedKernel;
+  struct Impl;
+  explicit JitEngine(std::unique_ptr<Impl> impl);
+  void Remove(void* dylib);
+
+  absl::Mutex mutex_;
+  std::unique_ptr<Impl> impl_;
+  int64_t next_dylib_ ABSL_GUARDED_BY(mutex_) = 0;
+};
+
+}  // namespace kiln::runtime
+
+#endif  // KILN_RUNTIME_JIT_ENGINE_H_
