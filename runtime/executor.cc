@@ -1,0 +1,134 @@
+#include "runtime/executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace kiln::runtime {
+namespace {
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::Create(
+    Program program, std::vector<std::shared_ptr<LoadedKernel>> kernels) {
+  std::unique_ptr<CompiledModel> model(new CompiledModel(std::move(program), std::move(kernels)));
+  model->constants_.resize(model->program_.values.size());
+  for (size_t i = 0; i < model->program_.values.size(); ++i) {
+    const ValueSpec& v = model->program_.values[i];
+    if (v.kind != ValueSpec::Kind::kConstant) continue;
+    absl::StatusOr<Tensor> t = Tensor::FromBytes(v.type, v.constant->bytes);
+    if (!t.ok()) return t.status();
+    model->constants_[i] = *std::move(t);
+  }
+  model->stats_.kernels.resize(model->program_.kernels.size());
+  for (size_t k = 0; k < model->program_.kernels.size(); ++k) {
+    model->stats_.kernels[k].name = model->program_.kernels[k].name;
+  }
+  return model;
+}
+
+absl::StatusOr<std::unique_ptr<CompiledModel::Workspace>> CompiledModel::TakeWorkspace() {
+  {
+    absl::MutexLock lock(&workspace_mutex_);
+    if (!free_workspaces_.empty()) {
+      auto ws = std::move(free_workspaces_.back());
+      free_workspaces_.pop_back();
+      return ws;
+    }
+  }
+  auto ws = std::make_unique<Workspace>();
+  ws->intermediates.resize(program_.values.size());
+  for (size_t i = 0; i < program_.values.size(); ++i) {
+    if (program_.values[i].kind != ValueSpec::Kind::kIntermediate) continue;
+    absl::StatusOr<Tensor> t = Tensor::Allocate(program_.values[i].type);
+    if (!t.ok()) return t.status();
+    ws->intermediates[i] = *std::move(t);
+  }
+  return ws;
+}
+
+void CompiledModel::ReturnWorkspace(std::unique_ptr<Workspace> ws) {
+  absl::MutexLock lock(&workspace_mutex_);
+  free_workspaces_.push_back(std::move(ws));
+}
+
+absl::StatusOr<RunResult> CompiledModel::Run(const std::vector<const Tensor*>& inputs) {
+  if (inputs.size() != program_.inputs.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("model takes ", program_.inputs.size(),
+                                                   " inputs, got ", inputs.size()));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const ValueSpec& spec = program_.values[program_.inputs[i]];
+    if (inputs[i]->type() != spec.type) {
+      return absl::InvalidArgumentError(absl::StrCat("input '", spec.name, "' expects ",
+                                                     spec.type.ToString(), ", got ",
+                                                     inputs[i]->type().ToString()));
+    }
+  }
+  absl::StatusOr<std::unique_ptr<Workspace>> ws = TakeWorkspace();
+  if (!ws.ok()) return ws.status();
+
+  std::vector<void*> pointers(program_.values.size(), nullptr);
+  for (size_t i = 0; i < program_.values.size(); ++i) {
+    if (program_.values[i].kind == ValueSpec::Kind::kConstant) {
+      pointers[i] = constants_[i].data();
+    } else if (program_.values[i].kind == ValueSpec::Kind::kIntermediate) {
+      pointers[i] = (*ws)->intermediates[i].data();
+    }
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    pointers[program_.inputs[i]] = const_cast<void*>(inputs[i]->data());
+  }
+
+  RunResult result;
+  result.kernel_times.reserve(kernels_.size());
+  std::vector<void*> args;
+  const int64_t start = NowNs();
+  for (size_t k = 0; k < kernels_.size(); ++k) {
+    const KernelSpec& spec = program_.kernels[k];
+    args.clear();
+    for (int v : spec.args) args.push_back(pointers[v]);
+    const int64_t t0 = NowNs();
+    kernels_[k]->fn()(args.data());
+    result.kernel_times.push_back({spec.name, NowNs() - t0});
+  }
+  result.total_ns = NowNs() - start;
+
+  for (int out : program_.outputs) {
+    const ValueSpec& spec = program_.values[out];
+    absl::StatusOr<Tensor> t = Tensor::Allocate(spec.type);
+    if (!t.ok()) return t.status();
+    std::memcpy(t->data(), pointers[out], t->byte_size());
+    result.outputs.push_back(*std::move(t));
+  }
+  ReturnWorkspace(*std::move(ws));
+
+  absl::MutexLock lock(&stats_mutex_);
+  ++stats_.inference_count;
+  stats_.inference_total_ns += result.total_ns;
+  for (size_t k = 0; k < result.kernel_times.size(); ++k) {
+    KernelTimingStats& s = stats_.kernels[k];
+    const int64_t ns = result.kernel_times[k].ns;
+    s.min_ns = s.count == 0 ? ns : std::min(s.min_ns, ns);
+    s.max_ns = std::max(s.max_ns, ns);
+    ++s.count;
+    s.total_ns += ns;
+  }
+  return result;
+}
+
+ModelTimingStats CompiledModel::TimingStats() const {
+  absl::MutexLock lock(&stats_mutex_);
+  return stats_;
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,82 @@
+// A compiled model: kernels in order over preallocated buffers, timed per kernel.
+#ifndef KILN_RUNTIME_EXECUTOR_H_
+#define KILN_RUNTIME_EXECUTOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "compiler/program.h"
+#include "runtime/jit_engine.h"
+#include "runtime/tensor.h"
+
+namespace kiln::runtime {
+
+struct KernelRunTime {
+  std::string name;
+  int64_t ns = 0;
+};
+
+struct RunResult {
+  std::vector<Tensor> outputs;  // the program's outputs, in order
+  std::vector<KernelRunTime> kernel_times;
+  int64_t total_ns = 0;
+};
+
+struct KernelTimingStats {
+  std::string name;
+  int64_t count = 0;
+  int64_t total_ns = 0;
+  int64_t min_ns = 0;
+  int64_t max_ns = 0;
+};
+
+struct ModelTimingStats {
+  int64_t inference_count = 0;
+  int64_t inference_total_ns = 0;
+  std::vector<KernelTimingStats> kernels;
+};
+
+class CompiledModel {
+ public:
+  // `kernels[i]` runs program.kernels[i]. Copies constants into aligned tensors.
+  static absl::StatusOr<std::unique_ptr<CompiledModel>> Create(
+      Program program, std::vector<std::shared_ptr<LoadedKernel>> kernels);
+
+  const Program& program() const { return program_; }
+
+  // Runs with `inputs` in the program's input order; their types must match
+  // (checked here as a last line of defence: InvalidArgument naming the input).
+  absl::StatusOr<RunResult> Run(const std::vector<const Tensor*>& inputs);
+
+  ModelTimingStats TimingStats() const;
+
+ private:
+  // Intermediate buffers for one call. A call takes a free set or makes one,
+  // so concurrent calls never share buffers and steady state allocates nothing.
+  struct Workspace {
+    std::vector<Tensor> intermediates;  // indexed like program_.values (empty if not one)
+  };
+
+  CompiledModel(Program program, std::vector<std::shared_ptr<LoadedKernel>> kernels)
+      : program_(std::move(program)), kernels_(std::move(kernels)) {}
+  absl::StatusOr<std::unique_ptr<Workspace>> TakeWorkspace();
+  void ReturnWorkspace(std::unique_ptr<Workspace> ws);
+
+  Program program_;
+  std::vector<std::shared_ptr<LoadedKernel>> kernels_;
+  std::vector<Tensor> constants_;  // indexed like program_.values
+
+  absl::Mutex workspace_mutex_;
+  std::vector<std::unique_ptr<Workspace>> free_workspaces_ ABSL_GUARDED_BY(workspace_mutex_);
+
+  mutable absl::Mutex stats_mutex_;
+  ModelTimingStats stats_ ABSL_GUARDED_BY(stats_mutex_);
+};
+
+}  // namespace kiln::runtime
+
+#endif  // KILN_RUNTIME_EXECUTOR_H_

@@ -1,0 +1,71 @@
+// Models by name: compiles graphs through the kernel cache into CompiledModels
+// and serves them to concurrent callers. What the server is a thin layer over.
+#ifndef KILN_RUNTIME_MODEL_MANAGER_H_
+#define KILN_RUNTIME_MODEL_MANAGER_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "compiler/compile.h"
+#include "runtime/executor.h"
+#include "runtime/kernel_cache.h"
+
+namespace kiln::runtime {
+
+struct KernelCompileReport {
+  std::string name;
+  std::vector<std::string> ops;
+  std::vector<std::string> nodes;
+  std::string key_hex;
+  double compile_ms = 0;  // on a hit: the original compile time
+  bool cache_hit = false;
+};
+
+struct CompileResult {
+  std::string model_name;
+  CompileRecord record;  // passes, IR dumps, pass and lowering time
+  std::vector<KernelCompileReport> kernels;
+  double codegen_ms = 0;  // kernel cache lookups and compiles
+  double total_ms = 0;
+  int cache_hits = 0;
+  int cache_misses = 0;
+};
+
+struct ModelManagerOptions {
+  int max_models = 64;  // the server's --max-models
+  codegen::CodegenOptions codegen;
+};
+
+class ModelManager {
+ public:
+  static absl::StatusOr<std::unique_ptr<ModelManager>> Create(ModelManagerOptions options);
+
+  // Compiles `graph` and serves it as `name`, replacing a model of that name
+  // (callers running the old one finish on it).
+  absl::StatusOr<CompileResult> Compile(const std::string& name, Graph graph,
+                                        const CompileOptions& options);
+  // Null when no model has that name.
+  std::shared_ptr<CompiledModel> Find(const std::string& name) const;
+  std::vector<std::pair<std::string, std::shared_ptr<CompiledModel>>> List() const;
+  // NotFound when no model has that name.
+  absl::Status Unload(const std::string& name);
+  CacheStats GetCacheStats() const { return cache_.Stats(); }
+
+ private:
+  ModelManager(ModelManagerOptions options, std::shared_ptr<JitEngine> jit)
+      : options_(options), jit_(jit), cache_(jit) {}
+
+  ModelManagerOptions options_;
+  std::shared_ptr<JitEngine> jit_;
+  KernelCache cache_;
+  mutable absl::Mutex mutex_;
+  std::map<std::string, std::shared_ptr<CompiledModel>> models_ ABSL_GUARDED_BY(mutex_);
+};
+
+}  // namespace kiln::runtime
+
+#endif  // KILN_RUNTIME_MODEL_MANAGER_H_

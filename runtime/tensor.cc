@@ -1,0 +1,46 @@
+#include "runtime/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace kiln::runtime {
+
+void Tensor::Free::operator()(void* p) const { std::free(p); }
+
+absl::StatusOr<Tensor> Tensor::Allocate(const TensorType& type) {
+  absl::StatusOr<int64_t> elements = CheckedNumElements(type.shape);
+  if (!elements.ok()) return elements.status();
+  const int64_t bytes = *elements * DTypeSize(type.dtype);
+  if (bytes > kMaxTensorBytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("tensor ", type.ToString(), " needs ", bytes,
+                                                     " bytes, over the ", kMaxTensorBytes,
+                                                     "-byte per-tensor limit"));
+  }
+  Tensor t;
+  t.type_ = type;
+  t.byte_size_ = bytes;
+  const size_t rounded = static_cast<size_t>(std::max<int64_t>(64, (bytes + 63) / 64 * 64));
+  void* p = std::aligned_alloc(64, rounded);
+  if (p == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat("out of memory allocating ", bytes, " bytes"));
+  }
+  std::memset(p, 0, rounded);
+  t.data_.reset(p);
+  return t;
+}
+
+absl::StatusOr<Tensor> Tensor::FromBytes(const TensorType& type, absl::string_view bytes) {
+  absl::StatusOr<Tensor> t = Allocate(type);
+  if (!t.ok()) return t.status();
+  if (static_cast<int64_t>(bytes.size()) != t->byte_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(type.ToString(), " needs ", t->byte_size(),
+                                                   " bytes, got ", bytes.size()));
+  }
+  std::memcpy(t->data(), bytes.data(), bytes.size());
+  return t;
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,47 @@
+// A typed, 64-byte aligned host tensor that owns its bytes.
+#ifndef KILN_RUNTIME_TENSOR_H_
+#define KILN_RUNTIME_TENSOR_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "compiler/ir/tensor_type.h"
+
+namespace kiln::runtime {
+
+// Largest single tensor the runtime allocates (4 GiB).
+inline constexpr int64_t kMaxTensorBytes = int64_t{1} << 32;
+
+class Tensor {
+ public:
+  Tensor() = default;
+  Tensor(Tensor&&) = default;
+  Tensor& operator=(Tensor&&) = default;
+
+  // Zero-filled. ResourceExhausted above kMaxTensorBytes.
+  static absl::StatusOr<Tensor> Allocate(const TensorType& type);
+  // A copy of `bytes`; InvalidArgument when their size is not the type's.
+  static absl::StatusOr<Tensor> FromBytes(const TensorType& type, absl::string_view bytes);
+
+  const TensorType& type() const { return type_; }
+  int64_t byte_size() const { return byte_size_; }
+  void* data() { return data_.get(); }
+  const void* data() const { return data_.get(); }
+  absl::string_view bytes() const {
+    return absl::string_view(static_cast<const char*>(data_.get()), byte_size_);
+  }
+
+ private:
+  struct Free {
+    void operator()(void* p) const;
+  };
+  TensorType type_;
+  int64_t byte_size_ = 0;
+  std::unique_ptr<void, Free> data_;
+};
+
+}  // namespace kiln::runtime
+
+#endif  // KILN_RUNTIME_TENSOR_H_

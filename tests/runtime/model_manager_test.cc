@@ -1,0 +1,151 @@
+// Whole models compiled and run through the JIT, against plain reference loops.
+#include "runtime/model_manager.h"
+
+#include <cstring>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_util/graph_building.h"
+#include "tests/test_util/reference_ops.h"
+
+namespace kiln::runtime {
+namespace {
+
+using ::kiln::testing::Op;
+using ::kiln::testing::Pseudorandom;
+
+std::shared_ptr<ConstantData> Const(std::vector<int64_t> shape, const std::vector<float>& v) {
+  auto data = std::make_shared<ConstantData>();
+  data->type = TensorType{DType::kFloat32, std::move(shape)};
+  data->bytes.assign(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+  return data;
+}
+
+std::vector<float> ToVector(const Tensor& t) {
+  const float* p = static_cast<const float*>(t.data());
+  return std::vector<float>(p, p + t.type().NumElements());
+}
+
+void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, double rel) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], rel * std::max(1.0, std::fabs(double(want[i])))) << "at " << i;
+  }
+}
+
+class ModelManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto m = ModelManager::Create({});
+    ASSERT_TRUE(m.ok()) << m.status();
+    manager_ = *std::move(m);
+  }
+
+  std::vector<float> Run(const std::string& name, const std::vector<float>& x,
+                         const TensorType& type) {
+    auto model = manager_->Find(name);
+    EXPECT_NE(model, nullptr);
+    if (!model) return {};
+    auto input = Tensor::FromBytes(type, absl::string_view(reinterpret_cast<const char*>(x.data()),
+                                                           x.size() * 4));
+    EXPECT_TRUE(input.ok()) << input.status();
+    auto result = model->Run({&*input});
+    EXPECT_TRUE(result.ok()) << result.status();
+    if (!result.ok()) return {};
+    return ToVector(result->outputs[0]);
+  }
+
+  std::unique_ptr<ModelManager> manager_;
+};
+
+TEST_F(ModelManagerTest, MlpMatchesReferenceAndSecondCompileHitsCache) {
+  const int64_t batch = 4, in = 16, hidden = 32, out = 10;
+  auto w1 = Pseudorandom(hidden * in, 1), b1 = Pseudorandom(hidden, 2);
+  auto w2 = Pseudorandom(hidden * hidden, 3), b2 = Pseudorandom(hidden, 4);
+  auto w3 = Pseudorandom(out * hidden, 5), b3 = Pseudorandom(out, 6);
+  auto build = [&] {
+    Graph g;
+    Node* x = g.AddInput("x", {DType::kFloat32, {batch, in}});
+    Node* h = Op(g, "relu", {Op(g, "dense", {x, g.AddConstant("w1", Const({hidden, in}, w1)),
+                                             g.AddConstant("b1", Const({hidden}, b1))})});
+    h = Op(g, "relu", {Op(g, "dense", {h, g.AddConstant("w2", Const({hidden, hidden}, w2)),
+                                       g.AddConstant("b2", Const({hidden}, b2))})});
+    h = Op(g, "dense", {h, g.AddConstant("w3", Const({out, hidden}, w3)),
+                        g.AddConstant("b3", Const({out}, b3))});
+    g.AddOutput(Op(g, "softmax", {h}, AxisAttrs{-1}));
+    return g;
+  };
+  auto first = manager_->Compile("mlp", build(), CompileOptions{});
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->kernels.size(), 4u);
+  EXPECT_EQ(first->cache_misses, 4);
+
+  auto x = Pseudorandom(batch * in, 7);
+  using namespace kiln::testing;
+  auto want = RefSoftmaxRows(
+      RefDense(RefRelu(RefDense(RefRelu(RefDense(x, w1, b1, batch, in, hidden)), w2, b2, batch,
+                                hidden, hidden)),
+               w3, b3, batch, hidden, out),
+      batch, out);
+  ExpectNear(Run("mlp", x, {DType::kFloat32, {batch, in}}), want, 1e-5);
+
+  auto second = manager_->Compile("mlp_again", build(), CompileOptions{});
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->cache_hits, 4);
+  for (const auto& k : second->kernels) EXPECT_TRUE(k.cache_hit) << k.name;
+  ExpectNear(Run("mlp_again", x, {DType::kFloat32, {batch, in}}), want, 1e-5);
+}
+
+TEST_F(ModelManagerTest, ConvWithElementwiseEpilogueMatchesReference) {
+  const int64_t c = 3, h = 9, w = 11, o = 5;
+  auto wt = Pseudorandom(o * c * 3 * 3, 11);
+  auto cst = Pseudorandom(o * (h - 2) * (w - 2), 12);
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {1, c, h, w}});
+  Node* conv = Op(g, "conv2d", {x, g.AddConstant("w", Const({o, c, 3, 3}, wt))}, Conv2DAttrs{});
+  Node* k = g.AddConstant("k", Const({1, o, h - 2, w - 2}, cst));
+  g.AddOutput(Op(g, "relu", {Op(g, "add", {conv, k})}));
+  auto r = manager_->Compile("conv", std::move(g), CompileOptions{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->kernels.size(), 1u);
+  auto xv = Pseudorandom(c * h * w, 13);
+  auto want = kiln::testing::RefConv2D(xv, wt, {}, 1, c, h, w, o, 3, 3);
+  for (size_t i = 0; i < want.size(); ++i) want[i] = std::max(0.0f, want[i] + cst[i]);
+  ExpectNear(Run("conv", xv, {DType::kFloat32, {1, c, h, w}}), want, 1e-5);
+}
+
+TEST_F(ModelManagerTest, FusedExpSumDivideEqualsSoftmaxWithoutShift) {
+  const int64_t rows = 3, cols = 33;
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {rows, cols}});
+  Node* e = Op(g, "exp", {x});
+  g.AddOutput(Op(g, "div", {e, Op(g, "sum", {e}, ReduceAttrs{{-1}, true})}));
+  auto r = manager_->Compile("esd", std::move(g), CompileOptions{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->kernels.size(), 1u);
+  auto xv = Pseudorandom(rows * cols, 21);
+  ExpectNear(Run("esd", xv, {DType::kFloat32, {rows, cols}}),
+             kiln::testing::RefSoftmaxRows(xv, rows, cols), 1e-6);
+}
+
+TEST_F(ModelManagerTest, UnloadUnknownModelIsNotFound) {
+  EXPECT_EQ(manager_->Unload("ghost").code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ModelManagerTest, ModelLimitIsResourceExhaustedNamingTheFlag) {
+  auto m = ModelManager::Create({/*max_models=*/1});
+  ASSERT_TRUE(m.ok());
+  auto build = [] {
+    Graph g;
+    g.AddOutput(Op(g, "relu", {g.AddInput("x", {DType::kFloat32, {4}})}));
+    return g;
+  };
+  ASSERT_TRUE((*m)->Compile("a", build(), CompileOptions{}).ok());
+  auto second = (*m)->Compile("b", build(), CompileOptions{});
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(second.status().message()), ::testing::HasSubstr("--max-models"));
+  EXPECT_TRUE((*m)->Compile("a", build(), CompileOptions{}).ok());  // replacing is fine
+}
+
+}  // namespace
+}  // namespace kiln::runtime
