@@ -48,6 +48,7 @@ struct Program {
   std::vector<ValueSpec> values;
   std::vector<int> inputs;   // graph inputs, in the graph's order
   std::vector<int> outputs;  // graph outputs, in order (may be inputs or constants)
+  std::vector<std::string> output_names;  // as the graph declared them
   std::vector<KernelSpec> kernels;  // in execution order
   CompileRecord record;             // what the passes did and cost
 };

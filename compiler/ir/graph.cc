@@ -161,6 +161,7 @@ Graph Graph::Clone() const {
   }
   for (Node* in : inputs_) copy.inputs_.push_back(map.at(in));
   for (Node* out : outputs_) copy.outputs_.push_back(map.at(out));
+  copy.output_names_ = output_names_;
   return copy;
 }
 

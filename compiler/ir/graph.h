@@ -74,7 +74,12 @@ class Graph {
 
   const std::vector<Node*>& inputs() const { return inputs_; }
   const std::vector<Node*>& outputs() const { return outputs_; }
-  void AddOutput(Node* node) { outputs_.push_back(node); }
+  // The names outputs were declared with: they outlive rewrites of the nodes.
+  const std::vector<std::string>& output_names() const { return output_names_; }
+  void AddOutput(Node* node) {
+    outputs_.push_back(node);
+    output_names_.push_back(node->name);
+  }
   void SetOutput(size_t i, Node* node) { outputs_[i] = node; }
 
   // Every node, in insertion order (not necessarily topological).
@@ -95,6 +100,7 @@ class Graph {
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<Node*> inputs_;
   std::vector<Node*> outputs_;
+  std::vector<std::string> output_names_;
 };
 
 }  // namespace kiln

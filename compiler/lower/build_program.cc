@@ -95,6 +95,7 @@ absl::StatusOr<Program> BuildProgram(const Graph& graph) {
                                                 : ValueSpec::Kind::kIntermediate;
     program.outputs.push_back(add_value(out, kind));
   }
+  program.output_names = graph.output_names();
   return program;
 }
 

@@ -1,0 +1,158 @@
+#include "server/infer_request.h"
+
+#include <cstring>
+#include <map>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace kiln::server {
+namespace {
+
+std::string InputNames(const Program& program) {
+  std::vector<std::string> names;
+  for (int v : program.inputs) names.push_back(program.values[v].name);
+  return absl::StrJoin(names, ", ");
+}
+
+// Tensor bytes from the typed `contents` field (used when raw contents are absent).
+absl::StatusOr<std::string> BytesFromContents(const TensorType& type,
+                                              const inference::InferTensorContents& c,
+                                              const std::string& name) {
+  std::string bytes;
+  if (type.dtype == DType::kFloat32) {
+    bytes.assign(reinterpret_cast<const char*>(c.fp32_contents().data()),
+                 c.fp32_contents_size() * sizeof(float));
+  } else if (type.dtype == DType::kInt64) {
+    bytes.assign(reinterpret_cast<const char*>(c.int64_contents().data()),
+                 c.int64_contents_size() * sizeof(int64_t));
+  } else {
+    for (bool b : c.bool_contents()) bytes.push_back(b ? 1 : 0);
+  }
+  if (static_cast<int64_t>(bytes.size()) != type.ByteSize()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input '", name, "': contents hold ", bytes.size() / DTypeSize(type.dtype),
+        " elements, shape needs ", type.NumElements()));
+  }
+  return bytes;
+}
+
+}  // namespace
+
+std::string DatatypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return "FP32";
+    case DType::kInt64:
+      return "INT64";
+    case DType::kBool:
+      return "BOOL";
+  }
+  return "?";
+}
+
+absl::StatusOr<std::vector<runtime::Tensor>> DecodeInputs(
+    const Program& program, const inference::ModelInferRequest& request) {
+  const bool raw = request.raw_input_contents_size() > 0;
+  if (raw && request.raw_input_contents_size() != request.inputs_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request has ", request.inputs_size(), " inputs but ",
+                     request.raw_input_contents_size(), " raw_input_contents entries"));
+  }
+  std::map<std::string, int> by_name;
+  for (int i = 0; i < request.inputs_size(); ++i) {
+    const std::string& name = request.inputs(i).name();
+    if (!by_name.emplace(name, i).second) {
+      return absl::InvalidArgumentError(absl::StrCat("input '", name, "' is given twice"));
+    }
+    bool known = false;
+    for (int v : program.inputs) known |= program.values[v].name == name;
+    if (!known) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model has no input '", name, "' (its inputs: ", InputNames(program), ")"));
+    }
+  }
+  std::vector<runtime::Tensor> tensors;
+  for (int v : program.inputs) {
+    const ValueSpec& spec = program.values[v];
+    auto it = by_name.find(spec.name);
+    if (it == by_name.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("missing input '", spec.name, "' (", DatatypeName(spec.type.dtype),
+                       ShapeToString(spec.type.shape), ")"));
+    }
+    const auto& in = request.inputs(it->second);
+    if (in.datatype() != DatatypeName(spec.type.dtype)) {
+      return absl::InvalidArgumentError(absl::StrCat("input '", spec.name, "' expects datatype ",
+                                                     DatatypeName(spec.type.dtype), ", got '",
+                                                     in.datatype(), "'"));
+    }
+    std::vector<int64_t> shape(in.shape().begin(), in.shape().end());
+    if (shape != spec.type.shape) {
+      return absl::InvalidArgumentError(absl::StrCat("input '", spec.name, "' expects shape ",
+                                                     ShapeToString(spec.type.shape), ", got ",
+                                                     ShapeToString(shape)));
+    }
+    std::string from_contents;
+    absl::string_view bytes;
+    if (raw) {
+      bytes = request.raw_input_contents(it->second);
+      if (static_cast<int64_t>(bytes.size()) != spec.type.ByteSize()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("input '", spec.name, "' (", spec.type.ToString(), ") needs ",
+                         spec.type.ByteSize(), " raw bytes, got ", bytes.size()));
+      }
+    } else {
+      absl::StatusOr<std::string> b = BytesFromContents(spec.type, in.contents(), spec.name);
+      if (!b.ok()) return b.status();
+      from_contents = *std::move(b);
+      bytes = from_contents;
+    }
+    absl::StatusOr<runtime::Tensor> t = runtime::Tensor::FromBytes(spec.type, bytes);
+    if (!t.ok()) return t.status();
+    tensors.push_back(*std::move(t));
+  }
+  return tensors;
+}
+
+absl::Status EncodeOutputs(const Program& program, const inference::ModelInferRequest& request,
+                           runtime::RunResult result, inference::ModelInferResponse* response) {
+  std::vector<int> wanted;
+  if (request.outputs_size() == 0) {
+    for (size_t i = 0; i < program.outputs.size(); ++i) wanted.push_back(static_cast<int>(i));
+  } else {
+    for (const auto& out : request.outputs()) {
+      int found = -1;
+      for (size_t i = 0; i < program.output_names.size(); ++i) {
+        if (program.output_names[i] == out.name()) found = static_cast<int>(i);
+      }
+      if (found < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "model has no output '", out.name(), "' (its outputs: ",
+            absl::StrJoin(program.output_names, ", "), ")"));
+      }
+      wanted.push_back(found);
+    }
+  }
+  for (int i : wanted) {
+    const runtime::Tensor& t = result.outputs[i];
+    auto* out = response->add_outputs();
+    out->set_name(program.output_names[i]);
+    out->set_datatype(DatatypeName(t.type().dtype));
+    for (int64_t d : t.type().shape) out->add_shape(d);
+    response->add_raw_output_contents(std::string(t.bytes()));
+  }
+  auto profile = request.parameters().find("kiln.profile");
+  if (profile != request.parameters().end() && profile->second.bool_param()) {
+    auto& params = *response->mutable_parameters();
+    for (size_t k = 0; k < result.kernel_times.size(); ++k) {
+      params[absl::StrCat("kiln.kernel_ns.", k, ".", result.kernel_times[k].name)]
+          .set_int64_param(result.kernel_times[k].ns);
+    }
+    params["kiln.total_ns"].set_int64_param(result.total_ns);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kiln::server

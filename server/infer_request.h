@@ -1,0 +1,30 @@
+// Validating a ModelInferRequest against a model and answering it: the part of
+// ModelInfer that knows the protocol's tensor encoding.
+#ifndef KILN_SERVER_INFER_REQUEST_H_
+#define KILN_SERVER_INFER_REQUEST_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/grpc_service.pb.h"
+#include "runtime/executor.h"
+#include "runtime/tensor.h"
+
+namespace kiln::server {
+
+// "FP32", "INT64", "BOOL": the protocol's datatype names.
+std::string DatatypeName(DType dtype);
+
+// The request's inputs as tensors in the model's input order. InvalidArgument
+// naming the input and saying what was expected and what came.
+absl::StatusOr<std::vector<runtime::Tensor>> DecodeInputs(
+    const Program& program, const inference::ModelInferRequest& request);
+
+// Fills outputs (those requested, or all) and, when asked, the profile.
+absl::Status EncodeOutputs(const Program& program, const inference::ModelInferRequest& request,
+                           runtime::RunResult result, inference::ModelInferResponse* response);
+
+}  // namespace kiln::server
+
+#endif  // KILN_SERVER_INFER_REQUEST_H_

@@ -1,0 +1,100 @@
+#include "server/inference_service.h"
+
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "server/infer_request.h"
+#include "server/status_conversion.h"
+#include "server/version.h"
+
+namespace kiln::server {
+namespace {
+
+grpc::Status Fail(const char* rpc, const absl::Status& status) {
+  std::cerr << "kiln-server: " << rpc << ": " << status << "\n";
+  return ToGrpcStatus(status);
+}
+
+absl::Status UnknownModel(const std::string& name) {
+  return absl::NotFoundError(
+      absl::StrCat("unknown model '", name, "'; ListModels shows the loaded ones"));
+}
+
+}  // namespace
+
+grpc::Status InferenceService::ServerLive(grpc::ServerContext*,
+                                          const inference::ServerLiveRequest*,
+                                          inference::ServerLiveResponse* response) {
+  response->set_live(true);
+  return grpc::Status::OK;
+}
+
+grpc::Status InferenceService::ServerReady(grpc::ServerContext*,
+                                           const inference::ServerReadyRequest*,
+                                           inference::ServerReadyResponse* response) {
+  response->set_ready(true);
+  return grpc::Status::OK;
+}
+
+grpc::Status InferenceService::ModelReady(grpc::ServerContext*,
+                                          const inference::ModelReadyRequest* request,
+                                          inference::ModelReadyResponse* response) {
+  response->set_ready(models_->Find(request->name()) != nullptr);
+  return grpc::Status::OK;
+}
+
+grpc::Status InferenceService::ServerMetadata(grpc::ServerContext*,
+                                              const inference::ServerMetadataRequest*,
+                                              inference::ServerMetadataResponse* response) {
+  response->set_name("kiln");
+  response->set_version(kKilnVersion);
+  response->add_extensions("kiln.profile");
+  return grpc::Status::OK;
+}
+
+grpc::Status InferenceService::ModelMetadata(grpc::ServerContext*,
+                                             const inference::ModelMetadataRequest* request,
+                                             inference::ModelMetadataResponse* response) {
+  auto model = models_->Find(request->name());
+  if (!model) return Fail("ModelMetadata", UnknownModel(request->name()));
+  const Program& p = model->program();
+  response->set_name(request->name());
+  response->add_versions("1");
+  response->set_platform("kiln");
+  for (int v : p.inputs) {
+    auto* t = response->add_inputs();
+    t->set_name(p.values[v].name);
+    t->set_datatype(DatatypeName(p.values[v].type.dtype));
+    for (int64_t d : p.values[v].type.shape) t->add_shape(d);
+  }
+  for (size_t i = 0; i < p.outputs.size(); ++i) {
+    const ValueSpec& v = p.values[p.outputs[i]];
+    auto* t = response->add_outputs();
+    t->set_name(p.output_names[i]);
+    t->set_datatype(DatatypeName(v.type.dtype));
+    for (int64_t d : v.type.shape) t->add_shape(d);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status InferenceService::ModelInfer(grpc::ServerContext*,
+                                          const inference::ModelInferRequest* request,
+                                          inference::ModelInferResponse* response) {
+  auto model = models_->Find(request->model_name());
+  if (!model) return Fail("ModelInfer", UnknownModel(request->model_name()));
+  const Program& program = model->program();
+  absl::StatusOr<std::vector<runtime::Tensor>> inputs = DecodeInputs(program, *request);
+  if (!inputs.ok()) return Fail("ModelInfer", inputs.status());
+  std::vector<const runtime::Tensor*> pointers;
+  for (const runtime::Tensor& t : *inputs) pointers.push_back(&t);
+  absl::StatusOr<runtime::RunResult> result = model->Run(pointers);
+  if (!result.ok()) return Fail("ModelInfer", result.status());
+  response->set_model_name(request->model_name());
+  response->set_model_version("1");
+  response->set_id(request->id());
+  absl::Status encoded = EncodeOutputs(program, *request, *std::move(result), response);
+  if (!encoded.ok()) return Fail("ModelInfer", encoded);
+  return grpc::Status::OK;
+}
+
+}  // namespace kiln::server

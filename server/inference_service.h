@@ -1,0 +1,33 @@
+// The KServe v2 / Triton inference protocol over Kiln's models.
+#ifndef KILN_SERVER_INFERENCE_SERVICE_H_
+#define KILN_SERVER_INFERENCE_SERVICE_H_
+
+#include "proto/grpc_service.grpc.pb.h"
+#include "runtime/model_manager.h"
+
+namespace kiln::server {
+
+class InferenceService final : public inference::GRPCInferenceService::Service {
+ public:
+  explicit InferenceService(runtime::ModelManager* models) : models_(models) {}
+
+  grpc::Status ServerLive(grpc::ServerContext*, const inference::ServerLiveRequest*,
+                          inference::ServerLiveResponse* response) override;
+  grpc::Status ServerReady(grpc::ServerContext*, const inference::ServerReadyRequest*,
+                           inference::ServerReadyResponse* response) override;
+  grpc::Status ModelReady(grpc::ServerContext*, const inference::ModelReadyRequest* request,
+                          inference::ModelReadyResponse* response) override;
+  grpc::Status ServerMetadata(grpc::ServerContext*, const inference::ServerMetadataRequest*,
+                              inference::ServerMetadataResponse* response) override;
+  grpc::Status ModelMetadata(grpc::ServerContext*, const inference::ModelMetadataRequest* request,
+                             inference::ModelMetadataResponse* response) override;
+  grpc::Status ModelInfer(grpc::ServerContext*, const inference::ModelInferRequest* request,
+                          inference::ModelInferResponse* response) override;
+
+ private:
+  runtime::ModelManager* models_;
+};
+
+}  // namespace kiln::server
+
+#endif  // KILN_SERVER_INFERENCE_SERVICE_H_

@@ -1,0 +1,68 @@
+#include "server/kiln_server.h"
+
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+#include "runtime/model_manager.h"
+#include "runtime/thread_pool.h"
+#include "server/compiler_service.h"
+#include "server/inference_service.h"
+
+namespace kiln::server {
+namespace {
+
+// Members in dependency order: the services use the manager, the server the services.
+class KilnServerImpl final : public KilnServer {
+ public:
+  KilnServerImpl(std::unique_ptr<runtime::ModelManager> models)
+      : models_(std::move(models)), inference_(models_.get()), compiler_(models_.get()) {}
+
+  absl::Status Start(const ServerOptions& options) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(absl::StrCat(options.address, ":", options.port),
+                             grpc::InsecureServerCredentials(), &port_);
+    builder.SetMaxReceiveMessageSize(options.max_message_mb * 1024 * 1024);
+    builder.SetMaxSendMessageSize(options.max_message_mb * 1024 * 1024);
+    builder.RegisterService(&inference_);
+    builder.RegisterService(&compiler_);
+    server_ = builder.BuildAndStart();
+    if (!server_ || port_ == 0) {
+      return absl::UnavailableError(absl::StrCat("cannot listen on ", options.address, ":",
+                                                 options.port, " (is the port in use?)"));
+    }
+    return absl::OkStatus();
+  }
+
+  int port() const override { return port_; }
+  void Shutdown() override { server_->Shutdown(); }
+  void Wait() override { server_->Wait(); }
+
+ private:
+  std::unique_ptr<runtime::ModelManager> models_;
+  InferenceService inference_;
+  CompilerService compiler_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<KilnServer>> StartKilnServer(const ServerOptions& options) {
+  runtime::SetParallelThreads(options.threads > 0
+                                  ? options.threads
+                                  : static_cast<int>(std::thread::hardware_concurrency()));
+  runtime::ModelManagerOptions manager_options;
+  manager_options.max_models = options.max_models;
+  absl::StatusOr<std::unique_ptr<runtime::ModelManager>> models =
+      runtime::ModelManager::Create(manager_options);
+  if (!models.ok()) return models.status();
+  auto server = std::make_unique<KilnServerImpl>(*std::move(models));
+  absl::Status started = server->Start(options);
+  if (!started.ok()) return started;
+  return std::unique_ptr<KilnServer>(std::move(server));
+}
+
+}  // namespace kiln::server

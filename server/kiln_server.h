@@ -1,0 +1,34 @@
+// Builds and starts the gRPC server holding both services; what main() and the
+// in-process tests share.
+#ifndef KILN_SERVER_KILN_SERVER_H_
+#define KILN_SERVER_KILN_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace kiln::server {
+
+struct ServerOptions {
+  std::string address = "127.0.0.1";
+  int port = 50051;  // 0 picks a free port
+  int threads = 0;   // kernel parallelism; 0 = hardware concurrency
+  int max_models = 64;
+  int max_message_mb = 256;
+};
+
+class KilnServer {
+ public:
+  virtual ~KilnServer() = default;
+  // The bound port (useful with port 0).
+  virtual int port() const = 0;
+  virtual void Shutdown() = 0;
+  virtual void Wait() = 0;
+};
+
+absl::StatusOr<std::unique_ptr<KilnServer>> StartKilnServer(const ServerOptions& options);
+
+}  // namespace kiln::server
+
+#endif  // KILN_SERVER_KILN_SERVER_H_

@@ -1,0 +1,21 @@
+// Domain results -> kiln.v1 messages for the Compiler service.
+#ifndef KILN_SERVER_REPORT_CONVERSION_H_
+#define KILN_SERVER_REPORT_CONVERSION_H_
+
+#include "proto/kiln_service.pb.h"
+#include "runtime/kernel_cache.h"
+#include "runtime/model_manager.h"
+
+namespace kiln::server {
+
+void FillCompileReport(const runtime::CompileResult& result, kiln::v1::CompileReport* report);
+void FillPassTimings(const CompileRecord& record,
+                     google::protobuf::RepeatedPtrField<kiln::v1::PassTiming>* out);
+void FillCacheStats(const runtime::CacheStats& stats, kiln::v1::GetCacheStatsResponse* out);
+void FillModelTiming(const std::string& name, const runtime::CompiledModel& model,
+                     kiln::v1::ModelTiming* out);
+void FillValueInfo(const ValueSpec& value, kiln::v1::ValueInfo* out);
+
+}  // namespace kiln::server
+
+#endif  // KILN_SERVER_REPORT_CONVERSION_H_

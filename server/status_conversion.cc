@@ -1,0 +1,14 @@
+#include "server/status_conversion.h"
+
+#include <string>
+
+namespace kiln::server {
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  // absl and gRPC share the canonical code numbering.
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      std::string(status.message()));
+}
+
+}  // namespace kiln::server
