@@ -1,0 +1,145 @@
+#include "client/kiln_client.h"
+
+#include <algorithm>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/match.h"
+#include "grpcpp/create_channel.h"
+
+namespace kiln::client {
+namespace {
+
+constexpr int kMaxMessageBytes = 256 * 1024 * 1024;
+
+template <typename Response, typename Call>
+absl::StatusOr<Response> Unary(Call call) {
+  grpc::ClientContext context;
+  Response response;
+  grpc::Status status = call(&context, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
+}  // namespace
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+absl::StatusOr<std::unique_ptr<KilnClient>> KilnClient::Create(const std::string& target) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  if (!channel) return absl::InvalidArgumentError("cannot create a channel to " + target);
+  return std::unique_ptr<KilnClient>(new KilnClient(
+      inference::GRPCInferenceService::NewStub(channel), kiln::v1::Compiler::NewStub(channel)));
+}
+
+absl::StatusOr<kiln::v1::CompileModelResponse> KilnClient::Compile(
+    const kiln::v1::CompileModelRequest& request) {
+  return Unary<kiln::v1::CompileModelResponse>([&](auto* ctx, auto* resp) {
+    return compiler_->CompileModel(ctx, request, resp);
+  });
+}
+
+absl::StatusOr<InferResult> KilnClient::Infer(
+    const std::string& model, const std::vector<std::pair<std::string, NpyArray>>& inputs,
+    bool profile) {
+  inference::ModelInferRequest request;
+  request.set_model_name(model);
+  for (const auto& [name, array] : inputs) {
+    auto* in = request.add_inputs();
+    in->set_name(name);
+    in->set_datatype(array.datatype);
+    for (int64_t d : array.shape) in->add_shape(d);
+    request.add_raw_input_contents(array.data);
+  }
+  if (profile) (*request.mutable_parameters())["kiln.profile"].set_bool_param(true);
+  auto response = Unary<inference::ModelInferResponse>(
+      [&](auto* ctx, auto* resp) { return inference_->ModelInfer(ctx, request, resp); });
+  if (!response.ok()) return response.status();
+  InferResult result;
+  for (int i = 0; i < response->outputs_size(); ++i) {
+    const auto& out = response->outputs(i);
+    NpyArray array;
+    array.datatype = out.datatype();
+    array.shape.assign(out.shape().begin(), out.shape().end());
+    if (i < response->raw_output_contents_size()) array.data = response->raw_output_contents(i);
+    result.outputs.push_back({out.name(), std::move(array)});
+  }
+  for (const auto& [key, value] : response->parameters()) {
+    if (key == "kiln.total_ns") {
+      result.total_ns = value.int64_param();
+      continue;
+    }
+    constexpr absl::string_view kPrefix = "kiln.kernel_ns.";
+    if (!absl::StartsWith(key, kPrefix)) continue;
+    absl::string_view rest = absl::string_view(key).substr(kPrefix.size());
+    const size_t dot = rest.find('.');
+    KernelTime k;
+    if (dot == absl::string_view::npos || !absl::SimpleAtoi(rest.substr(0, dot), &k.index)) continue;
+    k.name = std::string(rest.substr(dot + 1));
+    k.ns = value.int64_param();
+    result.kernels.push_back(std::move(k));
+  }
+  std::sort(result.kernels.begin(), result.kernels.end(),
+            [](const KernelTime& a, const KernelTime& b) { return a.index < b.index; });
+  return result;
+}
+
+absl::StatusOr<kiln::v1::GetCacheStatsResponse> KilnClient::GetCacheStats() {
+  return Unary<kiln::v1::GetCacheStatsResponse>([&](auto* ctx, auto* resp) {
+    return compiler_->GetCacheStats(ctx, kiln::v1::GetCacheStatsRequest(), resp);
+  });
+}
+
+absl::StatusOr<kiln::v1::GetTimingStatsResponse> KilnClient::GetTimingStats(
+    const std::string& model) {
+  kiln::v1::GetTimingStatsRequest request;
+  request.set_model_name(model);
+  return Unary<kiln::v1::GetTimingStatsResponse>([&](auto* ctx, auto* resp) {
+    return compiler_->GetTimingStats(ctx, request, resp);
+  });
+}
+
+absl::StatusOr<kiln::v1::ListModelsResponse> KilnClient::ListModels() {
+  return Unary<kiln::v1::ListModelsResponse>([&](auto* ctx, auto* resp) {
+    return compiler_->ListModels(ctx, kiln::v1::ListModelsRequest(), resp);
+  });
+}
+
+absl::Status KilnClient::UnloadModel(const std::string& model) {
+  kiln::v1::UnloadModelRequest request;
+  request.set_model_name(model);
+  return Unary<kiln::v1::UnloadModelResponse>([&](auto* ctx, auto* resp) {
+           return compiler_->UnloadModel(ctx, request, resp);
+         }).status();
+}
+
+absl::StatusOr<kiln::v1::GetServerInfoResponse> KilnClient::GetServerInfo() {
+  return Unary<kiln::v1::GetServerInfoResponse>([&](auto* ctx, auto* resp) {
+    return compiler_->GetServerInfo(ctx, kiln::v1::GetServerInfoRequest(), resp);
+  });
+}
+
+absl::StatusOr<bool> KilnClient::ServerLive() {
+  auto r = Unary<inference::ServerLiveResponse>([&](auto* ctx, auto* resp) {
+    return inference_->ServerLive(ctx, inference::ServerLiveRequest(), resp);
+  });
+  if (!r.ok()) return r.status();
+  return r->live();
+}
+
+absl::StatusOr<inference::ModelMetadataResponse> KilnClient::ModelMetadata(
+    const std::string& model) {
+  inference::ModelMetadataRequest request;
+  request.set_name(model);
+  return Unary<inference::ModelMetadataResponse>([&](auto* ctx, auto* resp) {
+    return inference_->ModelMetadata(ctx, request, resp);
+  });
+}
+
+}  // namespace kiln::client

@@ -1,0 +1,62 @@
+// A C++ client for both of Kiln's services. Needs only the protos.
+#ifndef KILN_CLIENT_KILN_CLIENT_H_
+#define KILN_CLIENT_KILN_CLIENT_H_
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "client/npy.h"
+#include "proto/grpc_service.grpc.pb.h"
+#include "proto/kiln_service.grpc.pb.h"
+
+namespace kiln::client {
+
+struct KernelTime {
+  int index = 0;
+  std::string name;
+  int64_t ns = 0;
+};
+
+struct InferResult {
+  std::vector<std::pair<std::string, NpyArray>> outputs;  // in response order
+  std::vector<KernelTime> kernels;                         // with profile, by index
+  int64_t total_ns = 0;
+};
+
+class KilnClient {
+ public:
+  // `target`: "host:port". Connects lazily; the first call reports UNAVAILABLE
+  // if nobody listens.
+  static absl::StatusOr<std::unique_ptr<KilnClient>> Create(const std::string& target);
+
+  absl::StatusOr<kiln::v1::CompileModelResponse> Compile(
+      const kiln::v1::CompileModelRequest& request);
+  absl::StatusOr<InferResult> Infer(const std::string& model,
+                                    const std::vector<std::pair<std::string, NpyArray>>& inputs,
+                                    bool profile);
+  absl::StatusOr<kiln::v1::GetCacheStatsResponse> GetCacheStats();
+  absl::StatusOr<kiln::v1::GetTimingStatsResponse> GetTimingStats(const std::string& model);
+  absl::StatusOr<kiln::v1::ListModelsResponse> ListModels();
+  absl::Status UnloadModel(const std::string& model);
+  absl::StatusOr<kiln::v1::GetServerInfoResponse> GetServerInfo();
+  absl::StatusOr<bool> ServerLive();
+  absl::StatusOr<inference::ModelMetadataResponse> ModelMetadata(const std::string& model);
+
+ private:
+  KilnClient(std::unique_ptr<inference::GRPCInferenceService::Stub> inference,
+             std::unique_ptr<kiln::v1::Compiler::Stub> compiler)
+      : inference_(std::move(inference)), compiler_(std::move(compiler)) {}
+
+  std::unique_ptr<inference::GRPCInferenceService::Stub> inference_;
+  std::unique_ptr<kiln::v1::Compiler::Stub> compiler_;
+};
+
+// The one bridge from grpc::Status, keeping code and message.
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
+}  // namespace kiln::client
+
+#endif  // KILN_CLIENT_KILN_CLIENT_H_

@@ -1,0 +1,193 @@
+// kiln: the command-line client. Every command takes --server HOST:PORT.
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "client/cli_args.h"
+#include "client/kiln_client.h"
+#include "client/model_file.h"
+#include "client/npy.h"
+#include "client/report_format.h"
+
+namespace kiln::client {
+namespace {
+
+constexpr char kUsage[] = R"(usage: kiln COMMAND [--server HOST:PORT] ...
+  compile FILE [--name NAME] [--opt-level N] [--disable PASS]... [--require PASS]...
+               [--max-fuse-depth N] [--print-ir-after PASS|all]... [--json]
+  infer NAME --input INPUT=FILE.npy ... [--output-dir DIR] [--profile] [--json]
+  stats cache [--json]
+  stats timing [NAME] [--json]
+  models [--json]
+  unload NAME
+  info [--json]
+FILE is a Kiln graph (.pbtxt text or binary protobuf) or an ONNX model (.onnx).
+)";
+
+int Fail(const absl::Status& status) {
+  std::cerr << "error: " << absl::StatusCodeToString(status.code()) << ": " << status.message()
+            << "\n";
+  return 1;
+}
+
+int Usage(const std::string& problem) {
+  if (!problem.empty()) std::cerr << "kiln: " << problem << "\n";
+  std::cerr << kUsage;
+  return 2;
+}
+
+std::string SafeFileName(const std::string& name) {
+  std::string out = name;
+  for (char& c : out) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) c = '_';
+  }
+  return out;
+}
+
+int Compile(KilnClient& client, const CliArgs& args) {
+  if (args.positional.size() != 2) return Usage("compile takes one FILE");
+  const std::string& path = args.positional[1];
+  kiln::v1::CompileModelRequest request;
+  if (absl::EndsWith(path, ".onnx")) {
+    auto bytes = ReadFileBytes(path);
+    if (!bytes.ok()) return Fail(bytes.status());
+    request.set_onnx_model(*bytes);
+  } else {
+    auto graph = LoadGraphFile(path);
+    if (!graph.ok()) return Fail(graph.status());
+    *request.mutable_graph() = *std::move(graph);
+  }
+  request.set_model_name(args.Get("name"));
+  kiln::v1::CompileOptions* options = request.mutable_options();
+  if (!args.Get("opt-level").empty()) {
+    int level;
+    if (!absl::SimpleAtoi(args.Get("opt-level"), &level)) return Usage("--opt-level takes a number");
+    options->set_opt_level(level);
+  }
+  if (!args.Get("max-fuse-depth").empty()) {
+    int depth;
+    if (!absl::SimpleAtoi(args.Get("max-fuse-depth"), &depth)) {
+      return Usage("--max-fuse-depth takes a number");
+    }
+    options->set_max_fuse_depth(depth);
+  }
+  for (const std::string& p : args.GetAll("disable")) options->add_disabled_passes(p);
+  for (const std::string& p : args.GetAll("require")) options->add_required_passes(p);
+  for (const std::string& p : args.GetAll("print-ir-after")) options->add_print_ir_after(p);
+  auto response = client.Compile(request);
+  if (!response.ok()) return Fail(response.status());
+  std::cout << (args.Has("json") ? ToJson(*response) + "\n" : FormatCompileReport(*response));
+  return 0;
+}
+
+int Infer(KilnClient& client, const CliArgs& args) {
+  if (args.positional.size() != 2) return Usage("infer takes one model NAME");
+  std::vector<std::pair<std::string, NpyArray>> inputs;
+  for (const std::string& spec : args.GetAll("input")) {
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos) return Usage("--input wants INPUT=FILE.npy");
+    auto array = ReadNpyFile(spec.substr(eq + 1));
+    if (!array.ok()) return Fail(array.status());
+    inputs.push_back({spec.substr(0, eq), *std::move(array)});
+  }
+  auto result = client.Infer(args.positional[1], inputs, args.Has("profile"));
+  if (!result.ok()) return Fail(result.status());
+  std::vector<std::string> files(result->outputs.size());
+  const std::string dir = args.Get("output-dir");
+  if (!dir.empty()) {
+    for (size_t i = 0; i < result->outputs.size(); ++i) {
+      files[i] = absl::StrCat(dir, "/", SafeFileName(result->outputs[i].first), ".npy");
+      absl::Status written = WriteNpyFile(files[i], result->outputs[i].second);
+      if (!written.ok()) return Fail(written);
+    }
+  }
+  if (!args.Has("json")) {
+    std::cout << FormatInferResult(*result);
+    for (const std::string& f : files) std::cout << "wrote " << f << "\n";
+    return 0;
+  }
+  std::vector<std::string> outs;
+  for (size_t i = 0; i < result->outputs.size(); ++i) {
+    const auto& [name, a] = result->outputs[i];
+    std::string o = absl::StrCat("{\"name\": \"", name, "\", \"datatype\": \"", a.datatype,
+                                 "\", \"shape\": [", absl::StrJoin(a.shape, ", "), "]");
+    if (!files[i].empty()) absl::StrAppend(&o, ", \"file\": \"", files[i], "\"");
+    const size_t item = a.datatype == "FP32" ? 4 : 8;
+    if (a.data.size() / item <= 64) {
+      std::vector<std::string> values;
+      for (size_t k = 0; k < a.data.size() / item; ++k) {
+        if (item == 4) {
+          float f;
+          std::memcpy(&f, a.data.data() + k * 4, 4);
+          values.push_back(absl::StrCat(f));
+        } else {
+          int64_t v;
+          std::memcpy(&v, a.data.data() + k * 8, 8);
+          values.push_back(absl::StrCat(v));
+        }
+      }
+      absl::StrAppend(&o, ", \"values\": [", absl::StrJoin(values, ", "), "]");
+    }
+    outs.push_back(o + "}");
+  }
+  std::vector<std::string> kernels;
+  for (const KernelTime& k : result->kernels) {
+    kernels.push_back(absl::StrCat("{\"index\": ", k.index, ", \"name\": \"", k.name,
+                                   "\", \"ns\": ", k.ns, "}"));
+  }
+  std::cout << "{\"outputs\": [" << absl::StrJoin(outs, ", ") << "], \"kernels\": ["
+            << absl::StrJoin(kernels, ", ") << "], \"total_ns\": " << result->total_ns << "}\n";
+  return 0;
+}
+
+template <typename T, typename F>
+int Print(const absl::StatusOr<T>& response, const CliArgs& args, F format) {
+  if (!response.ok()) return Fail(response.status());
+  std::cout << (args.Has("json") ? ToJson(*response) + "\n" : format(*response));
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  std::vector<std::string> words(argv + 1, argv + argc);
+  auto args = ParseCliArgs(
+      words,
+      {"server", "name", "opt-level", "disable", "require", "max-fuse-depth", "print-ir-after",
+       "input", "output-dir"},
+      {"json", "profile", "help"});
+  if (!args.ok()) return Usage(std::string(args.status().message()));
+  if (args->Has("help") || args->positional.empty()) return Usage("");
+  auto client = KilnClient::Create(args->Get("server", "localhost:50051"));
+  if (!client.ok()) return Fail(client.status());
+  const std::string& command = args->positional[0];
+  if (command == "compile") return Compile(**client, *args);
+  if (command == "infer") return Infer(**client, *args);
+  if (command == "models") return Print((*client)->ListModels(), *args, FormatModels);
+  if (command == "info") return Print((*client)->GetServerInfo(), *args, FormatServerInfo);
+  if (command == "unload") {
+    if (args->positional.size() != 2) return Usage("unload takes one model NAME");
+    absl::Status s = (*client)->UnloadModel(args->positional[1]);
+    if (!s.ok()) return Fail(s);
+    std::cout << "unloaded " << args->positional[1] << "\n";
+    return 0;
+  }
+  if (command == "stats" && args->positional.size() >= 2) {
+    if (args->positional[1] == "cache") {
+      return Print((*client)->GetCacheStats(), *args, FormatCacheStats);
+    }
+    if (args->positional[1] == "timing") {
+      const std::string model = args->positional.size() > 2 ? args->positional[2] : "";
+      return Print((*client)->GetTimingStats(model), *args, FormatTimingStats);
+    }
+  }
+  return Usage(absl::StrCat("unknown command '", absl::StrJoin(args->positional, " "), "'"));
+}
+
+}  // namespace
+}  // namespace kiln::client
+
+int main(int argc, char** argv) { return kiln::client::Main(argc, argv); }

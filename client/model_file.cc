@@ -1,0 +1,53 @@
+#include "client/model_file.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+
+namespace kiln::client {
+namespace {
+
+class FirstError : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, int column, const std::string& message) override {
+    if (text.empty()) text = absl::StrCat("line ", line + 1, ", column ", column + 1, ": ", message);
+  }
+  std::string text;
+};
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadFileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+absl::StatusOr<kiln::v1::Graph> LoadGraphFile(const std::string& path) {
+  absl::StatusOr<std::string> bytes = ReadFileBytes(path);
+  if (!bytes.ok()) return bytes.status();
+  kiln::v1::Graph graph;
+  if (absl::EndsWith(path, ".pbtxt")) {
+    google::protobuf::TextFormat::Parser parser;
+    FirstError errors;
+    parser.RecordErrorsTo(&errors);
+    if (!parser.ParseFromString(*bytes, &graph)) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": ", errors.text));
+    }
+    return graph;
+  }
+  if (!graph.ParseFromString(*bytes)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " is not a binary kiln.v1.Graph (text files must end in .pbtxt)"));
+  }
+  return graph;
+}
+
+}  // namespace kiln::client
