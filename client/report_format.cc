@@ -23,12 +23,12 @@ std::string DTypeName(kiln::v1::DataType t) {
 std::string FormatCompileReport(const kiln::v1::CompileModelResponse& response) {
   const kiln::v1::CompileReport& r = response.report();
   std::string out = absl::StrCat("model ", response.model_name(), "\n\npasses\n");
-  absl::StrAppend(&out, absl::StrFormat("  %-32s %10s  %s\n", "pass", "ms", "result"));
+  absl::StrAppend(&out, absl::StrFormat("  %-32s %10s %10s  %s\n", "pass", "ms", "self ms", "result"));
   for (const auto& p : r.passes()) {
     std::string name = std::string(p.depth() * 2, ' ') + p.name();
     std::string result = p.skipped() ? absl::StrCat("skipped (", p.skip_reason(), ")")
                                      : (p.changed() ? "changed" : "unchanged");
-    absl::StrAppend(&out, absl::StrFormat("  %-32s %10.3f  %s\n", name, p.ms(), result));
+    absl::StrAppend(&out, absl::StrFormat("  %-32s %10.3f %10.3f  %s\n", name, p.ms(), p.self_ms(), result));
   }
   absl::StrAppend(&out, "\nkernels\n");
   absl::StrAppend(&out, absl::StrFormat("  %-28s %-16s %10s  %-5s  %s\n", "kernel", "key",

@@ -11,7 +11,8 @@ namespace kiln {
 struct PassRecord {
   std::string name;
   int depth = 0;  // nesting: a Sequential's passes are one deeper than it
-  double ms = 0;
+  double ms = 0;       // total wall time, nested passes included
+  double self_ms = 0;  // ms minus the passes nested in it (equal to ms for a leaf)
   bool changed = false;
   bool skipped = false;
   std::string skip_reason;  // "opt_level 3 > 2", "disabled"

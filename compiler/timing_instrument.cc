@@ -7,15 +7,18 @@ void TimingInstrument::RunBeforePass(const Graph&, const PassInfo& info, int dep
   r.name = info.name;
   r.depth = depth;
   records_.push_back(r);
-  open_.push_back({records_.size() - 1, std::chrono::steady_clock::now()});
+  open_.push_back({records_.size() - 1, std::chrono::steady_clock::now(), 0});
 }
 
 void TimingInstrument::RunAfterPass(const Graph&, const PassInfo&, int, bool changed) {
-  auto [index, start] = open_.back();
+  Open done = open_.back();
   open_.pop_back();
-  records_[index].ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  records_[index].changed = changed;
+  PassRecord& r = records_[done.index];
+  r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - done.start)
+             .count();
+  r.self_ms = r.ms - done.children_ms;
+  r.changed = changed;
+  if (!open_.empty()) open_.back().children_ms += r.ms;
 }
 
 void TimingInstrument::OnSkippedPass(const PassInfo& info, int depth, const std::string& reason) {

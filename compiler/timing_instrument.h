@@ -21,8 +21,13 @@ class TimingInstrument final : public PassInstrument {
 
  private:
   std::vector<PassRecord> records_;
-  // Open passes: index into records_ and start time (nested Sequentials stack).
-  std::vector<std::pair<size_t, std::chrono::steady_clock::time_point>> open_;
+  struct Open {
+    size_t index;  // into records_
+    std::chrono::steady_clock::time_point start;
+    double children_ms = 0;
+  };
+  // Passes still running, outermost first (a Sequential and the pass inside it).
+  std::vector<Open> open_;
 };
 
 }  // namespace kiln

@@ -8,6 +8,7 @@ void FillPassTimings(const CompileRecord& record,
     kiln::v1::PassTiming* t = out->Add();
     t->set_name(p.name);
     t->set_ms(p.ms);
+    t->set_self_ms(p.self_ms);
     t->set_changed(p.changed);
     t->set_skipped(p.skipped);
     t->set_skip_reason(p.skip_reason);

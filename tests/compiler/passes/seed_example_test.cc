@@ -79,6 +79,12 @@ TEST(SeedExampleTest, ReportListsEveryPassInPipelineOrder) {
                                             "FuseOps"));
   EXPECT_EQ(p->record.passes[0].depth, 0);
   EXPECT_EQ(p->record.passes[1].depth, 1);
+  // The pipeline's total covers its passes; its self time is what is left.
+  double children = 0;
+  for (size_t i = 1; i < p->record.passes.size(); ++i) children += p->record.passes[i].ms;
+  EXPECT_GE(p->record.passes[0].ms, children);
+  EXPECT_NEAR(p->record.passes[0].self_ms, p->record.passes[0].ms - children, 1e-9);
+  EXPECT_EQ(p->record.passes[1].self_ms, p->record.passes[1].ms);
 }
 
 }  // namespace

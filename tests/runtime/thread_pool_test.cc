@@ -1,0 +1,50 @@
+#include "runtime/thread_pool.h"
+
+#include <atomic>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace kiln::runtime {
+namespace {
+
+TEST(ThreadPoolTest, VisitsEveryIndexExactlyOnce) {
+  for (int threads : {1, 2, 4}) {
+    ThreadPool pool(threads);
+    for (int64_t extent : {0, 1, 2, 7, 1000}) {
+      std::vector<std::atomic<int>> seen(extent);
+      pool.ParallelFor(extent, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) seen[i]++;
+      });
+      for (int64_t i = 0; i < extent; ++i) {
+        ASSERT_EQ(seen[i].load(), 1) << "threads " << threads << " extent " << extent;
+      }
+    }
+  }
+}
+
+TEST(ThreadPoolTest, NestedParallelForRunsInlineWithoutDeadlock) {
+  ThreadPool pool(2);
+  std::atomic<int64_t> total{0};
+  pool.ParallelFor(4, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      pool.ParallelFor(10, [&](int64_t b2, int64_t e2) { total += e2 - b2; });
+    }
+  });
+  EXPECT_EQ(total.load(), 40);
+}
+
+void AddRange(void* closure, int64_t begin, int64_t end) {
+  auto* sum = static_cast<std::atomic<int64_t>*>(closure);
+  for (int64_t i = begin; i < end; ++i) *sum += i;
+}
+
+TEST(ThreadPoolTest, KernelEntryPointCoversTheRange) {
+  SetParallelThreads(2);
+  std::atomic<int64_t> sum{0};
+  kiln_parallel_for(AddRange, &sum, 100);
+  EXPECT_EQ(sum.load(), 99 * 100 / 2);
+}
+
+}  // namespace
+}  // namespace kiln::runtime
