@@ -59,6 +59,7 @@ absl::StatusOr<Program> CompileGraph(Graph graph, const CompileOptions& options)
   ctx.required_pass = options.required_passes;
   ctx.config.fuse_max_depth = options.max_fuse_depth;
   ctx.instruments = {&timing, &printer};
+  if (options.progress != nullptr) ctx.instruments.push_back(options.progress);
   ctx.pass_factory = CreatePassByName;
 
   auto start = std::chrono::steady_clock::now();

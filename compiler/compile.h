@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "compiler/ir/graph.h"
+#include "compiler/pass.h"
 #include "compiler/program.h"
 
 namespace kiln {
@@ -18,6 +19,8 @@ struct CompileOptions {
   int max_fuse_depth = 256;
   // Pass names after which the graph text is recorded; "all" for every pass.
   std::vector<std::string> print_ir_after;
+  // Also told about every pass (compile progress); not owned, may be null.
+  PassInstrument* progress = nullptr;
 };
 
 // Runs the default pipeline over `graph` (which must come from an importer, so

@@ -41,6 +41,8 @@ struct KernelSpec {
   // The loop nest; its params are `args` in order (inputs, then the output).
   lower::LoopFunction function;
   std::vector<int> args;
+  // The types of `args` (inputs, then the output): what a remote call must pass.
+  std::vector<TensorType> arg_types;
 };
 
 struct Program {

@@ -29,10 +29,8 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::Create(
     if (!t.ok()) return t.status();
     model->constants_[i] = *std::move(t);
   }
-  model->stats_.kernels.resize(model->program_.kernels.size());
-  for (size_t k = 0; k < model->program_.kernels.size(); ++k) {
-    model->stats_.kernels[k].name = model->program_.kernels[k].name;
-  }
+  absl::MutexLock lock(&model->stats_mutex_);
+  model->kernel_stats_.resize(model->program_.kernels.size());
   return model;
 }
 
@@ -113,22 +111,21 @@ absl::StatusOr<RunResult> CompiledModel::Run(const std::vector<const Tensor*>& i
   ReturnWorkspace(*std::move(ws));
 
   absl::MutexLock lock(&stats_mutex_);
-  ++stats_.inference_count;
-  stats_.inference_total_ns += result.total_ns;
+  inference_stats_.Add(result.total_ns);
   for (size_t k = 0; k < result.kernel_times.size(); ++k) {
-    KernelTimingStats& s = stats_.kernels[k];
-    const int64_t ns = result.kernel_times[k].ns;
-    s.min_ns = s.count == 0 ? ns : std::min(s.min_ns, ns);
-    s.max_ns = std::max(s.max_ns, ns);
-    ++s.count;
-    s.total_ns += ns;
+    kernel_stats_[k].Add(result.kernel_times[k].ns);
   }
   return result;
 }
 
 ModelTimingStats CompiledModel::TimingStats() const {
   absl::MutexLock lock(&stats_mutex_);
-  return stats_;
+  ModelTimingStats stats;
+  stats.inference = inference_stats_.Snapshot();
+  for (size_t k = 0; k < kernel_stats_.size(); ++k) {
+    stats.kernels.push_back({program_.kernels[k].name, kernel_stats_[k].Snapshot()});
+  }
+  return stats;
 }
 
 }  // namespace kiln::runtime

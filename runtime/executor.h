@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "compiler/program.h"
+#include "runtime/duration_stats.h"
 #include "runtime/jit_engine.h"
 #include "runtime/tensor.h"
 
@@ -28,16 +29,12 @@ struct RunResult {
 
 struct KernelTimingStats {
   std::string name;
-  int64_t count = 0;
-  int64_t total_ns = 0;
-  int64_t min_ns = 0;
-  int64_t max_ns = 0;
+  DurationSnapshot durations;
 };
 
 struct ModelTimingStats {
-  int64_t inference_count = 0;
-  int64_t inference_total_ns = 0;
-  std::vector<KernelTimingStats> kernels;
+  DurationSnapshot inference;
+  std::vector<KernelTimingStats> kernels;  // in execution order
 };
 
 class CompiledModel {
@@ -74,7 +71,8 @@ class CompiledModel {
   std::vector<std::unique_ptr<Workspace>> free_workspaces_ ABSL_GUARDED_BY(workspace_mutex_);
 
   mutable absl::Mutex stats_mutex_;
-  ModelTimingStats stats_ ABSL_GUARDED_BY(stats_mutex_);
+  DurationStats inference_stats_ ABSL_GUARDED_BY(stats_mutex_);
+  std::vector<DurationStats> kernel_stats_ ABSL_GUARDED_BY(stats_mutex_);
 };
 
 }  // namespace kiln::runtime

@@ -1,114 +1,213 @@
 // The kernel cache.
 //
-// Key: the fused group's stable structural hash (KernelSpec::structural_hash,
-// over its canonical form: ops, typed attributes, types, topology and baked
-// constants — never names) mixed with everything else that changes machine
-// code: target triple, CPU, CPU features and codegen options. A key match is
-// not proof: the entry's identity (canonical form + target + options) must be
-// equal too, so a hash collision is a miss that is stored beside the other.
+// Lookup order: memory, then disk, then compile. Keys are SHA-256 digests of
+// every input to code generation (cache_key.cc states the contract); a key
+// match is confirmed by comparing the components themselves, so a collision
+// is a miss. The memory map holds one entry per key; a colliding identity is
+// compiled and served but not stored (SHA-256 collisions are not expected).
 //
-// Single flight: the first caller for an identity inserts a not-ready entry and
-// compiles outside the lock; later callers find the entry and wait on the
-// mutex's condition until it is ready. A failed compile wakes the waiters with
-// its error and is then forgotten, so a later request tries again.
+// Single flight: the first caller for a key inserts a not-ready entry and does
+// the work outside the lock; later callers wait on the mutex until the entry
+// is ready. The worker always finishes — LLVM cannot be interrupted — so a
+// waiter that gives up (deadline) just stops waiting, and when the last waiter
+// has left the result is still cached for the next request. A failed compile
+// wakes its waiters with the error and is then forgotten.
+//
+// Memory entries are never evicted while the process runs (models hold
+// shared_ptrs to the kernels they use, so nothing in use could be unloaded
+// anyway); the disk cache has a byte budget with LRU eviction.
 #include "runtime/kernel_cache.h"
 
 #include <chrono>
+#include <ctime>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 
 namespace kiln::runtime {
 namespace {
 
-std::string TargetString(const codegen::CodegenOptions& options) {
-  const codegen::HostTarget& host = codegen::GetHostTarget();
-  return absl::StrCat(host.triple, "|", host.cpu, "|", absl::StrJoin(host.features, ","), "|",
-                      options.ToString(), "|llvm", codegen::LlvmVersionString());
+double MsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
 }
 
-uint64_t Mix(uint64_t h, const std::string& s) {
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
+int64_t NowUnixSeconds() { return static_cast<int64_t>(std::time(nullptr)); }
 
 }  // namespace
 
-std::string KernelCache::KeyHex(const KernelSpec& spec, const codegen::CodegenOptions& options) {
-  return absl::StrFormat("%016x", Mix(spec.structural_hash, TargetString(options)));
+const char* CacheSourceName(CacheSource source) {
+  switch (source) {
+    case CacheSource::kMemory:
+      return "memory hit";
+    case CacheSource::kDisk:
+      return "disk hit";
+    case CacheSource::kCompiled:
+      return "compiled";
+  }
+  return "?";
+}
+
+KernelCache::KernelCache(std::shared_ptr<JitEngine> jit, KernelCacheOptions options)
+    : jit_(std::move(jit)), options_(std::move(options)) {
+  if (!options_.dir.empty()) disk_ = DiskCache::Open(options_.dir, options_.max_bytes);
+}
+
+std::string KernelCache::NearestMissReason(const KernelKey& key) const {
+  const std::vector<std::string> ops = CanonicalOps(key.canonical);
+  const KernelKey* same_ops = nullptr;
+  for (const auto& [hex, entry] : entries_) {
+    if (!entry->ready || hex == key.hex) continue;
+    if (entry->key.canonical == key.canonical) return ExplainDifference(key, entry->key);
+    if (same_ops == nullptr && CanonicalOps(entry->key.canonical) == ops) same_ops = &entry->key;
+  }
+  return same_ops ? ExplainDifference(key, *same_ops) : "";
 }
 
 absl::StatusOr<CacheLookup> KernelCache::GetOrCompile(const KernelSpec& spec,
-                                                      const codegen::CodegenOptions& options) {
-  const std::string key = KeyHex(spec, options);
-  const std::string identity = absl::StrCat(spec.canonical, "#", TargetString(options));
+                                                      const codegen::CodegenOptions& options,
+                                                      absl::Time deadline) {
+  const KernelKey key = MakeKernelKey(spec, options_.target, options);
   std::shared_ptr<Entry> entry;
   {
     absl::MutexLock lock(&mutex_);
-    auto range = entries_.equal_range(key);
-    for (auto it = range.first; it != range.second; ++it) {
-      if (it->second->identity == identity) entry = it->second;
-    }
-    if (entry != nullptr) {
-      mutex_.Await(absl::Condition(
-          +[](Entry* e) { return e->ready; }, entry.get()));
+    auto it = entries_.find(key.hex);
+    if (it != entries_.end() && it->second->key.SameIdentity(key)) {
+      entry = it->second;
+      auto ready = [](Entry* e) { return e->ready; };
+      if (!mutex_.AwaitWithDeadline(absl::Condition(+ready, entry.get()), deadline)) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "gave up waiting for kernel ", key.hex.substr(0, 16),
+            " to compile; the compile goes on and will be cached"));
+      }
       if (!entry->status.ok()) return entry->status;
-      ++entry->hits;
-      ++hits_;
-      compile_ms_saved_ += entry->compile_ms;
-      return CacheLookup{entry->kernel, true, entry->compile_ms, key};
+      ++entry->info.hits;
+      entry->info.last_use_unix_s = NowUnixSeconds();
+      ++memory_hits_;
+      compile_ms_saved_ += entry->info.compile_ms;
+      CacheLookup hit;
+      hit.kernel = entry->kernel;
+      hit.source = CacheSource::kMemory;
+      hit.compile_ms = entry->info.compile_ms;
+      hit.key_hex = key.hex;
+      return hit;
     }
-    entry = std::make_shared<Entry>();
-    entry->identity = identity;
-    entry->ops = spec.ops;
-    entries_.emplace(key, entry);
+    if (it == entries_.end()) {
+      entry = std::make_shared<Entry>();
+      entry->key = key;
+      entries_[key.hex] = entry;
+    }
     ++misses_;
   }
 
-  const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<std::shared_ptr<LoadedKernel>> kernel = [&]()
-      -> absl::StatusOr<std::shared_ptr<LoadedKernel>> {
-    absl::StatusOr<std::string> object = codegen::CompileToObject(spec.function, options);
-    if (!object.ok()) return object.status();
-    return jit_->Load(*object, spec.function.name);
-  }();
-  const double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  absl::StatusOr<CacheLookup> result = LoadOrCompile(spec, key, options);
+  if (entry == nullptr) return result;  // a colliding identity: served, not stored
 
   absl::MutexLock lock(&mutex_);
   entry->ready = true;
-  entry->compile_ms = ms;
-  if (!kernel.ok()) {
-    entry->status = kernel.status();
-    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-      if (it->second == entry) {
-        entries_.erase(it);
-        break;
-      }
-    }
-    return kernel.status();
+  if (!result.ok()) {
+    entry->status = result.status();
+    entries_.erase(key.hex);
+    return result;
   }
-  entry->kernel = *kernel;
-  return CacheLookup{entry->kernel, false, ms, key};
+  entry->kernel = result->kernel;
+  KernelInfo& info = entry->info;
+  info.key_hex = key.hex;
+  info.symbol = spec.function.name;
+  info.ops = spec.ops;
+  info.arg_types = spec.arg_types;
+  info.triple = key.target.triple;
+  info.cpu = key.target.cpu;
+  info.options = key.options;
+  info.compile_ms = result->compile_ms;
+  info.object_bytes = result->object_bytes;
+  info.last_use_unix_s = NowUnixSeconds();
+  info.origin = result->source;
+  if (result->source == CacheSource::kDisk) {
+    ++disk_hits_;
+    compile_ms_saved_ += result->compile_ms;
+  } else {
+    result->miss_reason = NearestMissReason(key);
+  }
+  return result;
+}
+
+absl::StatusOr<CacheLookup> KernelCache::LoadOrCompile(const KernelSpec& spec,
+                                                       const KernelKey& key,
+                                                       const codegen::CodegenOptions& options) {
+  CacheLookup out;
+  out.key_hex = key.hex;
+  if (disk_) {
+    const auto start = std::chrono::steady_clock::now();
+    std::optional<DiskEntry> stored = disk_->Load(key);
+    if (stored) {
+      absl::StatusOr<std::shared_ptr<LoadedKernel>> kernel = jit_->Load(stored->object, stored->symbol);
+      if (kernel.ok()) {
+        out.kernel = *kernel;
+        out.source = CacheSource::kDisk;
+        out.compile_ms = stored->compile_ms;
+        out.load_ms = MsSince(start);
+        out.object_bytes = static_cast<int64_t>(stored->object.size());
+        return out;
+      }
+      // A verified entry the JIT refuses: compile afresh (and overwrite it below).
+    }
+  }
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<std::string> object = codegen::CompileToObject(spec.function, options);
+  if (!object.ok()) return object.status();
+  absl::StatusOr<std::shared_ptr<LoadedKernel>> kernel = jit_->Load(*object, spec.function.name);
+  if (!kernel.ok()) return kernel.status();
+  out.kernel = *kernel;
+  out.source = CacheSource::kCompiled;
+  out.compile_ms = MsSince(start);
+  out.object_bytes = static_cast<int64_t>(object->size());
+  {
+    absl::MutexLock lock(&mutex_);
+    ++compiles_;
+    compile_ms_total_ += out.compile_ms;
+  }
+  if (disk_ && out.compile_ms >= options_.min_compile_ms) {
+    DiskEntry stored;
+    stored.key = key;
+    stored.symbol = spec.function.name;
+    stored.ops = spec.ops;
+    stored.compile_ms = out.compile_ms;
+    stored.created_unix_s = NowUnixSeconds();
+    stored.object = *std::move(object);
+    disk_->Store(stored);
+  }
+  return out;
 }
 
 CacheStats KernelCache::Stats() const {
-  absl::MutexLock lock(&mutex_);
   CacheStats stats;
-  stats.hits = hits_;
+  if (disk_) stats.disk = disk_->Stats();
+  absl::MutexLock lock(&mutex_);
+  stats.memory_hits = memory_hits_;
+  stats.disk_hits = disk_hits_;
   stats.misses = misses_;
+  stats.compiles = compiles_;
+  stats.compile_ms_total = compile_ms_total_;
   stats.compile_ms_saved = compile_ms_saved_;
-  for (const auto& [key, entry] : entries_) {
+  for (const auto& [hex, entry] : entries_) {
     if (!entry->ready) continue;
-    ++stats.entries;
-    stats.compile_ms_total += entry->compile_ms;
-    stats.per_entry.push_back({key, entry->ops, entry->hits, entry->compile_ms});
+    ++stats.memory_entries;
+    stats.memory_bytes += entry->info.object_bytes;
+    stats.entries.push_back(entry->info);
   }
   return stats;
+}
+
+absl::StatusOr<std::pair<std::shared_ptr<LoadedKernel>, KernelInfo>> KernelCache::Find(
+    const std::string& key_hex) {
+  absl::MutexLock lock(&mutex_);
+  auto it = entries_.find(key_hex);
+  if (it == entries_.end() || !it->second->ready || !it->second->kernel) {
+    return absl::NotFoundError(absl::StrCat("no loaded kernel with key '", key_hex,
+                                            "'; ListKernels shows them"));
+  }
+  it->second->info.last_use_unix_s = NowUnixSeconds();
+  return std::make_pair(it->second->kernel, it->second->info);
 }
 
 }  // namespace kiln::runtime

@@ -1,5 +1,6 @@
-// Compiled kernels by structural key, so a group compiled once — in this model
-// or any other — is never compiled again. See kernel_cache.cc.
+// Compiled kernels by key, in memory and on disk, so a group compiled once — in
+// this model, another model, or an earlier run of the server — is not compiled
+// again. See kernel_cache.cc for the design and cache_key.cc for the key.
 #ifndef KILN_RUNTIME_KERNEL_CACHE_H_
 #define KILN_RUNTIME_KERNEL_CACHE_H_
 
@@ -11,66 +12,102 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "compiler/codegen/codegen.h"
 #include "compiler/program.h"
+#include "runtime/cache_key.h"
+#include "runtime/disk_cache.h"
 #include "runtime/jit_engine.h"
 
 namespace kiln::runtime {
 
+enum class CacheSource { kMemory, kDisk, kCompiled };
+const char* CacheSourceName(CacheSource source);  // "memory hit", "disk hit", "compiled"
+
 struct CacheLookup {
   std::shared_ptr<LoadedKernel> kernel;
-  bool hit = false;
-  // The original compile time (also on a hit: what the hit saved).
-  double compile_ms = 0;
+  CacheSource source = CacheSource::kCompiled;
+  double compile_ms = 0;  // the original compile (on a hit: what the hit saved)
+  double load_ms = 0;     // reading and linking a disk entry
+  int64_t object_bytes = 0;
   std::string key_hex;
+  // On a miss with a near neighbour in the cache: how the keys differ.
+  std::string miss_reason;
+  bool hit() const { return source != CacheSource::kCompiled; }
 };
 
-struct CacheEntryStats {
+struct KernelCacheOptions {
+  std::string dir;             // empty: memory only (--cache-dir)
+  int64_t max_bytes = 1 << 30;  // disk budget (--cache-max-bytes)
+  double min_compile_ms = 0;   // only kernels slower to compile go to disk (--cache-min-compile-ms)
+  TargetDescription target = TargetDescription::Host();
+};
+
+// One cached kernel as the queries and remote calls see it.
+struct KernelInfo {
   std::string key_hex;
+  std::string symbol;
   std::vector<std::string> ops;
-  int64_t hits = 0;
+  std::vector<TensorType> arg_types;  // inputs, then the output
+  std::string triple, cpu, options;
   double compile_ms = 0;
+  int64_t object_bytes = 0;
+  int64_t hits = 0;
+  int64_t last_use_unix_s = 0;
+  CacheSource origin = CacheSource::kCompiled;
 };
 
 struct CacheStats {
-  int64_t entries = 0;
-  int64_t hits = 0;
+  int64_t memory_entries = 0;
+  int64_t memory_bytes = 0;
+  int64_t memory_hits = 0;
+  int64_t disk_hits = 0;
   int64_t misses = 0;
-  double compile_ms_total = 0;
-  double compile_ms_saved = 0;
-  std::vector<CacheEntryStats> per_entry;
+  int64_t compiles = 0;
+  double compile_ms_total = 0;  // spent compiling in this process
+  double compile_ms_saved = 0;  // original compile time of every hit
+  DiskCacheStats disk;
+  std::vector<KernelInfo> entries;
 };
 
 class KernelCache {
  public:
-  explicit KernelCache(std::shared_ptr<JitEngine> jit) : jit_(std::move(jit)) {}
+  KernelCache(std::shared_ptr<JitEngine> jit, KernelCacheOptions options);
 
-  // The kernel for `spec` under `options`: from the cache, or compiled (once,
-  // however many callers ask at the same time) and remembered.
+  // The kernel for `spec`: from memory, from disk, or compiled — once, however
+  // many callers ask at the same time. A waiter whose `deadline` passes gets
+  // DeadlineExceeded; the compile it waited on goes on and is cached.
   absl::StatusOr<CacheLookup> GetOrCompile(const KernelSpec& spec,
-                                           const codegen::CodegenOptions& options);
+                                           const codegen::CodegenOptions& options,
+                                           absl::Time deadline = absl::InfiniteFuture());
   CacheStats Stats() const;
-
-  // The key: structural hash mixed with target and options, 16 hex digits.
-  static std::string KeyHex(const KernelSpec& spec, const codegen::CodegenOptions& options);
+  // A loaded kernel by key (NotFound otherwise), for remote calls.
+  absl::StatusOr<std::pair<std::shared_ptr<LoadedKernel>, KernelInfo>> Find(
+      const std::string& key_hex);
 
  private:
   struct Entry {
-    std::string identity;  // canonical form + target + options: the equality check
-    std::vector<std::string> ops;
+    KernelKey key;
+    KernelInfo info;
     std::shared_ptr<LoadedKernel> kernel;
-    absl::Status status;  // a failed compile is remembered for its waiters only
+    absl::Status status;
     bool ready = false;
-    double compile_ms = 0;
-    int64_t hits = 0;
   };
 
+  absl::StatusOr<CacheLookup> LoadOrCompile(const KernelSpec& spec, const KernelKey& key,
+                                            const codegen::CodegenOptions& options);
+  std::string NearestMissReason(const KernelKey& key) const ABSL_SHARED_LOCKS_REQUIRED(mutex_);
+
   std::shared_ptr<JitEngine> jit_;
+  KernelCacheOptions options_;
+  std::unique_ptr<DiskCache> disk_;
   mutable absl::Mutex mutex_;
-  // Several entries may share a key (a hash collision): matched by identity.
-  std::multimap<std::string, std::shared_ptr<Entry>> entries_ ABSL_GUARDED_BY(mutex_);
-  int64_t hits_ ABSL_GUARDED_BY(mutex_) = 0;
+  std::map<std::string, std::shared_ptr<Entry>> entries_ ABSL_GUARDED_BY(mutex_);
+  int64_t memory_hits_ ABSL_GUARDED_BY(mutex_) = 0;
+  int64_t disk_hits_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t misses_ ABSL_GUARDED_BY(mutex_) = 0;
+  int64_t compiles_ ABSL_GUARDED_BY(mutex_) = 0;
+  double compile_ms_total_ ABSL_GUARDED_BY(mutex_) = 0;
   double compile_ms_saved_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 

@@ -1,6 +1,9 @@
 #include "runtime/model_manager.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -21,8 +24,40 @@ absl::StatusOr<std::unique_ptr<ModelManager>> ModelManager::Create(ModelManagerO
   return std::unique_ptr<ModelManager>(new ModelManager(options, *jit));
 }
 
+namespace {
+
+// Forwards pass completions to a CompileEventSink.
+class ProgressInstrument final : public PassInstrument {
+ public:
+  explicit ProgressInstrument(const CompileEventSink& sink) : sink_(sink) {}
+  void RunBeforePass(const Graph&, const PassInfo&, int) override {
+    starts_.push_back(std::chrono::steady_clock::now());
+  }
+  void RunAfterPass(const Graph&, const PassInfo& info, int, bool changed) override {
+    const double ms = MsSince(starts_.back());
+    starts_.pop_back();
+    sink_({CompileEvent::Kind::kPassDone, info.name, ms, changed ? "changed" : "unchanged"});
+  }
+  void OnSkippedPass(const PassInfo& info, int, const std::string& reason) override {
+    sink_({CompileEvent::Kind::kPassSkipped, info.name, 0, reason});
+  }
+
+ private:
+  const CompileEventSink& sink_;
+  std::vector<std::chrono::steady_clock::time_point> starts_;
+};
+
+}  // namespace
+
 absl::StatusOr<CompileResult> ModelManager::Compile(const std::string& name, Graph graph,
-                                                    const CompileOptions& options) {
+                                                    const CompileOptions& options_in,
+                                                    const CompileEventSink& events) {
+  CompileOptions options = options_in;
+  std::unique_ptr<ProgressInstrument> progress;
+  if (events) {
+    progress = std::make_unique<ProgressInstrument>(events);
+    options.progress = progress.get();
+  }
   {
     absl::MutexLock lock(&mutex_);
     if (!models_.count(name) && static_cast<int>(models_.size()) >= options_.max_models) {
@@ -38,17 +73,49 @@ absl::StatusOr<CompileResult> ModelManager::Compile(const std::string& name, Gra
   CompileResult result;
   result.model_name = name;
   const auto codegen_start = std::chrono::steady_clock::now();
-  std::vector<std::shared_ptr<LoadedKernel>> kernels;
-  for (const KernelSpec& spec : program->kernels) {
-    absl::StatusOr<CacheLookup> lookup = cache_.GetOrCompile(spec, options_.codegen);
-    if (!lookup.ok()) {
-      return absl::Status(lookup.status().code(),
-                          absl::StrCat("kernel ", spec.name, ": ", lookup.status().message()));
+  // Distinct kernels compile in parallel on at most compile_threads threads
+  // (LLVM's own dispatchers have no cap; this is the cap).
+  const int count = static_cast<int>(program->kernels.size());
+  std::vector<absl::StatusOr<CacheLookup>> lookups(count, absl::UnknownError("not run"));
+  std::atomic<int> next{0};
+  std::atomic<int> done{0};
+  auto worker = [&] {
+    for (int k = next++; k < count; k = next++) {
+      lookups[k] = cache_.GetOrCompile(program->kernels[k], options_.codegen);
+      const int finished = ++done;
+      if (events && lookups[k].ok()) {
+        events({CompileEvent::Kind::kKernelDone, program->kernels[k].name,
+                lookups[k]->hit() ? lookups[k]->load_ms : lookups[k]->compile_ms,
+                CacheSourceName(lookups[k]->source), finished, count});
+      }
     }
-    kernels.push_back(lookup->kernel);
-    result.kernels.push_back(
-        {spec.name, spec.ops, spec.nodes, lookup->key_hex, lookup->compile_ms, lookup->hit});
-    (lookup->hit ? result.cache_hits : result.cache_misses)++;
+  };
+  const int threads = std::max(1, std::min(options_.compile_threads, count));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+
+  std::vector<std::shared_ptr<LoadedKernel>> kernels;
+  for (int k = 0; k < count; ++k) {
+    const KernelSpec& spec = program->kernels[k];
+    if (!lookups[k].ok()) {
+      return absl::Status(lookups[k].status().code(),
+                          absl::StrCat("kernel ", spec.name, ": ", lookups[k].status().message()));
+    }
+    const CacheLookup& lookup = *lookups[k];
+    kernels.push_back(lookup.kernel);
+    KernelCompileReport report;
+    report.name = spec.name;
+    report.ops = spec.ops;
+    report.nodes = spec.nodes;
+    report.key_hex = lookup.key_hex;
+    report.compile_ms = lookup.compile_ms;
+    report.load_ms = lookup.load_ms;
+    report.source = lookup.source;
+    report.miss_reason = lookup.miss_reason;
+    result.kernels.push_back(std::move(report));
+    (lookup.hit() ? result.cache_hits : result.cache_misses)++;
   }
   result.codegen_ms = MsSince(codegen_start);
   result.record = program->record;

@@ -3,6 +3,7 @@
 #ifndef KILN_RUNTIME_MODEL_MANAGER_H_
 #define KILN_RUNTIME_MODEL_MANAGER_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -22,8 +23,23 @@ struct KernelCompileReport {
   std::vector<std::string> nodes;
   std::string key_hex;
   double compile_ms = 0;  // on a hit: the original compile time
-  bool cache_hit = false;
+  double load_ms = 0;     // on a disk hit: reading and linking the entry
+  CacheSource source = CacheSource::kCompiled;
+  std::string miss_reason;
+  bool cache_hit() const { return source != CacheSource::kCompiled; }
 };
+
+// What a compile reports while it runs (server-streaming CompileModel).
+struct CompileEvent {
+  enum class Kind { kPassDone, kPassSkipped, kKernelDone };
+  Kind kind = Kind::kPassDone;
+  std::string name;
+  double ms = 0;
+  std::string detail;  // "changed", the skip reason, or the kernel's cache source
+  int done = 0;        // kernels finished so far (kKernelDone)
+  int total = 0;       // kernels in the model (kKernelDone)
+};
+using CompileEventSink = std::function<void(const CompileEvent&)>;
 
 struct CompileResult {
   std::string model_name;
@@ -36,8 +52,10 @@ struct CompileResult {
 };
 
 struct ModelManagerOptions {
-  int max_models = 64;  // the server's --max-models
+  int max_models = 64;      // the server's --max-models
+  int compile_threads = 2;  // distinct kernels of one model compile in parallel (--compile-threads)
   codegen::CodegenOptions codegen;
+  KernelCacheOptions cache;
 };
 
 class ModelManager {
@@ -46,18 +64,23 @@ class ModelManager {
 
   // Compiles `graph` and serves it as `name`, replacing a model of that name
   // (callers running the old one finish on it).
+  // `events`, when set, hears of each pass and kernel as it finishes (from
+  // compile threads: it must be thread-safe). A kernel compile outlives a
+  // caller that stops listening; its result is cached.
   absl::StatusOr<CompileResult> Compile(const std::string& name, Graph graph,
-                                        const CompileOptions& options);
+                                        const CompileOptions& options,
+                                        const CompileEventSink& events = nullptr);
   // Null when no model has that name.
   std::shared_ptr<CompiledModel> Find(const std::string& name) const;
   std::vector<std::pair<std::string, std::shared_ptr<CompiledModel>>> List() const;
   // NotFound when no model has that name.
   absl::Status Unload(const std::string& name);
   CacheStats GetCacheStats() const { return cache_.Stats(); }
+  KernelCache& cache() { return cache_; }
 
  private:
   ModelManager(ModelManagerOptions options, std::shared_ptr<JitEngine> jit)
-      : options_(options), jit_(jit), cache_(jit) {}
+      : options_(options), jit_(jit), cache_(jit, options.cache) {}
 
   ModelManagerOptions options_;
   std::shared_ptr<JitEngine> jit_;

@@ -9,7 +9,7 @@
 #include "runtime/thread_pool.h"
 #include "server/report_conversion.h"
 #include "server/status_conversion.h"
-#include "server/version.h"
+#include "common/version.h"
 
 namespace kiln::server {
 namespace {

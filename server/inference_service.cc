@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/infer_request.h"
 #include "server/status_conversion.h"
-#include "server/version.h"
+#include "common/version.h"
 
 namespace kiln::server {
 namespace {

@@ -25,7 +25,10 @@ void FillCompileReport(const runtime::CompileResult& result, kiln::v1::CompileRe
     for (const std::string& n : k.nodes) kr->add_nodes(n);
     kr->set_key(k.key_hex);
     kr->set_compile_ms(k.compile_ms);
-    kr->set_cache_hit(k.cache_hit);
+    kr->set_cache_hit(k.cache_hit());
+    kr->set_cache_source(runtime::CacheSourceName(k.source));
+    kr->set_load_ms(k.load_ms);
+    kr->set_miss_reason(k.miss_reason);
   }
   report->set_passes_ms(result.record.passes_ms);
   report->set_codegen_ms(result.codegen_ms);
@@ -40,18 +43,53 @@ void FillCompileReport(const runtime::CompileResult& result, kiln::v1::CompileRe
 }
 
 void FillCacheStats(const runtime::CacheStats& stats, kiln::v1::GetCacheStatsResponse* out) {
-  out->set_entries(stats.entries);
-  out->set_hits(stats.hits);
+  out->set_entries(stats.memory_entries);
+  out->set_hits(stats.memory_hits + stats.disk_hits);
   out->set_misses(stats.misses);
   out->set_compile_ms_total(stats.compile_ms_total);
   out->set_compile_ms_saved(stats.compile_ms_saved);
-  for (const runtime::CacheEntryStats& e : stats.per_entry) {
+  out->set_memory_bytes(stats.memory_bytes);
+  out->set_memory_hits(stats.memory_hits);
+  out->set_disk_hits(stats.disk_hits);
+  out->set_disk_enabled(stats.disk.enabled);
+  out->set_disk_entries(stats.disk.entries);
+  out->set_disk_bytes(stats.disk.bytes);
+  out->set_evictions(stats.disk.evictions);
+  out->set_corrupt_entries(stats.disk.corrupt);
+  out->set_disk_write_failures(stats.disk.write_failures);
+  out->set_compiles(stats.compiles);
+  for (const runtime::KernelInfo& e : stats.entries) {
     kiln::v1::CacheEntry* entry = out->add_entry();
     entry->set_key(e.key_hex);
     for (const std::string& op : e.ops) entry->add_ops(op);
     entry->set_hits(e.hits);
     entry->set_compile_ms(e.compile_ms);
+    entry->set_target_triple(e.triple);
+    entry->set_cpu(e.cpu);
+    entry->set_codegen_options(e.options);
+    entry->set_object_bytes(e.object_bytes);
+    entry->set_last_use_unix_s(e.last_use_unix_s);
+    entry->set_origin(runtime::CacheSourceName(e.origin));
   }
+}
+
+void FillKernelTiming(const std::string& name, const runtime::DurationSnapshot& d,
+                      kiln::v1::KernelTiming* kt) {
+  kt->set_name(name);
+  kt->set_count(d.count);
+  kt->set_total_ns(d.total_ns);
+  kt->set_min_ns(d.min_ns);
+  kt->set_max_ns(d.max_ns);
+  if (d.count > 0) {
+    kt->mutable_first_call()->set_count(1);
+    kt->mutable_first_call()->set_ns(d.first_ns);
+  }
+  kt->mutable_steady()->set_count(d.steady_count);
+  kt->mutable_steady()->set_ns(d.steady_total_ns);
+  kt->set_mean_ns(d.steady_mean_ns);
+  kt->set_p50_ns(d.p50_ns);
+  kt->set_p90_ns(d.p90_ns);
+  kt->set_p99_ns(d.p99_ns);
 }
 
 void FillModelTiming(const std::string& name, const runtime::CompiledModel& model,
@@ -59,15 +97,11 @@ void FillModelTiming(const std::string& name, const runtime::CompiledModel& mode
   out->set_model_name(name);
   FillPassTimings(model.program().record, out->mutable_last_compile_passes());
   runtime::ModelTimingStats stats = model.TimingStats();
-  out->set_inference_count(stats.inference_count);
-  out->set_inference_total_ns(stats.inference_total_ns);
+  out->set_inference_count(stats.inference.count);
+  out->set_inference_total_ns(stats.inference.total_ns);
+  FillKernelTiming("inference", stats.inference, out->mutable_inference());
   for (const runtime::KernelTimingStats& k : stats.kernels) {
-    kiln::v1::KernelTiming* kt = out->add_kernels();
-    kt->set_name(k.name);
-    kt->set_count(k.count);
-    kt->set_total_ns(k.total_ns);
-    kt->set_min_ns(k.min_ns);
-    kt->set_max_ns(k.max_ns);
+    FillKernelTiming(k.name, k.durations, out->add_kernels());
   }
 }
 

@@ -14,6 +14,8 @@ void FillPassTimings(const CompileRecord& record,
 void FillCacheStats(const runtime::CacheStats& stats, kiln::v1::GetCacheStatsResponse* out);
 void FillModelTiming(const std::string& name, const runtime::CompiledModel& model,
                      kiln::v1::ModelTiming* out);
+void FillKernelTiming(const std::string& name, const runtime::DurationSnapshot& d,
+                      kiln::v1::KernelTiming* out);
 void FillValueInfo(const ValueSpec& value, kiln::v1::ValueInfo* out);
 
 }  // namespace kiln::server

@@ -84,6 +84,7 @@ absl::StatusOr<Program> BuildProgram(const Graph& graph) {
                                                : ValueSpec::Kind::kIntermediate)));
     }
     kernel.args.push_back(add_value(root, ValueSpec::Kind::kIntermediate));
+    for (int v : kernel.args) kernel.arg_types.push_back(program.values[v].type);
     kernel.canonical = std::move(lowered.canonical);
     kernel.structural_hash = StableHash64(kernel.canonical);
     kernel.function = std::move(lowered.function);

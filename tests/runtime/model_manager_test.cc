@@ -92,7 +92,7 @@ TEST_F(ModelManagerTest, MlpMatchesReferenceAndSecondCompileHitsCache) {
   auto second = manager_->Compile("mlp_again", build(), CompileOptions{});
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(second->cache_hits, 4);
-  for (const auto& k : second->kernels) EXPECT_TRUE(k.cache_hit) << k.name;
+  for (const auto& k : second->kernels) EXPECT_TRUE(k.cache_hit()) << k.name;
   ExpectNear(Run("mlp_again", x, {DType::kFloat32, {batch, in}}), want, 1e-5);
 }
 

@@ -1,227 +1,512 @@
 // End to end: kiln-server in-process on a free localhost port, driven through
-// the client library over gRPC. The example MLP's outputs are checked against
-// the output NumPy computed for it (examples/make_example.py).
+// the generated gRPC stubs only (no client library). The MLP is built here as a
+// kiln.v1.Graph from NumPy fixtures, and its output is checked against the
+// output NumPy computed (tests/server/data/make_mlp_fixture.py).
 #include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
 
-#include "client/kiln_client.h"
-#include "client/model_file.h"
-#include "client/npy.h"
 #include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "proto/grpc_service.grpc.pb.h"
+#include "proto/kiln_service.grpc.pb.h"
 #include "server/kiln_server.h"
+#include "tests/test_util/npy_fixture.h"
 
 namespace kiln {
 namespace {
 
-using client::KilnClient;
-using client::NpyArray;
+using ::kiln::testing::NpyFloat32;
+using ::kiln::testing::ReadNpyFloat32;
+using ::testing::Contains;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+
+constexpr char kData[] = "tests/server/data/";
+
+NpyFloat32 Fixture(const std::string& name) {
+  absl::StatusOr<NpyFloat32> a = ReadNpyFloat32(kData + name + ".npy");
+  EXPECT_TRUE(a.ok()) << a.status();
+  return a.ok() ? *std::move(a) : NpyFloat32{};
+}
+
+void AddConstant(kiln::v1::Graph& g, const std::string& name) {
+  const NpyFloat32 a = Fixture(name);
+  kiln::v1::Tensor* t = g.add_constants();
+  t->set_name(name);
+  t->set_dtype(kiln::v1::FLOAT32);
+  for (int64_t d : a.shape) t->add_dims(d);
+  t->set_raw_data(a.bytes());
+}
+
+kiln::v1::Node* AddNode(kiln::v1::Graph& g, const std::string& name, const std::string& op,
+                        std::vector<std::string> inputs) {
+  kiln::v1::Node* n = g.add_nodes();
+  n->set_name(name);
+  n->set_op(op);
+  for (const std::string& in : inputs) n->add_inputs(in);
+  return n;
+}
+
+// softmax(relu(relu(x @ w1.T + b1) @ w2.T + b2) @ w3.T + b3), x float32[4,16].
+kiln::v1::Graph MlpGraph() {
+  kiln::v1::Graph g;
+  g.set_name("mlp");
+  kiln::v1::ValueInfo* x = g.add_inputs();
+  x->set_name("x");
+  x->set_dtype(kiln::v1::FLOAT32);
+  x->add_dims(4);
+  x->add_dims(16);
+  for (const char* c : {"w1", "b1", "w2", "b2", "w3", "b3"}) AddConstant(g, c);
+  AddNode(g, "fc1", "dense", {"x", "w1", "b1"});
+  AddNode(g, "relu1", "relu", {"fc1"});
+  AddNode(g, "fc2", "dense", {"relu1", "w2", "b2"});
+  AddNode(g, "relu2", "relu", {"fc2"});
+  AddNode(g, "fc3", "dense", {"relu2", "w3", "b3"});
+  kiln::v1::Node* softmax = AddNode(g, "probs", "softmax", {"fc3"});
+  (*softmax->mutable_attributes())["axis"].set_i(-1);
+  g.add_outputs("probs");
+  return g;
+}
+
+// An FP32 input of ModelInferRequest with its shape (the bytes go elsewhere).
+inference::ModelInferRequest::InferInputTensor* AddInput(inference::ModelInferRequest& r,
+                                                         const std::string& name,
+                                                         const std::string& datatype,
+                                                         const std::vector<int64_t>& shape) {
+  auto* in = r.add_inputs();
+  in->set_name(name);
+  in->set_datatype(datatype);
+  for (int64_t d : shape) in->add_shape(d);
+  return in;
+}
+
+std::vector<float> Floats(const std::string& bytes) {
+  std::vector<float> v(bytes.size() / sizeof(float));
+  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
+  return v;
+}
 
 class EndToEndTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     server::ServerOptions options;
+    options.address = "localhost";
     options.port = 0;
     options.threads = 2;
-    auto s = server::StartKilnServer(options);
+    absl::StatusOr<std::unique_ptr<server::KilnServer>> s = server::StartKilnServer(options);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = s->release();
   }
   static void TearDownTestSuite() {
+    if (server_ == nullptr) return;
     server_->Shutdown();
     delete server_;
+    server_ = nullptr;
   }
+
   void SetUp() override {
-    auto c = KilnClient::Create("localhost:" + std::to_string(server_->port()));
-    ASSERT_TRUE(c.ok());
-    client_ = *std::move(c);
+    ASSERT_NE(server_, nullptr);
+    auto channel = grpc::CreateChannel("localhost:" + std::to_string(server_->port()),
+                                       grpc::InsecureChannelCredentials());
+    inference_ = inference::GRPCInferenceService::NewStub(channel);
+    compiler_ = kiln::v1::Compiler::NewStub(channel);
+    x_ = Fixture("x");
   }
 
-  kiln::v1::Graph ExampleGraph() {
-    auto g = client::LoadGraphFile("examples/mlp.pbtxt");
-    EXPECT_TRUE(g.ok()) << g.status();
-    return g.ok() ? *g : kiln::v1::Graph();
-  }
-
-  absl::StatusOr<kiln::v1::CompileModelResponse> Compile(const kiln::v1::Graph& graph,
-                                                         const std::string& name) {
+  grpc::Status Compile(const kiln::v1::Graph& graph, const std::string& name,
+                       kiln::v1::CompileModelResponse* response) {
     kiln::v1::CompileModelRequest request;
     *request.mutable_graph() = graph;
     request.set_model_name(name);
-    return client_->Compile(request);
+    grpc::ClientContext ctx;
+    return compiler_->CompileModel(&ctx, request, response);
+  }
+  grpc::Status Compile(const kiln::v1::Graph& graph, const std::string& name) {
+    kiln::v1::CompileModelResponse response;
+    return Compile(graph, name, &response);
   }
 
-  void ExpectServerStillAnswers() {
-    auto live = client_->ServerLive();
-    ASSERT_TRUE(live.ok()) << live.status();
-    EXPECT_TRUE(*live);
+  grpc::Status Infer(const inference::ModelInferRequest& request,
+                     inference::ModelInferResponse* response) {
+    grpc::ClientContext ctx;
+    return inference_->ModelInfer(&ctx, request, response);
+  }
+  grpc::Status Infer(const inference::ModelInferRequest& request) {
+    inference::ModelInferResponse response;
+    return Infer(request, &response);
+  }
+
+  // A well-formed request for the MLP: x as raw contents.
+  inference::ModelInferRequest MlpRequest(const std::string& model) {
+    inference::ModelInferRequest r;
+    r.set_model_name(model);
+    AddInput(r, "x", "FP32", x_.shape);
+    r.add_raw_input_contents(x_.bytes());
+    return r;
+  }
+
+  void ExpectOutputMatchesNumPy(const inference::ModelInferResponse& response, int index) {
+    const NpyFloat32 y = Fixture("y");
+    ASSERT_GT(response.raw_output_contents_size(), index);
+    std::vector<float> got = Floats(response.raw_output_contents(index));
+    ASSERT_EQ(got.size(), y.values.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], y.values[i], 1e-5) << "at " << i;
+  }
+
+  void ExpectServerStillLive() {
+    grpc::ClientContext ctx;
+    inference::ServerLiveResponse live;
+    grpc::Status s = inference_->ServerLive(&ctx, inference::ServerLiveRequest(), &live);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_TRUE(live.live());
   }
 
   static server::KilnServer* server_;
-  std::unique_ptr<KilnClient> client_;
+  std::unique_ptr<inference::GRPCInferenceService::Stub> inference_;
+  std::unique_ptr<kiln::v1::Compiler::Stub> compiler_;
+  NpyFloat32 x_;
 };
 
 server::KilnServer* EndToEndTest::server_ = nullptr;
 
-std::vector<float> Floats(const NpyArray& a) {
-  std::vector<float> v(a.data.size() / 4);
-  std::memcpy(v.data(), a.data.data(), a.data.size());
-  return v;
+TEST_F(EndToEndTest, MlpOutputMatchesNumPyWithin1e5) {
+  ASSERT_TRUE(Compile(MlpGraph(), "mlp").ok());
+  inference::ModelInferResponse response;
+  grpc::Status s = Infer(MlpRequest("mlp"), &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(response.outputs_size(), 1);
+  EXPECT_EQ(response.model_name(), "mlp");
+  EXPECT_EQ(response.outputs(0).name(), "probs");
+  EXPECT_EQ(response.outputs(0).datatype(), "FP32");
+  EXPECT_THAT(response.outputs(0).shape(), ElementsAre(4, 10));
+  ExpectOutputMatchesNumPy(response, 0);
 }
 
-TEST_F(EndToEndTest, MlpMatchesNumPyAndSecondCompileIsAllCacheHits) {
-  auto first = Compile(ExampleGraph(), "mlp");
-  ASSERT_TRUE(first.ok()) << first.status();
-  // dense+relu, dense+relu, dense, softmax (see FuseOps' tests for why).
-  ASSERT_EQ(first->report().kernels_size(), 4);
-  EXPECT_EQ(first->report().kernels(0).ops_size(), 2);
-  EXPECT_GT(first->report().passes_size(), 3);
-
-  auto x = client::ReadNpyFile("examples/x.npy");
-  auto expected = client::ReadNpyFile("examples/mlp_expected.npy");
-  ASSERT_TRUE(x.ok() && expected.ok());
-  auto result = client_->Infer("mlp", {{"x", *x}}, /*profile=*/true);
-  ASSERT_TRUE(result.ok()) << result.status();
-  ASSERT_EQ(result->outputs.size(), 1u);
-  EXPECT_EQ(result->outputs[0].first, "probs");
-  EXPECT_EQ(result->outputs[0].second.shape, expected->shape);
-  std::vector<float> got = Floats(result->outputs[0].second), want = Floats(*expected);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << i;
-  EXPECT_EQ(result->kernels.size(), 4u);
-  EXPECT_GT(result->total_ns, 0);
-
-  auto second = Compile(ExampleGraph(), "mlp_copy");
-  ASSERT_TRUE(second.ok()) << second.status();
-  EXPECT_EQ(second->report().cache_hits(), 4);
-  for (const auto& k : second->report().kernels()) EXPECT_TRUE(k.cache_hit()) << k.name();
+// FuseOps keeps dense out of the softmax's reduction group, so the MLP is four
+// kernels: dense+relu, dense+relu, dense, softmax (see FuseOps' tests).
+TEST_F(EndToEndTest, MlpCompilesToFourFusedKernels) {
+  kiln::v1::CompileModelResponse response;
+  grpc::Status s = Compile(MlpGraph(), "mlp_kernels", &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  const kiln::v1::CompileReport& report = response.report();
+  ASSERT_EQ(report.kernels_size(), 4);
+  EXPECT_THAT(report.kernels(0).ops(), ElementsAre("dense", "relu"));
+  EXPECT_THAT(report.kernels(1).ops(), ElementsAre("dense", "relu"));
+  EXPECT_THAT(report.kernels(2).ops(), ElementsAre("dense"));
+  EXPECT_THAT(report.kernels(3).ops(), ElementsAre("softmax"));
+  EXPECT_THAT(report.kernels(0).nodes(), ElementsAre("fc1", "relu1"));
+  EXPECT_THAT(report.passes(), Not(IsEmpty()));
+  EXPECT_EQ(response.model_name(), "mlp_kernels");
 }
 
-TEST_F(EndToEndTest, MalformedGraphIsInvalidArgument) {
-  kiln::v1::Graph g = ExampleGraph();
+TEST_F(EndToEndTest, SecondCompileUnderAnotherNameIsAllCacheHits) {
+  kiln::v1::CompileModelResponse first, second;
+  ASSERT_TRUE(Compile(MlpGraph(), "mlp_first", &first).ok());
+  ASSERT_TRUE(Compile(MlpGraph(), "mlp_second", &second).ok());
+  ASSERT_EQ(second.report().kernels_size(), first.report().kernels_size());
+  EXPECT_EQ(second.report().cache_hits(), second.report().kernels_size());
+  EXPECT_EQ(second.report().cache_misses(), 0);
+  for (int k = 0; k < second.report().kernels_size(); ++k) {
+    EXPECT_TRUE(second.report().kernels(k).cache_hit()) << second.report().kernels(k).name();
+    EXPECT_EQ(second.report().kernels(k).key(), first.report().kernels(k).key());
+  }
+  inference::ModelInferResponse response;
+  ASSERT_TRUE(Infer(MlpRequest("mlp_second"), &response).ok());
+  ExpectOutputMatchesNumPy(response, 0);
+}
+
+TEST_F(EndToEndTest, ModelNameDefaultsToTheGraphName) {
+  kiln::v1::CompileModelRequest request;
+  *request.mutable_graph() = MlpGraph();
+  kiln::v1::CompileModelResponse response;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(compiler_->CompileModel(&ctx, request, &response).ok());
+  EXPECT_EQ(response.model_name(), "mlp");
+}
+
+TEST_F(EndToEndTest, Fp32ContentsAreAcceptedWithoutRawContents) {
+  ASSERT_TRUE(Compile(MlpGraph(), "mlp_contents").ok());
+  inference::ModelInferRequest r;
+  r.set_model_name("mlp_contents");
+  auto* in = AddInput(r, "x", "FP32", x_.shape);
+  for (float v : x_.values) in->mutable_contents()->add_fp32_contents(v);
+  inference::ModelInferResponse response;
+  grpc::Status s = Infer(r, &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ExpectOutputMatchesNumPy(response, 0);
+}
+
+TEST_F(EndToEndTest, ProfileParameterReportsEachKernelsTime) {
+  kiln::v1::CompileModelResponse compiled;
+  ASSERT_TRUE(Compile(MlpGraph(), "mlp_profile", &compiled).ok());
+  inference::ModelInferRequest r = MlpRequest("mlp_profile");
+  (*r.mutable_parameters())["kiln.profile"].set_bool_param(true);
+  inference::ModelInferResponse response;
+  ASSERT_TRUE(Infer(r, &response).ok());
+  int kernel_params = 0;
+  for (const auto& [name, value] : response.parameters()) {
+    if (name.rfind("kiln.kernel_ns.", 0) != 0) continue;
+    ++kernel_params;
+    EXPECT_GE(value.int64_param(), 0) << name;
+  }
+  EXPECT_EQ(kernel_params, compiled.report().kernels_size());
+  const std::string first = "kiln.kernel_ns.0." + compiled.report().kernels(0).name();
+  EXPECT_EQ(response.parameters().count(first), 1u) << first;
+  ASSERT_EQ(response.parameters().count("kiln.total_ns"), 1u);
+  EXPECT_GT(response.parameters().at("kiln.total_ns").int64_param(), 0);
+}
+
+TEST_F(EndToEndTest, WithoutProfileTheResponseHasNoTimes) {
+  ASSERT_TRUE(Compile(MlpGraph(), "mlp_no_profile").ok());
+  inference::ModelInferResponse response;
+  ASSERT_TRUE(Infer(MlpRequest("mlp_no_profile"), &response).ok());
+  EXPECT_EQ(response.parameters().count("kiln.total_ns"), 0u);
+}
+
+TEST_F(EndToEndTest, RequestedOutputsAreHonoured) {
+  ASSERT_TRUE(Compile(MlpGraph(), "mlp_outputs").ok());
+  inference::ModelInferRequest r = MlpRequest("mlp_outputs");
+  r.add_outputs()->set_name("probs");
+  inference::ModelInferResponse response;
+  ASSERT_TRUE(Infer(r, &response).ok());
+  ASSERT_EQ(response.outputs_size(), 1);
+  EXPECT_EQ(response.outputs(0).name(), "probs");
+
+  r.mutable_outputs(0)->set_name("logits");
+  grpc::Status s = Infer(r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("'logits'"));
+  ExpectServerStillLive();
+}
+
+TEST_F(EndToEndTest, MetadataDescribesTheModel) {
+  ASSERT_TRUE(Compile(MlpGraph(), "mlp_metadata").ok());
+  grpc::ClientContext ctx;
+  inference::ModelMetadataRequest request;
+  request.set_name("mlp_metadata");
+  inference::ModelMetadataResponse metadata;
+  ASSERT_TRUE(inference_->ModelMetadata(&ctx, request, &metadata).ok());
+  EXPECT_EQ(metadata.platform(), "kiln");
+  ASSERT_EQ(metadata.inputs_size(), 1);
+  EXPECT_EQ(metadata.inputs(0).name(), "x");
+  EXPECT_EQ(metadata.inputs(0).datatype(), "FP32");
+  EXPECT_THAT(metadata.inputs(0).shape(), ElementsAre(4, 16));
+  ASSERT_EQ(metadata.outputs_size(), 1);
+  EXPECT_EQ(metadata.outputs(0).name(), "probs");
+  EXPECT_THAT(metadata.outputs(0).shape(), ElementsAre(4, 10));
+
+  grpc::ClientContext ready_ctx;
+  inference::ModelReadyRequest ready_request;
+  ready_request.set_name("mlp_metadata");
+  inference::ModelReadyResponse ready;
+  ASSERT_TRUE(inference_->ModelReady(&ready_ctx, ready_request, &ready).ok());
+  EXPECT_TRUE(ready.ready());
+
+  grpc::ClientContext missing_ctx;
+  request.set_name("nobody");
+  EXPECT_EQ(inference_->ModelMetadata(&missing_ctx, request, &metadata).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(EndToEndTest, ServerMetadataAndInfoDescribeTheServer) {
+  grpc::ClientContext ctx;
+  inference::ServerMetadataResponse metadata;
+  ASSERT_TRUE(inference_->ServerMetadata(&ctx, inference::ServerMetadataRequest(), &metadata).ok());
+  EXPECT_EQ(metadata.name(), "kiln");
+  EXPECT_FALSE(metadata.version().empty());
+
+  grpc::ClientContext info_ctx;
+  kiln::v1::GetServerInfoResponse info;
+  ASSERT_TRUE(compiler_->GetServerInfo(&info_ctx, kiln::v1::GetServerInfoRequest(), &info).ok());
+  EXPECT_THAT(info.ops(), Contains("dense"));
+  EXPECT_THAT(info.ops(), Contains("softmax"));
+  EXPECT_THAT(info.target_triple(), HasSubstr("x86_64"));
+  EXPECT_FALSE(info.llvm_version().empty());
+  EXPECT_EQ(info.threads(), 2);
+}
+
+TEST_F(EndToEndTest, TimingStatsCountInferencesPerKernel) {
+  ASSERT_TRUE(Compile(MlpGraph(), "mlp_timing").ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Infer(MlpRequest("mlp_timing")).ok());
+  grpc::ClientContext ctx;
+  kiln::v1::GetTimingStatsRequest request;
+  request.set_model_name("mlp_timing");
+  kiln::v1::GetTimingStatsResponse stats;
+  ASSERT_TRUE(compiler_->GetTimingStats(&ctx, request, &stats).ok());
+  ASSERT_EQ(stats.models_size(), 1);
+  EXPECT_EQ(stats.models(0).inference_count(), 3);
+  ASSERT_EQ(stats.models(0).kernels_size(), 4);
+  for (const kiln::v1::KernelTiming& k : stats.models(0).kernels()) {
+    EXPECT_EQ(k.count(), 3) << k.name();
+    EXPECT_LE(k.min_ns(), k.max_ns()) << k.name();
+  }
+  EXPECT_THAT(stats.models(0).last_compile_passes(), Not(IsEmpty()));
+}
+
+TEST_F(EndToEndTest, ListAndUnloadModels) {
+  ASSERT_TRUE(Compile(MlpGraph(), "mlp_unload").ok());
+  grpc::ClientContext list_ctx;
+  kiln::v1::ListModelsResponse list;
+  ASSERT_TRUE(compiler_->ListModels(&list_ctx, kiln::v1::ListModelsRequest(), &list).ok());
+  std::vector<std::string> names;
+  for (const auto& m : list.models()) names.push_back(m.name());
+  EXPECT_THAT(names, Contains("mlp_unload"));
+
+  kiln::v1::UnloadModelRequest unload;
+  unload.set_model_name("mlp_unload");
+  kiln::v1::UnloadModelResponse unloaded;
+  grpc::ClientContext ctx1, ctx2;
+  ASSERT_TRUE(compiler_->UnloadModel(&ctx1, unload, &unloaded).ok());
+  EXPECT_EQ(Infer(MlpRequest("mlp_unload")).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(compiler_->UnloadModel(&ctx2, unload, &unloaded).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(EndToEndTest, CacheStatsCountHitsAndSavedTime) {
+  ASSERT_TRUE(Compile(MlpGraph(), "mlp_cache_a").ok());
+  ASSERT_TRUE(Compile(MlpGraph(), "mlp_cache_b").ok());
+  grpc::ClientContext ctx;
+  kiln::v1::GetCacheStatsResponse stats;
+  ASSERT_TRUE(compiler_->GetCacheStats(&ctx, kiln::v1::GetCacheStatsRequest(), &stats).ok());
+  EXPECT_GE(stats.hits(), 4);
+  EXPECT_GT(stats.compile_ms_saved(), 0);
+}
+
+// --- Compile errors: each its own code, and the server keeps answering. ---
+
+TEST_F(EndToEndTest, NodeReadingAnUndefinedValueIsInvalidArgument) {
+  kiln::v1::Graph g = MlpGraph();
   g.mutable_nodes(1)->set_inputs(0, "no_such_value");
-  auto r = Compile(g, "broken");
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("no_such_value"));
-  ExpectServerStillAnswers();
+  grpc::Status s = Compile(g, "broken");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("no_such_value"));
+  ExpectServerStillLive();
 }
 
 TEST_F(EndToEndTest, UnknownOpIsUnimplemented) {
-  kiln::v1::Graph g = ExampleGraph();
+  kiln::v1::Graph g = MlpGraph();
   g.mutable_nodes(1)->set_op("gelu_of_the_future");
-  auto r = Compile(g, "unknown_op");
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("relu1"));
-  ExpectServerStillAnswers();
+  grpc::Status s = Compile(g, "unknown_op");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("gelu_of_the_future"));
+  ExpectServerStillLive();
 }
 
-TEST_F(EndToEndTest, ShapeMismatchIsInvalidArgumentNamingTheNode) {
-  kiln::v1::Graph g = ExampleGraph();
-  g.mutable_inputs(0)->set_dims(1, 15);  // x is now [4, 15]; fc1 wants K = 16
-  auto r = Compile(g, "bad_shape");
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("fc1"));
-  ExpectServerStillAnswers();
+TEST_F(EndToEndTest, DenseWeightWithTheWrongKIsInvalidArgumentNamingTheNode) {
+  kiln::v1::Graph g = MlpGraph();
+  kiln::v1::Tensor* w1 = g.mutable_constants(0);
+  ASSERT_EQ(w1->name(), "w1");
+  w1->set_dims(1, 15);  // (32, 15): x has K = 16
+  w1->mutable_raw_data()->resize(32 * 15 * sizeof(float));
+  grpc::Status s = Compile(g, "bad_k");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("fc1"));
+  ExpectServerStillLive();
 }
 
 TEST_F(EndToEndTest, RequestWithoutAModelIsInvalidArgument) {
   kiln::v1::CompileModelRequest request;
   request.set_model_name("empty");
-  auto r = client_->Compile(request);  // no model at all
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  ExpectServerStillAnswers();
+  kiln::v1::CompileModelResponse response;
+  grpc::ClientContext ctx;
+  EXPECT_EQ(compiler_->CompileModel(&ctx, request, &response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  ExpectServerStillLive();
 }
+
+TEST_F(EndToEndTest, GraphWithoutAnyNameIsInvalidArgument) {
+  kiln::v1::Graph g = MlpGraph();
+  g.clear_name();
+  EXPECT_EQ(Compile(g, "").error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  ExpectServerStillLive();
+}
+
+TEST_F(EndToEndTest, OnnxModelIsUnimplementedForNow) {
+  kiln::v1::CompileModelRequest request;
+  request.set_model_name("onnx");
+  request.set_onnx_model("not really onnx");
+  kiln::v1::CompileModelResponse response;
+  grpc::ClientContext ctx;
+  EXPECT_EQ(compiler_->CompileModel(&ctx, request, &response).error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
+  ExpectServerStillLive();
+}
+
+// --- Inference errors. ---
 
 class InferErrorsTest : public EndToEndTest {
  protected:
   void SetUp() override {
     EndToEndTest::SetUp();
-    ASSERT_TRUE(Compile(ExampleGraph(), "mlp_errors").ok());
-    auto x = client::ReadNpyFile("examples/x.npy");
-    ASSERT_TRUE(x.ok());
-    x_ = *x;
+    ASSERT_TRUE(Compile(MlpGraph(), "mlp_errors").ok());
   }
-  NpyArray x_;
+
+  // Infers `request` against mlp_errors, expects INVALID_ARGUMENT, returns the message.
+  std::string InvalidArgumentMessage(inference::ModelInferRequest request) {
+    request.set_model_name("mlp_errors");
+    grpc::Status s = Infer(request);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    ExpectServerStillLive();
+    return s.error_message();
+  }
 };
 
 TEST_F(InferErrorsTest, UnknownModelIsNotFound) {
-  auto r = client_->Infer("nobody", {{"x", x_}}, false);
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
-  ExpectServerStillAnswers();
+  EXPECT_EQ(Infer(MlpRequest("nobody")).error_code(), grpc::StatusCode::NOT_FOUND);
+  ExpectServerStillLive();
 }
 
-TEST_F(InferErrorsTest, WrongInputNameIsInvalidArgument) {
-  auto r = client_->Infer("mlp_errors", {{"y", x_}}, false);
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("'y'"));
-  ExpectServerStillAnswers();
-}
-
-TEST_F(InferErrorsTest, WrongShapeIsInvalidArgumentSayingExpectedAndGot) {
-  NpyArray bad = x_;
-  bad.shape = {16, 4};
-  auto r = client_->Infer("mlp_errors", {{"x", bad}}, false);
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("[4,16]"));
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("[16,4]"));
-  ExpectServerStillAnswers();
-}
-
-TEST_F(InferErrorsTest, WrongDatatypeIsInvalidArgument) {
-  NpyArray bad = x_;
-  bad.datatype = "INT64";
-  auto r = client_->Infer("mlp_errors", {{"x", bad}}, false);
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("FP32"));
-  ExpectServerStillAnswers();
-}
-
-TEST_F(InferErrorsTest, WrongByteSizeIsInvalidArgument) {
-  NpyArray bad = x_;
-  bad.data.resize(bad.data.size() - 4);
-  auto r = client_->Infer("mlp_errors", {{"x", bad}}, false);
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("256 raw bytes, got 252"));
-  ExpectServerStillAnswers();
+TEST_F(InferErrorsTest, UnknownInputNameIsInvalidArgument) {
+  inference::ModelInferRequest r = MlpRequest("mlp_errors");
+  r.mutable_inputs(0)->set_name("y");
+  EXPECT_THAT(InvalidArgumentMessage(r), HasSubstr("'y'"));
 }
 
 TEST_F(InferErrorsTest, MissingInputIsInvalidArgument) {
-  auto r = client_->Infer("mlp_errors", {}, false);
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("missing input 'x'"));
-  ExpectServerStillAnswers();
+  inference::ModelInferRequest r;
+  EXPECT_THAT(InvalidArgumentMessage(r), HasSubstr("missing input 'x'"));
 }
 
-TEST_F(InferErrorsTest, UnloadThenInferIsNotFound) {
-  ASSERT_TRUE(client_->UnloadModel("mlp_errors").ok());
-  EXPECT_EQ(client_->Infer("mlp_errors", {{"x", x_}}, false).status().code(),
-            absl::StatusCode::kNotFound);
-  EXPECT_EQ(client_->UnloadModel("mlp_errors").code(), absl::StatusCode::kNotFound);
+TEST_F(InferErrorsTest, WrongShapeIsInvalidArgumentSayingExpectedAndGot) {
+  inference::ModelInferRequest r = MlpRequest("mlp_errors");
+  r.mutable_inputs(0)->set_shape(0, 16);
+  r.mutable_inputs(0)->set_shape(1, 4);
+  const std::string message = InvalidArgumentMessage(r);
+  EXPECT_THAT(message, HasSubstr("'x'"));
+  EXPECT_THAT(message, HasSubstr("[4,16]"));
+  EXPECT_THAT(message, HasSubstr("[16,4]"));
 }
 
-TEST_F(EndToEndTest, ServerInfoListsOpsAndTarget) {
-  auto info = client_->GetServerInfo();
-  ASSERT_TRUE(info.ok()) << info.status();
-  EXPECT_THAT(info->ops(), ::testing::Contains("dense"));
-  EXPECT_THAT(info->target_triple(), HasSubstr("x86_64"));
-  EXPECT_EQ(info->llvm_version().substr(0, 3), "16.");
+TEST_F(InferErrorsTest, WrongDatatypeIsInvalidArgument) {
+  inference::ModelInferRequest r = MlpRequest("mlp_errors");
+  r.mutable_inputs(0)->set_datatype("INT64");
+  const std::string message = InvalidArgumentMessage(r);
+  EXPECT_THAT(message, HasSubstr("FP32"));
+  EXPECT_THAT(message, HasSubstr("INT64"));
 }
 
-TEST_F(EndToEndTest, TimingStatsCountInferences) {
-  ASSERT_TRUE(Compile(ExampleGraph(), "mlp_timing").ok());
-  auto x = client::ReadNpyFile("examples/x.npy");
-  ASSERT_TRUE(x.ok());
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(client_->Infer("mlp_timing", {{"x", *x}}, false).ok());
-  auto stats = client_->GetTimingStats("mlp_timing");
-  ASSERT_TRUE(stats.ok()) << stats.status();
-  ASSERT_EQ(stats->models_size(), 1);
-  EXPECT_EQ(stats->models(0).inference_count(), 3);
-  ASSERT_EQ(stats->models(0).kernels_size(), 4);
-  for (const auto& k : stats->models(0).kernels()) {
-    EXPECT_EQ(k.count(), 3);
-    EXPECT_LE(k.min_ns(), k.max_ns());
-  }
-  EXPECT_FALSE(stats->models(0).last_compile_passes().empty());
+TEST_F(InferErrorsTest, RawByteSizeMismatchIsInvalidArgumentSayingExpectedAndGot) {
+  inference::ModelInferRequest r = MlpRequest("mlp_errors");
+  r.mutable_raw_input_contents(0)->resize(252);
+  EXPECT_THAT(InvalidArgumentMessage(r), HasSubstr("256 raw bytes, got 252"));
+}
+
+TEST_F(InferErrorsTest, RawContentsCountUnlikeInputsCountIsInvalidArgument) {
+  inference::ModelInferRequest r = MlpRequest("mlp_errors");
+  r.add_raw_input_contents(x_.bytes());
+  EXPECT_THAT(InvalidArgumentMessage(r), HasSubstr("raw_input_contents"));
+}
+
+TEST_F(InferErrorsTest, Fp32ContentsOfTheWrongCountIsInvalidArgument) {
+  inference::ModelInferRequest r;
+  auto* in = AddInput(r, "x", "FP32", x_.shape);
+  in->mutable_contents()->add_fp32_contents(1.0f);
+  EXPECT_THAT(InvalidArgumentMessage(r), HasSubstr("'x'"));
 }
 
 }  // namespace

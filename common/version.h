@@ -1,0 +1,11 @@
+// Kiln's version, as the servers report it.
+#ifndef KILN_COMMON_VERSION_H_
+#define KILN_COMMON_VERSION_H_
+
+namespace kiln {
+
+inline constexpr char kKilnVersion[] = "0.1.0";
+
+}  // namespace kiln
+
+#endif  // KILN_COMMON_VERSION_H_

@@ -1,0 +1,38 @@
+#include "runtime/kernel_call.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+
+namespace kiln::runtime {
+
+absl::StatusOr<KernelCallResult> CallKernel(const LoadedKernel& kernel,
+                                            const std::vector<TensorType>& arg_types,
+                                            const std::vector<const Tensor*>& inputs) {
+  if (arg_types.empty() || inputs.size() != arg_types.size() - 1) {
+    return absl::InvalidArgumentError(absl::StrCat("kernel takes ", arg_types.size() - 1,
+                                                   " inputs, got ", inputs.size()));
+  }
+  std::vector<void*> args;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i]->type() != arg_types[i]) {
+      return absl::InvalidArgumentError(absl::StrCat("argument ", i, " expects ",
+                                                     arg_types[i].ToString(), ", got ",
+                                                     inputs[i]->type().ToString()));
+    }
+    args.push_back(const_cast<void*>(inputs[i]->data()));
+  }
+  absl::StatusOr<Tensor> output = Tensor::Allocate(arg_types.back());
+  if (!output.ok()) return output.status();
+  args.push_back(output->data());
+  const auto start = std::chrono::steady_clock::now();
+  kernel.fn()(args.data());
+  KernelCallResult result;
+  result.run_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+  result.output = *std::move(output);
+  return result;
+}
+
+}  // namespace kiln::runtime
