@@ -45,6 +45,46 @@ absl::StatusOr<kiln::v1::CompileModelResponse> KilnClient::Compile(
   });
 }
 
+absl::StatusOr<kiln::v1::CompileModelResponse> KilnClient::CompileWithProgress(
+    const kiln::v1::CompileModelRequest& request,
+    const std::function<void(const kiln::v1::CompileProgress&)>& on_progress) {
+  grpc::ClientContext context;
+  auto reader = compiler_->CompileModelStream(&context, request);
+  kiln::v1::CompileProgress progress;
+  kiln::v1::CompileModelResponse response;
+  bool finished = false;
+  while (reader->Read(&progress)) {
+    if (progress.kind() == kiln::v1::CompileProgress::FINISHED) {
+      response = progress.response();
+      finished = true;
+    } else if (on_progress) {
+      on_progress(progress);
+    }
+  }
+  grpc::Status status = reader->Finish();
+  if (!status.ok()) return FromGrpcStatus(status);
+  if (!finished) return absl::UnavailableError("the compile stream ended without a result");
+  return response;
+}
+
+absl::StatusOr<kiln::v1::ListKernelsResponse> KilnClient::ListKernels() {
+  return Unary<kiln::v1::ListKernelsResponse>([&](auto* ctx, auto* resp) {
+    return compiler_->ListKernels(ctx, kiln::v1::ListKernelsRequest(), resp);
+  });
+}
+
+absl::StatusOr<kiln::v1::CallKernelResponse> KilnClient::CallKernel(
+    const kiln::v1::CallKernelRequest& r) {
+  return Unary<kiln::v1::CallKernelResponse>(
+      [&](auto* ctx, auto* resp) { return compiler_->CallKernel(ctx, r, resp); });
+}
+
+absl::StatusOr<kiln::v1::BenchmarkKernelResponse> KilnClient::BenchmarkKernel(
+    const kiln::v1::BenchmarkKernelRequest& r) {
+  return Unary<kiln::v1::BenchmarkKernelResponse>(
+      [&](auto* ctx, auto* resp) { return compiler_->BenchmarkKernel(ctx, r, resp); });
+}
+
 absl::StatusOr<InferResult> KilnClient::Infer(
     const std::string& model, const std::vector<std::pair<std::string, NpyArray>>& inputs,
     bool profile) {

@@ -2,6 +2,7 @@
 #ifndef KILN_CLIENT_KILN_CLIENT_H_
 #define KILN_CLIENT_KILN_CLIENT_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -34,6 +35,15 @@ class KilnClient {
 
   absl::StatusOr<kiln::v1::CompileModelResponse> Compile(
       const kiln::v1::CompileModelRequest& request);
+  // The streaming compile: `on_progress` sees each pass and kernel event; the
+  // final response is returned.
+  absl::StatusOr<kiln::v1::CompileModelResponse> CompileWithProgress(
+      const kiln::v1::CompileModelRequest& request,
+      const std::function<void(const kiln::v1::CompileProgress&)>& on_progress);
+  absl::StatusOr<kiln::v1::ListKernelsResponse> ListKernels();
+  absl::StatusOr<kiln::v1::CallKernelResponse> CallKernel(const kiln::v1::CallKernelRequest& r);
+  absl::StatusOr<kiln::v1::BenchmarkKernelResponse> BenchmarkKernel(
+      const kiln::v1::BenchmarkKernelRequest& r);
   absl::StatusOr<InferResult> Infer(const std::string& model,
                                     const std::vector<std::pair<std::string, NpyArray>>& inputs,
                                     bool profile);

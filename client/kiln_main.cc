@@ -1,4 +1,7 @@
 // kiln: the command-line client. Every command takes --server HOST:PORT.
+#include <unistd.h>
+
+#include <chrono>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -26,6 +29,11 @@ constexpr char kUsage[] = R"(usage: kiln COMMAND [--server HOST:PORT] ...
   models [--json]
   unload NAME
   info [--json]
+  kernels [--json]
+  call-kernel KEY --input FILE.npy ... [--output FILE.npy] [--json]
+  bench-kernel KEY [--number N] [--repeat R] [--min-repeat-ms MS] [--warmup W]
+               [--input FILE.npy]... [--json]
+KEY is a kernel's cache key or a unique prefix of at least 8 digits (see `kiln kernels`).
 FILE is a Kiln graph (.pbtxt text or binary protobuf) or an ONNX model (.onnx).
 )";
 
@@ -79,7 +87,23 @@ int Compile(KilnClient& client, const CliArgs& args) {
   for (const std::string& p : args.GetAll("disable")) options->add_disabled_passes(p);
   for (const std::string& p : args.GetAll("require")) options->add_required_passes(p);
   for (const std::string& p : args.GetAll("print-ir-after")) options->add_print_ir_after(p);
-  auto response = client.Compile(request);
+  // Progress goes to stderr when it is a terminal and the compile takes more
+  // than a moment; scripts and pipes see only the report.
+  const bool tty = ::isatty(STDERR_FILENO);
+  const auto start = std::chrono::steady_clock::now();
+  auto on_progress = [&](const kiln::v1::CompileProgress& p) {
+    if (!tty || std::chrono::steady_clock::now() - start < std::chrono::milliseconds(300)) return;
+    if (p.kind() == kiln::v1::CompileProgress::KERNEL_DONE) {
+      std::cerr << "\r[" << p.kernels_done() << "/" << p.kernels_total() << "] " << p.name()
+                << " (" << p.detail() << ")\033[K" << std::flush;
+    } else {
+      std::cerr << "\r" << p.name() << " " << p.detail() << "\033[K" << std::flush;
+    }
+  };
+  auto response = client.CompileWithProgress(request, on_progress);
+  if (tty && std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(300)) {
+    std::cerr << "\r\033[K" << std::flush;
+  }
   if (!response.ok()) return Fail(response.status());
   std::cout << (args.Has("json") ? ToJson(*response) + "\n" : FormatCompileReport(*response));
   return 0;
@@ -146,6 +170,71 @@ int Infer(KilnClient& client, const CliArgs& args) {
 }
 
 template <typename T, typename F>
+int Print(const absl::StatusOr<T>& response, const CliArgs& args, F format);
+
+absl::StatusOr<std::vector<kiln::v1::TensorValue>> ReadTensorValues(const CliArgs& args) {
+  std::vector<kiln::v1::TensorValue> values;
+  for (const std::string& path : args.GetAll("input")) {
+    auto array = ReadNpyFile(path);
+    if (!array.ok()) return array.status();
+    kiln::v1::TensorValue v;
+    v.set_datatype(array->datatype);
+    for (int64_t d : array->shape) v.add_shape(d);
+    v.set_raw(array->data);
+    values.push_back(std::move(v));
+  }
+  return values;
+}
+
+int CallKernelCommand(KilnClient& client, const CliArgs& args) {
+  if (args.positional.size() != 2) return Usage("call-kernel takes one KEY");
+  kiln::v1::CallKernelRequest request;
+  request.set_key(args.positional[1]);
+  auto inputs = ReadTensorValues(args);
+  if (!inputs.ok()) return Fail(inputs.status());
+  for (auto& v : *inputs) *request.add_inputs() = std::move(v);
+  auto response = client.CallKernel(request);
+  if (!response.ok()) return Fail(response.status());
+  NpyArray out{response->output().datatype(),
+               {response->output().shape().begin(), response->output().shape().end()},
+               response->output().raw()};
+  if (!args.Get("output").empty()) {
+    absl::Status written = WriteNpyFile(args.Get("output"), out);
+    if (!written.ok()) return Fail(written);
+  }
+  if (args.Has("json")) {
+    std::cout << ToJson(*response) << "\n";
+    return 0;
+  }
+  InferResult shown;
+  shown.outputs.push_back({"output", out});
+  std::cout << FormatInferResult(shown) << "run " << response->run_ns() / 1e3 << " us\n";
+  return 0;
+}
+
+int BenchKernelCommand(KilnClient& client, const CliArgs& args) {
+  if (args.positional.size() != 2) return Usage("bench-kernel takes one KEY");
+  kiln::v1::BenchmarkKernelRequest request;
+  request.set_key(args.positional[1]);
+  int number = 1, repeat = 10, warmup = 1;
+  double min_ms = 0;
+  if (!absl::SimpleAtoi(args.Get("number", "1"), &number) ||
+      !absl::SimpleAtoi(args.Get("repeat", "10"), &repeat) ||
+      !absl::SimpleAtoi(args.Get("warmup", "1"), &warmup) ||
+      !absl::SimpleAtod(args.Get("min-repeat-ms", "0"), &min_ms)) {
+    return Usage("--number, --repeat, --warmup and --min-repeat-ms take numbers");
+  }
+  request.set_number(number);
+  request.set_repeat(repeat);
+  request.set_warmup(warmup);
+  request.set_min_repeat_ms(min_ms);
+  auto inputs = ReadTensorValues(args);
+  if (!inputs.ok()) return Fail(inputs.status());
+  for (auto& v : *inputs) *request.add_inputs() = std::move(v);
+  return Print(client.BenchmarkKernel(request), args, FormatBenchmark);
+}
+
+template <typename T, typename F>
 int Print(const absl::StatusOr<T>& response, const CliArgs& args, F format) {
   if (!response.ok()) return Fail(response.status());
   std::cout << (args.Has("json") ? ToJson(*response) + "\n" : format(*response));
@@ -157,7 +246,7 @@ int Main(int argc, char** argv) {
   auto args = ParseCliArgs(
       words,
       {"server", "name", "opt-level", "disable", "require", "max-fuse-depth", "print-ir-after",
-       "input", "output-dir"},
+       "input", "output-dir", "output", "number", "repeat", "warmup", "min-repeat-ms"},
       {"json", "profile", "help"});
   if (!args.ok()) return Usage(std::string(args.status().message()));
   if (args->Has("help") || args->positional.empty()) return Usage("");
@@ -168,6 +257,9 @@ int Main(int argc, char** argv) {
   if (command == "infer") return Infer(**client, *args);
   if (command == "models") return Print((*client)->ListModels(), *args, FormatModels);
   if (command == "info") return Print((*client)->GetServerInfo(), *args, FormatServerInfo);
+  if (command == "kernels") return Print((*client)->ListKernels(), *args, FormatKernels);
+  if (command == "call-kernel") return CallKernelCommand(**client, *args);
+  if (command == "bench-kernel") return BenchKernelCommand(**client, *args);
   if (command == "unload") {
     if (args->positional.size() != 2) return Usage("unload takes one model NAME");
     absl::Status s = (*client)->UnloadModel(args->positional[1]);

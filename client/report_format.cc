@@ -31,12 +31,16 @@ std::string FormatCompileReport(const kiln::v1::CompileModelResponse& response) 
     absl::StrAppend(&out, absl::StrFormat("  %-32s %10.3f %10.3f  %s\n", name, p.ms(), p.self_ms(), result));
   }
   absl::StrAppend(&out, "\nkernels\n");
-  absl::StrAppend(&out, absl::StrFormat("  %-28s %-16s %10s  %-5s  %s\n", "kernel", "key",
-                                        "compile ms", "cache", "ops"));
+  absl::StrAppend(&out, absl::StrFormat("  %-28s %-16s %10s %9s  %-10s  %s\n", "kernel", "key",
+                                        "compile ms", "load ms", "cache", "ops"));
   for (const auto& k : r.kernels()) {
-    absl::StrAppend(&out, absl::StrFormat("  %-28s %-16s %10.3f  %-5s  %s\n", k.name(), k.key(),
-                                          k.compile_ms(), k.cache_hit() ? "hit" : "miss",
-                                          absl::StrJoin(k.ops(), "+")));
+    std::string source = k.cache_source().empty() ? (k.cache_hit() ? "hit" : "miss")
+                                                  : k.cache_source();
+    absl::StrAppend(&out, absl::StrFormat("  %-28s %-16s %10.3f %9s  %-10s  %s\n", k.name(),
+                                          k.key().substr(0, 16), k.compile_ms(),
+                                          k.load_ms() > 0 ? absl::StrFormat("%.3f", k.load_ms()) : "-",
+                                          source, absl::StrJoin(k.ops(), "+")));
+    if (!k.miss_reason().empty()) absl::StrAppend(&out, "      miss: ", k.miss_reason(), "\n");
   }
   absl::StrAppend(&out, absl::StrFormat(
                             "\ntotal %.3f ms (passes %.3f ms, codegen %.3f ms); %d kernels: %d "
@@ -51,15 +55,45 @@ std::string FormatCompileReport(const kiln::v1::CompileModelResponse& response) 
 
 std::string FormatCacheStats(const kiln::v1::GetCacheStatsResponse& s) {
   std::string out = absl::StrFormat(
-      "entries %d, hits %d, misses %d, compile time spent %.3f ms, saved %.3f ms\n", s.entries(),
-      s.hits(), s.misses(), s.compile_ms_total(), s.compile_ms_saved());
+      "memory: %d entries, %d bytes, %d hits\n"
+      "disk:   %s, %d entries, %d bytes, %d hits, %d evictions, %d corrupt, %d write failures\n"
+      "misses %d, compiles %d, compile time spent %.3f ms, saved %.3f ms\n",
+      s.entries(), s.memory_bytes(), s.memory_hits(), s.disk_enabled() ? "on" : "off",
+      s.disk_entries(), s.disk_bytes(), s.disk_hits(), s.evictions(), s.corrupt_entries(),
+      s.disk_write_failures(), s.misses(), s.compiles(), s.compile_ms_total(),
+      s.compile_ms_saved());
   if (s.entry_size() == 0) return out;
-  absl::StrAppend(&out, absl::StrFormat("  %-16s %6s %12s  %s\n", "key", "hits", "compile ms", "ops"));
+  absl::StrAppend(&out, absl::StrFormat("  %-16s %6s %12s %9s  %-10s %-8s  %s\n", "key", "hits",
+                                        "compile ms", "bytes", "origin", "options", "ops"));
   for (const auto& e : s.entry()) {
-    absl::StrAppend(&out, absl::StrFormat("  %-16s %6d %12.3f  %s\n", e.key(), e.hits(),
-                                          e.compile_ms(), absl::StrJoin(e.ops(), "+")));
+    absl::StrAppend(&out, absl::StrFormat("  %-16s %6d %12.3f %9d  %-10s %-8s  %s\n",
+                                          e.key().substr(0, 16), e.hits(), e.compile_ms(),
+                                          e.object_bytes(), e.origin(), e.codegen_options(),
+                                          absl::StrJoin(e.ops(), "+")));
   }
   return out;
+}
+
+std::string FormatKernels(const kiln::v1::ListKernelsResponse& kernels) {
+  std::string out;
+  for (const auto& k : kernels.kernels()) {
+    std::vector<std::string> args;
+    for (const auto& a : k.args()) {
+      args.push_back(absl::StrCat(a.datatype(), "[", absl::StrJoin(a.shape(), ","), "]"));
+    }
+    absl::StrAppend(&out, absl::StrFormat("%-16s %-28s %s  (%s)\n", k.key().substr(0, 16),
+                                          k.symbol(), absl::StrJoin(k.ops(), "+"),
+                                          absl::StrJoin(args, ", ")));
+  }
+  return out.empty() ? "no kernels\n" : out;
+}
+
+std::string FormatBenchmark(const kiln::v1::BenchmarkKernelResponse& b) {
+  return absl::StrFormat(
+      "%d repeats of %d runs: mean %.3f us, median %.3f us, min %.3f us, max %.3f us, "
+      "std %.3f us, p90 %.3f us, p99 %.3f us\n",
+      b.results_s_size(), b.number(), b.mean_s() * 1e6, b.median_s() * 1e6, b.min_s() * 1e6,
+      b.max_s() * 1e6, b.std_s() * 1e6, b.p90_s() * 1e6, b.p99_s() * 1e6);
 }
 
 std::string FormatTimingStats(const kiln::v1::GetTimingStatsResponse& stats) {
@@ -71,12 +105,18 @@ std::string FormatTimingStats(const kiln::v1::GetTimingStatsResponse& stats) {
                                             m.inference_total_ns() / 1e3 / m.inference_count()));
     }
     absl::StrAppend(&out, "\n");
-    absl::StrAppend(&out, absl::StrFormat("  %-28s %8s %12s %12s %12s\n", "kernel", "count",
-                                          "mean us", "min us", "max us"));
-    for (const auto& k : m.kernels()) {
-      const double mean = k.count() ? k.total_ns() / 1e3 / k.count() : 0;
-      absl::StrAppend(&out, absl::StrFormat("  %-28s %8d %12.3f %12.3f %12.3f\n", k.name(),
-                                            k.count(), mean, k.min_ns() / 1e3, k.max_ns() / 1e3));
+    absl::StrAppend(&out, absl::StrFormat("  %-28s %7s %10s %10s %10s %10s %10s %10s\n",
+                                          "kernel", "count", "first us", "mean us", "p50 us",
+                                          "p90 us", "p99 us", "max us"));
+    std::vector<const kiln::v1::KernelTiming*> rows;
+    for (const auto& k : m.kernels()) rows.push_back(&k);
+    if (m.has_inference()) rows.push_back(&m.inference());
+    for (const kiln::v1::KernelTiming* k : rows) {
+      absl::StrAppend(&out, absl::StrFormat("  %-28s %7d %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f\n",
+                                            k->name(), k->count(), k->first_call().ns() / 1e3,
+                                            k->mean_ns() / 1e3, k->p50_ns() / 1e3,
+                                            k->p90_ns() / 1e3, k->p99_ns() / 1e3,
+                                            k->max_ns() / 1e3));
     }
     absl::StrAppend(&out, "  last compile:");
     for (const auto& p : m.last_compile_passes()) {

@@ -13,6 +13,8 @@ std::string FormatCompileReport(const kiln::v1::CompileModelResponse& response);
 std::string FormatCacheStats(const kiln::v1::GetCacheStatsResponse& stats);
 std::string FormatTimingStats(const kiln::v1::GetTimingStatsResponse& stats);
 std::string FormatModels(const kiln::v1::ListModelsResponse& models);
+std::string FormatKernels(const kiln::v1::ListKernelsResponse& kernels);
+std::string FormatBenchmark(const kiln::v1::BenchmarkKernelResponse& bench);
 std::string FormatServerInfo(const kiln::v1::GetServerInfoResponse& info);
 // Outputs (name, datatype, shape, leading values) and, with a profile, kernel times.
 std::string FormatInferResult(const InferResult& result);

@@ -202,6 +202,16 @@ absl::StatusOr<std::pair<std::shared_ptr<LoadedKernel>, KernelInfo>> KernelCache
     const std::string& key_hex) {
   absl::MutexLock lock(&mutex_);
   auto it = entries_.find(key_hex);
+  if (it == entries_.end() && key_hex.size() >= 8) {
+    // A unique prefix will do (the CLI shows 16 digits).
+    auto first = entries_.lower_bound(key_hex);
+    if (first != entries_.end() && first->first.compare(0, key_hex.size(), key_hex) == 0) {
+      auto second = std::next(first);
+      if (second == entries_.end() || second->first.compare(0, key_hex.size(), key_hex) != 0) {
+        it = first;
+      }
+    }
+  }
   if (it == entries_.end() || !it->second->ready || !it->second->kernel) {
     return absl::NotFoundError(absl::StrCat("no loaded kernel with key '", key_hex,
                                             "'; ListKernels shows them"));

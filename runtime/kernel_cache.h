@@ -81,7 +81,8 @@ class KernelCache {
                                            const codegen::CodegenOptions& options,
                                            absl::Time deadline = absl::InfiniteFuture());
   CacheStats Stats() const;
-  // A loaded kernel by key (NotFound otherwise), for remote calls.
+  // A loaded kernel by key or unique key prefix of 8+ digits (NotFound
+  // otherwise), for remote calls.
   absl::StatusOr<std::pair<std::shared_ptr<LoadedKernel>, KernelInfo>> Find(
       const std::string& key_hex);
 

@@ -1,12 +1,16 @@
 #include "server/compiler_service.h"
 
+#include <chrono>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "compiler/codegen/codegen.h"
 #include "compiler/frontend/kiln_graph_importer.h"
 #include "compiler/ops/op_registry.h"
+#include "runtime/kernel_call.h"
 #include "runtime/thread_pool.h"
+#include "runtime/time_evaluator.h"
+#include "server/infer_request.h"
 #include "server/report_conversion.h"
 #include "server/status_conversion.h"
 #include "common/version.h"
@@ -31,34 +35,214 @@ CompileOptions ToCompileOptions(const kiln::v1::CompileOptions& in) {
 
 }  // namespace
 
+absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
+    const kiln::v1::CompileModelRequest& request, const runtime::CompileEventSink& events) {
+  if (request.model_case() == kiln::v1::CompileModelRequest::kOnnxModel) {
+    return absl::UnimplementedError("ONNX import is not available yet");
+  }
+  if (request.model_case() != kiln::v1::CompileModelRequest::kGraph) {
+    return absl::InvalidArgumentError("the request carries no model");
+  }
+  const std::string name =
+      request.model_name().empty() ? request.graph().name() : request.model_name();
+  if (name.empty()) {
+    return absl::InvalidArgumentError("no model name: set model_name or the graph's name");
+  }
+  if (request.options().has_opt_level() &&
+      (request.options().opt_level() < 0 || request.options().opt_level() > 3)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("opt_level ", request.options().opt_level(), " is outside 0..3"));
+  }
+  absl::StatusOr<Graph> graph = ImportKilnGraph(request.graph(), OpRegistry::Default());
+  if (!graph.ok()) return graph.status();
+  absl::StatusOr<runtime::CompileResult> result =
+      models_->Compile(name, *std::move(graph), ToCompileOptions(request.options()), events);
+  if (!result.ok()) return result.status();
+  kiln::v1::CompileModelResponse response;
+  response.set_model_name(name);
+  FillCompileReport(*result, response.mutable_report());
+  return response;
+}
+
 grpc::Status CompilerService::CompileModel(grpc::ServerContext*,
                                            const kiln::v1::CompileModelRequest* request,
                                            kiln::v1::CompileModelResponse* response) {
-  if (request->model_case() == kiln::v1::CompileModelRequest::kOnnxModel) {
-    return Fail("CompileModel", absl::UnimplementedError("ONNX import is not available yet"));
-  }
-  if (request->model_case() != kiln::v1::CompileModelRequest::kGraph) {
-    return Fail("CompileModel", absl::InvalidArgumentError("the request carries no model"));
-  }
-  const std::string name =
-      request->model_name().empty() ? request->graph().name() : request->model_name();
-  if (name.empty()) {
-    return Fail("CompileModel", absl::InvalidArgumentError(
-                                    "no model name: set model_name or the graph's name"));
-  }
-  if (request->options().has_opt_level() &&
-      (request->options().opt_level() < 0 || request->options().opt_level() > 3)) {
-    return Fail("CompileModel", absl::InvalidArgumentError(absl::StrCat(
-                                    "opt_level ", request->options().opt_level(),
-                                    " is outside 0..3")));
-  }
-  absl::StatusOr<Graph> graph = ImportKilnGraph(request->graph(), OpRegistry::Default());
-  if (!graph.ok()) return Fail("CompileModel", graph.status());
-  absl::StatusOr<runtime::CompileResult> result =
-      models_->Compile(name, *std::move(graph), ToCompileOptions(request->options()));
+  absl::StatusOr<kiln::v1::CompileModelResponse> result = Compile(*request, nullptr);
   if (!result.ok()) return Fail("CompileModel", result.status());
-  response->set_model_name(name);
-  FillCompileReport(*result, response->mutable_report());
+  *response = *std::move(result);
+  return grpc::Status::OK;
+}
+
+grpc::Status CompilerService::CompileModelStream(
+    grpc::ServerContext* context, const kiln::v1::CompileModelRequest* request,
+    grpc::ServerWriter<kiln::v1::CompileProgress>* writer) {
+  // Events come from compile threads; writes are serialised. A client that
+  // goes away stops the events, not the compile: its kernels still get cached.
+  absl::Mutex write_mutex;
+  runtime::CompileEventSink sink = [&](const runtime::CompileEvent& e) {
+    if (context->IsCancelled()) return;
+    kiln::v1::CompileProgress progress;
+    switch (e.kind) {
+      case runtime::CompileEvent::Kind::kPassDone:
+        progress.set_kind(kiln::v1::CompileProgress::PASS_DONE);
+        break;
+      case runtime::CompileEvent::Kind::kPassSkipped:
+        progress.set_kind(kiln::v1::CompileProgress::PASS_SKIPPED);
+        break;
+      case runtime::CompileEvent::Kind::kKernelDone:
+        progress.set_kind(kiln::v1::CompileProgress::KERNEL_DONE);
+        break;
+    }
+    progress.set_name(e.name);
+    progress.set_ms(e.ms);
+    progress.set_detail(e.detail);
+    progress.set_kernels_done(e.done);
+    progress.set_kernels_total(e.total);
+    absl::MutexLock lock(&write_mutex);
+    writer->Write(progress);
+  };
+  absl::StatusOr<kiln::v1::CompileModelResponse> result = Compile(*request, sink);
+  if (!result.ok()) return Fail("CompileModelStream", result.status());
+  kiln::v1::CompileProgress finished;
+  finished.set_kind(kiln::v1::CompileProgress::FINISHED);
+  *finished.mutable_response() = *std::move(result);
+  absl::MutexLock lock(&write_mutex);
+  writer->Write(finished);
+  return grpc::Status::OK;
+}
+
+grpc::Status CompilerService::ListKernels(grpc::ServerContext*, const kiln::v1::ListKernelsRequest*,
+                                          kiln::v1::ListKernelsResponse* response) {
+  for (const runtime::KernelInfo& k : models_->GetCacheStats().entries) {
+    kiln::v1::KernelSummary* s = response->add_kernels();
+    s->set_key(k.key_hex);
+    s->set_symbol(k.symbol);
+    for (const std::string& op : k.ops) s->add_ops(op);
+    for (const TensorType& t : k.arg_types) {
+      kiln::v1::TensorValue* v = s->add_args();
+      v->set_datatype(DatatypeName(t.dtype));
+      for (int64_t d : t.shape) v->add_shape(d);
+    }
+    s->set_compile_ms(k.compile_ms);
+    s->set_hits(k.hits);
+  }
+  return grpc::Status::OK;
+}
+
+namespace {
+
+absl::StatusOr<runtime::Tensor> DecodeTensorValue(const kiln::v1::TensorValue& v, size_t index) {
+  TensorType type;
+  if (v.datatype() == "FP32") {
+    type.dtype = DType::kFloat32;
+  } else if (v.datatype() == "INT64") {
+    type.dtype = DType::kInt64;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("argument ", index, ": datatype '",
+                                                   v.datatype(), "' (FP32 or INT64)"));
+  }
+  type.shape.assign(v.shape().begin(), v.shape().end());
+  absl::StatusOr<int64_t> n = CheckedNumElements(type.shape);
+  if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat("argument ", index, ": ", n.status().message()));
+  absl::StatusOr<runtime::Tensor> t = runtime::Tensor::FromBytes(type, v.raw());
+  if (!t.ok()) {
+    return absl::Status(t.status().code(),
+                        absl::StrCat("argument ", index, ": ", t.status().message()));
+  }
+  return t;
+}
+
+absl::StatusOr<std::vector<runtime::Tensor>> DecodeArguments(
+    const google::protobuf::RepeatedPtrField<kiln::v1::TensorValue>& values) {
+  std::vector<runtime::Tensor> out;
+  for (int i = 0; i < values.size(); ++i) {
+    absl::StatusOr<runtime::Tensor> t = DecodeTensorValue(values[i], i);
+    if (!t.ok()) return t.status();
+    out.push_back(*std::move(t));
+  }
+  return out;
+}
+
+bool PastDeadline(const grpc::ServerContext* context) {
+  return context->deadline() <= std::chrono::system_clock::now();
+}
+
+}  // namespace
+
+grpc::Status CompilerService::CallKernel(grpc::ServerContext* context,
+                                         const kiln::v1::CallKernelRequest* request,
+                                         kiln::v1::CallKernelResponse* response) {
+  auto found = models_->cache().Find(request->key());
+  if (!found.ok()) return Fail("CallKernel", found.status());
+  absl::StatusOr<std::vector<runtime::Tensor>> inputs = DecodeArguments(request->inputs());
+  if (!inputs.ok()) return Fail("CallKernel", inputs.status());
+  std::vector<const runtime::Tensor*> pointers;
+  for (const runtime::Tensor& t : *inputs) pointers.push_back(&t);
+  if (PastDeadline(context)) {
+    return Fail("CallKernel", absl::DeadlineExceededError("deadline passed before the call"));
+  }
+  auto result = runtime::CallKernel(*found->first, found->second.arg_types, pointers);
+  if (!result.ok()) return Fail("CallKernel", result.status());
+  kiln::v1::TensorValue* out = response->mutable_output();
+  out->set_datatype(DatatypeName(result->output.type().dtype));
+  for (int64_t d : result->output.type().shape) out->add_shape(d);
+  out->set_raw(std::string(result->output.bytes()));
+  response->set_run_ns(result->run_ns);
+  return grpc::Status::OK;
+}
+
+grpc::Status CompilerService::BenchmarkKernel(grpc::ServerContext* context,
+                                              const kiln::v1::BenchmarkKernelRequest* request,
+                                              kiln::v1::BenchmarkKernelResponse* response) {
+  if (request->number() < 0 || request->number() > 1000000 || request->repeat() < 0 ||
+      request->repeat() > 10000 || request->warmup() < 0 || request->warmup() > 10000 ||
+      request->min_repeat_ms() < 0 || request->min_repeat_ms() > 60000) {
+    return Fail("BenchmarkKernel",
+                absl::InvalidArgumentError("number 0..1e6, repeat 0..1e4, warmup 0..1e4 and "
+                                           "min_repeat_ms 0..60000 please"));
+  }
+  auto found = models_->cache().Find(request->key());
+  if (!found.ok()) return Fail("BenchmarkKernel", found.status());
+  const std::vector<TensorType>& types = found->second.arg_types;
+  std::vector<runtime::Tensor> inputs;
+  if (request->inputs().empty()) {
+    for (size_t i = 0; i + 1 < types.size(); ++i) {
+      absl::StatusOr<runtime::Tensor> t = runtime::Tensor::Allocate(types[i]);
+      if (!t.ok()) return Fail("BenchmarkKernel", t.status());
+      inputs.push_back(*std::move(t));
+    }
+  } else {
+    absl::StatusOr<std::vector<runtime::Tensor>> decoded = DecodeArguments(request->inputs());
+    if (!decoded.ok()) return Fail("BenchmarkKernel", decoded.status());
+    inputs = *std::move(decoded);
+  }
+  std::vector<const runtime::Tensor*> pointers;
+  for (const runtime::Tensor& t : inputs) pointers.push_back(&t);
+  // One checked call first: bad arguments fail here, not inside the timing loop.
+  auto first = runtime::CallKernel(*found->first, types, pointers);
+  if (!first.ok()) return Fail("BenchmarkKernel", first.status());
+  if (PastDeadline(context)) {
+    return Fail("BenchmarkKernel", absl::DeadlineExceededError("deadline passed"));
+  }
+  std::vector<void*> args;
+  for (const runtime::Tensor* t : pointers) args.push_back(const_cast<void*>(t->data()));
+  args.push_back(first->output.data());
+  runtime::KernelFn fn = found->first->fn();
+  runtime::TimeEvaluatorOptions options;
+  options.number = request->number() > 0 ? request->number() : 1;
+  options.repeat = request->repeat() > 0 ? request->repeat() : 3;
+  options.min_repeat_ms = request->min_repeat_ms();
+  options.warmup = request->warmup();
+  runtime::TimeEvaluation e = runtime::EvaluateTime([&] { fn(args.data()); }, options);
+  for (double r : e.results_s) response->add_results_s(r);
+  response->set_mean_s(e.mean_s);
+  response->set_median_s(e.median_s);
+  response->set_min_s(e.min_s);
+  response->set_max_s(e.max_s);
+  response->set_std_s(e.std_s);
+  response->set_p90_s(e.p90_s);
+  response->set_p99_s(e.p99_s);
+  response->set_number(e.number);
   return grpc::Status::OK;
 }
 

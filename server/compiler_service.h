@@ -13,6 +13,16 @@ class CompilerService final : public kiln::v1::Compiler::Service {
 
   grpc::Status CompileModel(grpc::ServerContext*, const kiln::v1::CompileModelRequest* request,
                             kiln::v1::CompileModelResponse* response) override;
+  grpc::Status CompileModelStream(grpc::ServerContext* context,
+                                  const kiln::v1::CompileModelRequest* request,
+                                  grpc::ServerWriter<kiln::v1::CompileProgress>* writer) override;
+  grpc::Status ListKernels(grpc::ServerContext*, const kiln::v1::ListKernelsRequest*,
+                           kiln::v1::ListKernelsResponse* response) override;
+  grpc::Status CallKernel(grpc::ServerContext* context, const kiln::v1::CallKernelRequest* request,
+                          kiln::v1::CallKernelResponse* response) override;
+  grpc::Status BenchmarkKernel(grpc::ServerContext* context,
+                               const kiln::v1::BenchmarkKernelRequest* request,
+                               kiln::v1::BenchmarkKernelResponse* response) override;
   grpc::Status GetCacheStats(grpc::ServerContext*, const kiln::v1::GetCacheStatsRequest*,
                              kiln::v1::GetCacheStatsResponse* response) override;
   grpc::Status GetTimingStats(grpc::ServerContext*, const kiln::v1::GetTimingStatsRequest* request,
@@ -25,6 +35,10 @@ class CompilerService final : public kiln::v1::Compiler::Service {
                              kiln::v1::GetServerInfoResponse* response) override;
 
  private:
+  // CompileModel and CompileModelStream share this; `events` may be null.
+  absl::StatusOr<kiln::v1::CompileModelResponse> Compile(
+      const kiln::v1::CompileModelRequest& request, const runtime::CompileEventSink& events);
+
   runtime::ModelManager* models_;
 };
 

@@ -56,6 +56,10 @@ absl::StatusOr<std::unique_ptr<KilnServer>> StartKilnServer(const ServerOptions&
                                   : static_cast<int>(std::thread::hardware_concurrency()));
   runtime::ModelManagerOptions manager_options;
   manager_options.max_models = options.max_models;
+  manager_options.compile_threads = options.compile_threads;
+  manager_options.cache.dir = options.cache_dir;
+  manager_options.cache.max_bytes = options.cache_max_bytes;
+  manager_options.cache.min_compile_ms = options.cache_min_compile_ms;
   absl::StatusOr<std::unique_ptr<runtime::ModelManager>> models =
       runtime::ModelManager::Create(manager_options);
   if (!models.ok()) return models.status();

@@ -3,6 +3,7 @@
 #ifndef KILN_SERVER_KILN_SERVER_H_
 #define KILN_SERVER_KILN_SERVER_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -16,6 +17,10 @@ struct ServerOptions {
   int threads = 0;   // kernel parallelism; 0 = hardware concurrency
   int max_models = 64;
   int max_message_mb = 256;
+  int compile_threads = 2;
+  std::string cache_dir;  // empty: memory-only kernel cache
+  int64_t cache_max_bytes = int64_t{1} << 30;
+  double cache_min_compile_ms = 0;
 };
 
 class KilnServer {

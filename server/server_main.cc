@@ -1,5 +1,9 @@
 // kiln-server: the gRPC front of Kiln.
 #include <csignal>
+#include <cstdlib>
+#include <algorithm>
+#include <string>
+#include <vector>
 #include <iostream>
 #include <thread>
 
@@ -13,6 +17,13 @@ ABSL_FLAG(int, port, 50051, "port to listen on (0 picks a free one)");
 ABSL_FLAG(int, threads, 0, "threads for kernels' parallel loops (0: one per core)");
 ABSL_FLAG(int, max_models, 64, "models held at once; more is RESOURCE_EXHAUSTED");
 ABSL_FLAG(int, max_message_mb, 256, "largest gRPC message in MiB (models carry weights)");
+ABSL_FLAG(int, compile_threads, 2, "kernels of one model compiled at once");
+ABSL_FLAG(std::string, cache_dir, "",
+          "directory of the persistent kernel cache (default: $XDG_CACHE_HOME/kiln/kernels "
+          "or ~/.cache/kiln/kernels; 'none' keeps kernels in memory only)");
+ABSL_FLAG(int64_t, cache_max_bytes, int64_t{1} << 30, "disk budget of the kernel cache (LRU)");
+ABSL_FLAG(double, cache_min_compile_ms, 0,
+          "kernels that compile faster than this are not written to disk");
 
 namespace {
 volatile std::sig_atomic_t stop_requested = 0;
@@ -21,13 +32,39 @@ void OnSignal(int) { stop_requested = 1; }
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("kiln-server [--address A] [--port P] [--threads N]");
-  absl::ParseCommandLine(argc, argv);
+  // Accept --cache-dir as well as Abseil's --cache_dir spelling.
+  std::vector<std::string> words(argv, argv + argc);
+  for (std::string& w : words) {
+    if (w.rfind("--", 0) != 0) continue;
+    const size_t end = std::min(w.find('='), w.size());
+    for (size_t i = 2; i < end; ++i) {
+      if (w[i] == '-') w[i] = '_';
+    }
+  }
+  std::vector<char*> normalized;
+  for (std::string& w : words) normalized.push_back(w.data());
+  absl::ParseCommandLine(static_cast<int>(normalized.size()), normalized.data());
   kiln::server::ServerOptions options;
   options.address = absl::GetFlag(FLAGS_address);
   options.port = absl::GetFlag(FLAGS_port);
   options.threads = absl::GetFlag(FLAGS_threads);
   options.max_models = absl::GetFlag(FLAGS_max_models);
   options.max_message_mb = absl::GetFlag(FLAGS_max_message_mb);
+  options.compile_threads = absl::GetFlag(FLAGS_compile_threads);
+  options.cache_dir = absl::GetFlag(FLAGS_cache_dir);
+  if (options.cache_dir.empty()) {
+    const char* xdg = std::getenv("XDG_CACHE_HOME");
+    const char* home = std::getenv("HOME");
+    if (xdg && *xdg) {
+      options.cache_dir = std::string(xdg) + "/kiln/kernels";
+    } else if (home && *home) {
+      options.cache_dir = std::string(home) + "/.cache/kiln/kernels";
+    }
+  } else if (options.cache_dir == "none") {
+    options.cache_dir.clear();
+  }
+  options.cache_max_bytes = absl::GetFlag(FLAGS_cache_max_bytes);
+  options.cache_min_compile_ms = absl::GetFlag(FLAGS_cache_min_compile_ms);
   auto server = kiln::server::StartKilnServer(options);
   if (!server.ok()) {
     std::cerr << "kiln-server: " << server.status() << "\n";
