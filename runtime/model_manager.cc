@@ -51,7 +51,8 @@ class ProgressInstrument final : public PassInstrument {
 
 absl::StatusOr<CompileResult> ModelManager::Compile(const std::string& name, Graph graph,
                                                     const CompileOptions& options_in,
-                                                    const CompileEventSink& events) {
+                                                    const CompileEventSink& events,
+                                                    absl::Time deadline) {
   CompileOptions options = options_in;
   std::unique_ptr<ProgressInstrument> progress;
   if (events) {
@@ -81,7 +82,7 @@ absl::StatusOr<CompileResult> ModelManager::Compile(const std::string& name, Gra
   std::atomic<int> done{0};
   auto worker = [&] {
     for (int k = next++; k < count; k = next++) {
-      lookups[k] = cache_.GetOrCompile(program->kernels[k], options_.codegen);
+      lookups[k] = cache_.GetOrCompile(program->kernels[k], options_.codegen, deadline);
       const int finished = ++done;
       if (events && lookups[k].ok()) {
         events({CompileEvent::Kind::kKernelDone, program->kernels[k].name,

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "compiler/compile.h"
 #include "runtime/executor.h"
 #include "runtime/kernel_cache.h"
@@ -69,7 +70,8 @@ class ModelManager {
   // caller that stops listening; its result is cached.
   absl::StatusOr<CompileResult> Compile(const std::string& name, Graph graph,
                                         const CompileOptions& options,
-                                        const CompileEventSink& events = nullptr);
+                                        const CompileEventSink& events = nullptr,
+                                        absl::Time deadline = absl::InfiniteFuture());
   // Null when no model has that name.
   std::shared_ptr<CompiledModel> Find(const std::string& name) const;
   std::vector<std::pair<std::string, std::shared_ptr<CompiledModel>>> List() const;

@@ -36,7 +36,8 @@ CompileOptions ToCompileOptions(const kiln::v1::CompileOptions& in) {
 }  // namespace
 
 absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
-    const kiln::v1::CompileModelRequest& request, const runtime::CompileEventSink& events) {
+    const kiln::v1::CompileModelRequest& request, const runtime::CompileEventSink& events,
+    absl::Time deadline) {
   if (request.model_case() == kiln::v1::CompileModelRequest::kOnnxModel) {
     return absl::UnimplementedError("ONNX import is not available yet");
   }
@@ -56,7 +57,7 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
   absl::StatusOr<Graph> graph = ImportKilnGraph(request.graph(), OpRegistry::Default());
   if (!graph.ok()) return graph.status();
   absl::StatusOr<runtime::CompileResult> result =
-      models_->Compile(name, *std::move(graph), ToCompileOptions(request.options()), events);
+      models_->Compile(name, *std::move(graph), ToCompileOptions(request.options()), events, deadline);
   if (!result.ok()) return result.status();
   kiln::v1::CompileModelResponse response;
   response.set_model_name(name);
@@ -64,10 +65,11 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
   return response;
 }
 
-grpc::Status CompilerService::CompileModel(grpc::ServerContext*,
+grpc::Status CompilerService::CompileModel(grpc::ServerContext* context,
                                            const kiln::v1::CompileModelRequest* request,
                                            kiln::v1::CompileModelResponse* response) {
-  absl::StatusOr<kiln::v1::CompileModelResponse> result = Compile(*request, nullptr);
+  absl::StatusOr<kiln::v1::CompileModelResponse> result =
+      Compile(*request, nullptr, absl::FromChrono(context->deadline()));
   if (!result.ok()) return Fail("CompileModel", result.status());
   *response = *std::move(result);
   return grpc::Status::OK;
@@ -101,7 +103,8 @@ grpc::Status CompilerService::CompileModelStream(
     absl::MutexLock lock(&write_mutex);
     writer->Write(progress);
   };
-  absl::StatusOr<kiln::v1::CompileModelResponse> result = Compile(*request, sink);
+  absl::StatusOr<kiln::v1::CompileModelResponse> result =
+      Compile(*request, sink, absl::FromChrono(context->deadline()));
   if (!result.ok()) return Fail("CompileModelStream", result.status());
   kiln::v1::CompileProgress finished;
   finished.set_kind(kiln::v1::CompileProgress::FINISHED);

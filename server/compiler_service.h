@@ -37,7 +37,8 @@ class CompilerService final : public kiln::v1::Compiler::Service {
  private:
   // CompileModel and CompileModelStream share this; `events` may be null.
   absl::StatusOr<kiln::v1::CompileModelResponse> Compile(
-      const kiln::v1::CompileModelRequest& request, const runtime::CompileEventSink& events);
+      const kiln::v1::CompileModelRequest& request, const runtime::CompileEventSink& events,
+      absl::Time deadline);
 
   runtime::ModelManager* models_;
 };

@@ -127,5 +127,24 @@ TEST_F(KernelCacheTest, ConcurrentIdenticalRequestsCompileOnce) {
   EXPECT_EQ(stats.memory_entries, 1);
 }
 
+// A waiter that gives up does not stop the compile it waited on: the result is
+// cached for the next request.
+TEST_F(KernelCacheTest, WaiterPastDeadlineGivesUpAndCompileStillLands) {
+  KernelSpec spec = SingleKernel("x", {4096});
+  std::thread first([&] { ASSERT_TRUE(cache_->GetOrCompile(spec, {}).ok()); });
+  // Wait until the first caller has registered the compile.
+  while (cache_->Stats().misses == 0) std::this_thread::yield();
+  auto waiter = cache_->GetOrCompile(spec, {}, absl::Now());
+  first.join();
+  if (waiter.ok()) {
+    GTEST_SKIP() << "the compile finished before the waiter looked";
+  }
+  EXPECT_EQ(waiter.status().code(), absl::StatusCode::kDeadlineExceeded);
+  auto later = cache_->GetOrCompile(spec, {});
+  ASSERT_TRUE(later.ok());
+  EXPECT_EQ(later->source, CacheSource::kMemory);
+  EXPECT_EQ(cache_->Stats().compiles, 1);
+}
+
 }  // namespace
 }  // namespace kiln::runtime
