@@ -18,6 +18,12 @@ absl::Status CheckKnownAttrs(const RawAttrs& raw, std::initializer_list<const ch
   return absl::OkStatus();
 }
 
+absl::StatusOr<Attrs> ParseNoAttrs(const RawAttrs& raw) {
+  absl::Status known = CheckKnownAttrs(raw, {});
+  if (!known.ok()) return known;
+  return Attrs(NoAttrs{});
+}
+
 bool HasAttr(const RawAttrs& raw, const std::string& name) { return raw.count(name) > 0; }
 
 absl::StatusOr<int64_t> GetIntAttr(const RawAttrs& raw, const std::string& name,

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "compiler/ir/attrs.h"
 #include "compiler/ir/raw_attrs.h"
 
 namespace kiln {
@@ -22,6 +23,8 @@ absl::StatusOr<std::vector<int64_t>> GetIntsAttr(const RawAttrs& raw, const std:
                                                  std::vector<int64_t> default_value);
 absl::StatusOr<float> GetFloatAttr(const RawAttrs& raw, const std::string& name,
                                    float default_value);
+// For ops without attributes: InvalidArgument if any are given.
+absl::StatusOr<Attrs> ParseNoAttrs(const RawAttrs& raw);
 // Whether the attribute is present.
 bool HasAttr(const RawAttrs& raw, const std::string& name);
 

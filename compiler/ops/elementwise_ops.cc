@@ -18,11 +18,6 @@ using te::ComputeContext;
 using te::Expr;
 using te::UnaryOp;
 
-absl::StatusOr<Attrs> NoAttrsParser(const RawAttrs& raw) {
-  KILN_RETURN_IF_ERROR(CheckKnownAttrs(raw, {}));
-  return Attrs(NoAttrs{});
-}
-
 absl::StatusOr<TensorType> BroadcastRelation(const std::vector<TensorType>& in, const Attrs&) {
   if (in[0].dtype != in[1].dtype) {
     return absl::InvalidArgumentError(absl::StrCat("operand dtypes differ: ",
@@ -51,7 +46,7 @@ void RegisterBinary(OpRegistry& r, const char* name, BinaryOp op, const char* su
   def.pattern = OpPattern::kBroadcast;
   def.min_inputs = def.max_inputs = 2;
   def.summary = summary;
-  def.parse_attrs = NoAttrsParser;
+  def.parse_attrs = ParseNoAttrs;
   def.infer_type = BroadcastRelation;
   def.compute = [op](ComputeContext& ctx) {
     return ctx.b().Binary(op, ctx.BroadcastInput(0), ctx.BroadcastInput(1));
@@ -66,7 +61,7 @@ void RegisterUnary(OpRegistry& r, const char* name, const char* summary, bool fl
   def.pattern = OpPattern::kElemWise;
   def.min_inputs = def.max_inputs = 1;
   def.summary = summary;
-  def.parse_attrs = NoAttrsParser;
+  def.parse_attrs = ParseNoAttrs;
   def.infer_type = float_only ? SameFloatRelation : SameNumericRelation;
   def.compute = [f](ComputeContext& ctx) { return f(ctx, ctx.Input(0, ctx.out())); };
   r.Register(std::move(def));

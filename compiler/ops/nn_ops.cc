@@ -15,11 +15,6 @@ using te::ComputeContext;
 using te::Expr;
 using te::ReduceOp;
 
-absl::StatusOr<Attrs> NoAttrsParser(const RawAttrs& raw) {
-  KILN_RETURN_IF_ERROR(CheckKnownAttrs(raw, {}));
-  return Attrs(NoAttrs{});
-}
-
 // dense: x (..., K), weight (N, K) as in TVM, optional bias (N) -> (..., N).
 // matmul: x (..., K), weight (K, N), optional bias (N) -> (..., N).
 absl::StatusOr<TensorType> LinearRelation(const std::vector<TensorType>& in, bool transposed) {
@@ -67,7 +62,7 @@ void RegisterLinear(OpRegistry& r, const char* name, bool transposed, const char
   def.min_inputs = 2;
   def.max_inputs = 3;
   def.summary = summary;
-  def.parse_attrs = NoAttrsParser;
+  def.parse_attrs = ParseNoAttrs;
   def.infer_type = [transposed](const std::vector<TensorType>& in, const Attrs&) {
     return LinearRelation(in, transposed);
   };

@@ -11,15 +11,10 @@
 namespace kiln::runtime {
 namespace {
 
+using ::kiln::testing::FloatValues;
+
 using ::kiln::testing::Op;
 using ::kiln::testing::Pseudorandom;
-
-std::shared_ptr<ConstantData> Const(std::vector<int64_t> shape, const std::vector<float>& v) {
-  auto data = std::make_shared<ConstantData>();
-  data->type = TensorType{DType::kFloat32, std::move(shape)};
-  data->bytes.assign(reinterpret_cast<const char*>(v.data()), v.size() * 4);
-  return data;
-}
 
 std::vector<float> ToVector(const Tensor& t) {
   const float* p = static_cast<const float*>(t.data());
@@ -66,12 +61,12 @@ TEST_F(ModelManagerTest, MlpMatchesReferenceAndSecondCompileHitsCache) {
   auto build = [&] {
     Graph g;
     Node* x = g.AddInput("x", {DType::kFloat32, {batch, in}});
-    Node* h = Op(g, "relu", {Op(g, "dense", {x, g.AddConstant("w1", Const({hidden, in}, w1)),
-                                             g.AddConstant("b1", Const({hidden}, b1))})});
-    h = Op(g, "relu", {Op(g, "dense", {h, g.AddConstant("w2", Const({hidden, hidden}, w2)),
-                                       g.AddConstant("b2", Const({hidden}, b2))})});
-    h = Op(g, "dense", {h, g.AddConstant("w3", Const({out, hidden}, w3)),
-                        g.AddConstant("b3", Const({out}, b3))});
+    Node* h = Op(g, "relu", {Op(g, "dense", {x, g.AddConstant("w1", FloatValues({hidden, in}, w1)),
+                                             g.AddConstant("b1", FloatValues({hidden}, b1))})});
+    h = Op(g, "relu", {Op(g, "dense", {h, g.AddConstant("w2", FloatValues({hidden, hidden}, w2)),
+                                       g.AddConstant("b2", FloatValues({hidden}, b2))})});
+    h = Op(g, "dense", {h, g.AddConstant("w3", FloatValues({out, hidden}, w3)),
+                        g.AddConstant("b3", FloatValues({out}, b3))});
     g.AddOutput(Op(g, "softmax", {h}, AxisAttrs{-1}));
     return g;
   };
@@ -102,8 +97,8 @@ TEST_F(ModelManagerTest, ConvWithElementwiseEpilogueMatchesReference) {
   auto cst = Pseudorandom(o * (h - 2) * (w - 2), 12);
   Graph g;
   Node* x = g.AddInput("x", {DType::kFloat32, {1, c, h, w}});
-  Node* conv = Op(g, "conv2d", {x, g.AddConstant("w", Const({o, c, 3, 3}, wt))}, Conv2DAttrs{});
-  Node* k = g.AddConstant("k", Const({1, o, h - 2, w - 2}, cst));
+  Node* conv = Op(g, "conv2d", {x, g.AddConstant("w", FloatValues({o, c, 3, 3}, wt))}, Conv2DAttrs{});
+  Node* k = g.AddConstant("k", FloatValues({1, o, h - 2, w - 2}, cst));
   g.AddOutput(Op(g, "relu", {Op(g, "add", {conv, k})}));
   auto r = manager_->Compile("conv", std::move(g), CompileOptions{});
   ASSERT_TRUE(r.ok()) << r.status();

@@ -13,15 +13,10 @@
 namespace kiln::runtime {
 namespace {
 
+using ::kiln::testing::FloatValues;
+
 using ::kiln::testing::Op;
 using ::kiln::testing::Pseudorandom;
-
-std::shared_ptr<ConstantData> Const(std::vector<int64_t> shape, const std::vector<float>& v) {
-  auto data = std::make_shared<ConstantData>();
-  data->type = TensorType{DType::kFloat32, std::move(shape)};
-  data->bytes.assign(reinterpret_cast<const char*>(v.data()), v.size() * 4);
-  return data;
-}
 
 class PipelineNumericsTest : public ::testing::Test {
  protected:
@@ -65,9 +60,9 @@ Graph SeedExample(const std::vector<float>& w, const std::vector<float>& c, int6
                   int64_t hw) {
   Graph g;
   Node* x = g.AddInput("x", {DType::kFloat32, {1, ch, hw, hw}});
-  Node* weight = g.AddConstant("weight", Const({ch, ch, 3, 3}, w));
-  Node* cn = g.AddConstant("c", Const({1, ch, hw - 2, hw - 2}, c));
-  Node* two = g.AddConstant("two", Const({}, {2.0f}));
+  Node* weight = g.AddConstant("weight", FloatValues({ch, ch, 3, 3}, w));
+  Node* cn = g.AddConstant("c", FloatValues({1, ch, hw - 2, hw - 2}, c));
+  Node* two = g.AddConstant("two", FloatValues({}, {2.0f}));
   Node* y = Op(g, "mul", {Op(g, "add", {cn, cn}), two});
   y = Op(g, "add", {Op(g, "conv2d", {x, weight}, Conv2DAttrs{}), y});
   Node* z = Op(g, "add", {y, cn});
@@ -109,13 +104,13 @@ TEST_F(PipelineNumericsTest, BatchNormFoldedIntoConvMatchesUnfolded) {
   auto build = [&] {
     Graph g;
     Node* x = g.AddInput("x", {DType::kFloat32, {1, ch, hw, hw}});
-    Node* conv = Op(g, "conv2d", {x, g.AddConstant("w", Const({ch, ch, 3, 3}, w))},
+    Node* conv = Op(g, "conv2d", {x, g.AddConstant("w", FloatValues({ch, ch, 3, 3}, w))},
                     Conv2DAttrs{});
     g.AddOutput(Op(g, "batch_norm",
-                   {conv, g.AddConstant("gamma", Const({ch}, gamma)),
-                    g.AddConstant("beta", Const({ch}, beta)),
-                    g.AddConstant("mean", Const({ch}, mean)),
-                    g.AddConstant("var", Const({ch}, var))},
+                   {conv, g.AddConstant("gamma", FloatValues({ch}, gamma)),
+                    g.AddConstant("beta", FloatValues({ch}, beta)),
+                    g.AddConstant("mean", FloatValues({ch}, mean)),
+                    g.AddConstant("var", FloatValues({ch}, var))},
                    BatchNormAttrs{1, 1e-5f}));
     return g;
   };
@@ -155,7 +150,7 @@ TEST_F(PipelineNumericsTest, DiamondFusedIntoOneKernelMatchesReference) {
   auto w = Pseudorandom(ch * ch * 9, 51);
   Graph g;
   Node* x = g.AddInput("x", {DType::kFloat32, {1, ch, hw, hw}});
-  Node* conv = Op(g, "conv2d", {x, g.AddConstant("w", Const({ch, ch, 3, 3}, w))}, Conv2DAttrs{});
+  Node* conv = Op(g, "conv2d", {x, g.AddConstant("w", FloatValues({ch, ch, 3, 3}, w))}, Conv2DAttrs{});
   g.AddOutput(Op(g, "add", {Op(g, "add", {Op(g, "relu", {conv}), Op(g, "tanh", {conv})}),
                             Op(g, "exp", {conv})}));
   auto xv = Pseudorandom(ch * hw * hw, 52);
@@ -176,7 +171,7 @@ TEST_F(PipelineNumericsTest, ThreeHundredAddChainIsRightWithEitherFuseDepth) {
   auto build = [] {
     Graph g;
     Node* x = g.AddInput("x", {DType::kFloat32, {2, 8}});
-    Node* c = g.AddConstant("c", Const({2, 8}, std::vector<float>(16, 0.5f)));
+    Node* c = g.AddConstant("c", FloatValues({2, 8}, std::vector<float>(16, 0.5f)));
     Node* v = x;
     for (int i = 0; i < 300; ++i) v = Op(g, "add", {v, c});
     g.AddOutput(v);

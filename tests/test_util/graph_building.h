@@ -20,6 +20,14 @@ inline std::shared_ptr<ConstantData> FloatConstant(std::vector<int64_t> shape, f
   return data;
 }
 
+inline std::shared_ptr<ConstantData> FloatValues(std::vector<int64_t> shape,
+                                                const std::vector<float>& values) {
+  auto data = std::make_shared<ConstantData>();
+  data->type = TensorType{DType::kFloat32, std::move(shape)};
+  data->bytes.assign(reinterpret_cast<const char*>(values.data()), values.size() * 4);
+  return data;
+}
+
 // Adds op `op` (which must be registered) reading `inputs`.
 inline Node* Op(Graph& g, const std::string& op, std::vector<Node*> inputs,
                 Attrs attrs = NoAttrs{}) {

@@ -10,16 +10,11 @@
 namespace kiln {
 namespace {
 
+using ::kiln::testing::FloatValues;
+
 using ::testing::ElementsAre;
 using ::testing::FloatNear;
 using ::testing::Pointwise;
-
-std::shared_ptr<ConstantData> Values(std::vector<int64_t> shape, std::vector<float> v) {
-  auto data = std::make_shared<ConstantData>();
-  data->type = TensorType{DType::kFloat32, std::move(shape)};
-  data->bytes.assign(reinterpret_cast<const char*>(v.data()), v.size() * 4);
-  return data;
-}
 
 // Folds `build`'s single output (all inputs are constants) and returns its values.
 std::vector<float> Fold(const std::function<Node*(Graph&)>& build, TensorType* type = nullptr) {
@@ -38,8 +33,8 @@ std::vector<float> Fold(const std::function<Node*(Graph&)>& build, TensorType* t
 
 TEST(OpComputeTest, AddBroadcastsLikeNumPy) {
   auto v = Fold([](Graph& g) {
-    return testing::Op(g, "add", {g.AddConstant("a", Values({2, 1}, {1, 2})),
-                                  g.AddConstant("b", Values({3}, {10, 20, 30}))});
+    return testing::Op(g, "add", {g.AddConstant("a", FloatValues({2, 1}, {1, 2})),
+                                  g.AddConstant("b", FloatValues({3}, {10, 20, 30}))});
   });
   EXPECT_THAT(v, ElementsAre(11, 21, 31, 12, 22, 32));
 }
@@ -47,24 +42,24 @@ TEST(OpComputeTest, AddBroadcastsLikeNumPy) {
 TEST(OpComputeTest, DenseMultipliesByTransposedWeightAndAddsBias) {
   // x = [[1, 2]], W = [[1, 0], [0, 1], [1, 1]] (N=3, K=2), b = [0.5, 0, -1].
   auto v = Fold([](Graph& g) {
-    return testing::Op(g, "dense", {g.AddConstant("x", Values({1, 2}, {1, 2})),
-                                    g.AddConstant("w", Values({3, 2}, {1, 0, 0, 1, 1, 1})),
-                                    g.AddConstant("b", Values({3}, {0.5f, 0, -1}))});
+    return testing::Op(g, "dense", {g.AddConstant("x", FloatValues({1, 2}, {1, 2})),
+                                    g.AddConstant("w", FloatValues({3, 2}, {1, 0, 0, 1, 1, 1})),
+                                    g.AddConstant("b", FloatValues({3}, {0.5f, 0, -1}))});
   });
   EXPECT_THAT(v, ElementsAre(1.5f, 2.0f, 2.0f));
 }
 
 TEST(OpComputeTest, MatmulUsesWeightAsKByN) {
   auto v = Fold([](Graph& g) {
-    return testing::Op(g, "matmul", {g.AddConstant("x", Values({1, 2}, {1, 2})),
-                                     g.AddConstant("w", Values({2, 2}, {1, 2, 3, 4}))});
+    return testing::Op(g, "matmul", {g.AddConstant("x", FloatValues({1, 2}, {1, 2})),
+                                     g.AddConstant("w", FloatValues({2, 2}, {1, 2, 3, 4}))});
   });
   EXPECT_THAT(v, ElementsAre(7, 10));
 }
 
 TEST(OpComputeTest, SoftmaxNormalisesTheLastAxis) {
   auto v = Fold([](Graph& g) {
-    return testing::Op(g, "softmax", {g.AddConstant("x", Values({1, 3}, {1, 2, 3}))},
+    return testing::Op(g, "softmax", {g.AddConstant("x", FloatValues({1, 3}, {1, 2, 3}))},
                        AxisAttrs{-1});
   });
   const double s = std::exp(1.0) + std::exp(2.0) + std::exp(3.0);
@@ -76,14 +71,14 @@ TEST(OpComputeTest, SoftmaxNormalisesTheLastAxis) {
 
 TEST(OpComputeTest, TransposeAndReshapeMoveElements) {
   auto t = Fold([](Graph& g) {
-    return testing::Op(g, "transpose", {g.AddConstant("x", Values({2, 3}, {0, 1, 2, 3, 4, 5}))},
+    return testing::Op(g, "transpose", {g.AddConstant("x", FloatValues({2, 3}, {0, 1, 2, 3, 4, 5}))},
                        TransposeAttrs{{1, 0}});
   });
   EXPECT_THAT(t, ElementsAre(0, 3, 1, 4, 2, 5));
   TensorType type;
   auto r = Fold(
       [](Graph& g) {
-        return testing::Op(g, "reshape", {g.AddConstant("x", Values({2, 3}, {0, 1, 2, 3, 4, 5}))},
+        return testing::Op(g, "reshape", {g.AddConstant("x", FloatValues({2, 3}, {0, 1, 2, 3, 4, 5}))},
                            ReshapeAttrs{{3, -1}});
       },
       &type);
@@ -97,7 +92,7 @@ TEST(OpComputeTest, Conv2DWithPaddingZeroesTheBorder) {
   auto v = Fold([](Graph& g) {
     Conv2DAttrs a;
     a.padding = {1, 1, 1, 1};
-    return testing::Op(g, "conv2d", {g.AddConstant("x", Values({1, 1, 2, 2}, {1, 2, 3, 4})),
+    return testing::Op(g, "conv2d", {g.AddConstant("x", FloatValues({1, 1, 2, 2}, {1, 2, 3, 4})),
                                      g.AddConstant("w", testing::FloatConstant({1, 1, 3, 3}, 1))},
                        a);
   });
@@ -106,12 +101,12 @@ TEST(OpComputeTest, Conv2DWithPaddingZeroesTheBorder) {
 
 TEST(OpComputeTest, SumAndMaxReduceAxes) {
   auto s = Fold([](Graph& g) {
-    return testing::Op(g, "sum", {g.AddConstant("x", Values({2, 3}, {1, 2, 3, 4, 5, 6}))},
+    return testing::Op(g, "sum", {g.AddConstant("x", FloatValues({2, 3}, {1, 2, 3, 4, 5, 6}))},
                        ReduceAttrs{{1}, false});
   });
   EXPECT_THAT(s, ElementsAre(6, 15));
   auto m = Fold([](Graph& g) {
-    return testing::Op(g, "max", {g.AddConstant("x", Values({2, 3}, {1, 9, 3, 4, 5, 6}))},
+    return testing::Op(g, "max", {g.AddConstant("x", FloatValues({2, 3}, {1, 9, 3, 4, 5, 6}))},
                        ReduceAttrs{{0}, true});
   });
   EXPECT_THAT(m, ElementsAre(4, 9, 6));
@@ -123,11 +118,11 @@ TEST(OpComputeTest, BatchNormMatchesItsFormula) {
     BatchNormAttrs a;
     a.epsilon = 0;
     return testing::Op(g, "batch_norm",
-                       {g.AddConstant("x", Values({1, 1, 2}, {1, 5})),
-                        g.AddConstant("gamma", Values({1}, {3})),
-                        g.AddConstant("beta", Values({1}, {0.5f})),
-                        g.AddConstant("mean", Values({1}, {1})),
-                        g.AddConstant("var", Values({1}, {4}))},
+                       {g.AddConstant("x", FloatValues({1, 1, 2}, {1, 5})),
+                        g.AddConstant("gamma", FloatValues({1}, {3})),
+                        g.AddConstant("beta", FloatValues({1}, {0.5f})),
+                        g.AddConstant("mean", FloatValues({1}, {1})),
+                        g.AddConstant("var", FloatValues({1}, {4}))},
                        a);
   });
   EXPECT_THAT(v, ElementsAre(0.5f, 6.5f));
@@ -136,7 +131,7 @@ TEST(OpComputeTest, BatchNormMatchesItsFormula) {
 TEST(OpComputeTest, UnaryOpsMatchLibm) {
   const std::vector<float> x{-1.5f, 0.0f, 2.0f};
   auto run = [&](const std::string& op) {
-    return Fold([&](Graph& g) { return testing::Op(g, op, {g.AddConstant("x", Values({3}, x))}); });
+    return Fold([&](Graph& g) { return testing::Op(g, op, {g.AddConstant("x", FloatValues({3}, x))}); });
   };
   EXPECT_THAT(run("relu"), ElementsAre(0, 0, 2));
   std::vector<float> sig, th, ex;
