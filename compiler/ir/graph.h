@@ -76,9 +76,11 @@ class Graph {
   const std::vector<Node*>& outputs() const { return outputs_; }
   // The names outputs were declared with: they outlive rewrites of the nodes.
   const std::vector<std::string>& output_names() const { return output_names_; }
-  void AddOutput(Node* node) {
+  void AddOutput(Node* node) { AddOutput(node, node->name); }
+  // An output known by `name` (an importer's value name, not the node's).
+  void AddOutput(Node* node, std::string name) {
     outputs_.push_back(node);
-    output_names_.push_back(node->name);
+    output_names_.push_back(std::move(name));
   }
   void SetOutput(size_t i, Node* node) { outputs_[i] = node; }
 

@@ -1,0 +1,503 @@
+// The ONNX importer.
+//
+// 1. Parse the bytes (protobuf, with a size limit), refuse external data, run
+//    onnx::checker and shape inference (their exceptions are caught here and
+//    become InvalidArgument: nothing thrown leaves this file).
+// 2. Initializers become constants; the remaining graph inputs become inputs,
+//    symbolic dims fixed from the options.
+// 3. Nodes are converted in order through a table of converters, one per ONNX
+//    op type; each converter adds Kiln op nodes, typed at once so that later
+//    converters can read shapes (Flatten, Gemm's bias, auto_pad).
+#include "compiler/frontend/onnx_importer.h"
+
+#include <algorithm>
+#include <climits>
+#include <functional>
+#include <set>
+#include <unordered_map>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "compiler/ir/op_def.h"
+#include "compiler/ir/verifier.h"
+#include "compiler/ops/op_registry.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "onnx/checker.h"
+#include "onnx/onnx_pb.h"
+#include "onnx/shape_inference/implementation.h"
+
+namespace kiln {
+namespace {
+
+constexpr int64_t kMaxModelBytes = int64_t{2} << 30;
+
+absl::StatusOr<DType> ConvertElemType(int32_t elem, const std::string& what) {
+  switch (elem) {
+    case onnx::TensorProto::FLOAT:
+      return DType::kFloat32;
+    case onnx::TensorProto::INT64:
+      return DType::kInt64;
+    default:
+      return absl::UnimplementedError(absl::StrCat(
+          what, ": element type ", onnx::TensorProto::DataType_Name(elem),
+          " is not supported (FLOAT and INT64 are)"));
+  }
+}
+
+absl::StatusOr<std::shared_ptr<ConstantData>> ConvertTensor(const onnx::TensorProto& t) {
+  const std::string what = absl::StrCat("tensor '", t.name(), "'");
+  if (t.data_location() == onnx::TensorProto::EXTERNAL || t.external_data_size() > 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " keeps its data in an external file; Kiln accepts only "
+                           "self-contained models"));
+  }
+  auto data = std::make_shared<ConstantData>();
+  KILN_ASSIGN_OR_RETURN(data->type.dtype, ConvertElemType(t.data_type(), what));
+  data->type.shape.assign(t.dims().begin(), t.dims().end());
+  absl::StatusOr<int64_t> n = CheckedNumElements(data->type.shape);
+  if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat(what, ": ", n.status().message()));
+  const int64_t bytes = *n * DTypeSize(data->type.dtype);
+  if (t.has_raw_data()) {
+    data->bytes = t.raw_data();
+  } else if (data->type.dtype == DType::kFloat32) {
+    data->bytes.assign(reinterpret_cast<const char*>(t.float_data().data()),
+                       t.float_data_size() * sizeof(float));
+  } else {
+    data->bytes.assign(reinterpret_cast<const char*>(t.int64_data().data()),
+                       t.int64_data_size() * sizeof(int64_t));
+  }
+  if (static_cast<int64_t>(data->bytes.size()) != bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " of shape ",
+                                                   ShapeToString(data->type.shape), " needs ",
+                                                   bytes, " bytes of data, has ",
+                                                   data->bytes.size()));
+  }
+  return data;
+}
+
+class Converter;
+using ConvertFn = std::function<absl::Status(Converter&, const onnx::NodeProto&)>;
+const std::map<std::string, ConvertFn>& ConverterTable();
+
+class Converter {
+ public:
+  Converter(const OpRegistry& ops, int64_t opset) : ops_(ops), opset_(opset) {}
+
+  Graph& graph() { return graph_; }
+  int64_t opset() const { return opset_; }
+
+  absl::Status Define(const std::string& name, Node* node) {
+    if (name.empty()) return absl::OkStatus();
+    values_[name] = node;
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<Node*> Value(const onnx::NodeProto& n, int i) {
+    if (i >= n.input_size() || n.input(i).empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("node '", n.name(), "' (", n.op_type(), ") lacks input ", i));
+    }
+    auto it = values_.find(n.input(i));
+    if (it == values_.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' reads '", n.input(i),
+                                                     "', which nothing defines"));
+    }
+    return it->second;
+  }
+  bool HasInput(const onnx::NodeProto& n, int i) const {
+    return i < n.input_size() && !n.input(i).empty();
+  }
+
+  // A constant operand's int64 values (Reshape's shape, ReduceSum's axes).
+  absl::StatusOr<std::vector<int64_t>> ConstantInts(const onnx::NodeProto& n, int i) {
+    KILN_ASSIGN_OR_RETURN(Node* v, Value(n, i));
+    if (!v->is_constant() || v->type.dtype != DType::kInt64) {
+      return absl::UnimplementedError(absl::StrCat(
+          "node '", n.name(), "' (", n.op_type(), "): input ", i,
+          " must be a constant int64 tensor (computed shapes are not supported yet)"));
+    }
+    const int64_t* p = v->value->data<int64_t>();
+    return std::vector<int64_t>(p, p + v->type.NumElements());
+  }
+
+  Node* Constant(const std::string& name, TensorType type, const void* bytes) {
+    auto data = std::make_shared<ConstantData>();
+    data->type = std::move(type);
+    data->bytes.assign(static_cast<const char*>(bytes), data->type.ByteSize());
+    return graph_.AddConstant(name, std::move(data));
+  }
+  Node* ScalarFloat(const std::string& name, float v) {
+    return Constant(name, TensorType{DType::kFloat32, {}}, &v);
+  }
+
+  // Adds a typed Kiln op node.
+  absl::StatusOr<Node*> Add(const onnx::NodeProto& n, const std::string& op,
+                            std::vector<Node*> inputs, Attrs attrs = NoAttrs{},
+                            const std::string& suffix = "") {
+    const OpDef* def = ops_.Find(op);
+    KILN_CHECK(def != nullptr);
+    std::vector<TensorType> types;
+    for (const Node* in : inputs) types.push_back(in->type);
+    absl::StatusOr<TensorType> type = def->infer_type(types, attrs);
+    if (!type.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
+                                                     "): ", type.status().message()));
+    }
+    Node* node = graph_.AddOp(n.name() + suffix, def, std::move(inputs), std::move(attrs));
+    node->type = *type;
+    node->type_known = true;
+    return node;
+  }
+
+  absl::Status ConvertNode(const onnx::NodeProto& n) {
+    if (!n.domain().empty() && n.domain() != "ai.onnx") {
+      return absl::UnimplementedError(absl::StrCat("node '", n.name(), "': operator domain '",
+                                                   n.domain(), "' is not supported"));
+    }
+    const auto& table = ConverterTable();
+    auto it = table.find(n.op_type());
+    if (it == table.end()) {
+      return absl::UnimplementedError(absl::StrCat("unsupported ONNX operator ", n.op_type(),
+                                                   " (node '", n.name(), "', opset ", opset_,
+                                                   ")"));
+    }
+    return it->second(*this, n);
+  }
+
+ private:
+  const OpRegistry& ops_;
+  int64_t opset_;
+  Graph graph_;
+  std::unordered_map<std::string, Node*> values_;
+};
+
+const onnx::AttributeProto* FindAttr(const onnx::NodeProto& n, const std::string& name) {
+  for (const auto& a : n.attribute()) {
+    if (a.name() == name) return &a;
+  }
+  return nullptr;
+}
+int64_t IntAttr(const onnx::NodeProto& n, const std::string& name, int64_t fallback) {
+  const onnx::AttributeProto* a = FindAttr(n, name);
+  return a ? a->i() : fallback;
+}
+float FloatAttr(const onnx::NodeProto& n, const std::string& name, float fallback) {
+  const onnx::AttributeProto* a = FindAttr(n, name);
+  return a ? a->f() : fallback;
+}
+std::vector<int64_t> IntsAttr(const onnx::NodeProto& n, const std::string& name,
+                              std::vector<int64_t> fallback) {
+  const onnx::AttributeProto* a = FindAttr(n, name);
+  return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : fallback;
+}
+
+// One-to-one ops: every input passed on, no attributes.
+ConvertFn Simple(const std::string& kiln_op) {
+  return [kiln_op](Converter& c, const onnx::NodeProto& n) -> absl::Status {
+    std::vector<Node*> inputs;
+    for (int i = 0; i < n.input_size(); ++i) {
+      KILN_ASSIGN_OR_RETURN(Node* v, c.Value(n, i));
+      inputs.push_back(v);
+    }
+    KILN_ASSIGN_OR_RETURN(Node* out, c.Add(n, kiln_op, inputs));
+    return c.Define(n.output(0), out);
+  };
+}
+
+absl::Status ConvertIdentity(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  return c.Define(n.output(0), x);  // Dropout in inference, Identity
+}
+
+absl::Status ConvertGemm(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* a, c.Value(n, 0));
+  KILN_ASSIGN_OR_RETURN(Node* b, c.Value(n, 1));
+  const float alpha = FloatAttr(n, "alpha", 1), beta = FloatAttr(n, "beta", 1);
+  if (IntAttr(n, "transA", 0)) {
+    KILN_ASSIGN_OR_RETURN(a, c.Add(n, "transpose", {a}, TransposeAttrs{{1, 0}}, "/transA"));
+  }
+  const bool trans_b = IntAttr(n, "transB", 0) != 0;
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, trans_b ? "dense" : "matmul", {a, b}, NoAttrs{},
+                                       c.HasInput(n, 2) ? "/matmul" : ""));
+  if (alpha != 1) {
+    KILN_ASSIGN_OR_RETURN(y, c.Add(n, "mul", {y, c.ScalarFloat(n.name() + "/alpha", alpha)},
+                                   NoAttrs{}, "/alpha_mul"));
+  }
+  if (c.HasInput(n, 2)) {
+    KILN_ASSIGN_OR_RETURN(Node* bias, c.Value(n, 2));
+    if (beta != 1) {
+      KILN_ASSIGN_OR_RETURN(bias, c.Add(n, "mul", {bias, c.ScalarFloat(n.name() + "/beta", beta)},
+                                        NoAttrs{}, "/beta_mul"));
+    }
+    KILN_ASSIGN_OR_RETURN(y, c.Add(n, "add", {y, bias}));
+  }
+  return c.Define(n.output(0), y);
+}
+
+absl::Status ConvertMatMul(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* a, c.Value(n, 0));
+  KILN_ASSIGN_OR_RETURN(Node* b, c.Value(n, 1));
+  if (b->type.rank() != 2) {
+    return absl::UnimplementedError(absl::StrCat("node '", n.name(),
+                                                 "' (MatMul): only a 2-D right operand is "
+                                                 "supported, got ", b->type.ToString()));
+  }
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "matmul", {a, b}));
+  return c.Define(n.output(0), y);
+}
+
+absl::Status ConvertSoftmax(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  const int64_t rank = x->type.rank();
+  int64_t axis = IntAttr(n, "axis", c.opset() >= 13 ? -1 : 1);
+  if (axis < 0) axis += rank;
+  if (c.opset() < 13 && axis != rank - 1) {
+    // Before opset 13 Softmax flattens to 2-D around `axis`; that equals a
+    // last-axis softmax only when axis is the last one.
+    return absl::UnimplementedError(absl::StrCat("node '", n.name(),
+                                                 "' (Softmax, opset ", c.opset(),
+                                                 "): axis ", axis, " is not the last"));
+  }
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "softmax", {x}, AxisAttrs{axis}));
+  return c.Define(n.output(0), y);
+}
+
+absl::Status ConvertReshape(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape, c.ConstantInts(n, 1));
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "reshape", {x}, ReshapeAttrs{shape}));
+  return c.Define(n.output(0), y);
+}
+
+absl::Status ConvertFlatten(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  int64_t axis = IntAttr(n, "axis", 1);
+  if (axis < 0) axis += x->type.rank();
+  int64_t outer = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= x->type.shape[d];
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "reshape", {x}, ReshapeAttrs{{outer, -1}}));
+  return c.Define(n.output(0), y);
+}
+
+absl::Status ConvertTranspose(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "transpose", {x}, TransposeAttrs{IntsAttr(n, "perm", {})}));
+  return c.Define(n.output(0), y);
+}
+
+absl::Status ConvertConv(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  KILN_ASSIGN_OR_RETURN(Node* w, c.Value(n, 1));
+  if (x->type.rank() != 4) {
+    return absl::UnimplementedError(absl::StrCat("node '", n.name(),
+                                                 "' (Conv): only 2-D convolution is supported"));
+  }
+  Conv2DAttrs a;
+  a.strides = IntsAttr(n, "strides", {1, 1});
+  a.dilation = IntsAttr(n, "dilations", {1, 1});
+  a.groups = IntAttr(n, "group", 1);
+  a.padding = IntsAttr(n, "pads", {0, 0, 0, 0});
+  const onnx::AttributeProto* auto_pad = FindAttr(n, "auto_pad");
+  if (auto_pad && auto_pad->s() != "NOTSET" && auto_pad->s() != "VALID") {
+    // SAME_UPPER / SAME_LOWER: output = ceil(input / stride); extra padding at
+    // the end (UPPER) or the start (LOWER).
+    const bool upper = auto_pad->s() == "SAME_UPPER";
+    for (int d = 0; d < 2; ++d) {
+      const int64_t in = x->type.shape[2 + d], k = w->type.shape[2 + d];
+      const int64_t out = (in + a.strides[d] - 1) / a.strides[d];
+      const int64_t total =
+          std::max<int64_t>(0, (out - 1) * a.strides[d] + a.dilation[d] * (k - 1) + 1 - in);
+      a.padding[d] = upper ? total / 2 : total - total / 2;
+      a.padding[d + 2] = total - a.padding[d];
+    }
+  } else if (auto_pad && auto_pad->s() == "VALID") {
+    a.padding = {0, 0, 0, 0};
+  }
+  std::vector<Node*> inputs{x, w};
+  if (c.HasInput(n, 2)) {
+    KILN_ASSIGN_OR_RETURN(Node* b, c.Value(n, 2));
+    inputs.push_back(b);
+  }
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "conv2d", inputs, a));
+  return c.Define(n.output(0), y);
+}
+
+absl::Status ConvertBatchNorm(Converter& c, const onnx::NodeProto& n) {
+  std::vector<Node*> inputs;
+  for (int i = 0; i < 5; ++i) {
+    KILN_ASSIGN_OR_RETURN(Node* v, c.Value(n, i));
+    inputs.push_back(v);
+  }
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "batch_norm", inputs,
+                                       BatchNormAttrs{1, FloatAttr(n, "epsilon", 1e-5f)}));
+  return c.Define(n.output(0), y);
+}
+
+ConvertFn Reduce(const std::string& kiln_op) {
+  return [kiln_op](Converter& c, const onnx::NodeProto& n) -> absl::Status {
+    KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+    std::vector<int64_t> axes = IntsAttr(n, "axes", {});
+    if (c.HasInput(n, 1)) {
+      KILN_ASSIGN_OR_RETURN(axes, c.ConstantInts(n, 1));
+    }
+    if (axes.empty() && IntAttr(n, "noop_with_empty_axes", 0)) return c.Define(n.output(0), x);
+    KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, kiln_op, {x},
+                                         ReduceAttrs{axes, IntAttr(n, "keepdims", 1) != 0}));
+    return c.Define(n.output(0), y);
+  };
+}
+
+// mean over H and W, kept: sum then scale.
+absl::Status ConvertGlobalAveragePool(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  if (x->type.rank() != 4) {
+    return absl::UnimplementedError(absl::StrCat("node '", n.name(),
+                                                 "' (GlobalAveragePool): only NCHW is supported"));
+  }
+  KILN_ASSIGN_OR_RETURN(Node* s, c.Add(n, "sum", {x}, ReduceAttrs{{2, 3}, true}, "/sum"));
+  const float scale = 1.0f / static_cast<float>(x->type.shape[2] * x->type.shape[3]);
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "mul", {s, c.ScalarFloat(n.name() + "/scale", scale)}));
+  return c.Define(n.output(0), y);
+}
+
+absl::Status ConvertConstant(Converter& c, const onnx::NodeProto& n) {
+  const onnx::AttributeProto* value = FindAttr(n, "value");
+  if (value == nullptr || !value->has_t()) {
+    return absl::UnimplementedError(
+        absl::StrCat("node '", n.name(), "' (Constant): only the `value` tensor form is supported"));
+  }
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<ConstantData> data, ConvertTensor(value->t()));
+  return c.Define(n.output(0), c.graph().AddConstant(n.output(0), std::move(data)));
+}
+
+const std::map<std::string, ConvertFn>& ConverterTable() {
+  static const auto* table = new std::map<std::string, ConvertFn>{
+      {"Add", Simple("add")},
+      {"Sub", Simple("sub")},
+      {"Mul", Simple("mul")},
+      {"Div", Simple("div")},
+      {"Relu", Simple("relu")},
+      {"Sigmoid", Simple("sigmoid")},
+      {"Tanh", Simple("tanh")},
+      {"Exp", Simple("exp")},
+      {"Log", Simple("log")},
+      {"Sqrt", Simple("sqrt")},
+      {"Neg", Simple("neg")},
+      {"Identity", ConvertIdentity},
+      {"Dropout", ConvertIdentity},
+      {"Gemm", ConvertGemm},
+      {"MatMul", ConvertMatMul},
+      {"Softmax", ConvertSoftmax},
+      {"Reshape", ConvertReshape},
+      {"Flatten", ConvertFlatten},
+      {"Transpose", ConvertTranspose},
+      {"Conv", ConvertConv},
+      {"BatchNormalization", ConvertBatchNorm},
+      {"ReduceSum", Reduce("sum")},
+      {"ReduceMax", Reduce("max")},
+      {"GlobalAveragePool", ConvertGlobalAveragePool},
+      {"Constant", ConvertConstant},
+  };
+  return *table;
+}
+
+absl::Status CheckAndInfer(onnx::ModelProto& model) {
+  try {
+    onnx::checker::check_model(model);
+    onnx::shape_inference::InferShapes(model);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid ONNX model: ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<std::string> SupportedOnnxOps() {
+  std::vector<std::string> names;
+  for (const auto& [name, fn] : ConverterTable()) names.push_back(name);
+  return names;
+}
+
+absl::StatusOr<Graph> ImportOnnxModel(absl::string_view bytes, const OpRegistry& ops,
+                                      const OnnxImportOptions& options) {
+  if (static_cast<int64_t>(bytes.size()) > kMaxModelBytes) {
+    return absl::InvalidArgumentError("ONNX model is larger than 2 GiB");
+  }
+  onnx::ModelProto model;
+  google::protobuf::io::CodedInputStream stream(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                                static_cast<int>(bytes.size()));
+  stream.SetTotalBytesLimit(static_cast<int>(std::min<int64_t>(kMaxModelBytes, INT32_MAX)));
+  if (!model.ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage()) {
+    return absl::InvalidArgumentError("the bytes are not an ONNX ModelProto");
+  }
+  if (!model.has_graph()) return absl::InvalidArgumentError("the ONNX model has no graph");
+  for (const onnx::TensorProto& t : model.graph().initializer()) {
+    if (t.data_location() == onnx::TensorProto::EXTERNAL || t.external_data_size() > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "initializer '", t.name(),
+          "' keeps its data in an external file; Kiln accepts only self-contained models"));
+    }
+  }
+  int64_t opset = 0;
+  for (const auto& o : model.opset_import()) {
+    if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
+  }
+  if (opset < 7 || opset > 17) {
+    return absl::UnimplementedError(absl::StrCat("ONNX opset ", opset,
+                                                 " is not supported (7 to 17 are)"));
+  }
+  KILN_RETURN_IF_ERROR(CheckAndInfer(model));
+
+  const onnx::GraphProto& g = model.graph();
+  Converter c(ops, opset);
+  c.graph().name = g.name();
+  std::set<std::string> initializers;
+  for (const onnx::TensorProto& t : g.initializer()) {
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<ConstantData> data, ConvertTensor(t));
+    KILN_RETURN_IF_ERROR(c.Define(t.name(), c.graph().AddConstant(t.name(), std::move(data))));
+    initializers.insert(t.name());
+  }
+  for (const onnx::ValueInfoProto& in : g.input()) {
+    if (initializers.count(in.name())) continue;
+    const std::string what = absl::StrCat("input '", in.name(), "'");
+    if (!in.type().has_tensor_type()) {
+      return absl::UnimplementedError(absl::StrCat(what, " is not a tensor"));
+    }
+    const auto& tt = in.type().tensor_type();
+    TensorType type;
+    KILN_ASSIGN_OR_RETURN(type.dtype, ConvertElemType(tt.elem_type(), what));
+    auto fixed = options.input_shapes.find(in.name());
+    if (fixed != options.input_shapes.end()) {
+      if (static_cast<int>(fixed->second.size()) != tt.shape().dim_size()) {
+        return absl::InvalidArgumentError(absl::StrCat(what, " has rank ", tt.shape().dim_size(),
+                                                       "; --input-shape gives ",
+                                                       ShapeToString(fixed->second)));
+      }
+      type.shape = fixed->second;
+    } else {
+      for (const auto& d : tt.shape().dim()) {
+        type.shape.push_back(d.has_dim_value() ? d.dim_value() : options.default_symbolic_dim);
+      }
+    }
+    absl::StatusOr<int64_t> n = CheckedNumElements(type.shape);
+    if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat(what, ": ", n.status().message()));
+    KILN_RETURN_IF_ERROR(c.Define(in.name(), c.graph().AddInput(in.name(), std::move(type))));
+  }
+  for (const onnx::NodeProto& n : g.node()) KILN_RETURN_IF_ERROR(c.ConvertNode(n));
+  for (const onnx::ValueInfoProto& out : g.output()) {
+    onnx::NodeProto probe;
+    probe.set_name("graph output");
+    probe.add_input(out.name());
+    KILN_ASSIGN_OR_RETURN(Node* v, c.Value(probe, 0));
+    c.graph().AddOutput(v, out.name());
+  }
+  // Outputs keep the names the model declares, whatever node produced them.
+  Graph result = std::move(c.graph());
+  KILN_RETURN_IF_ERROR(VerifyGraph(result));
+  return result;
+}
+
+}  // namespace kiln

@@ -1,0 +1,117 @@
+// ONNX models written by onnx's own Python helpers, imported, compiled, run
+// through the JIT and compared with NumPy (data/make_onnx_fixtures.py).
+#include "compiler/frontend/onnx_importer.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "compiler/ops/op_registry.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/model_manager.h"
+#include "tests/test_util/npy_fixture.h"
+
+namespace kiln {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Data(const std::string& name) {
+  std::ifstream in("tests/compiler/frontend/data/" + name, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<float> RunCase(const std::string& name, int opt_level) {
+  auto graph = ImportOnnxModel(Data(name + ".onnx"), OpRegistry::Default(), {});
+  EXPECT_TRUE(graph.ok()) << graph.status();
+  if (!graph.ok()) return {};
+  auto manager = runtime::ModelManager::Create({});
+  EXPECT_TRUE(manager.ok());
+  CompileOptions options;
+  options.opt_level = opt_level;
+  auto compiled = (*manager)->Compile(name, *std::move(graph), options);
+  EXPECT_TRUE(compiled.ok()) << compiled.status();
+  if (!compiled.ok()) return {};
+  auto x = testing::ReadNpyFloat32("tests/compiler/frontend/data/" + name + "_x.npy");
+  EXPECT_TRUE(x.ok());
+  auto model = (*manager)->Find(name);
+  auto input = runtime::Tensor::FromBytes({DType::kFloat32, x->shape}, x->bytes());
+  EXPECT_TRUE(input.ok()) << input.status();
+  auto result = model->Run({&*input});
+  EXPECT_TRUE(result.ok()) << result.status();
+  const runtime::Tensor& out = result->outputs[0];
+  const float* p = static_cast<const float*>(out.data());
+  return std::vector<float>(p, p + out.type().NumElements());
+}
+
+void ExpectMatchesNumPy(const std::string& name, const std::vector<float>& got) {
+  auto want = testing::ReadNpyFloat32("tests/compiler/frontend/data/" + name + "_y.npy");
+  ASSERT_TRUE(want.ok());
+  ASSERT_EQ(got.size(), want->values.size());
+  float max_ref = 1;
+  for (float v : want->values) max_ref = std::max(max_ref, std::fabs(v));
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_NEAR(got[i], want->values[i], 1e-4 * max_ref) << name << " at " << i;
+  }
+}
+
+TEST(OnnxImporterTest, SmallCnnMatchesNumPyAtEveryOptLevel) {
+  for (int level : {0, 2, 3}) {
+    SCOPED_TRACE(level);
+    ExpectMatchesNumPy("small_cnn", RunCase("small_cnn", level));
+  }
+}
+
+TEST(OnnxImporterTest, MatMulReshapeTransposeReduceMatchNumPy) {
+  ExpectMatchesNumPy("matmul_mix", RunCase("matmul_mix", 2));
+}
+
+TEST(OnnxImporterTest, OutputsKeepTheirOnnxNames) {
+  auto graph = ImportOnnxModel(Data("small_cnn.onnx"), OpRegistry::Default(), {});
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_THAT(graph->output_names(), ::testing::ElementsAre("probs"));
+}
+
+TEST(OnnxImporterTest, SymbolicBatchTakesTheGivenShape) {
+  OnnxImportOptions options;
+  options.input_shapes["x"] = {3, 3, 12, 12};
+  auto graph = ImportOnnxModel(Data("small_cnn.onnx"), OpRegistry::Default(), options);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_EQ(graph->inputs()[0]->type.shape, (std::vector<int64_t>{3, 3, 12, 12}));
+  EXPECT_EQ(graph->outputs()[0]->type.shape, (std::vector<int64_t>{3, 5}));
+  OnnxImportOptions bad;
+  bad.input_shapes["x"] = {3, 12, 12};
+  EXPECT_EQ(ImportOnnxModel(Data("small_cnn.onnx"), OpRegistry::Default(), bad).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(OnnxImporterTest, UnsupportedOperatorIsUnimplementedNamingOpNodeAndOpset) {
+  auto graph = ImportOnnxModel(Data("unsupported_op.onnx"), OpRegistry::Default(), {});
+  EXPECT_EQ(graph.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(graph.status().message()), HasSubstr("Hardmax"));
+  EXPECT_THAT(std::string(graph.status().message()), HasSubstr("the_hardmax"));
+  EXPECT_THAT(std::string(graph.status().message()), HasSubstr("opset 13"));
+}
+
+TEST(OnnxImporterTest, ExternalDataIsRefusedWithInvalidArgument) {
+  auto graph = ImportOnnxModel(Data("external_data.onnx"), OpRegistry::Default(), {});
+  EXPECT_EQ(graph.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(graph.status().message()), HasSubstr("external"));
+}
+
+TEST(OnnxImporterTest, GarbageBytesAreInvalidArgument) {
+  EXPECT_EQ(ImportOnnxModel("\x08\x07garbage\xff\xff\xff", OpRegistry::Default(), {})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  std::string truncated = Data("small_cnn.onnx");
+  truncated.resize(truncated.size() / 2);
+  EXPECT_EQ(ImportOnnxModel(truncated, OpRegistry::Default(), {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace kiln
