@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "client/cli_args.h"
 #include "client/kiln_client.h"
 #include "client/model_file.h"
@@ -22,7 +23,8 @@ namespace {
 
 constexpr char kUsage[] = R"(usage: kiln COMMAND [--server HOST:PORT] ...
   compile FILE [--name NAME] [--opt-level N] [--disable PASS]... [--require PASS]...
-               [--max-fuse-depth N] [--print-ir-after PASS|all]... [--json]
+               [--max-fuse-depth N] [--print-ir-after PASS|all]...
+               [--input-shape INPUT=1x3x224x224]... [--json]
   infer NAME --input INPUT=FILE.npy ... [--output-dir DIR] [--profile] [--json]
   stats cache [--json]
   stats timing [NAME] [--json]
@@ -70,7 +72,13 @@ int Compile(KilnClient& client, const CliArgs& args) {
     if (!graph.ok()) return Fail(graph.status());
     *request.mutable_graph() = *std::move(graph);
   }
-  request.set_model_name(args.Get("name"));
+  std::string name = args.Get("name");
+  if (name.empty() && absl::EndsWith(path, ".onnx")) {
+    // ONNX graphs are often unnamed: default to the file's stem.
+    name = path.substr(path.find_last_of('/') + 1);
+    name = name.substr(0, name.size() - 5);
+  }
+  request.set_model_name(name);
   kiln::v1::CompileOptions* options = request.mutable_options();
   if (!args.Get("opt-level").empty()) {
     int level;
@@ -87,6 +95,17 @@ int Compile(KilnClient& client, const CliArgs& args) {
   for (const std::string& p : args.GetAll("disable")) options->add_disabled_passes(p);
   for (const std::string& p : args.GetAll("require")) options->add_required_passes(p);
   for (const std::string& p : args.GetAll("print-ir-after")) options->add_print_ir_after(p);
+  for (const std::string& spec : args.GetAll("input-shape")) {
+    // NAME=1x3x224x224
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos) return Usage("--input-shape wants NAME=D1xD2x...");
+    kiln::v1::IntList& dims = (*options->mutable_input_shapes())[spec.substr(0, eq)];
+    for (absl::string_view d : absl::StrSplit(spec.substr(eq + 1), 'x')) {
+      int64_t v;
+      if (!absl::SimpleAtoi(d, &v)) return Usage("--input-shape wants NAME=D1xD2x...");
+      dims.add_values(v);
+    }
+  }
   // Progress goes to stderr when it is a terminal and the compile takes more
   // than a moment; scripts and pipes see only the report.
   const bool tty = ::isatty(STDERR_FILENO);
@@ -132,7 +151,9 @@ int Infer(KilnClient& client, const CliArgs& args) {
   }
   if (!args.Has("json")) {
     std::cout << FormatInferResult(*result);
-    for (const std::string& f : files) std::cout << "wrote " << f << "\n";
+    for (const std::string& f : files) {
+      if (!f.empty()) std::cout << "wrote " << f << "\n";
+    }
     return 0;
   }
   std::vector<std::string> outs;
@@ -246,7 +267,7 @@ int Main(int argc, char** argv) {
   auto args = ParseCliArgs(
       words,
       {"server", "name", "opt-level", "disable", "require", "max-fuse-depth", "print-ir-after",
-       "input", "output-dir", "output", "number", "repeat", "warmup", "min-repeat-ms"},
+       "input", "output-dir", "output", "input-shape", "number", "repeat", "warmup", "min-repeat-ms"},
       {"json", "profile", "help"});
   if (!args.ok()) return Usage(std::string(args.status().message()));
   if (args->Has("help") || args->positional.empty()) return Usage("");

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "compiler/codegen/codegen.h"
 #include "compiler/frontend/kiln_graph_importer.h"
+#include "compiler/frontend/onnx_importer.h"
 #include "compiler/ops/op_registry.h"
 #include "runtime/kernel_call.h"
 #include "runtime/thread_pool.h"
@@ -38,14 +39,13 @@ CompileOptions ToCompileOptions(const kiln::v1::CompileOptions& in) {
 absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
     const kiln::v1::CompileModelRequest& request, const runtime::CompileEventSink& events,
     absl::Time deadline) {
-  if (request.model_case() == kiln::v1::CompileModelRequest::kOnnxModel) {
-    return absl::UnimplementedError("ONNX import is not available yet");
-  }
-  if (request.model_case() != kiln::v1::CompileModelRequest::kGraph) {
+  const bool onnx = request.model_case() == kiln::v1::CompileModelRequest::kOnnxModel;
+  if (!onnx && request.model_case() != kiln::v1::CompileModelRequest::kGraph) {
     return absl::InvalidArgumentError("the request carries no model");
   }
-  const std::string name =
-      request.model_name().empty() ? request.graph().name() : request.model_name();
+  const std::string name = !request.model_name().empty() ? request.model_name()
+                           : onnx                        ? ""
+                                                         : request.graph().name();
   if (name.empty()) {
     return absl::InvalidArgumentError("no model name: set model_name or the graph's name");
   }
@@ -54,7 +54,16 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
     return absl::InvalidArgumentError(
         absl::StrCat("opt_level ", request.options().opt_level(), " is outside 0..3"));
   }
-  absl::StatusOr<Graph> graph = ImportKilnGraph(request.graph(), OpRegistry::Default());
+  absl::StatusOr<Graph> graph;
+  if (onnx) {
+    OnnxImportOptions import_options;
+    for (const auto& [input, dims] : request.options().input_shapes()) {
+      import_options.input_shapes[input].assign(dims.values().begin(), dims.values().end());
+    }
+    graph = ImportOnnxModel(request.onnx_model(), OpRegistry::Default(), import_options);
+  } else {
+    graph = ImportKilnGraph(request.graph(), OpRegistry::Default());
+  }
   if (!graph.ok()) return graph.status();
   absl::StatusOr<runtime::CompileResult> result =
       models_->Compile(name, *std::move(graph), ToCompileOptions(request.options()), events, deadline);

@@ -219,8 +219,18 @@ absl::Status ConvertGemm(Converter& c, const onnx::NodeProto& n) {
     KILN_ASSIGN_OR_RETURN(a, c.Add(n, "transpose", {a}, TransposeAttrs{{1, 0}}, "/transA"));
   }
   const bool trans_b = IntAttr(n, "transB", 0) != 0;
-  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, trans_b ? "dense" : "matmul", {a, b}, NoAttrs{},
-                                       c.HasInput(n, 2) ? "/matmul" : ""));
+  const char* op = trans_b ? "dense" : "matmul";
+  if (c.HasInput(n, 2) && alpha == 1 && beta == 1) {
+    KILN_ASSIGN_OR_RETURN(Node* bias, c.Value(n, 2));
+    const int64_t cols = trans_b ? b->type.shape[0] : b->type.shape[1];
+    if (bias->type.shape == std::vector<int64_t>{cols}) {
+      // The common case: a per-column bias the linear op takes itself.
+      KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, op, {a, b, bias}));
+      return c.Define(n.output(0), y);
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(Node* y,
+                        c.Add(n, op, {a, b}, NoAttrs{}, c.HasInput(n, 2) ? "/matmul" : ""));
   if (alpha != 1) {
     KILN_ASSIGN_OR_RETURN(y, c.Add(n, "mul", {y, c.ScalarFloat(n.name() + "/alpha", alpha)},
                                    NoAttrs{}, "/alpha_mul"));

@@ -426,14 +426,14 @@ TEST_F(EndToEndTest, GraphWithoutAnyNameIsInvalidArgument) {
   ExpectServerStillLive();
 }
 
-TEST_F(EndToEndTest, OnnxModelIsUnimplementedForNow) {
+TEST_F(EndToEndTest, GarbageOnnxBytesAreInvalidArgument) {
   kiln::v1::CompileModelRequest request;
   request.set_model_name("onnx");
   request.set_onnx_model("not really onnx");
   kiln::v1::CompileModelResponse response;
   grpc::ClientContext ctx;
   EXPECT_EQ(compiler_->CompileModel(&ctx, request, &response).error_code(),
-            grpc::StatusCode::UNIMPLEMENTED);
+            grpc::StatusCode::INVALID_ARGUMENT);
   ExpectServerStillLive();
 }
 
