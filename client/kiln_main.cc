@@ -16,6 +16,7 @@
 #include "client/kiln_client.h"
 #include "client/model_file.h"
 #include "client/npy.h"
+#include "client/onnx_conformance.h"
 #include "client/report_format.h"
 
 namespace kiln::client {
@@ -31,6 +32,7 @@ constexpr char kUsage[] = R"(usage: kiln COMMAND [--server HOST:PORT] ...
   models [--json]
   unload NAME
   info [--json]
+  onnx-test CASE_DIR...      ONNX backend test cases; ends "N passed, N failed, N unsupported"
   kernels [--json]
   call-kernel KEY --input FILE.npy ... [--output FILE.npy] [--json]
   bench-kernel KEY [--number N] [--repeat R] [--min-repeat-ms MS] [--warmup W]
@@ -278,6 +280,22 @@ int Main(int argc, char** argv) {
   if (command == "infer") return Infer(**client, *args);
   if (command == "models") return Print((*client)->ListModels(), *args, FormatModels);
   if (command == "info") return Print((*client)->GetServerInfo(), *args, FormatServerInfo);
+  if (command == "onnx-test") {
+    if (args->positional.size() < 2) return Usage("onnx-test takes case directories");
+    int passed = 0, failed = 0, unsupported = 0;
+    for (size_t i = 1; i < args->positional.size(); ++i) {
+      OnnxCaseResult r = RunOnnxCase(**client, args->positional[i]);
+      std::cout << OutcomeName(r.outcome) << " " << args->positional[i];
+      if (!r.detail.empty()) std::cout << "  (" << r.detail << ")";
+      std::cout << "\n";
+      (r.outcome == OnnxCaseResult::Outcome::kPass       ? passed
+       : r.outcome == OnnxCaseResult::Outcome::kFail     ? failed
+                                                         : unsupported)++;
+    }
+    std::cout << passed << " passed, " << failed << " failed, " << unsupported
+              << " unsupported\n";
+    return failed > 0 ? 1 : 0;
+  }
   if (command == "kernels") return Print((*client)->ListKernels(), *args, FormatKernels);
   if (command == "call-kernel") return CallKernelCommand(**client, *args);
   if (command == "bench-kernel") return BenchKernelCommand(**client, *args);

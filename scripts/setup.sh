@@ -8,7 +8,7 @@ packages=(
   llvm-16-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgtest-dev libgmock-dev
-  libonnx-dev
+  libonnx-dev python3-onnx python3-numpy
   zlib1g-dev libzstd-dev libtinfo-dev libxml2-dev libedit-dev libffi-dev
 )
 

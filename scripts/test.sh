@@ -10,14 +10,21 @@ bazel test //... 2>&1 | grep -vE 'linux-sandbox|^[0-9.]+: src/main/tools'
 status=${PIPESTATUS[0]}
 
 # Count test cases from the JUnit XML every cc_test writes.
-counts=$(find -L bazel-testlogs/ -name test.xml 2>/dev/null | xargs -r cat | \
-  /usr/bin/python3 -c '
+counts=$(find -L bazel-testlogs/ -name test.xml 2>/dev/null | /usr/bin/python3 -c '
 import re, sys
-text = sys.stdin.read()
-tests = sum(int(n) for n in re.findall(r"<testsuites[^>]*\btests=\"(\d+)\"", text))
-failures = sum(int(n) for n in re.findall(r"<testsuites[^>]*\bfailures=\"(\d+)\"", text))
-errors = sum(int(n) for n in re.findall(r"<testsuites[^>]*\berrors=\"(\d+)\"", text))
-print(tests - failures - errors, failures + errors)
+passed = failed = 0
+for path in sys.stdin.read().split():
+    text = open(path, errors="replace").read()
+    # GoogleTest writes totals on <testsuites>; Bazel writes the XML of other
+    # tests (sh_test) has them only on <testsuite>.
+    top = re.search(r"<testsuites[^>]*\btests=\"(\d+)\"[^>]*>", text)
+    scope = [top.group(0)] if top else re.findall(r"<testsuite\b[^>]*>", text)
+    for tag in scope:
+        t = int((re.search(r"\btests=\"(\d+)\"", tag) or [0, 0])[1])
+        f = sum(int(m) for m in re.findall(r"\b(?:failures|errors)=\"(\d+)\"", tag))
+        passed += t - f
+        failed += f
+print(passed, failed)
 ')
 passed=${counts% *}
 failed=${counts#* }

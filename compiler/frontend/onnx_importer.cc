@@ -163,7 +163,17 @@ class Converter {
                                                    " (node '", n.name(), "', opset ", opset_,
                                                    ")"));
     }
-    return it->second(*this, n);
+    KILN_RETURN_IF_ERROR(it->second(*this, n));
+    // Secondary outputs (Dropout's mask, training-mode BatchNormalization's
+    // statistics) are not produced: refuse a model that names one.
+    for (const std::string& out : n.output()) {
+      if (!out.empty() && !values_.count(out)) {
+        return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
+                                                     ", opset ", opset_, "): output '", out,
+                                                     "' is not supported"));
+      }
+    }
+    return absl::OkStatus();
   }
 
  private:

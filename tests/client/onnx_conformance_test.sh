@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# ONNX's own backend node tests, generated here by Debian's python3-onnx, run
+# through a kiln-server by `kiln onnx-test`: every case whose operators Kiln
+# supports must pass (the runner exits non-zero on any FAIL).
+set -euo pipefail
+server=server/kiln-server
+kiln=client/kiln
+work="${TEST_TMPDIR:-$(mktemp -d)}"
+cases="$work/onnx_cases"
+
+# onnx 1.12's generator still uses NumPy aliases that NumPy 1.24 removed.
+/usr/bin/python3 - "$cases" <<'PY' >/dev/null
+import sys
+import numpy
+for alias, target in (("float", float), ("int", int), ("bool", bool), ("object", object)):
+    if not hasattr(numpy, alias):
+        setattr(numpy, alias, target)
+from onnx.backend.test.cmd_tools import main
+sys.argv = ["onnx", "generate-data", "-o", sys.argv[1]]
+main()
+PY
+
+log="$work/server.log"
+"$server" --port=0 --threads=1 --cache-dir=none >"$log" 2>&1 &
+pid=$!
+trap 'kill $pid 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do
+  grep -q listening "$log" && break
+  sleep 0.1
+done
+port=$(sed -n 's/.*listening on .*:\([0-9]*\)$/\1/p' "$log" | head -1)
+"$kiln" onnx-test "$cases"/node/test_* --server "localhost:$port" | tee "$work/results.txt" | grep -E '^(FAIL|[0-9]+ passed)'
