@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <functional>
 #include <set>
 #include <unordered_map>
@@ -268,22 +269,6 @@ absl::Status ConvertMatMul(Converter& c, const onnx::NodeProto& n) {
   return c.Define(n.output(0), y);
 }
 
-absl::Status ConvertSoftmax(Converter& c, const onnx::NodeProto& n) {
-  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
-  const int64_t rank = x->type.rank();
-  int64_t axis = IntAttr(n, "axis", c.opset() >= 13 ? -1 : 1);
-  if (axis < 0) axis += rank;
-  if (c.opset() < 13 && axis != rank - 1) {
-    // Before opset 13 Softmax flattens to 2-D around `axis`; that equals a
-    // last-axis softmax only when axis is the last one.
-    return absl::UnimplementedError(absl::StrCat("node '", n.name(),
-                                                 "' (Softmax, opset ", c.opset(),
-                                                 "): axis ", axis, " is not the last"));
-  }
-  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "softmax", {x}, AxisAttrs{axis}));
-  return c.Define(n.output(0), y);
-}
-
 absl::Status ConvertReshape(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape, c.ConstantInts(n, 1));
@@ -392,6 +377,184 @@ absl::Status ConvertConstant(Converter& c, const onnx::NodeProto& n) {
   return c.Define(n.output(0), c.graph().AddConstant(n.output(0), std::move(data)));
 }
 
+// Variadic elementwise ops folded pairwise (Sum, Min, Max).
+ConvertFn Fold(const std::string& kiln_op) {
+  return [kiln_op](Converter& c, const onnx::NodeProto& n) -> absl::Status {
+    KILN_ASSIGN_OR_RETURN(Node* acc, c.Value(n, 0));
+    for (int i = 1; i < n.input_size(); ++i) {
+      KILN_ASSIGN_OR_RETURN(Node* v, c.Value(n, i));
+      KILN_ASSIGN_OR_RETURN(acc, c.Add(n, kiln_op, {acc, v}, NoAttrs{},
+                                       i + 1 < n.input_size() ? absl::StrCat("/", i) : ""));
+    }
+    return c.Define(n.output(0), acc);
+  };
+}
+
+ConvertFn Activation(const std::string& kiln_op, const char* alpha, float alpha_default,
+                     const char* beta, float beta_default) {
+  return [=](Converter& c, const onnx::NodeProto& n) -> absl::Status {
+    KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+    ActivationAttrs a{FloatAttr(n, alpha, alpha_default), FloatAttr(n, beta, beta_default)};
+    KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, kiln_op, {x}, a));
+    return c.Define(n.output(0), y);
+  };
+}
+
+absl::Status ConvertClip(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  ActivationAttrs a{FloatAttr(n, "min", -INFINITY), FloatAttr(n, "max", INFINITY)};
+  for (int i : {1, 2}) {  // opset 11+: min and max are (constant) inputs
+    if (!c.HasInput(n, i)) continue;
+    KILN_ASSIGN_OR_RETURN(Node* bound, c.Value(n, i));
+    if (!bound->is_constant() || bound->type.dtype != DType::kFloat32 ||
+        bound->type.NumElements() != 1) {
+      return absl::UnimplementedError(absl::StrCat("node '", n.name(),
+                                                   "' (Clip): bounds must be float constants"));
+    }
+    (i == 1 ? a.alpha : a.beta) = *bound->value->data<float>();
+  }
+  if (x->type.dtype != DType::kFloat32) {
+    return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (Clip): only float"));
+  }
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "clip", {x}, a));
+  return c.Define(n.output(0), y);
+}
+
+absl::Status ConvertCast(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  DType to;
+  switch (IntAttr(n, "to", 0)) {
+    case onnx::TensorProto::FLOAT: to = DType::kFloat32; break;
+    case onnx::TensorProto::INT64: to = DType::kInt64; break;
+    case onnx::TensorProto::BOOL: to = DType::kBool; break;
+    default:
+      return absl::UnimplementedError(absl::StrCat(
+          "node '", n.name(), "' (Cast): target type ",
+          onnx::TensorProto::DataType_Name(static_cast<int>(IntAttr(n, "to", 0)))));
+  }
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "cast", {x}, CastAttrs{to}));
+  return c.Define(n.output(0), y);
+}
+
+ConvertFn Softmaxish(const std::string& kiln_op) {
+  return [kiln_op](Converter& c, const onnx::NodeProto& n) -> absl::Status {
+    KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+    const int64_t rank = x->type.rank();
+    int64_t axis = IntAttr(n, "axis", c.opset() >= 13 ? -1 : 1);
+    if (axis < 0) axis += rank;
+    if (c.opset() < 13 && axis != rank - 1) {
+      // Before opset 13 these flatten to 2-D around `axis`; that equals a
+      // last-axis softmax only when axis is the last one.
+      return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
+                                                   ", opset ", c.opset(), "): axis ", axis,
+                                                   " is not the last"));
+    }
+    KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, kiln_op, {x}, AxisAttrs{axis}));
+    return c.Define(n.output(0), y);
+  };
+}
+
+// Squeeze / Unsqueeze become reshapes: shapes are static.
+absl::Status ConvertSqueeze(Converter& c, const onnx::NodeProto& n, bool unsqueeze) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  std::vector<int64_t> axes = IntsAttr(n, "axes", {});
+  if (c.HasInput(n, 1)) {
+    KILN_ASSIGN_OR_RETURN(axes, c.ConstantInts(n, 1));
+  }
+  std::vector<int64_t> shape = x->type.shape;
+  if (unsqueeze) {
+    const int64_t out_rank = x->type.rank() + static_cast<int64_t>(axes.size());
+    for (int64_t& a : axes) a = a < 0 ? a + out_rank : a;
+    std::sort(axes.begin(), axes.end());
+    for (int64_t a : axes) {
+      if (a < 0 || a > static_cast<int64_t>(shape.size())) {
+        return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "': bad axis ", a));
+      }
+      shape.insert(shape.begin() + a, 1);
+    }
+  } else {
+    std::vector<bool> drop(shape.size(), axes.empty());
+    for (int64_t a : axes) {
+      if (a < 0) a += x->type.rank();
+      if (a < 0 || a >= x->type.rank() || shape[a] != 1) {
+        return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "': cannot squeeze axis ", a));
+      }
+      drop[a] = true;
+    }
+    std::vector<int64_t> kept;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (!(drop[d] && shape[d] == 1)) kept.push_back(shape[d]);
+    }
+    shape = kept;
+  }
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "reshape", {x}, ReshapeAttrs{shape}));
+  return c.Define(n.output(0), y);
+}
+
+absl::Status ConvertConcat(Converter& c, const onnx::NodeProto& n) {
+  std::vector<Node*> inputs;
+  for (int i = 0; i < n.input_size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(Node* v, c.Value(n, i));
+    inputs.push_back(v);
+  }
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "concat", inputs, AxisAttrs{IntAttr(n, "axis", 0)}));
+  return c.Define(n.output(0), y);
+}
+
+ConvertFn Pool(const std::string& kiln_op) {
+  return [kiln_op](Converter& c, const onnx::NodeProto& n) -> absl::Status {
+    KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+    std::vector<int64_t> kernel = IntsAttr(n, "kernel_shape", {});
+    if (x->type.rank() != 4 || kernel.size() != 2) {
+      return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
+                                                   "): only 2-D pooling is supported"));
+    }
+    if (n.output_size() > 1 && !n.output(1).empty()) {
+      return absl::UnimplementedError(absl::StrCat("node '", n.name(),
+                                                   "' (MaxPool): the Indices output"));
+    }
+    Pool2DAttrs a;
+    a.kernel = kernel;
+    a.strides = IntsAttr(n, "strides", {1, 1});
+    a.padding = IntsAttr(n, "pads", {0, 0, 0, 0});
+    a.dilation = IntsAttr(n, "dilations", {1, 1});
+    a.ceil_mode = IntAttr(n, "ceil_mode", 0) != 0;
+    a.count_include_pad = IntAttr(n, "count_include_pad", 0) != 0;
+    const onnx::AttributeProto* auto_pad = FindAttr(n, "auto_pad");
+    if (auto_pad && (auto_pad->s() == "SAME_UPPER" || auto_pad->s() == "SAME_LOWER")) {
+      const bool upper = auto_pad->s() == "SAME_UPPER";
+      for (int d = 0; d < 2; ++d) {
+        const int64_t in = x->type.shape[2 + d];
+        const int64_t out = (in + a.strides[d] - 1) / a.strides[d];
+        const int64_t total = std::max<int64_t>(
+            0, (out - 1) * a.strides[d] + a.dilation[d] * (a.kernel[d] - 1) + 1 - in);
+        a.padding[d] = upper ? total / 2 : total - total / 2;
+        a.padding[d + 2] = total - a.padding[d];
+      }
+    } else if (auto_pad && auto_pad->s() == "VALID") {
+      a.padding = {0, 0, 0, 0};
+    }
+    KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, kiln_op, {x}, a));
+    return c.Define(n.output(0), y);
+  };
+}
+
+// Shapes are static, so Shape is a constant.
+absl::Status ConvertShape(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  int64_t rank = x->type.rank();
+  int64_t start = IntAttr(n, "start", 0), end = IntAttr(n, "end", rank);
+  if (start < 0) start += rank;
+  if (end < 0) end += rank;
+  start = std::clamp<int64_t>(start, 0, rank);
+  end = std::clamp<int64_t>(end, start, rank);
+  std::vector<int64_t> dims(x->type.shape.begin() + start, x->type.shape.begin() + end);
+  Node* shape = c.Constant(n.output(0),
+                           TensorType{DType::kInt64, {static_cast<int64_t>(dims.size())}},
+                           dims.data());
+  return c.Define(n.output(0), shape);
+}
+
 const std::map<std::string, ConvertFn>& ConverterTable() {
   static const auto* table = new std::map<std::string, ConvertFn>{
       {"Add", Simple("add")},
@@ -409,7 +572,7 @@ const std::map<std::string, ConvertFn>& ConverterTable() {
       {"Dropout", ConvertIdentity},
       {"Gemm", ConvertGemm},
       {"MatMul", ConvertMatMul},
-      {"Softmax", ConvertSoftmax},
+      {"Softmax", Softmaxish("softmax")},
       {"Reshape", ConvertReshape},
       {"Flatten", ConvertFlatten},
       {"Transpose", ConvertTranspose},
@@ -419,6 +582,40 @@ const std::map<std::string, ConvertFn>& ConverterTable() {
       {"ReduceMax", Reduce("max")},
       {"GlobalAveragePool", ConvertGlobalAveragePool},
       {"Constant", ConvertConstant},
+      {"Abs", Simple("abs")},
+      {"Reciprocal", Simple("reciprocal")},
+      {"Pow", [](Converter& c, const onnx::NodeProto& n) -> absl::Status {
+         KILN_ASSIGN_OR_RETURN(Node* base, c.Value(n, 0));
+         KILN_ASSIGN_OR_RETURN(Node* exponent, c.Value(n, 1));
+         if (base->type.dtype != exponent->type.dtype) {
+           return absl::UnimplementedError(absl::StrCat(
+               "node '", n.name(), "' (Pow, opset ", c.opset(), "): mixed element types"));
+         }
+         return Simple("pow")(c, n);
+       }},
+      {"Erf", Simple("erf")},
+      {"Floor", Simple("floor")},
+      {"Equal", Simple("equal")},
+      {"Less", Simple("less")},
+      {"Greater", Simple("greater")},
+      {"Where", Simple("where")},
+      {"HardSwish", Simple("hard_swish")},
+      {"Sum", Fold("add")},
+      {"Min", Fold("minimum")},
+      {"Max", Fold("maximum")},
+      {"LeakyRelu", Activation("leaky_relu", "alpha", 0.01f, "", 0)},
+      {"HardSigmoid", Activation("hard_sigmoid", "alpha", 0.2f, "beta", 0.5f)},
+      {"Clip", ConvertClip},
+      {"Cast", ConvertCast},
+      {"LogSoftmax", Softmaxish("log_softmax")},
+      {"ReduceMean", Reduce("mean")},
+      {"ReduceMin", Reduce("min")},
+      {"Squeeze", [](Converter& c, const onnx::NodeProto& n) { return ConvertSqueeze(c, n, false); }},
+      {"Unsqueeze", [](Converter& c, const onnx::NodeProto& n) { return ConvertSqueeze(c, n, true); }},
+      {"Concat", ConvertConcat},
+      {"MaxPool", Pool("max_pool2d")},
+      {"AveragePool", Pool("avg_pool2d")},
+      {"Shape", ConvertShape},
   };
   return *table;
 }

@@ -34,6 +34,16 @@ struct Printer {
   std::string operator()(const DropoutAttrs& a) const {
     return absl::StrCat("rate=", FloatBits(a.rate));
   }
+  std::string operator()(const ActivationAttrs& a) const {
+    return absl::StrCat("alpha=", FloatBits(a.alpha), ", beta=", FloatBits(a.beta));
+  }
+  std::string operator()(const CastAttrs& a) const { return absl::StrCat("to=", DTypeName(a.to)); }
+  std::string operator()(const Pool2DAttrs& a) const {
+    return absl::StrCat("kernel=", List(a.kernel), ", strides=", List(a.strides),
+                        ", padding=", List(a.padding), ", dilation=", List(a.dilation),
+                        ", ceil_mode=", a.ceil_mode ? 1 : 0,
+                        ", count_include_pad=", a.count_include_pad ? 1 : 0);
+  }
   // Exact and readable: the shortest decimal plus the bit pattern.
   static std::string FloatBits(float f) {
     uint32_t bits;

@@ -8,6 +8,8 @@
 #include <variant>
 #include <vector>
 
+#include "compiler/ir/dtype.h"
+
 namespace kiln {
 
 struct NoAttrs {
@@ -68,8 +70,38 @@ struct DropoutAttrs {
   bool operator==(const DropoutAttrs& o) const { return rate == o.rate; }
 };
 
+// Parameterised activations: leaky_relu (alpha), clip (alpha = min, beta = max),
+// hard_sigmoid (alpha * x + beta, clamped to [0, 1]).
+struct ActivationAttrs {
+  float alpha = 0;
+  float beta = 0;
+  bool operator==(const ActivationAttrs& o) const { return alpha == o.alpha && beta == o.beta; }
+};
+
+// cast: the element type to convert to.
+struct CastAttrs {
+  DType to = DType::kFloat32;
+  bool operator==(const CastAttrs& o) const { return to == o.to; }
+};
+
+// max_pool2d / avg_pool2d in NCHW.
+struct Pool2DAttrs {
+  std::vector<int64_t> kernel{1, 1};
+  std::vector<int64_t> strides{1, 1};
+  std::vector<int64_t> padding{0, 0, 0, 0};  // top, left, bottom, right
+  std::vector<int64_t> dilation{1, 1};
+  bool ceil_mode = false;
+  bool count_include_pad = false;  // avg_pool2d
+  bool operator==(const Pool2DAttrs& o) const {
+    return kernel == o.kernel && strides == o.strides && padding == o.padding &&
+           dilation == o.dilation && ceil_mode == o.ceil_mode &&
+           count_include_pad == o.count_include_pad;
+  }
+};
+
 using Attrs = std::variant<NoAttrs, AxisAttrs, ReshapeAttrs, TransposeAttrs, ReduceAttrs,
-                           Conv2DAttrs, BatchNormAttrs, DropoutAttrs>;
+                           Conv2DAttrs, BatchNormAttrs, DropoutAttrs, ActivationAttrs, CastAttrs,
+                           Pool2DAttrs>;
 
 // "axis=-1", "perm=[1,0]", "" for NoAttrs: the printed-IR form.
 std::string AttrsToString(const Attrs& attrs);

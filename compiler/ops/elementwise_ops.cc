@@ -1,4 +1,5 @@
 // Elementwise and broadcasting arithmetic: one table row per op.
+#include <cmath>
 #include <functional>
 
 #include "absl/status/status.h"
@@ -67,9 +68,142 @@ void RegisterUnary(OpRegistry& r, const char* name, const char* summary, bool fl
   r.Register(std::move(def));
 }
 
+void RegisterCompare(OpRegistry& r, const char* name, te::CompareOp op, const char* summary) {
+  OpDef def;
+  def.name = name;
+  def.pattern = OpPattern::kBroadcast;
+  def.min_inputs = def.max_inputs = 2;
+  def.summary = summary;
+  def.parse_attrs = ParseNoAttrs;
+  def.infer_type = [](const std::vector<TensorType>& in,
+                      const Attrs& attrs) -> absl::StatusOr<TensorType> {
+    KILN_ASSIGN_OR_RETURN(TensorType t, BroadcastRelation(in, attrs));
+    t.dtype = DType::kBool;
+    return t;
+  };
+  def.compute = [op](ComputeContext& ctx) {
+    return ctx.b().Compare(op, ctx.BroadcastInput(0), ctx.BroadcastInput(1));
+  };
+  r.Register(std::move(def));
+}
+
+// An elementwise op with ActivationAttrs read from two named float attributes.
+void RegisterActivation(OpRegistry& r, const char* name, const char* summary,
+                        const char* alpha_name, float alpha_default, const char* beta_name,
+                        float beta_default,
+                        std::function<Expr(ComputeContext&, Expr, const ActivationAttrs&)> f) {
+  OpDef def;
+  def.name = name;
+  def.pattern = OpPattern::kElemWise;
+  def.summary = summary;
+  std::string alpha_key = alpha_name, beta_key = beta_name;
+  def.parse_attrs = [=](const RawAttrs& raw) -> absl::StatusOr<Attrs> {
+    for (const auto& [key, value] : raw) {
+      if (key != alpha_key && key != beta_key) {
+        return absl::InvalidArgumentError(absl::StrCat("unknown attribute '", key, "'"));
+      }
+    }
+    ActivationAttrs a;
+    KILN_ASSIGN_OR_RETURN(a.alpha, GetFloatAttr(raw, alpha_key, alpha_default));
+    KILN_ASSIGN_OR_RETURN(a.beta, GetFloatAttr(raw, beta_key, beta_default));
+    return Attrs(a);
+  };
+  def.infer_type = SameFloatRelation;
+  def.compute = [f](ComputeContext& ctx) {
+    return f(ctx, ctx.Input(0, ctx.out()), ctx.attrs<ActivationAttrs>());
+  };
+  r.Register(std::move(def));
+}
+
+void RegisterWhereAndCast(OpRegistry& r) {
+  OpDef where;
+  where.name = "where";
+  where.pattern = OpPattern::kBroadcast;
+  where.min_inputs = where.max_inputs = 3;
+  where.summary = "cond ? a : b with NumPy broadcasting";
+  where.parse_attrs = ParseNoAttrs;
+  where.infer_type = [](const std::vector<TensorType>& in,
+                        const Attrs&) -> absl::StatusOr<TensorType> {
+    if (in[0].dtype != DType::kBool) {
+      return absl::InvalidArgumentError("where's condition must be bool");
+    }
+    if (in[1].dtype != in[2].dtype) return absl::InvalidArgumentError("where's branches differ");
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> s, BroadcastShapes(in[0].shape, in[1].shape));
+    KILN_ASSIGN_OR_RETURN(s, BroadcastShapes(s, in[2].shape));
+    return TensorType{in[1].dtype, s};
+  };
+  where.compute = [](ComputeContext& ctx) {
+    return ctx.b().Select(ctx.BroadcastInput(0), ctx.BroadcastInput(1), ctx.BroadcastInput(2));
+  };
+  r.Register(std::move(where));
+
+  OpDef cast;
+  cast.name = "cast";
+  cast.pattern = OpPattern::kElemWise;
+  cast.summary = "element type conversion (attribute `to`: float32, int64, bool)";
+  cast.parse_attrs = [](const RawAttrs& raw) -> absl::StatusOr<Attrs> {
+    KILN_RETURN_IF_ERROR(CheckKnownAttrs(raw, {"to"}));
+    auto it = raw.find("to");
+    const std::string* to = it == raw.end() ? nullptr : std::get_if<std::string>(&it->second);
+    if (to == nullptr) return absl::InvalidArgumentError("cast needs `to` (a dtype name)");
+    if (*to == "float32") return Attrs(CastAttrs{DType::kFloat32});
+    if (*to == "int64") return Attrs(CastAttrs{DType::kInt64});
+    if (*to == "bool") return Attrs(CastAttrs{DType::kBool});
+    return absl::InvalidArgumentError(absl::StrCat("cannot cast to '", *to, "'"));
+  };
+  cast.infer_type = [](const std::vector<TensorType>& in,
+                       const Attrs& attrs) -> absl::StatusOr<TensorType> {
+    return TensorType{std::get<CastAttrs>(attrs).to, in[0].shape};
+  };
+  cast.compute = [](ComputeContext& ctx) {
+    return ctx.b().Cast(ctx.out_scalar(), ctx.Input(0, ctx.out()));
+  };
+  r.Register(std::move(cast));
+}
+
 }  // namespace
 
 void RegisterElementwiseOps(OpRegistry& r) {
+  RegisterBinary(r, "pow", BinaryOp::kPow, "a ** b with NumPy broadcasting");
+  RegisterBinary(r, "minimum", BinaryOp::kMin, "min(a, b) with NumPy broadcasting");
+  RegisterBinary(r, "maximum", BinaryOp::kMax, "max(a, b) with NumPy broadcasting");
+  RegisterCompare(r, "equal", te::CompareOp::kEQ, "a == b (bool) with NumPy broadcasting");
+  RegisterCompare(r, "less", te::CompareOp::kLT, "a < b (bool) with NumPy broadcasting");
+  RegisterCompare(r, "greater", te::CompareOp::kGT, "a > b (bool) with NumPy broadcasting");
+  RegisterWhereAndCast(r);
+  RegisterUnary(r, "abs", "|x|", false,
+                [](ComputeContext& c, Expr x) { return c.b().Unary(UnaryOp::kAbs, x); });
+  RegisterUnary(r, "reciprocal", "1 / x", true,
+                [](ComputeContext& c, Expr x) { return c.b().Div(c.b().Float(1), x); });
+  RegisterUnary(r, "erf", "the error function", true,
+                [](ComputeContext& c, Expr x) { return c.b().Unary(UnaryOp::kErf, x); });
+  RegisterUnary(r, "floor", "round down", true,
+                [](ComputeContext& c, Expr x) { return c.b().Unary(UnaryOp::kFloor, x); });
+  RegisterUnary(r, "hard_swish", "x * clamp(x / 6 + 0.5, 0, 1)", true,
+                [](ComputeContext& c, Expr x) {
+                  te::ExprBuilder& b = c.b();
+                  Expr gate = b.Min(b.Max(b.Add(b.Mul(x, b.Float(1.0 / 6)), b.Float(0.5)),
+                                          b.Float(0)), b.Float(1));
+                  return b.Mul(x, gate);
+                });
+  RegisterActivation(r, "leaky_relu", "x if x >= 0 else alpha * x", "alpha", 0.01f, "", 0,
+                     [](ComputeContext& c, Expr x, const ActivationAttrs& a) {
+                       te::ExprBuilder& b = c.b();
+                       return b.Select(b.Compare(te::CompareOp::kGE, x, b.Float(0)), x,
+                                       b.Mul(x, b.Float(a.alpha)));
+                     });
+  RegisterActivation(r, "clip", "clamp(x, min, max)", "min", -INFINITY, "max", INFINITY,
+                     [](ComputeContext& c, Expr x, const ActivationAttrs& a) {
+                       te::ExprBuilder& b = c.b();
+                       return b.Min(b.Max(x, b.Float(a.alpha)), b.Float(a.beta));
+                     });
+  RegisterActivation(r, "hard_sigmoid", "clamp(alpha * x + beta, 0, 1)", "alpha", 0.2f, "beta",
+                     0.5f, [](ComputeContext& c, Expr x, const ActivationAttrs& a) {
+                       te::ExprBuilder& b = c.b();
+                       return b.Min(b.Max(b.Add(b.Mul(x, b.Float(a.alpha)), b.Float(a.beta)),
+                                          b.Float(0)),
+                                    b.Float(1));
+                     });
   RegisterBinary(r, "add", BinaryOp::kAdd, "a + b with NumPy broadcasting");
   RegisterBinary(r, "sub", BinaryOp::kSub, "a - b with NumPy broadcasting");
   RegisterBinary(r, "mul", BinaryOp::kMul, "a * b with NumPy broadcasting");

@@ -1,4 +1,6 @@
 // Neural-network ops: dense / matmul (with optional bias), softmax, conv2d.
+#include <cmath>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -70,9 +72,9 @@ void RegisterLinear(OpRegistry& r, const char* name, bool transposed, const char
   r.Register(std::move(def));
 }
 
-void RegisterSoftmax(OpRegistry& r) {
+void RegisterSoftmax(OpRegistry& r, bool log) {
   OpDef def;
-  def.name = "softmax";
+  def.name = log ? "log_softmax" : "softmax";
   // As in recent TVM: its elementwise consumers may fuse into it.
   def.pattern = OpPattern::kOutEWiseFusable;
   def.summary = "exp(x - max) / sum(exp(x - max)) along attribute `axis` (default -1)";
@@ -87,7 +89,7 @@ void RegisterSoftmax(OpRegistry& r) {
     KILN_RETURN_IF_ERROR(NormalizeAxis(std::get<AxisAttrs>(attrs).axis, in[0].rank()).status());
     return in[0];
   };
-  def.compute = [](ComputeContext& ctx) {
+  def.compute = [log](ComputeContext& ctx) {
     te::ExprBuilder& b = ctx.b();
     const int64_t rank = ctx.input_type(0).rank();
     int64_t axis = ctx.attrs<AxisAttrs>().axis;
@@ -103,6 +105,7 @@ void RegisterSoftmax(OpRegistry& r) {
     te::Var s = ctx.ReduceVar("s", extent);
     Expr sum = b.Reduce(ReduceOp::kSum, {s}, b.Unary(te::UnaryOp::kExp, b.Sub(along(s), max)));
     Expr x = ctx.Input(0, ctx.out());
+    if (log) return b.Sub(b.Sub(x, max), b.Unary(te::UnaryOp::kLog, sum));
     return b.Div(b.Unary(te::UnaryOp::kExp, b.Sub(x, max)), sum);
   };
   r.Register(std::move(def));
@@ -276,6 +279,107 @@ void RegisterDropout(OpRegistry& r) {
   r.Register(std::move(def));
 }
 
+absl::StatusOr<Attrs> ParsePool(const RawAttrs& raw) {
+  KILN_RETURN_IF_ERROR(CheckKnownAttrs(
+      raw, {"kernel", "strides", "padding", "dilation", "ceil_mode", "count_include_pad"}));
+  Pool2DAttrs a;
+  KILN_ASSIGN_OR_RETURN(a.kernel, GetIntsAttr(raw, "kernel", {}));
+  KILN_ASSIGN_OR_RETURN(a.strides, GetIntsAttr(raw, "strides", {1, 1}));
+  KILN_ASSIGN_OR_RETURN(a.padding, GetIntsAttr(raw, "padding", {0, 0, 0, 0}));
+  KILN_ASSIGN_OR_RETURN(a.dilation, GetIntsAttr(raw, "dilation", {1, 1}));
+  KILN_ASSIGN_OR_RETURN(int64_t ceil, GetIntAttr(raw, "ceil_mode", 0));
+  KILN_ASSIGN_OR_RETURN(int64_t include, GetIntAttr(raw, "count_include_pad", 0));
+  a.ceil_mode = ceil != 0;
+  a.count_include_pad = include != 0;
+  if (a.kernel.size() != 2 || a.strides.size() != 2 || a.dilation.size() != 2 ||
+      a.padding.size() != 4) {
+    return absl::InvalidArgumentError("pool2d wants kernel[2], strides[2], dilation[2], padding[4]");
+  }
+  for (int64_t v : a.kernel) {
+    if (v < 1) return absl::InvalidArgumentError("pool kernel must be >= 1");
+  }
+  for (int64_t v : a.strides) {
+    if (v < 1) return absl::InvalidArgumentError("pool strides must be >= 1");
+  }
+  for (int64_t v : a.dilation) {
+    if (v < 1) return absl::InvalidArgumentError("pool dilation must be >= 1");
+  }
+  for (int64_t v : a.padding) {
+    if (v < 0) return absl::InvalidArgumentError("pool padding must be >= 0");
+  }
+  return Attrs(a);
+}
+
+absl::StatusOr<TensorType> PoolRelation(const std::vector<TensorType>& in, const Attrs& attrs) {
+  KILN_RETURN_IF_ERROR(RequireDType(in, DType::kFloat32));
+  const Pool2DAttrs& a = std::get<Pool2DAttrs>(attrs);
+  if (in[0].rank() != 4) {
+    return absl::InvalidArgumentError(absl::StrCat("pool2d wants NCHW, got ", in[0].ToString()));
+  }
+  std::vector<int64_t> out = in[0].shape;
+  for (int d = 0; d < 2; ++d) {
+    const int64_t padded = in[0].shape[2 + d] + a.padding[d] + a.padding[d + 2];
+    const int64_t window = a.dilation[d] * (a.kernel[d] - 1) + 1;
+    if (padded < window) return absl::InvalidArgumentError("pool window exceeds padded input");
+    const int64_t span = padded - window;
+    out[2 + d] = (a.ceil_mode ? (span + a.strides[d] - 1) / a.strides[d] : span / a.strides[d]) + 1;
+    // A last window starting in the end padding is dropped (as ONNX and PyTorch do).
+    if (a.ceil_mode && (out[2 + d] - 1) * a.strides[d] >= in[0].shape[2 + d] + a.padding[d]) {
+      --out[2 + d];
+    }
+  }
+  return TensorType{DType::kFloat32, out};
+}
+
+void RegisterPool(OpRegistry& r, const char* name, bool average) {
+  OpDef def;
+  def.name = name;
+  def.pattern = OpPattern::kOutEWiseFusable;
+  def.summary = average ? "2-D average pooling, NCHW" : "2-D max pooling, NCHW";
+  def.parse_attrs = ParsePool;
+  def.infer_type = PoolRelation;
+  def.compute = [average](ComputeContext& ctx) {
+    te::ExprBuilder& b = ctx.b();
+    const Pool2DAttrs& a = ctx.attrs<Pool2DAttrs>();
+    const std::vector<int64_t>& xs = ctx.input_type(0).shape;
+    te::Var ky = ctx.ReduceVar("ky", a.kernel[0]);
+    te::Var kx = ctx.ReduceVar("kx", a.kernel[1]);
+    const std::vector<Expr>& o = ctx.out();
+    Expr y = b.Sub(b.Add(b.Mul(o[2], b.Int(a.strides[0])), b.Mul(b.Ref(ky), b.Int(a.dilation[0]))),
+                   b.Int(a.padding[0]));
+    Expr x = b.Sub(b.Add(b.Mul(o[3], b.Int(a.strides[1])), b.Mul(b.Ref(kx), b.Int(a.dilation[1]))),
+                   b.Int(a.padding[1]));
+    auto inside = [&](Expr v, int64_t n) {
+      return b.Binary(te::BinaryOp::kAnd, b.Compare(te::CompareOp::kGE, v, b.Int(0)),
+                      b.Compare(te::CompareOp::kLT, v, b.Int(n)));
+    };
+    auto clamp = [&](Expr v, int64_t n) { return b.Max(b.Int(0), b.Min(v, b.Int(n - 1))); };
+    Expr valid = b.Binary(te::BinaryOp::kAnd, inside(y, xs[2]), inside(x, xs[3]));
+    Expr value = ctx.Input(0, {o[0], o[1], clamp(y, xs[2]), clamp(x, xs[3])});
+    if (!average) {
+      return b.Reduce(te::ReduceOp::kMax, {ky, kx}, b.Select(valid, value, b.Float(-INFINITY)));
+    }
+    Expr sum = b.Reduce(te::ReduceOp::kSum, {ky, kx}, b.Select(valid, value, b.Float(0)));
+    if (a.count_include_pad) {
+      // Divide by the window clipped to the padded input (not beyond it, for ceil_mode).
+      auto span = [&](Expr start, int64_t n, int d) {
+        Expr lo = b.Max(start, b.Int(-a.padding[d]));
+        Expr hi = b.Min(b.Add(start, b.Int(a.dilation[d] * (a.kernel[d] - 1) + 1)),
+                        b.Int(n + a.padding[d + 2]));
+        return b.Div(b.Add(b.Sub(hi, lo), b.Int(a.dilation[d] - 1)), b.Int(a.dilation[d]));
+      };
+      Expr y0 = b.Sub(b.Mul(o[2], b.Int(a.strides[0])), b.Int(a.padding[0]));
+      Expr x0 = b.Sub(b.Mul(o[3], b.Int(a.strides[1])), b.Int(a.padding[1]));
+      Expr count = b.Mul(span(y0, xs[2], 0), span(x0, xs[3], 1));
+      return b.Div(sum, b.Cast(te::ScalarType::kF32, count));
+    }
+    Expr count = b.Reduce(te::ReduceOp::kSum, {ky, kx},
+                          b.Select(valid, b.Float(1), b.Float(0)));
+    return b.Div(sum, count);
+  };
+  r.Register(std::move(def));
+}
+
 }  // namespace
 
 void RegisterNnOps(OpRegistry& r) {
@@ -285,7 +389,10 @@ void RegisterNnOps(OpRegistry& r) {
                  "x (..., K) times weight (N, K) transposed, plus optional bias (N)");
   RegisterLinear(r, "matmul", /*transposed=*/false,
                  "x (..., K) times weight (K, N), plus optional bias (N)");
-  RegisterSoftmax(r);
+  RegisterSoftmax(r, /*log=*/false);
+  RegisterSoftmax(r, /*log=*/true);
+  RegisterPool(r, "max_pool2d", /*average=*/false);
+  RegisterPool(r, "avg_pool2d", /*average=*/true);
   RegisterConv2D(r);
 }
 

@@ -33,7 +33,8 @@ absl::StatusOr<std::vector<int64_t>> ReducedAxes(const ReduceAttrs& a, int64_t r
   return axes;
 }
 
-void RegisterReduce(OpRegistry& r, const char* name, te::ReduceOp op, const char* summary) {
+void RegisterReduce(OpRegistry& r, const char* name, te::ReduceOp op, const char* summary,
+                    bool mean = false) {
   OpDef def;
   def.name = name;
   def.pattern = OpPattern::kCommReduce;
@@ -62,7 +63,7 @@ void RegisterReduce(OpRegistry& r, const char* name, te::ReduceOp op, const char
     }
     return TensorType{in[0].dtype, shape};
   };
-  def.compute = [op](ComputeContext& ctx) {
+  def.compute = [op, mean](ComputeContext& ctx) {
     const ReduceAttrs& a = ctx.attrs<ReduceAttrs>();
     const std::vector<int64_t>& in_shape = ctx.input_type(0).shape;
     std::vector<int64_t> axes = *ReducedAxes(a, static_cast<int64_t>(in_shape.size()));
@@ -78,7 +79,11 @@ void RegisterReduce(OpRegistry& r, const char* name, te::ReduceOp op, const char
         idx.push_back(ctx.out()[out_dim++]);
       }
     }
-    return ctx.b().Reduce(op, vars, ctx.Input(0, idx));
+    Expr reduced = ctx.b().Reduce(op, vars, ctx.Input(0, idx));
+    if (!mean) return reduced;
+    int64_t count = 1;
+    for (const te::Var& v : vars) count *= v->extent;
+    return ctx.b().Div(reduced, ctx.b().Constant(reduced->type, static_cast<double>(count)));
   };
   r.Register(std::move(def));
 }
@@ -88,6 +93,9 @@ void RegisterReduce(OpRegistry& r, const char* name, te::ReduceOp op, const char
 void RegisterReduceOps(OpRegistry& r) {
   RegisterReduce(r, "sum", te::ReduceOp::kSum, "sum over `axes` (all by default)");
   RegisterReduce(r, "max", te::ReduceOp::kMax, "maximum over `axes` (all by default)");
+  RegisterReduce(r, "min", te::ReduceOp::kMin, "minimum over `axes` (all by default)");
+  RegisterReduce(r, "mean", te::ReduceOp::kSum, "mean over `axes` (all by default)",
+                 /*mean=*/true);
 }
 
 }  // namespace kiln

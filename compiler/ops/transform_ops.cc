@@ -111,9 +111,71 @@ Expr TransposeCompute(ComputeContext& ctx) {
   return ctx.Input(0, idx);
 }
 
+absl::StatusOr<TensorType> ConcatRelation(const std::vector<TensorType>& in,
+                                          const Attrs& attrs) {
+  KILN_ASSIGN_OR_RETURN(int64_t axis,
+                        NormalizeAxis(std::get<AxisAttrs>(attrs).axis, in[0].rank()));
+  TensorType out = in[0];
+  out.shape[axis] = 0;
+  for (const TensorType& t : in) {
+    if (t.dtype != in[0].dtype || t.rank() != in[0].rank()) {
+      return absl::InvalidArgumentError("concat inputs differ in dtype or rank");
+    }
+    for (int64_t d = 0; d < t.rank(); ++d) {
+      if (d != axis && t.shape[d] != in[0].shape[d]) {
+        return absl::InvalidArgumentError(absl::StrCat("concat inputs differ in dim ", d, ": ",
+                                                       in[0].ToString(), " vs ", t.ToString()));
+      }
+    }
+    out.shape[axis] += t.shape[axis];
+  }
+  return out;
+}
+
+// Each input read at (index - its offset) along the axis, chosen by range;
+// indices are clamped because every branch's load is evaluated.
+Expr ConcatCompute(ComputeContext& ctx) {
+  te::ExprBuilder& b = ctx.b();
+  int64_t axis = ctx.attrs<AxisAttrs>().axis;
+  if (axis < 0) axis += ctx.output_type().rank();
+  const Expr pos = ctx.out()[axis];
+  std::vector<int64_t> offsets{0};
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    offsets.push_back(offsets.back() + ctx.input_type(i).shape[axis]);
+  }
+  Expr result;
+  for (int i = ctx.num_inputs() - 1; i >= 0; --i) {
+    const int64_t len = ctx.input_type(i).shape[axis];
+    if (len == 0) continue;
+    std::vector<Expr> idx = ctx.out();
+    idx[axis] = b.Max(b.Int(0), b.Min(b.Sub(pos, b.Int(offsets[i])), b.Int(len - 1)));
+    Expr value = ctx.Input(i, idx);
+    result = result == nullptr
+                 ? value
+                 : b.Select(b.Compare(te::CompareOp::kLT, pos, b.Int(offsets[i + 1])), value,
+                            result);
+  }
+  return result ? result : b.Constant(ctx.out_scalar(), 0);  // every input empty
+}
+
 }  // namespace
 
 void RegisterTransformOps(OpRegistry& r) {
+  OpDef concat;
+  concat.name = "concat";
+  concat.pattern = OpPattern::kInjective;
+  concat.min_inputs = 1;
+  concat.max_inputs = 256;
+  concat.summary = "joins inputs along attribute `axis`";
+  concat.parse_attrs = [](const RawAttrs& raw) -> absl::StatusOr<Attrs> {
+    KILN_RETURN_IF_ERROR(CheckKnownAttrs(raw, {"axis"}));
+    KILN_ASSIGN_OR_RETURN(int64_t axis, GetIntAttr(raw, "axis", 0));
+    return Attrs(AxisAttrs{axis});
+  };
+  concat.infer_type = ConcatRelation;
+  concat.compute = ConcatCompute;
+  r.Register(std::move(concat));
+
   OpDef reshape;
   reshape.name = "reshape";
   reshape.pattern = OpPattern::kInjective;
