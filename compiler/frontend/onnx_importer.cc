@@ -24,6 +24,7 @@
 #include "compiler/ir/op_def.h"
 #include "compiler/ir/verifier.h"
 #include "compiler/ops/op_registry.h"
+#include "compiler/passes/fold_constant.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "onnx/checker.h"
 #include "onnx/onnx_pb.h"
@@ -111,9 +112,22 @@ class Converter {
     return i < n.input_size() && !n.input(i).empty();
   }
 
+  // `v` as a constant: itself, or — for a shape subgraph as PyTorch exports
+  // them (Shape -> Gather -> Unsqueeze -> Concat) — evaluated here.
+  absl::StatusOr<Node*> Folded(Node* v) {
+    if (v->is_constant() || v->is_input()) return v;
+    for (Node*& in : v->inputs) {
+      KILN_ASSIGN_OR_RETURN(in, Folded(in));
+    }
+    absl::StatusOr<std::shared_ptr<const ConstantData>> value = EvaluateConstantNode(*v);
+    if (!value.ok()) return v;
+    return graph_.AddConstant(v->name, *std::move(value));
+  }
+
   // A constant operand's int64 values (Reshape's shape, ReduceSum's axes).
   absl::StatusOr<std::vector<int64_t>> ConstantInts(const onnx::NodeProto& n, int i) {
     KILN_ASSIGN_OR_RETURN(Node* v, Value(n, i));
+    KILN_ASSIGN_OR_RETURN(v, Folded(v));
     if (!v->is_constant() || v->type.dtype != DType::kInt64) {
       return absl::UnimplementedError(absl::StrCat(
           "node '", n.name(), "' (", n.op_type(), "): input ", i,
@@ -260,10 +274,9 @@ absl::Status ConvertGemm(Converter& c, const onnx::NodeProto& n) {
 absl::Status ConvertMatMul(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* a, c.Value(n, 0));
   KILN_ASSIGN_OR_RETURN(Node* b, c.Value(n, 1));
-  if (b->type.rank() != 2) {
+  if (b->type.rank() < 2 || a->type.rank() < 2) {
     return absl::UnimplementedError(absl::StrCat("node '", n.name(),
-                                                 "' (MatMul): only a 2-D right operand is "
-                                                 "supported, got ", b->type.ToString()));
+                                                 "' (MatMul): 1-D operands are not supported"));
   }
   KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "matmul", {a, b}));
   return c.Define(n.output(0), y);
@@ -539,6 +552,209 @@ ConvertFn Pool(const std::string& kiln_op) {
   };
 }
 
+absl::Status ConvertGather(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* data, c.Value(n, 0));
+  KILN_ASSIGN_OR_RETURN(Node* indices, c.Value(n, 1));
+  if (indices->type.dtype != DType::kInt64) {
+    return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (Gather): int64 indices only"));
+  }
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "gather", {data, indices},
+                                       AxisAttrs{IntAttr(n, "axis", 0)}));
+  KILN_ASSIGN_OR_RETURN(y, c.Folded(y));
+  return c.Define(n.output(0), y);
+}
+
+// ONNX's (starts, ends, axes, steps), clamped as the spec says, as Kiln's
+// per-dim (start, step, size).
+absl::Status AddSlice(Converter& c, const onnx::NodeProto& n, Node* x,
+                      std::vector<int64_t> starts, std::vector<int64_t> ends,
+                      std::vector<int64_t> axes, std::vector<int64_t> steps,
+                      const std::string& output, const std::string& suffix) {
+  const int64_t rank = x->type.rank();
+  if (axes.empty()) {
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  }
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (Slice): lengths differ"));
+  }
+  SliceAttrs a;
+  a.starts.assign(rank, 0);
+  a.steps.assign(rank, 1);
+  a.sizes = x->type.shape;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    int64_t axis = axes[i] < 0 ? axes[i] + rank : axes[i];
+    if (axis < 0 || axis >= rank || steps[i] == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (Slice): bad axis or step"));
+    }
+    const int64_t dim = x->type.shape[axis];
+    int64_t start = starts[i] < 0 ? starts[i] + dim : starts[i];
+    int64_t end = ends[i] < 0 ? ends[i] + dim : ends[i];
+    int64_t size;
+    if (steps[i] > 0) {
+      start = std::clamp<int64_t>(start, 0, dim);
+      end = std::clamp<int64_t>(end, 0, dim);
+      size = end > start ? (end - start + steps[i] - 1) / steps[i] : 0;
+    } else {
+      start = std::clamp<int64_t>(start, 0, dim - 1);
+      end = std::clamp<int64_t>(end, -1, dim - 1);
+      size = start > end ? (start - end - steps[i] - 1) / -steps[i] : 0;
+    }
+    a.starts[axis] = size > 0 ? start : 0;
+    a.steps[axis] = steps[i];
+    a.sizes[axis] = size;
+  }
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "slice", {x}, a, suffix));
+  KILN_ASSIGN_OR_RETURN(y, c.Folded(y));
+  return c.Define(output, y);
+}
+
+absl::Status ConvertSlice(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (c.opset() < 10) {
+    starts = IntsAttr(n, "starts", {});
+    ends = IntsAttr(n, "ends", {});
+    axes = IntsAttr(n, "axes", {});
+  } else {
+    KILN_ASSIGN_OR_RETURN(starts, c.ConstantInts(n, 1));
+    KILN_ASSIGN_OR_RETURN(ends, c.ConstantInts(n, 2));
+    if (c.HasInput(n, 3)) {
+      KILN_ASSIGN_OR_RETURN(axes, c.ConstantInts(n, 3));
+    }
+    if (c.HasInput(n, 4)) {
+      KILN_ASSIGN_OR_RETURN(steps, c.ConstantInts(n, 4));
+    }
+  }
+  return AddSlice(c, n, x, starts, ends, axes, steps, n.output(0), "");
+}
+
+absl::Status ConvertSplit(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  int64_t axis = IntAttr(n, "axis", 0);
+  if (axis < 0) axis += x->type.rank();
+  if (axis < 0 || axis >= x->type.rank()) {
+    return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (Split): bad axis"));
+  }
+  std::vector<int64_t> sizes = IntsAttr(n, "split", {});
+  if (c.HasInput(n, 1)) {
+    KILN_ASSIGN_OR_RETURN(sizes, c.ConstantInts(n, 1));
+  }
+  const int64_t dim = x->type.shape[axis];
+  const int64_t parts = n.output_size();
+  if (sizes.empty()) {
+    const int64_t chunk = (dim + parts - 1) / parts;
+    for (int64_t p = 0, at = 0; p < parts; ++p, at += chunk) {
+      sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - at)));
+    }
+  }
+  if (static_cast<int64_t>(sizes.size()) != parts) {
+    return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (Split): ",
+                                                   sizes.size(), " sizes for ", parts, " outputs"));
+  }
+  int64_t at = 0;
+  for (int64_t p = 0; p < parts; ++p) {
+    KILN_RETURN_IF_ERROR(AddSlice(c, n, x, {at}, {at + sizes[p]}, {axis}, {1}, n.output(p),
+                                  absl::StrCat("/", p)));
+    at += sizes[p];
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ConvertExpand(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape, c.ConstantInts(n, 1));
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "expand", {x}, ReshapeAttrs{shape}));
+  return c.Define(n.output(0), y);
+}
+
+absl::Status ConvertPad(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  const onnx::AttributeProto* mode = FindAttr(n, "mode");
+  if (mode && mode->s() != "constant") {
+    return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (Pad): mode '",
+                                                 mode->s(), "'"));
+  }
+  PadAttrs a;
+  a.pads = IntsAttr(n, "pads", {});
+  a.value = FloatAttr(n, "value", 0);
+  if (c.opset() >= 11) {
+    KILN_ASSIGN_OR_RETURN(a.pads, c.ConstantInts(n, 1));
+    if (c.HasInput(n, 2)) {
+      KILN_ASSIGN_OR_RETURN(Node* v, c.Value(n, 2));
+      if (!v->is_constant() || v->type.NumElements() != 1) {
+        return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (Pad): constant value"));
+      }
+      a.value = v->type.dtype == DType::kFloat32 ? *v->value->data<float>()
+                                                 : static_cast<float>(*v->value->data<int64_t>());
+    }
+    if (c.HasInput(n, 3)) {
+      return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (Pad): axes input"));
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "pad", {x}, a));
+  return c.Define(n.output(0), y);
+}
+
+absl::Status ConvertConstantOfShape(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape, c.ConstantInts(n, 0));
+  TensorType type{DType::kFloat32, shape};
+  std::string fill(4, '\0');
+  const onnx::AttributeProto* value = FindAttr(n, "value");
+  if (value && value->has_t()) {
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<ConstantData> v, ConvertTensor(value->t()));
+    type.dtype = v->type.dtype;
+    fill = v->bytes.substr(0, DTypeSize(type.dtype));
+  } else if (type.dtype == DType::kFloat32) {
+    fill.assign(4, '\0');
+  }
+  absl::StatusOr<int64_t> count = CheckedNumElements(shape);
+  if (!count.ok() || *count > (int64_t{1} << 26)) {
+    return absl::InvalidArgumentError(absl::StrCat("node '", n.name(),
+                                                   "' (ConstantOfShape): shape too large"));
+  }
+  std::string bytes;
+  for (int64_t i = 0; i < *count; ++i) bytes += fill;
+  return c.Define(n.output(0), c.Constant(n.output(0), type, bytes.data()));
+}
+
+// LayerNormalization (opset 17) written out: (x - mean) / sqrt(var + eps) * scale + bias
+// over the trailing axes; FuseOps then makes it one kernel.
+absl::Status ConvertLayerNorm(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  KILN_ASSIGN_OR_RETURN(Node* scale, c.Value(n, 1));
+  if (n.output_size() > 1) {
+    for (int i = 1; i < n.output_size(); ++i) {
+      if (!n.output(i).empty()) {
+        return absl::UnimplementedError(absl::StrCat("node '", n.name(),
+                                                     "' (LayerNormalization): Mean/InvStdDev outputs"));
+      }
+    }
+  }
+  const int64_t rank = x->type.rank();
+  int64_t axis = IntAttr(n, "axis", -1);
+  if (axis < 0) axis += rank;
+  std::vector<int64_t> axes;
+  for (int64_t d = axis; d < rank; ++d) axes.push_back(d);
+  const float eps = FloatAttr(n, "epsilon", 1e-5f);
+  KILN_ASSIGN_OR_RETURN(Node* mean, c.Add(n, "mean", {x}, ReduceAttrs{axes, true}, "/mean"));
+  KILN_ASSIGN_OR_RETURN(Node* centered, c.Add(n, "sub", {x, mean}, NoAttrs{}, "/centered"));
+  KILN_ASSIGN_OR_RETURN(Node* sq, c.Add(n, "mul", {centered, centered}, NoAttrs{}, "/square"));
+  KILN_ASSIGN_OR_RETURN(Node* var, c.Add(n, "mean", {sq}, ReduceAttrs{axes, true}, "/var"));
+  KILN_ASSIGN_OR_RETURN(Node* shifted, c.Add(n, "add", {var, c.ScalarFloat(n.name() + "/eps", eps)},
+                                              NoAttrs{}, "/var_eps"));
+  KILN_ASSIGN_OR_RETURN(Node* std_dev, c.Add(n, "sqrt", {shifted}, NoAttrs{}, "/std"));
+  KILN_ASSIGN_OR_RETURN(Node* normed, c.Add(n, "div", {centered, std_dev}, NoAttrs{}, "/normed"));
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "mul", {normed, scale}, NoAttrs{},
+                                       c.HasInput(n, 2) ? "/scaled" : ""));
+  if (c.HasInput(n, 2)) {
+    KILN_ASSIGN_OR_RETURN(Node* bias, c.Value(n, 2));
+    KILN_ASSIGN_OR_RETURN(y, c.Add(n, "add", {y, bias}));
+  }
+  return c.Define(n.output(0), y);
+}
+
 // Shapes are static, so Shape is a constant.
 absl::Status ConvertShape(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
@@ -616,6 +832,13 @@ const std::map<std::string, ConvertFn>& ConverterTable() {
       {"MaxPool", Pool("max_pool2d")},
       {"AveragePool", Pool("avg_pool2d")},
       {"Shape", ConvertShape},
+      {"Gather", ConvertGather},
+      {"Slice", ConvertSlice},
+      {"Split", ConvertSplit},
+      {"Expand", ConvertExpand},
+      {"Pad", ConvertPad},
+      {"ConstantOfShape", ConvertConstantOfShape},
+      {"LayerNormalization", ConvertLayerNorm},
   };
   return *table;
 }

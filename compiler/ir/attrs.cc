@@ -44,6 +44,13 @@ struct Printer {
                         ", ceil_mode=", a.ceil_mode ? 1 : 0,
                         ", count_include_pad=", a.count_include_pad ? 1 : 0);
   }
+  std::string operator()(const SliceAttrs& a) const {
+    return absl::StrCat("starts=", List(a.starts), ", steps=", List(a.steps), ", sizes=",
+                        List(a.sizes));
+  }
+  std::string operator()(const PadAttrs& a) const {
+    return absl::StrCat("pads=", List(a.pads), ", value=", FloatBits(a.value));
+  }
   // Exact and readable: the shortest decimal plus the bit pattern.
   static std::string FloatBits(float f) {
     uint32_t bits;

@@ -99,9 +99,27 @@ struct Pool2DAttrs {
   }
 };
 
+// slice: one start and step per input dim (already clamped and normalised);
+// the output shape says how many elements each dim keeps.
+struct SliceAttrs {
+  std::vector<int64_t> starts;
+  std::vector<int64_t> steps;
+  std::vector<int64_t> sizes;
+  bool operator==(const SliceAttrs& o) const {
+    return starts == o.starts && steps == o.steps && sizes == o.sizes;
+  }
+};
+
+// pad (constant mode): `pads` = begins for every dim, then ends; the fill value.
+struct PadAttrs {
+  std::vector<int64_t> pads;
+  float value = 0;
+  bool operator==(const PadAttrs& o) const { return pads == o.pads && value == o.value; }
+};
+
 using Attrs = std::variant<NoAttrs, AxisAttrs, ReshapeAttrs, TransposeAttrs, ReduceAttrs,
                            Conv2DAttrs, BatchNormAttrs, DropoutAttrs, ActivationAttrs, CastAttrs,
-                           Pool2DAttrs>;
+                           Pool2DAttrs, SliceAttrs, PadAttrs>;
 
 // "axis=-1", "perm=[1,0]", "" for NoAttrs: the printed-IR form.
 std::string AttrsToString(const Attrs& attrs);

@@ -23,6 +23,20 @@ absl::StatusOr<TensorType> LinearRelation(const std::vector<TensorType>& in, boo
   KILN_RETURN_IF_ERROR(RequireDType(in, DType::kFloat32));
   const TensorType& x = in[0];
   const TensorType& w = in[1];
+  if (!transposed && w.rank() > 2 && x.rank() >= 2 && in.size() == 2) {
+    // Batched matmul: (..., M, K) x (..., K, N) with NumPy broadcasting of the batch dims.
+    if (x.shape.back() != w.shape[w.rank() - 2]) {
+      return absl::InvalidArgumentError(absl::StrCat("matmul reduction dims differ: ",
+                                                     x.ToString(), " x ", w.ToString()));
+    }
+    KILN_ASSIGN_OR_RETURN(
+        std::vector<int64_t> batch,
+        BroadcastShapes(std::vector<int64_t>(x.shape.begin(), x.shape.end() - 2),
+                        std::vector<int64_t>(w.shape.begin(), w.shape.end() - 2)));
+    batch.push_back(x.shape[x.rank() - 2]);
+    batch.push_back(w.shape.back());
+    return TensorType{DType::kFloat32, batch};
+  }
   if (x.rank() < 1 || w.rank() != 2) {
     return absl::InvalidArgumentError(absl::StrCat("expected x of rank >= 1 and a 2-D weight, got ",
                                                    x.ToString(), " and ", w.ToString()));
@@ -46,6 +60,27 @@ absl::StatusOr<TensorType> LinearRelation(const std::vector<TensorType>& in, boo
 
 Expr LinearCompute(ComputeContext& ctx, bool transposed) {
   te::ExprBuilder& b = ctx.b();
+  if (!transposed && ctx.input_type(1).rank() > 2) {
+    // Batched: each operand reads the output's batch indices, right-aligned,
+    // size-1 batch dims at 0.
+    const std::vector<Expr>& o = ctx.out();
+    const size_t out_rank = o.size();
+    te::Var k = ctx.ReduceVar("k", ctx.input_type(0).shape.back());
+    auto operand = [&](int which, Expr row, Expr col) {
+      const std::vector<int64_t>& s = ctx.input_type(which).shape;
+      std::vector<Expr> idx;
+      const size_t batch = s.size() - 2;
+      for (size_t d = 0; d < batch; ++d) {
+        idx.push_back(s[d] == 1 ? b.Int(0) : o[out_rank - 2 - batch + d]);
+      }
+      idx.push_back(row);
+      idx.push_back(col);
+      return ctx.Input(which, idx);
+    };
+    Expr a = operand(0, o[out_rank - 2], b.Ref(k));
+    Expr w = operand(1, b.Ref(k), o[out_rank - 1]);
+    return b.Reduce(ReduceOp::kSum, {k}, b.Mul(a, w));
+  }
   const int64_t k_extent = ctx.input_type(0).shape.back();
   te::Var k = ctx.ReduceVar("k", k_extent);
   std::vector<Expr> x_idx = ctx.out();

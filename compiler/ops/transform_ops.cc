@@ -1,4 +1,5 @@
 // Data-movement ops: reshape and transpose (injective index maps).
+#include <algorithm>
 #include <numeric>
 
 #include "absl/status/status.h"
@@ -158,9 +159,152 @@ Expr ConcatCompute(ComputeContext& ctx) {
   return result ? result : b.Constant(ctx.out_scalar(), 0);  // every input empty
 }
 
+void RegisterSliceGatherExpandPad(OpRegistry& r) {
+  OpDef slice;
+  slice.name = "slice";
+  slice.pattern = OpPattern::kInjective;
+  slice.summary = "strided window: starts, steps and sizes per dim";
+  slice.parse_attrs = [](const RawAttrs& raw) -> absl::StatusOr<Attrs> {
+    KILN_RETURN_IF_ERROR(CheckKnownAttrs(raw, {"starts", "steps", "sizes"}));
+    SliceAttrs a;
+    KILN_ASSIGN_OR_RETURN(a.starts, GetIntsAttr(raw, "starts", {}));
+    KILN_ASSIGN_OR_RETURN(a.steps, GetIntsAttr(raw, "steps", {}));
+    KILN_ASSIGN_OR_RETURN(a.sizes, GetIntsAttr(raw, "sizes", {}));
+    return Attrs(a);
+  };
+  slice.infer_type = [](const std::vector<TensorType>& in,
+                        const Attrs& attrs) -> absl::StatusOr<TensorType> {
+    const SliceAttrs& a = std::get<SliceAttrs>(attrs);
+    const TensorType& x = in[0];
+    if (static_cast<int64_t>(a.starts.size()) != x.rank() || a.steps.size() != a.starts.size() ||
+        a.sizes.size() != a.starts.size()) {
+      return absl::InvalidArgumentError("slice wants one start, step and size per dim");
+    }
+    for (int64_t d = 0; d < x.rank(); ++d) {
+      if (a.sizes[d] < 0 || a.steps[d] == 0) return absl::InvalidArgumentError("bad slice");
+      if (a.sizes[d] == 0) continue;
+      const int64_t last = a.starts[d] + (a.sizes[d] - 1) * a.steps[d];
+      if (a.starts[d] < 0 || a.starts[d] >= x.shape[d] || last < 0 || last >= x.shape[d]) {
+        return absl::InvalidArgumentError(absl::StrCat("slice leaves dim ", d, " of ",
+                                                       x.ToString()));
+      }
+    }
+    return TensorType{x.dtype, a.sizes};
+  };
+  slice.compute = [](ComputeContext& ctx) {
+    te::ExprBuilder& b = ctx.b();
+    const SliceAttrs& a = ctx.attrs<SliceAttrs>();
+    std::vector<Expr> idx;
+    for (size_t d = 0; d < a.starts.size(); ++d) {
+      idx.push_back(b.Add(b.Int(a.starts[d]), b.Mul(ctx.out()[d], b.Int(a.steps[d]))));
+    }
+    return ctx.Input(0, idx);
+  };
+  r.Register(std::move(slice));
+
+  OpDef gather;
+  gather.name = "gather";
+  gather.pattern = OpPattern::kInjective;
+  gather.min_inputs = gather.max_inputs = 2;
+  gather.summary = "data indexed along `axis` by an int64 tensor (negative counts from the end)";
+  gather.parse_attrs = [](const RawAttrs& raw) -> absl::StatusOr<Attrs> {
+    KILN_RETURN_IF_ERROR(CheckKnownAttrs(raw, {"axis"}));
+    KILN_ASSIGN_OR_RETURN(int64_t axis, GetIntAttr(raw, "axis", 0));
+    return Attrs(AxisAttrs{axis});
+  };
+  gather.infer_type = [](const std::vector<TensorType>& in,
+                         const Attrs& attrs) -> absl::StatusOr<TensorType> {
+    if (in[1].dtype != DType::kInt64) return absl::InvalidArgumentError("gather indices: int64");
+    KILN_ASSIGN_OR_RETURN(int64_t axis,
+                          NormalizeAxis(std::get<AxisAttrs>(attrs).axis, in[0].rank()));
+    std::vector<int64_t> shape(in[0].shape.begin(), in[0].shape.begin() + axis);
+    shape.insert(shape.end(), in[1].shape.begin(), in[1].shape.end());
+    shape.insert(shape.end(), in[0].shape.begin() + axis + 1, in[0].shape.end());
+    return TensorType{in[0].dtype, shape};
+  };
+  gather.compute = [](ComputeContext& ctx) {
+    te::ExprBuilder& b = ctx.b();
+    int64_t axis = ctx.attrs<AxisAttrs>().axis;
+    if (axis < 0) axis += ctx.input_type(0).rank();
+    const int64_t index_rank = ctx.input_type(1).rank();
+    const int64_t n = ctx.input_type(0).shape[axis];
+    std::vector<Expr> index_idx(ctx.out().begin() + axis, ctx.out().begin() + axis + index_rank);
+    Expr i = ctx.Input(1, index_idx);
+    i = b.Select(b.Compare(te::CompareOp::kLT, i, b.Int(0)), b.Add(i, b.Int(n)), i);
+    i = b.Max(b.Int(0), b.Min(i, b.Int(n - 1)));  // out-of-range indices never read outside
+    std::vector<Expr> idx(ctx.out().begin(), ctx.out().begin() + axis);
+    idx.push_back(i);
+    idx.insert(idx.end(), ctx.out().begin() + axis + index_rank, ctx.out().end());
+    return ctx.Input(0, idx);
+  };
+  r.Register(std::move(gather));
+
+  OpDef expand;
+  expand.name = "expand";
+  expand.pattern = OpPattern::kBroadcast;
+  expand.summary = "broadcast to attribute `shape` (NumPy rules, both ways)";
+  expand.parse_attrs = [](const RawAttrs& raw) -> absl::StatusOr<Attrs> {
+    KILN_RETURN_IF_ERROR(CheckKnownAttrs(raw, {"shape"}));
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape, GetIntsAttr(raw, "shape", {}));
+    return Attrs(ReshapeAttrs{shape});
+  };
+  expand.infer_type = [](const std::vector<TensorType>& in,
+                         const Attrs& attrs) -> absl::StatusOr<TensorType> {
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape,
+                          BroadcastShapes(in[0].shape, std::get<ReshapeAttrs>(attrs).shape));
+    return TensorType{in[0].dtype, shape};
+  };
+  expand.compute = [](ComputeContext& ctx) { return ctx.BroadcastInput(0); };
+  r.Register(std::move(expand));
+
+  OpDef pad;
+  pad.name = "pad";
+  pad.pattern = OpPattern::kInjective;
+  pad.summary = "constant padding: `pads` (begins, then ends) and `value`";
+  pad.parse_attrs = [](const RawAttrs& raw) -> absl::StatusOr<Attrs> {
+    KILN_RETURN_IF_ERROR(CheckKnownAttrs(raw, {"pads", "value"}));
+    PadAttrs a;
+    KILN_ASSIGN_OR_RETURN(a.pads, GetIntsAttr(raw, "pads", {}));
+    KILN_ASSIGN_OR_RETURN(a.value, GetFloatAttr(raw, "value", 0));
+    return Attrs(a);
+  };
+  pad.infer_type = [](const std::vector<TensorType>& in,
+                      const Attrs& attrs) -> absl::StatusOr<TensorType> {
+    const PadAttrs& a = std::get<PadAttrs>(attrs);
+    const int64_t rank = in[0].rank();
+    if (static_cast<int64_t>(a.pads.size()) != 2 * rank) {
+      return absl::InvalidArgumentError("pad wants 2 * rank pads");
+    }
+    std::vector<int64_t> shape = in[0].shape;
+    for (int64_t d = 0; d < rank; ++d) {
+      shape[d] += a.pads[d] + a.pads[d + rank];
+      if (shape[d] < 0) return absl::InvalidArgumentError("pad removes more than the dim");
+    }
+    return TensorType{in[0].dtype, shape};
+  };
+  pad.compute = [](ComputeContext& ctx) {
+    te::ExprBuilder& b = ctx.b();
+    const PadAttrs& a = ctx.attrs<PadAttrs>();
+    const std::vector<int64_t>& in = ctx.input_type(0).shape;
+    const int64_t rank = static_cast<int64_t>(in.size());
+    Expr valid = b.Bool(true);
+    std::vector<Expr> idx;
+    for (int64_t d = 0; d < rank; ++d) {
+      Expr i = b.Sub(ctx.out()[d], b.Int(a.pads[d]));
+      valid = b.Binary(te::BinaryOp::kAnd, valid,
+                       b.Binary(te::BinaryOp::kAnd, b.Compare(te::CompareOp::kGE, i, b.Int(0)),
+                                b.Compare(te::CompareOp::kLT, i, b.Int(in[d]))));
+      idx.push_back(b.Max(b.Int(0), b.Min(i, b.Int(std::max<int64_t>(in[d] - 1, 0)))));
+    }
+    return b.Select(valid, ctx.Input(0, idx), b.Constant(ctx.out_scalar(), a.value));
+  };
+  r.Register(std::move(pad));
+}
+
 }  // namespace
 
 void RegisterTransformOps(OpRegistry& r) {
+  RegisterSliceGatherExpandPad(r);
   OpDef concat;
   concat.name = "concat";
   concat.pattern = OpPattern::kInjective;

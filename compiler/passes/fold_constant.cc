@@ -1,5 +1,7 @@
 #include "compiler/passes/fold_constant.h"
 
+#include "absl/status/status.h"
+
 #include <vector>
 
 #include "compiler/ir/op_def.h"
@@ -56,6 +58,17 @@ absl::StatusOr<bool> FoldConstants(Graph& graph, const PassContext&) {
 }
 
 }  // namespace
+
+absl::StatusOr<std::shared_ptr<const ConstantData>> EvaluateConstantNode(const Node& n) {
+  if (!n.is_op() || !n.type_known) return absl::InvalidArgumentError("not a typed op node");
+  for (const Node* in : n.inputs) {
+    if (!in->is_constant()) return absl::InvalidArgumentError("an input is not constant");
+  }
+  if (n.type.NumElements() > kMaxFoldedElements) {
+    return absl::InvalidArgumentError("too large to fold");
+  }
+  return Evaluate(n);
+}
 
 std::unique_ptr<Pass> CreateFoldConstantPass() {
   return std::make_unique<FunctionPass>(PassInfo{"FoldConstant", 2, {"InferType"}},

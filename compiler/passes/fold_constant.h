@@ -5,6 +5,9 @@
 
 #include <memory>
 
+#include "absl/status/statusor.h"
+#include "compiler/ir/graph.h"
+
 #include "compiler/pass.h"
 
 namespace kiln {
@@ -13,6 +16,11 @@ namespace kiln {
 inline constexpr int64_t kMaxFoldedElements = int64_t{1} << 22;
 
 std::unique_ptr<Pass> CreateFoldConstantPass();
+
+// The value of typed op node `n`, all of whose inputs are constants, computed
+// on the host from the op's compute definition (importers use it for shape
+// subgraphs). InvalidArgument when it is not foldable or too large.
+absl::StatusOr<std::shared_ptr<const ConstantData>> EvaluateConstantNode(const Node& n);
 
 }  // namespace kiln
 
