@@ -32,7 +32,8 @@ constexpr char kUsage[] = R"(usage: kiln COMMAND [--server HOST:PORT] ...
   models [--json]
   unload NAME
   info [--json]
-  onnx-test CASE_DIR...      ONNX backend test cases; ends "N passed, N failed, N unsupported"
+  onnx-test CASE_DIR... [--model-tolerance]
+                             ONNX test cases; ends "N passed, N failed, N unsupported"
   kernels [--json]
   call-kernel KEY --input FILE.npy ... [--output FILE.npy] [--json]
   bench-kernel KEY [--number N] [--repeat R] [--min-repeat-ms MS] [--warmup W]
@@ -270,7 +271,7 @@ int Main(int argc, char** argv) {
       words,
       {"server", "name", "opt-level", "disable", "require", "max-fuse-depth", "print-ir-after",
        "input", "output-dir", "output", "input-shape", "number", "repeat", "warmup", "min-repeat-ms"},
-      {"json", "profile", "help"});
+      {"json", "profile", "help", "model-tolerance"});
   if (!args.ok()) return Usage(std::string(args.status().message()));
   if (args->Has("help") || args->positional.empty()) return Usage("");
   auto client = KilnClient::Create(args->Get("server", "localhost:50051"));
@@ -284,7 +285,9 @@ int Main(int argc, char** argv) {
     if (args->positional.size() < 2) return Usage("onnx-test takes case directories");
     int passed = 0, failed = 0, unsupported = 0;
     for (size_t i = 1; i < args->positional.size(); ++i) {
-      OnnxCaseResult r = RunOnnxCase(**client, args->positional[i]);
+      OnnxCaseResult r = RunOnnxCase(
+          **client, args->positional[i],
+          args->Has("model-tolerance") ? Tolerance::kModel : Tolerance::kOnnxRunner);
       std::cout << OutcomeName(r.outcome) << " " << args->positional[i];
       if (!r.detail.empty()) std::cout << "  (" << r.detail << ")";
       std::cout << "\n";

@@ -72,7 +72,8 @@ bool ReadTensor(const std::string& path, onnx::TensorProto* t) {
 }
 
 // Empty when within tolerance; else the worst element.
-std::string Compare(const NpyArray& got, const NpyArray& want, const std::string& name) {
+std::string Compare(const NpyArray& got, const NpyArray& want, const std::string& name,
+                    Tolerance tolerance) {
   if (got.datatype != want.datatype || got.shape != want.shape) {
     auto shape = [](const NpyArray& a) {
       std::string s = a.datatype + "[";
@@ -85,6 +86,14 @@ std::string Compare(const NpyArray& got, const NpyArray& want, const std::string
   double worst_excess = 0, worst_got = 0, worst_want = 0;
   int64_t worst_at = -1;
   const size_t item = want.datatype == "FP32" ? 4 : (want.datatype == "INT64" ? 8 : 1);
+  double model_bound = 1;  // max(1, max |want|)
+  if (tolerance == Tolerance::kModel && item == 4) {
+    for (size_t i = 0; i < want.data.size() / 4; ++i) {
+      float w;
+      std::memcpy(&w, want.data.data() + i * 4, 4);
+      model_bound = std::max(model_bound, static_cast<double>(std::fabs(w)));
+    }
+  }
   for (size_t i = 0; i < want.data.size() / item; ++i) {
     double g, w;
     if (item == 4) {
@@ -101,7 +110,9 @@ std::string Compare(const NpyArray& got, const NpyArray& want, const std::string
       g = got.data[i] != 0, w = want.data[i] != 0;
     }
     if (std::isnan(w) && std::isnan(g)) continue;
-    const double excess = std::fabs(g - w) - (kAtol + kRtol * std::fabs(w));
+    const double allowed = tolerance == Tolerance::kModel ? 1e-4 * model_bound
+                                                          : kAtol + kRtol * std::fabs(w);
+    const double excess = std::fabs(g - w) - allowed;
     if (excess > worst_excess || (std::isnan(g) != std::isnan(w))) {
       worst_excess = std::isnan(excess) ? INFINITY : excess;
       worst_got = g, worst_want = w, worst_at = static_cast<int64_t>(i);
@@ -125,7 +136,7 @@ const char* OutcomeName(Outcome o) {
   return "?";
 }
 
-OnnxCaseResult RunOnnxCase(KilnClient& client, const std::string& dir) {
+OnnxCaseResult RunOnnxCase(KilnClient& client, const std::string& dir, Tolerance tolerance) {
   absl::StatusOr<std::string> bytes = ReadFileBytes(dir + "/model.onnx");
   if (!bytes.ok()) return Result(Outcome::kFail, std::string(bytes.status().message()));
   onnx::ModelProto model;
@@ -187,7 +198,7 @@ OnnxCaseResult RunOnnxCase(KilnClient& client, const std::string& dir) {
         result = Result(Outcome::kFail, absl::StrCat("no output '", outputs[k], "'"));
         break;
       }
-      std::string diff = Compare(*got, ToArray(t), outputs[k]);
+      std::string diff = Compare(*got, ToArray(t), outputs[k], tolerance);
       if (!diff.empty()) result = Result(Outcome::kFail, diff);
     }
     if (result.outcome != Outcome::kPass) break;

@@ -17,7 +17,13 @@ struct OnnxCaseResult {
   std::string detail;
 };
 
-OnnxCaseResult RunOnnxCase(KilnClient& client, const std::string& case_dir);
+enum class Tolerance {
+  kOnnxRunner,  // |got - want| <= 1e-7 + 1e-3 |want|, per element (ONNX's runner)
+  kModel,       // |got - want| <= 1e-4 * max(1, max |want|), for whole models
+};
+
+OnnxCaseResult RunOnnxCase(KilnClient& client, const std::string& case_dir,
+                           Tolerance tolerance = Tolerance::kOnnxRunner);
 
 const char* OutcomeName(OnnxCaseResult::Outcome outcome);
 
