@@ -8,7 +8,7 @@ packages=(
   llvm-16-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgtest-dev libgmock-dev
-  libonnx-dev python3-onnx python3-numpy
+  libonnx-dev python3-onnx python3-numpy python3-torch python3-torchvision
   zlib1g-dev libzstd-dev libtinfo-dev libxml2-dev libedit-dev libffi-dev
 )
 
