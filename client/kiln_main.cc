@@ -1,7 +1,9 @@
 // kiln: the command-line client. Every command takes --server HOST:PORT.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -10,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/cli_args.h"
@@ -34,6 +37,8 @@ constexpr char kUsage[] = R"(usage: kiln COMMAND [--server HOST:PORT] ...
   info [--json]
   onnx-test CASE_DIR... [--model-tolerance]
                              ONNX test cases; ends "N passed, N failed, N unsupported"
+  bench FILE [--batch B] [--iterations N] [--warmup W] [--json]
+                             compile, then latency percentiles through the server
   kernels [--json]
   call-kernel KEY --input FILE.npy ... [--output FILE.npy] [--json]
   bench-kernel KEY [--number N] [--repeat R] [--min-repeat-ms MS] [--warmup W]
@@ -196,6 +201,115 @@ int Infer(KilnClient& client, const CliArgs& args) {
 template <typename T, typename F>
 int Print(const absl::StatusOr<T>& response, const CliArgs& args, F format);
 
+// kiln bench MODEL_FILE: compile (timed apart, as onnxruntime_perf_test
+// separates session creation), then warm-up and timed inferences through the
+// server with perf_analyzer-style latency percentiles.
+int BenchCommand(KilnClient& client, const CliArgs& args) {
+  if (args.positional.size() != 2) return Usage("bench takes one model FILE");
+  const std::string& path = args.positional[1];
+  int batch = 1, iterations = 100, warmup = 10;
+  if (!absl::SimpleAtoi(args.Get("batch", "1"), &batch) ||
+      !absl::SimpleAtoi(args.Get("iterations", "100"), &iterations) ||
+      !absl::SimpleAtoi(args.Get("warmup", "10"), &warmup) || batch < 1 || iterations < 1) {
+    return Usage("--batch, --iterations and --warmup take positive numbers");
+  }
+  kiln::v1::CompileModelRequest request;
+  if (absl::EndsWith(path, ".onnx")) {
+    auto bytes = ReadFileBytes(path);
+    if (!bytes.ok()) return Fail(bytes.status());
+    request.set_onnx_model(*bytes);
+  } else {
+    auto graph = LoadGraphFile(path);
+    if (!graph.ok()) return Fail(graph.status());
+    *request.mutable_graph() = *std::move(graph);
+  }
+  const std::string name = absl::StrCat("bench_b", batch);
+  request.set_model_name(name);
+  auto timed_compile = [&](double* ms) {
+    const auto start = std::chrono::steady_clock::now();
+    auto r = client.Compile(request);
+    *ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count();
+    return r;
+  };
+  double compile_ms = 0;
+  auto compiled = timed_compile(&compile_ms);
+  if (!compiled.ok()) return Fail(compiled.status());
+  auto meta = client.ModelMetadata(name);
+  if (!meta.ok()) return Fail(meta.status());
+  if (batch != 1 && request.has_onnx_model()) {
+    // The input names are known now: recompile with the batch as the first dim.
+    for (const auto& in : meta->inputs()) {
+      kiln::v1::IntList& dims = (*request.mutable_options()->mutable_input_shapes())[in.name()];
+      for (int d = 0; d < in.shape_size(); ++d) dims.add_values(d == 0 ? batch : in.shape(d));
+    }
+    auto again = timed_compile(&compile_ms);
+    if (!again.ok()) return Fail(again.status());
+    meta = client.ModelMetadata(name);
+    if (!meta.ok()) return Fail(meta.status());
+  }
+  std::vector<std::pair<std::string, NpyArray>> inputs;
+  uint32_t seed = 12345;
+  for (const auto& in : meta->inputs()) {
+    NpyArray a;
+    a.datatype = in.datatype();
+    int64_t n = 1;
+    for (int64_t d : in.shape()) {
+      a.shape.push_back(d);
+      n *= d;
+    }
+    if (a.datatype == "FP32") {
+      std::vector<float> v(n);
+      for (float& f : v) {
+        seed = seed * 1664525u + 1013904223u;
+        f = static_cast<float>(seed >> 8) / static_cast<float>(1 << 24) - 0.5f;
+      }
+      a.data.assign(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+    } else {
+      a.data.assign(n * (a.datatype == "INT64" ? 8 : 1), '\0');
+    }
+    inputs.push_back({in.name(), std::move(a)});
+  }
+  for (int i = 0; i < warmup; ++i) {
+    auto r = client.Infer(name, inputs, false);
+    if (!r.ok()) return Fail(r.status());
+  }
+  std::vector<double> ms;
+  std::vector<double> server_ms;
+  const auto bench_start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iterations; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = client.Infer(name, inputs, true);
+    if (!r.ok()) return Fail(r.status());
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    server_ms.push_back(r->total_ns / 1e6);
+  }
+  const double wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - bench_start).count();
+  std::sort(ms.begin(), ms.end());
+  std::sort(server_ms.begin(), server_ms.end());
+  auto pct = [](const std::vector<double>& v, double q) {
+    return v[std::min(v.size() - 1, static_cast<size_t>(std::ceil(q * v.size())) - 1)];
+  };
+  const double throughput = iterations * batch / wall_s;
+  if (args.Has("json")) {
+    std::cout << absl::StrFormat(
+        "{\"model\": \"%s\", \"batch\": %d, \"compile_ms\": %.3f, \"iterations\": %d, "
+        "\"p50_ms\": %.4f, \"p90_ms\": %.4f, \"p95_ms\": %.4f, \"p99_ms\": %.4f, "
+        "\"server_p50_ms\": %.4f, \"throughput_per_s\": %.1f}\n",
+        path, batch, compile_ms, iterations, pct(ms, 0.5), pct(ms, 0.9), pct(ms, 0.95),
+        pct(ms, 0.99), pct(server_ms, 0.5), throughput);
+  } else {
+    std::cout << absl::StrFormat(
+        "%s batch %d: compile %.1f ms; %d inferences: p50 %.3f ms, p90 %.3f ms, p95 %.3f ms, "
+        "p99 %.3f ms (kernels alone p50 %.3f ms); %.1f inferences/s\n",
+        path, batch, compile_ms, iterations, pct(ms, 0.5), pct(ms, 0.9), pct(ms, 0.95),
+        pct(ms, 0.99), pct(server_ms, 0.5), throughput);
+  }
+  (void)client.UnloadModel(name);
+  return 0;
+}
+
 absl::StatusOr<std::vector<kiln::v1::TensorValue>> ReadTensorValues(const CliArgs& args) {
   std::vector<kiln::v1::TensorValue> values;
   for (const std::string& path : args.GetAll("input")) {
@@ -270,7 +384,7 @@ int Main(int argc, char** argv) {
   auto args = ParseCliArgs(
       words,
       {"server", "name", "opt-level", "disable", "require", "max-fuse-depth", "print-ir-after",
-       "input", "output-dir", "output", "input-shape", "number", "repeat", "warmup", "min-repeat-ms"},
+       "input", "output-dir", "output", "input-shape", "batch", "iterations", "number", "repeat", "warmup", "min-repeat-ms"},
       {"json", "profile", "help", "model-tolerance"});
   if (!args.ok()) return Usage(std::string(args.status().message()));
   if (args->Has("help") || args->positional.empty()) return Usage("");
@@ -299,6 +413,7 @@ int Main(int argc, char** argv) {
               << " unsupported\n";
     return failed > 0 ? 1 : 0;
   }
+  if (command == "bench") return BenchCommand(**client, *args);
   if (command == "kernels") return Print((*client)->ListKernels(), *args, FormatKernels);
   if (command == "call-kernel") return CallKernelCommand(**client, *args);
   if (command == "bench-kernel") return BenchKernelCommand(**client, *args);
