@@ -67,19 +67,25 @@ std::string SafeFileName(const std::string& name) {
   return out;
 }
 
+// An ONNX file travels as bytes (the server parses it); anything else is a Kiln graph.
+absl::Status LoadModelInto(const std::string& path, kiln::v1::CompileModelRequest* request) {
+  if (absl::EndsWith(path, ".onnx")) {
+    auto bytes = ReadFileBytes(path);
+    if (!bytes.ok()) return bytes.status();
+    request->set_onnx_model(*bytes);
+    return absl::OkStatus();
+  }
+  auto graph = LoadGraphFile(path);
+  if (!graph.ok()) return graph.status();
+  *request->mutable_graph() = *std::move(graph);
+  return absl::OkStatus();
+}
+
 int Compile(KilnClient& client, const CliArgs& args) {
   if (args.positional.size() != 2) return Usage("compile takes one FILE");
   const std::string& path = args.positional[1];
   kiln::v1::CompileModelRequest request;
-  if (absl::EndsWith(path, ".onnx")) {
-    auto bytes = ReadFileBytes(path);
-    if (!bytes.ok()) return Fail(bytes.status());
-    request.set_onnx_model(*bytes);
-  } else {
-    auto graph = LoadGraphFile(path);
-    if (!graph.ok()) return Fail(graph.status());
-    *request.mutable_graph() = *std::move(graph);
-  }
+  if (absl::Status loaded = LoadModelInto(path, &request); !loaded.ok()) return Fail(loaded);
   std::string name = args.Get("name");
   if (name.empty() && absl::EndsWith(path, ".onnx")) {
     // ONNX graphs are often unnamed: default to the file's stem.
@@ -214,15 +220,7 @@ int BenchCommand(KilnClient& client, const CliArgs& args) {
     return Usage("--batch, --iterations and --warmup take positive numbers");
   }
   kiln::v1::CompileModelRequest request;
-  if (absl::EndsWith(path, ".onnx")) {
-    auto bytes = ReadFileBytes(path);
-    if (!bytes.ok()) return Fail(bytes.status());
-    request.set_onnx_model(*bytes);
-  } else {
-    auto graph = LoadGraphFile(path);
-    if (!graph.ok()) return Fail(graph.status());
-    *request.mutable_graph() = *std::move(graph);
-  }
+  if (absl::Status loaded = LoadModelInto(path, &request); !loaded.ok()) return Fail(loaded);
   const std::string name = absl::StrCat("bench_b", batch);
   request.set_model_name(name);
   auto timed_compile = [&](double* ms) {

@@ -282,11 +282,14 @@ absl::Status ConvertMatMul(Converter& c, const onnx::NodeProto& n) {
   return c.Define(n.output(0), y);
 }
 
-absl::Status ConvertReshape(Converter& c, const onnx::NodeProto& n) {
-  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape, c.ConstantInts(n, 1));
-  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "reshape", {x}, ReshapeAttrs{shape}));
-  return c.Define(n.output(0), y);
+// Reshape and Expand: data plus a constant target shape.
+ConvertFn WithShapeOperand(const std::string& kiln_op) {
+  return [kiln_op](Converter& c, const onnx::NodeProto& n) -> absl::Status {
+    KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape, c.ConstantInts(n, 1));
+    KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, kiln_op, {x}, ReshapeAttrs{shape}));
+    return c.Define(n.output(0), y);
+  };
 }
 
 absl::Status ConvertFlatten(Converter& c, const onnx::NodeProto& n) {
@@ -662,13 +665,6 @@ absl::Status ConvertSplit(Converter& c, const onnx::NodeProto& n) {
   return absl::OkStatus();
 }
 
-absl::Status ConvertExpand(Converter& c, const onnx::NodeProto& n) {
-  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape, c.ConstantInts(n, 1));
-  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "expand", {x}, ReshapeAttrs{shape}));
-  return c.Define(n.output(0), y);
-}
-
 absl::Status ConvertPad(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
   const onnx::AttributeProto* mode = FindAttr(n, "mode");
@@ -789,7 +785,7 @@ const std::map<std::string, ConvertFn>& ConverterTable() {
       {"Gemm", ConvertGemm},
       {"MatMul", ConvertMatMul},
       {"Softmax", Softmaxish("softmax")},
-      {"Reshape", ConvertReshape},
+      {"Reshape", WithShapeOperand("reshape")},
       {"Flatten", ConvertFlatten},
       {"Transpose", ConvertTranspose},
       {"Conv", ConvertConv},
@@ -835,7 +831,7 @@ const std::map<std::string, ConvertFn>& ConverterTable() {
       {"Gather", ConvertGather},
       {"Slice", ConvertSlice},
       {"Split", ConvertSplit},
-      {"Expand", ConvertExpand},
+      {"Expand", WithShapeOperand("expand")},
       {"Pad", ConvertPad},
       {"ConstantOfShape", ConvertConstantOfShape},
       {"LayerNormalization", ConvertLayerNorm},
