@@ -77,6 +77,10 @@ class Emitter {
     llvm::FunctionCallee release =
         m_.getOrInsertFunction("free", llvm::FunctionType::get(b_.getVoidTy(), {ptr}, false));
     for (size_t i = fn_.num_params; i < fn_.buffers.size(); ++i) {
+      if (fn_.buffers[i].local) {
+        buffers_.push_back(LocalBuffer(i));
+        continue;
+      }
       const int64_t bytes = fn_.buffers[i].num_elements * ElementBytes(fn_.buffers[i].type);
       const int64_t rounded = std::max<int64_t>(64, (bytes + 63) / 64 * 64);
       buffers_.push_back(
@@ -86,7 +90,7 @@ class Emitter {
     absl::Status st = EmitStmt(fn_.body);
     if (!st.ok()) return st;
     for (size_t i = fn_.num_params; i < fn_.buffers.size(); ++i) {
-      b_.CreateCall(release, {buffers_[i]});
+      if (!fn_.buffers[i].local) b_.CreateCall(release, {buffers_[i]});
     }
     b_.CreateRetVoid();
 
@@ -133,6 +137,16 @@ class Emitter {
 
   llvm::Type* ValueType(ScalarType t) {
     return t == ScalarType::kBool ? b_.getInt1Ty() : MemoryType(t);
+  }
+
+  // Stack scratch in the current function's entry block: private to a thread.
+  llvm::Value* LocalBuffer(size_t i) {
+    llvm::Type* array = llvm::ArrayType::get(MemoryType(fn_.buffers[i].type),
+                                             fn_.buffers[i].num_elements);
+    llvm::IRBuilder<> tmp(&func_->getEntryBlock(), func_->getEntryBlock().begin());
+    llvm::AllocaInst* a = tmp.CreateAlloca(array, nullptr, fn_.buffers[i].name);
+    a->setAlignment(llvm::Align(64));
+    return a;
   }
 
   llvm::AllocaInst* EntryAlloca(llvm::Type* type, const char* name) {
@@ -247,8 +261,10 @@ class Emitter {
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", body));
     llvm::Type* closure_type = closure->getAllocatedType();
     for (size_t i = 0; i < buffers_.size(); ++i) {
-      buffers_[i] = b_.CreateLoad(
-          ptr, b_.CreateConstInBoundsGEP2_64(closure_type, body->getArg(0), 0, i));
+      buffers_[i] = fn_.buffers[i].local
+                        ? LocalBuffer(i)
+                        : b_.CreateLoad(ptr, b_.CreateConstInBoundsGEP2_64(
+                                                 closure_type, body->getArg(0), 0, i));
     }
     vars_.clear();
     for (size_t i = 0; i < bound.size(); ++i) {

@@ -9,7 +9,8 @@
 //   extern "C" void <name>(void** args);
 // args[i] is the data pointer of buffer i for i < num_params (inputs first, then
 // outputs, in the order of `buffers`). Buffers with index >= num_params are
-// temporaries the kernel allocates itself (64-byte aligned) and frees on return.
+// temporaries the kernel allocates itself (64-byte aligned) and frees on return,
+// or, when marked `local`, per-thread stack scratch.
 // A kParallel loop is outlined and run through the runtime's
 //   extern "C" void kiln_parallel_for(void (*body)(void* closure, int64_t begin,
 //                                                  int64_t end),
@@ -54,6 +55,9 @@ struct BufferDecl {
   std::string name;
   te::ScalarType type = te::ScalarType::kF32;
   int64_t num_elements = 0;
+  // A small scratch buffer private to each thread (codegen gives every
+  // function that uses it its own stack copy), e.g. a row of accumulators.
+  bool local = false;
 };
 
 struct LoopFunction {

@@ -18,9 +18,19 @@
 // 4. Flattening: multi-dim Loads become one row-major element index.
 // 5. Schedule (simple for now): each loop nest's outer loop is parallel when
 //    the work is large enough, and its innermost loop is marked vectorized.
+//    When the output element holds a reduction that reads memory contiguously
+//    (or not at all) along the innermost output dim x — conv2d along the
+//    output row, matmul along N — the reduction is turned inside out: a
+//    thread-local row of accumulators acc[x] is initialised, then for each
+//    reduction step a vectorised x loop updates the whole row, then the
+//    epilogue reads acc[x]. The x loop is then long, unit-stride and
+//    vectorisable, where the reduction loop itself (a 3-wide kernel window, a
+//    channel stride) is not.
 #include "compiler/lower/lower_group.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -100,9 +110,9 @@ class GroupLowerer {
     std::vector<Stmt> stages;
     for (size_t t = 0; t < temps_.size(); ++t) {
       stages.push_back(LoopNest(temps_[t].vars, first_temp + static_cast<int>(t),
-                                Flatten(temps_[t].value)));
+                                Flatten(temps_[t].value), fn.buffers));
     }
-    stages.push_back(LoopNest(out_vars, fn.num_params - 1, Flatten(value)));
+    stages.push_back(LoopNest(out_vars, fn.num_params - 1, Flatten(value), fn.buffers));
     fn.body = MakeSeq(std::move(stages));
     return out;
   }
@@ -334,7 +344,125 @@ class GroupLowerer {
     return work;
   }
 
-  Stmt LoopNest(const std::vector<Var>& vars, int buffer, const Expr& value) {
+  // The one reduction in `value` (outside other reductions' bodies) that
+  // depends on `x`, when there is exactly one and it nests no reduction.
+  Expr RowReduction(const Expr& value, const te::VarNode* x) {
+    std::vector<Expr> found;
+    std::unordered_set<const te::ExprNode*> seen;
+    std::function<void(const Expr&)> visit = [&](const Expr& e) {
+      if (!seen.insert(e.get()).second) return;
+      if (e->kind == ExprKind::kReduce) {
+        if (FreeVars(e).count(x)) found.push_back(e);
+        return;
+      }
+      for (const Expr& o : e->operands) visit(o);
+    };
+    visit(value);
+    if (found.size() != 1) return nullptr;
+    std::unordered_set<const te::ExprNode*> inner;
+    bool nested = false;
+    std::function<void(const Expr&)> check = [&](const Expr& e) {
+      if (!inner.insert(e.get()).second) return;
+      nested |= e->kind == ExprKind::kReduce;
+      for (const Expr& o : e->operands) check(o);
+    };
+    check(found[0]->operands[0]);
+    return nested ? nullptr : found[0];
+  }
+
+  // Whether every load in `body` moves by at most two elements when x steps by
+  // one (unit stride, broadcast, or a stride-2 window that vectorises with shuffles).
+  bool UnitStrideAlong(const Expr& body, const Var& x, const std::vector<Var>& vars) {
+    std::vector<Expr> zeros(vars.size(), b_.Int(0)), ones = zeros;
+    for (size_t i = 0; i < vars.size(); ++i) {
+      if (vars[i] == x) ones[i] = b_.Int(1);
+    }
+    std::unordered_set<const te::ExprNode*> seen;
+    bool ok = true;
+    std::function<void(const Expr&)> visit = [&](const Expr& e) {
+      if (!ok || !seen.insert(e.get()).second) return;
+      if (e->kind == ExprKind::kLoad) {
+        Expr at0 = b_.Substitute(e->operands[0], vars, zeros);
+        Expr at1 = b_.Substitute(e->operands[0], vars, ones);
+        ok = at0->kind == ExprKind::kIntImm && at1->kind == ExprKind::kIntImm &&
+             std::abs(at1->int_value - at0->int_value) <= 2;
+      }
+      for (const Expr& o : e->operands) visit(o);
+    };
+    visit(body);
+    return ok;
+  }
+
+  Expr Replace(const Expr& root, const Expr& from, const Expr& to) {
+    std::unordered_map<const te::ExprNode*, Expr> memo;
+    std::function<Expr(const Expr&)> visit = [&](const Expr& e) -> Expr {
+      if (e == from) return to;
+      auto it = memo.find(e.get());
+      if (it != memo.end()) return it->second;
+      Expr result = e;
+      if (!e->operands.empty() && e->kind != ExprKind::kReduce) {
+        std::vector<Expr> ops;
+        bool changed = false;
+        for (const Expr& o : e->operands) {
+          ops.push_back(visit(o));
+          changed |= ops.back() != o;
+        }
+        if (changed) result = Rebuild(e, std::move(ops));
+      }
+      memo.emplace(e.get(), result);
+      return result;
+    };
+    return visit(root);
+  }
+
+  // The inside-out reduction (see the design note) for innermost loop `x`, or
+  // null when it does not apply.
+  Stmt RowAccumulated(const std::vector<Var>& loops, int buffer, const Expr& store_index,
+                      const Expr& value, std::vector<BufferDecl>& buffers) {
+    constexpr int64_t kMaxRow = 4096;
+    const Var& x = loops.back();
+    if (x->extent < 4 || x->extent > kMaxRow) return nullptr;
+    Expr r = RowReduction(value, x.get());
+    if (r == nullptr) return nullptr;
+    std::vector<Var> vars = loops;
+    vars.insert(vars.end(), r->reduce_vars.begin(), r->reduce_vars.end());
+    if (!UnitStrideAlong(r->operands[0], x, vars)) return nullptr;
+    const int acc = static_cast<int>(buffers.size());
+    buffers.push_back({absl::StrCat("acc", acc), r->type, x->extent, /*local=*/true});
+    Expr slot = b_.Load(acc, r->type, {b_.Ref(x)});
+    Expr init, combined;
+    const Expr body = r->operands[0];
+    switch (r->reduce_op()) {
+      case te::ReduceOp::kSum:
+        init = b_.Constant(r->type, 0);
+        combined = b_.Add(slot, body);
+        break;
+      case te::ReduceOp::kProd:
+        init = b_.Constant(r->type, 1);
+        combined = b_.Mul(slot, body);
+        break;
+      case te::ReduceOp::kMax:
+        init = r->type == te::ScalarType::kF32 ? b_.Float(-INFINITY)
+                                               : b_.Int(std::numeric_limits<int64_t>::min());
+        combined = b_.Max(slot, body);
+        break;
+      case te::ReduceOp::kMin:
+        init = r->type == te::ScalarType::kF32 ? b_.Float(INFINITY)
+                                               : b_.Int(std::numeric_limits<int64_t>::max());
+        combined = b_.Min(slot, body);
+        break;
+    }
+    Stmt update = MakeFor(x, ForKind::kVectorized, MakeStore(acc, b_.Ref(x), combined));
+    for (auto it = r->reduce_vars.rbegin(); it != r->reduce_vars.rend(); ++it) {
+      update = MakeFor(*it, ForKind::kSerial, update);
+    }
+    return MakeSeq({MakeFor(x, ForKind::kVectorized, MakeStore(acc, b_.Ref(x), init)), update,
+                    MakeFor(x, ForKind::kVectorized,
+                            MakeStore(buffer, store_index, Replace(value, r, slot)))});
+  }
+
+  Stmt LoopNest(const std::vector<Var>& vars, int buffer, const Expr& value,
+                std::vector<BufferDecl>& buffers) {
     std::vector<Var> loops;
     std::vector<int64_t> shape;
     std::vector<Expr> idx;
@@ -348,7 +476,14 @@ class GroupLowerer {
     for (int64_t d : shape) elements *= d;
     std::unordered_set<const te::ExprNode*> seen;
     const int64_t work = elements * (1 + ReduceWork(value, seen));
-    for (int d = static_cast<int>(loops.size()) - 1; d >= 0; --d) {
+    int innermost = static_cast<int>(loops.size()) - 1;
+    if (!loops.empty()) {
+      if (Stmt row = RowAccumulated(loops, buffer, FlatIndex(shape, idx), value, buffers)) {
+        body = row;
+        --innermost;  // x's loops are inside `row`
+      }
+    }
+    for (int d = innermost; d >= 0; --d) {
       ForKind kind = ForKind::kSerial;
       if (d == static_cast<int>(loops.size()) - 1) kind = ForKind::kVectorized;
       if (d == 0 && loops.size() > 1 && work >= kParallelWorkThreshold) kind = ForKind::kParallel;
