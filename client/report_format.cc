@@ -47,6 +47,8 @@ std::string FormatCompileReport(const kiln::v1::CompileModelResponse& response) 
                             "cache hits, %d misses\n",
                             r.total_ms(), r.passes_ms(), r.codegen_ms(), r.kernels_size(),
                             r.cache_hits(), r.cache_misses()));
+  absl::StrAppend(&out, absl::StrFormat("intermediates %d bytes per inference (%d unplanned)\n",
+                                        r.intermediate_bytes(), r.intermediate_bytes_unplanned()));
   for (const auto& d : r.ir_dumps()) {
     absl::StrAppend(&out, "\n-- IR after ", d.after_pass(), " --\n", d.text());
   }

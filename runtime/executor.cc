@@ -29,6 +29,7 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::Create(
     if (!t.ok()) return t.status();
     model->constants_[i] = *std::move(t);
   }
+  model->plan_ = PlanMemory(model->program_);
   absl::MutexLock lock(&model->stats_mutex_);
   model->kernel_stats_.resize(model->program_.kernels.size());
   return model;
@@ -44,13 +45,11 @@ absl::StatusOr<std::unique_ptr<CompiledModel::Workspace>> CompiledModel::TakeWor
     }
   }
   auto ws = std::make_unique<Workspace>();
-  ws->intermediates.resize(program_.values.size());
-  for (size_t i = 0; i < program_.values.size(); ++i) {
-    if (program_.values[i].kind != ValueSpec::Kind::kIntermediate) continue;
-    absl::StatusOr<Tensor> t = Tensor::Allocate(program_.values[i].type);
-    if (!t.ok()) return t.status();
-    ws->intermediates[i] = *std::move(t);
-  }
+  // One aligned byte arena (shape [bytes], bool elements are one byte each).
+  absl::StatusOr<Tensor> arena =
+      Tensor::Allocate(TensorType{DType::kBool, {std::max<int64_t>(plan_.arena_bytes, 1)}});
+  if (!arena.ok()) return arena.status();
+  ws->arena = *std::move(arena);
   return ws;
 }
 
@@ -79,8 +78,8 @@ absl::StatusOr<RunResult> CompiledModel::Run(const std::vector<const Tensor*>& i
   for (size_t i = 0; i < program_.values.size(); ++i) {
     if (program_.values[i].kind == ValueSpec::Kind::kConstant) {
       pointers[i] = constants_[i].data();
-    } else if (program_.values[i].kind == ValueSpec::Kind::kIntermediate) {
-      pointers[i] = (*ws)->intermediates[i].data();
+    } else if (plan_.offsets[i] >= 0) {
+      pointers[i] = static_cast<char*>((*ws)->arena.data()) + plan_.offsets[i];
     }
   }
   for (size_t i = 0; i < inputs.size(); ++i) {

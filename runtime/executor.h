@@ -12,6 +12,7 @@
 #include "compiler/program.h"
 #include "runtime/duration_stats.h"
 #include "runtime/jit_engine.h"
+#include "runtime/memory_plan.h"
 #include "runtime/tensor.h"
 
 namespace kiln::runtime {
@@ -50,12 +51,15 @@ class CompiledModel {
   absl::StatusOr<RunResult> Run(const std::vector<const Tensor*>& inputs);
 
   ModelTimingStats TimingStats() const;
+  // Bytes one call needs for intermediates, after and before liveness sharing.
+  int64_t intermediate_bytes() const { return plan_.arena_bytes; }
+  int64_t unplanned_intermediate_bytes() const { return plan_.naive_bytes; }
 
  private:
   // Intermediate buffers for one call. A call takes a free set or makes one,
   // so concurrent calls never share buffers and steady state allocates nothing.
   struct Workspace {
-    std::vector<Tensor> intermediates;  // indexed like program_.values (empty if not one)
+    Tensor arena;  // every intermediate, at the offsets of plan_
   };
 
   CompiledModel(Program program, std::vector<std::shared_ptr<LoadedKernel>> kernels)
@@ -66,6 +70,7 @@ class CompiledModel {
   Program program_;
   std::vector<std::shared_ptr<LoadedKernel>> kernels_;
   std::vector<Tensor> constants_;  // indexed like program_.values
+  MemoryPlan plan_;
 
   absl::Mutex workspace_mutex_;
   std::vector<std::unique_ptr<Workspace>> free_workspaces_ ABSL_GUARDED_BY(workspace_mutex_);

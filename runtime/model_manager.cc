@@ -123,6 +123,8 @@ absl::StatusOr<CompileResult> ModelManager::Compile(const std::string& name, Gra
   absl::StatusOr<std::unique_ptr<CompiledModel>> model =
       CompiledModel::Create(*std::move(program), std::move(kernels));
   if (!model.ok()) return model.status();
+  result.intermediate_bytes = (*model)->intermediate_bytes();
+  result.intermediate_bytes_unplanned = (*model)->unplanned_intermediate_bytes();
   result.total_ms = MsSince(start);
 
   absl::MutexLock lock(&mutex_);

@@ -50,6 +50,9 @@ struct CompileResult {
   double total_ms = 0;
   int cache_hits = 0;
   int cache_misses = 0;
+  // Intermediate bytes one inference needs after memory planning, and before.
+  int64_t intermediate_bytes = 0;
+  int64_t intermediate_bytes_unplanned = 0;
 };
 
 struct ModelManagerOptions {

@@ -35,6 +35,8 @@ void FillCompileReport(const runtime::CompileResult& result, kiln::v1::CompileRe
   report->set_total_ms(result.total_ms);
   report->set_cache_hits(result.cache_hits);
   report->set_cache_misses(result.cache_misses);
+  report->set_intermediate_bytes(result.intermediate_bytes);
+  report->set_intermediate_bytes_unplanned(result.intermediate_bytes_unplanned);
   for (const IrDumpRecord& d : result.record.ir_dumps) {
     kiln::v1::IrDump* dump = report->add_ir_dumps();
     dump->set_after_pass(d.after_pass);

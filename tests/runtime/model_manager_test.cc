@@ -123,6 +123,30 @@ TEST_F(ModelManagerTest, FusedExpSumDivideEqualsSoftmaxWithoutShift) {
              kiln::testing::RefSoftmaxRows(xv, rows, cols), 1e-6);
 }
 
+// Ten unfused elementwise kernels in a chain: each intermediate dies at the
+// kernel after the one that writes it, so two ping-pong buffers hold them all
+// (the output, live to the end, takes the slot its grandparent left).
+TEST_F(ModelManagerTest, MemoryPlanSharesBuffersOfDeadIntermediates) {
+  Graph g;
+  Node* v = g.AddInput("x", {DType::kFloat32, {64}});
+  for (int i = 0; i < 10; ++i) v = Op(g, i % 2 ? "exp" : "neg", {v});
+  g.AddOutput(v);
+  CompileOptions options;
+  options.disabled_passes = {"FuseOps"};
+  auto r = manager_->Compile("chain", std::move(g), options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->kernels.size(), 10u);
+  EXPECT_EQ(r->intermediate_bytes_unplanned, 10 * 256);
+  EXPECT_EQ(r->intermediate_bytes, 2 * 256);
+  std::vector<float> x(64);
+  for (int i = 0; i < 64; ++i) x[i] = (i - 32) / 16.0f;
+  std::vector<float> want = x;
+  for (int k = 0; k < 10; ++k) {
+    for (float& f : want) f = k % 2 ? std::exp(f) : -f;
+  }
+  ExpectNear(Run("chain", x, {DType::kFloat32, {64}}), want, 1e-5);
+}
+
 TEST_F(ModelManagerTest, UnloadUnknownModelIsNotFound) {
   EXPECT_EQ(manager_->Unload("ghost").code(), absl::StatusCode::kNotFound);
 }
