@@ -114,14 +114,24 @@ class Converter {
 
   // `v` as a constant: itself, or — for a shape subgraph as PyTorch exports
   // them (Shape -> Gather -> Unsqueeze -> Concat) — evaluated here.
+  // Results are memoised: without that, every Gather or Slice would walk the
+  // whole graph above it again (seconds on a 4-layer transformer).
   absl::StatusOr<Node*> Folded(Node* v) {
     if (v->is_constant() || v->is_input()) return v;
+    auto known = folded_.find(v);
+    if (known != folded_.end()) return known->second;
+    bool all_constant = true;
     for (Node*& in : v->inputs) {
       KILN_ASSIGN_OR_RETURN(in, Folded(in));
+      all_constant &= in->is_constant();
     }
-    absl::StatusOr<std::shared_ptr<const ConstantData>> value = EvaluateConstantNode(*v);
-    if (!value.ok()) return v;
-    return graph_.AddConstant(v->name, *std::move(value));
+    Node* result = v;
+    if (all_constant) {
+      absl::StatusOr<std::shared_ptr<const ConstantData>> value = EvaluateConstantNode(*v);
+      if (value.ok()) result = graph_.AddConstant(v->name, *std::move(value));
+    }
+    folded_[v] = result;
+    return result;
   }
 
   // A constant operand's int64 values (Reshape's shape, ReduceSum's axes).
@@ -196,6 +206,8 @@ class Converter {
   int64_t opset_;
   Graph graph_;
   std::unordered_map<std::string, Node*> values_;
+  // Folded()'s answers: a node maps to its constant, or to itself when it cannot fold.
+  std::unordered_map<Node*, Node*> folded_;
 };
 
 const onnx::AttributeProto* FindAttr(const onnx::NodeProto& n, const std::string& name) {
