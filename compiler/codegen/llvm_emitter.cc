@@ -11,16 +11,26 @@
 // pointer in a stack of scopes: a loop body opens a scope, and a value computed
 // outside a loop is reused inside it, never the reverse. Reductions keep their
 // accumulator in an entry-block alloca that mem2reg turns into a register;
-// float accumulation carries `reassoc` so the vectoriser may reorder it.
+// float accumulation carries `reassoc` so the vectoriser may reorder it. Float
+// ops carry `contract`, so a*b+c becomes one FMA.
+//
+// Vector loops (ForKind::kVector) are emitted without a loop: an expression
+// that varies with the loop variable becomes one <extent x T> value, an
+// invariant one stays scalar and is splatted where it meets a vector. A load
+// whose index steps by one element is a vector load, any other varying index
+// a gather. A store's predicate splits into invariant conjuncts (a branch
+// around the store) and varying ones (the lane mask of masked loads/stores).
 #include "compiler/codegen/llvm_emitter.h"
 
 #include <functional>
+#include <optional>
 #include <limits>
 #include <unordered_map>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "compiler/lower/linear_form.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Intrinsics.h"
 #include "llvm/IR/MDBuilder.h"
@@ -69,6 +79,9 @@ class Emitter {
     b_.CreateRetVoid();
 
     // Implementation.
+    llvm::FastMathFlags contract;
+    contract.setAllowContract();
+    b_.setFastMathFlags(contract);
     func_ = impl;
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", impl));
     for (int i = 0; i < fn_.num_params; ++i) buffers_.push_back(impl->getArg(i));
@@ -205,21 +218,224 @@ class Emitter {
           if (!st.ok()) return st;
         }
         return absl::OkStatus();
-      case StmtKind::kStore: {
-        llvm::Value* index = EmitExpr(s->index);
-        llvm::Value* value = EmitExpr(s->value);
-        const ScalarType t = fn_.buffers[s->buffer].type;
-        if (t == ScalarType::kBool) value = b_.CreateZExt(value, b_.getInt8Ty());
-        llvm::Value* addr = b_.CreateInBoundsGEP(MemoryType(t), buffers_[s->buffer], index);
-        b_.CreateStore(value, addr);
-        return absl::OkStatus();
-      }
+      case StmtKind::kStore:
+        return EmitPredicatedStore(s);
       case StmtKind::kFor:
+        if (lane_var_ != nullptr) {
+          return absl::InternalError("a loop inside a vector loop cannot be emitted");
+        }
         if (s->for_kind == ForKind::kParallel) return EmitParallelFor(s);
+        if (s->for_kind == ForKind::kUnrolled) return EmitUnrolled(s);
+        if (s->for_kind == ForKind::kVector) return EmitVectorFor(s);
         return EmitLoop(s->var.get(), b_.getInt64(0), b_.getInt64(s->var->extent), s->for_kind,
                         [&] { return EmitStmt(s->children[0]); });
     }
     return absl::OkStatus();
+  }
+
+  // Each iteration emitted in turn with the variable bound to a constant.
+  absl::Status EmitUnrolled(const Stmt& s) {
+    const te::VarNode* var = s->var.get();
+    for (int64_t i = 0; i < var->extent; ++i) {
+      vars_[var] = b_.getInt64(i);
+      scopes_.emplace_back();
+      absl::Status st = EmitStmt(s->children[0]);
+      scopes_.pop_back();
+      if (!st.ok()) return st;
+    }
+    vars_.erase(var);
+    return absl::OkStatus();
+  }
+
+  absl::Status EmitVectorFor(const Stmt& s) {
+    lane_var_ = s->var.get();
+    lanes_ = static_cast<unsigned>(s->var->extent);
+    depends_.clear();
+    vmemo_.clear();
+    scopes_.emplace_back();
+    absl::Status st = EmitStmt(s->children[0]);
+    scopes_.pop_back();
+    lane_var_ = nullptr;
+    depends_.clear();
+    vmemo_.clear();
+    return st;
+  }
+
+  bool Varies(const Expr& e) {
+    if (lane_var_ == nullptr) return false;
+    auto it = depends_.find(e.get());
+    if (it != depends_.end()) return it->second;
+    bool v = e->kind == ExprKind::kVar && e->var.get() == lane_var_;
+    for (const Expr& o : e->operands) {
+      if (v) break;
+      v = Varies(o);
+    }
+    depends_[e.get()] = v;
+    return v;
+  }
+
+  static void Conjuncts(const Expr& e, std::vector<Expr>& out) {
+    if (e->kind == ExprKind::kBinary && e->binary_op() == te::BinaryOp::kAnd) {
+      Conjuncts(e->operands[0], out);
+      Conjuncts(e->operands[1], out);
+    } else {
+      out.push_back(e);
+    }
+  }
+
+  absl::Status EmitPredicatedStore(const Stmt& s) {
+    std::vector<Expr> invariant, varying;
+    if (s->predicate) {
+      std::vector<Expr> all;
+      Conjuncts(s->predicate, all);
+      for (const Expr& c : all) (Varies(c) ? varying : invariant).push_back(c);
+    }
+    llvm::BasicBlock* cont = nullptr;
+    if (!invariant.empty()) {
+      llvm::Value* cond = EmitExpr(invariant[0]);
+      for (size_t i = 1; i < invariant.size(); ++i) cond = b_.CreateAnd(cond, EmitExpr(invariant[i]));
+      llvm::BasicBlock* then = llvm::BasicBlock::Create(ctx_, "store.if", func_);
+      cont = llvm::BasicBlock::Create(ctx_, "store.end", func_);
+      b_.CreateCondBr(cond, then, cont);
+      b_.SetInsertPoint(then);
+      scopes_.emplace_back();
+    }
+    if (!varying.empty()) {
+      vmemo_.clear();  // loads made under this mask must not be reused unmasked
+      llvm::Value* mask = EmitV(varying[0]);
+      for (size_t i = 1; i < varying.size(); ++i) mask = b_.CreateAnd(mask, EmitV(varying[i]));
+      mask_ = mask;
+    }
+    EmitStore(s);
+    if (mask_ != nullptr) {
+      mask_ = nullptr;
+      vmemo_.clear();
+    }
+    if (cont != nullptr) {
+      scopes_.pop_back();
+      vmemo_.clear();
+      b_.CreateBr(cont);
+      b_.SetInsertPoint(cont);
+    }
+    return absl::OkStatus();
+  }
+
+  void EmitStore(const Stmt& s) {
+    const ScalarType t = fn_.buffers[s->buffer].type;
+    if (lane_var_ == nullptr) {
+      llvm::Value* index = EmitExpr(s->index);
+      llvm::Value* value = EmitExpr(s->value);
+      if (t == ScalarType::kBool) value = b_.CreateZExt(value, b_.getInt8Ty());
+      b_.CreateStore(value, b_.CreateInBoundsGEP(MemoryType(t), buffers_[s->buffer], index));
+      return;
+    }
+    llvm::Value* value = Splat(EmitV(s->value));
+    if (t == ScalarType::kBool) value = b_.CreateZExt(value, VectorOf(b_.getInt8Ty()));
+    const llvm::Align align(ElementBytes(t));
+    std::optional<int64_t> stride = lower::StrideAlong(s->index, lane_var_);
+    if (stride == 1) {
+      llvm::Value* addr =
+          b_.CreateInBoundsGEP(MemoryType(t), buffers_[s->buffer], ScalarAtLaneZero(s->index));
+      if (mask_ != nullptr) {
+        b_.CreateMaskedStore(value, addr, align, mask_);
+      } else {
+        b_.CreateAlignedStore(value, addr, align);
+      }
+      return;
+    }
+    llvm::Value* addrs = b_.CreateInBoundsGEP(MemoryType(t), buffers_[s->buffer],
+                                              Splat(EmitV(s->index)));
+    b_.CreateMaskedScatter(value, addrs, align, mask_ ? mask_ : AllLanes());
+  }
+
+  llvm::Type* VectorOf(llvm::Type* scalar) {
+    return llvm::FixedVectorType::get(scalar, lanes_);
+  }
+
+  // The scalar or vector type of `model`'s shape with element `scalar`.
+  llvm::Type* TypeLike(llvm::Type* scalar, llvm::Value* model) {
+    return model->getType()->isVectorTy() ? VectorOf(scalar) : scalar;
+  }
+
+  llvm::Value* AllLanes() { return llvm::ConstantInt::getTrue(VectorOf(b_.getInt1Ty())); }
+
+  llvm::Value* Splat(llvm::Value* v) {
+    return v->getType()->isVectorTy() ? v : b_.CreateVectorSplat(lanes_, v);
+  }
+
+  // `e` evaluated with the vector loop's variable at 0: the first lane.
+  llvm::Value* ScalarAtLaneZero(const Expr& e) {
+    vars_[lane_var_] = b_.getInt64(0);
+    scopes_.emplace_back();
+    llvm::Value* v = EmitExpr(e);
+    scopes_.pop_back();
+    vars_.erase(lane_var_);
+    return v;
+  }
+
+  // `e` inside a vector loop: a vector when it varies with the loop variable.
+  llvm::Value* EmitV(const Expr& e) {
+    if (!Varies(e)) return EmitExpr(e);
+    auto it = vmemo_.find(e.get());
+    if (it != vmemo_.end()) return it->second;
+    llvm::Value* v = EmitVUncached(e);
+    vmemo_[e.get()] = v;
+    return v;
+  }
+
+  llvm::Value* EmitVUncached(const Expr& e) {
+    switch (e->kind) {
+      case ExprKind::kVar: {
+        std::vector<llvm::Constant*> lanes;
+        for (unsigned i = 0; i < lanes_; ++i) lanes.push_back(b_.getInt64(i));
+        return llvm::ConstantVector::get(lanes);
+      }
+      case ExprKind::kLoad: {
+        llvm::Type* mem = MemoryType(e->type);
+        const llvm::Align align(ElementBytes(e->type));
+        llvm::Value* v;
+        std::optional<int64_t> stride = lower::StrideAlong(e->operands[0], lane_var_);
+        if (stride == 1) {
+          llvm::Value* addr = b_.CreateInBoundsGEP(mem, buffers_[e->buffer],
+                                                   ScalarAtLaneZero(e->operands[0]));
+          if (mask_ != nullptr) {
+            v = b_.CreateMaskedLoad(VectorOf(mem), addr, align, mask_,
+                                    llvm::Constant::getNullValue(VectorOf(mem)));
+          } else {
+            v = b_.CreateAlignedLoad(VectorOf(mem), addr, align);
+          }
+        } else {
+          llvm::Value* addrs =
+              b_.CreateInBoundsGEP(mem, buffers_[e->buffer], Splat(EmitV(e->operands[0])));
+          v = b_.CreateMaskedGather(VectorOf(mem), addrs, align, mask_ ? mask_ : AllLanes(),
+                                    llvm::Constant::getNullValue(VectorOf(mem)));
+        }
+        return e->type == ScalarType::kBool ? b_.CreateTrunc(v, VectorOf(b_.getInt1Ty())) : v;
+      }
+      case ExprKind::kBinary:
+        return EmitBinaryOn(e, Splat(EmitV(e->operands[0])), Splat(EmitV(e->operands[1])));
+      case ExprKind::kUnary:
+        return EmitUnaryOn(e, EmitV(e->operands[0]));
+      case ExprKind::kCompare:
+        return EmitCompareOn(e, Splat(EmitV(e->operands[0])), Splat(EmitV(e->operands[1])));
+      case ExprKind::kSelect:
+        return b_.CreateSelect(EmitV(e->operands[0]), Splat(EmitV(e->operands[1])),
+                               Splat(EmitV(e->operands[2])));
+      case ExprKind::kCast:
+        return EmitCastOn(e, EmitV(e->operands[0]));
+      default: {
+        // A reduction inside a vector loop: one scalar copy per lane.
+        llvm::Value* out = llvm::UndefValue::get(VectorOf(ValueType(e->type)));
+        for (unsigned i = 0; i < lanes_; ++i) {
+          vars_[lane_var_] = b_.getInt64(i);
+          scopes_.emplace_back();
+          out = b_.CreateInsertElement(out, EmitExpr(e), b_.getInt64(i));
+          scopes_.pop_back();
+        }
+        vars_.erase(lane_var_);
+        return out;
+      }
+    }
   }
 
   // Outlines the loop body into name.par<k> and hands it to kiln_parallel_for.
@@ -337,12 +553,23 @@ class Emitter {
         return e->type == ScalarType::kBool ? b_.CreateTrunc(v, b_.getInt1Ty()) : v;
       }
       case ExprKind::kBinary:
-        return EmitBinary(e);
+        return EmitBinaryOn(e, EmitExpr(e->operands[0]), EmitExpr(e->operands[1]));
       case ExprKind::kUnary:
-        return EmitUnary(e);
-      case ExprKind::kCompare: {
-        llvm::Value* a = EmitExpr(e->operands[0]);
-        llvm::Value* c = EmitExpr(e->operands[1]);
+        return EmitUnaryOn(e, EmitExpr(e->operands[0]));
+      case ExprKind::kCompare:
+        return EmitCompareOn(e, EmitExpr(e->operands[0]), EmitExpr(e->operands[1]));
+      case ExprKind::kSelect:
+        return b_.CreateSelect(EmitExpr(e->operands[0]), EmitExpr(e->operands[1]),
+                               EmitExpr(e->operands[2]));
+      case ExprKind::kCast:
+        return EmitCastOn(e, EmitExpr(e->operands[0]));
+      case ExprKind::kReduce:
+        return EmitReduce(e);
+    }
+    return nullptr;
+  }
+
+  llvm::Value* EmitCompareOn(const Expr& e, llvm::Value* a, llvm::Value* c) {
         const bool is_float = e->operands[0]->type == ScalarType::kF32;
         using P = llvm::CmpInst::Predicate;
         static const P kFloat[] = {P::FCMP_OLT, P::FCMP_OLE, P::FCMP_OGT,
@@ -351,21 +578,9 @@ class Emitter {
                                  P::ICMP_SGE, P::ICMP_EQ,  P::ICMP_NE};
         const int op = static_cast<int>(e->compare_op());
         return is_float ? b_.CreateFCmp(kFloat[op], a, c) : b_.CreateICmp(kInt[op], a, c);
-      }
-      case ExprKind::kSelect:
-        return b_.CreateSelect(EmitExpr(e->operands[0]), EmitExpr(e->operands[1]),
-                               EmitExpr(e->operands[2]));
-      case ExprKind::kCast:
-        return EmitCast(e);
-      case ExprKind::kReduce:
-        return EmitReduce(e);
-    }
-    return nullptr;
   }
 
-  llvm::Value* EmitBinary(const Expr& e) {
-    llvm::Value* a = EmitExpr(e->operands[0]);
-    llvm::Value* c = EmitExpr(e->operands[1]);
+  llvm::Value* EmitBinaryOn(const Expr& e, llvm::Value* a, llvm::Value* c) {
     using te::BinaryOp;
     if (e->type == ScalarType::kF32) {
       switch (e->binary_op()) {
@@ -391,17 +606,28 @@ class Emitter {
       case BinaryOp::kAnd: return b_.CreateAnd(a, c);
       case BinaryOp::kOr: return b_.CreateOr(a, c);
       case BinaryOp::kPow: {
-        llvm::Value* fa = b_.CreateSIToFP(a, b_.getDoubleTy());
-        llvm::Value* fc = b_.CreateSIToFP(c, b_.getDoubleTy());
-        return b_.CreateFPToSI(CallIntrinsic(llvm::Intrinsic::pow, {fa, fc}), b_.getInt64Ty());
+        llvm::Value* fa = b_.CreateSIToFP(a, TypeLike(b_.getDoubleTy(), a));
+        llvm::Value* fc = b_.CreateSIToFP(c, TypeLike(b_.getDoubleTy(), c));
+        return b_.CreateFPToSI(CallIntrinsic(llvm::Intrinsic::pow, {fa, fc}),
+                               TypeLike(b_.getInt64Ty(), a));
       }
     }
     return nullptr;
   }
 
-  llvm::Value* EmitUnary(const Expr& e) {
-    llvm::Value* a = EmitExpr(e->operands[0]);
+  llvm::Value* EmitUnaryOn(const Expr& e, llvm::Value* a) {
     using te::UnaryOp;
+    if (a->getType()->isVectorTy() && (e->unary_op() == UnaryOp::kTanh ||
+                                       e->unary_op() == UnaryOp::kErf)) {
+      // No vector form in libm's scalar names: one call per lane.
+      llvm::Value* out = llvm::UndefValue::get(a->getType());
+      for (unsigned i = 0; i < lanes_; ++i) {
+        llvm::Value* x = b_.CreateExtractElement(a, b_.getInt64(i));
+        x = CallLibm(e->unary_op() == UnaryOp::kTanh ? "tanhf" : "erff", x);
+        out = b_.CreateInsertElement(out, x, b_.getInt64(i));
+      }
+      return out;
+    }
     if (e->type == ScalarType::kF32) {
       switch (e->unary_op()) {
         case UnaryOp::kNeg: return b_.CreateFNeg(a);
@@ -427,20 +653,21 @@ class Emitter {
     }
   }
 
-  llvm::Value* EmitCast(const Expr& e) {
-    llvm::Value* a = EmitExpr(e->operands[0]);
+  llvm::Value* EmitCastOn(const Expr& e, llvm::Value* a) {
     const ScalarType from = e->operands[0]->type;
+    llvm::Type* f32 = TypeLike(b_.getFloatTy(), a);
+    llvm::Type* i64 = TypeLike(b_.getInt64Ty(), a);
     switch (e->type) {
       case ScalarType::kF32:
-        return from == ScalarType::kBool ? b_.CreateUIToFP(a, b_.getFloatTy())
-                                         : b_.CreateSIToFP(a, b_.getFloatTy());
+        if (from == ScalarType::kF32) return a;
+        return from == ScalarType::kBool ? b_.CreateUIToFP(a, f32) : b_.CreateSIToFP(a, f32);
       case ScalarType::kI64:
-        return from == ScalarType::kBool ? b_.CreateZExt(a, b_.getInt64Ty())
-                                         : b_.CreateFPToSI(a, b_.getInt64Ty());
+        if (from == ScalarType::kI64) return a;
+        return from == ScalarType::kBool ? b_.CreateZExt(a, i64) : b_.CreateFPToSI(a, i64);
       case ScalarType::kBool:
-        return from == ScalarType::kF32
-                   ? b_.CreateFCmpUNE(a, llvm::ConstantFP::get(b_.getFloatTy(), 0))
-                   : b_.CreateICmpNE(a, b_.getInt64(0));
+        if (from == ScalarType::kBool) return a;
+        return from == ScalarType::kF32 ? b_.CreateFCmpUNE(a, llvm::ConstantFP::get(f32, 0))
+                                        : b_.CreateICmpNE(a, llvm::ConstantInt::get(i64, 0));
     }
     return a;
   }
@@ -516,6 +743,13 @@ class Emitter {
   std::unordered_map<const te::VarNode*, llvm::Value*> vars_;
   std::vector<std::unordered_map<const te::ExprNode*, llvm::Value*>> scopes_;
   int parallel_count_ = 0;
+  // Vector-loop state: its variable (null outside one), width, the current
+  // store's lane mask, and per-loop memos of variance and vector values.
+  const te::VarNode* lane_var_ = nullptr;
+  unsigned lanes_ = 0;
+  llvm::Value* mask_ = nullptr;
+  std::unordered_map<const te::ExprNode*, bool> depends_;
+  std::unordered_map<const te::ExprNode*, llvm::Value*> vmemo_;
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "compiler/lower/build_program.h"
 
 #include <map>
+#include <memory>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
@@ -40,6 +41,9 @@ absl::StatusOr<Program> BuildProgram(const Graph& graph) {
   Program program;
   program.name = graph.name;
   std::unordered_map<const Node*, int> value_id;
+  // Packed constants live until the program has copied what it needs, so no
+  // freed Node's address can alias a later one in value_id.
+  std::vector<std::unique_ptr<Node>> packed_params;
   auto add_value = [&](const Node* n, ValueSpec::Kind kind) {
     auto it = value_id.find(n);
     if (it != value_id.end()) return it->second;
@@ -88,6 +92,7 @@ absl::StatusOr<Program> BuildProgram(const Graph& graph) {
     kernel.canonical = std::move(lowered.canonical);
     kernel.structural_hash = StableHash64(kernel.canonical);
     kernel.function = std::move(lowered.function);
+    for (auto& p : lowered.packed_params) packed_params.push_back(std::move(p));
     program.kernels.push_back(std::move(kernel));
   }
   for (const Node* out : graph.outputs()) {

@@ -13,12 +13,13 @@ Stmt MakeFor(te::Var var, ForKind kind, Stmt body) {
   return s;
 }
 
-Stmt MakeStore(int buffer, te::Expr index, te::Expr value) {
+Stmt MakeStore(int buffer, te::Expr index, te::Expr value, te::Expr predicate) {
   auto s = std::make_shared<StmtNode>();
   s->kind = StmtKind::kStore;
   s->buffer = buffer;
   s->index = std::move(index);
   s->value = std::move(value);
+  s->predicate = std::move(predicate);
   return s;
 }
 
@@ -40,6 +41,8 @@ const char* ForKindName(ForKind k) {
       return "vectorized for";
     case ForKind::kUnrolled:
       return "unrolled for";
+    case ForKind::kVector:
+      return "vector for";
   }
   return "for";
 }
@@ -53,7 +56,8 @@ void Print(const Stmt& s, int indent, std::string& out) {
       Print(s->children[0], indent + 1, out);
       break;
     case StmtKind::kStore:
-      absl::StrAppend(&out, pad, "b", s->buffer, "[", te::ExprToString(s->index),
+      if (s->predicate) absl::StrAppend(&out, pad, "if ", te::ExprToString(s->predicate), ": ");
+      absl::StrAppend(&out, s->predicate ? "" : pad, "b", s->buffer, "[", te::ExprToString(s->index),
                       "] = ", te::ExprToString(s->value), "\n");
       break;
     case StmtKind::kSeq:

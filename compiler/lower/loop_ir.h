@@ -27,7 +27,13 @@
 
 namespace kiln::lower {
 
-enum class ForKind { kSerial, kParallel, kVectorized, kUnrolled };
+// kVectorized asks LLVM's loop vectoriser to widen the loop. kVector is
+// explicit: the loop becomes straight-line vector code of width extent (every
+// value that varies with the variable is one vector); schedules use it for
+// register tiles, where the vectoriser's choices are not good enough.
+// kUnrolled is unrolled by codegen itself, so each copy sees its variable as a
+// constant (a register tile's row offsets fold into addresses).
+enum class ForKind { kSerial, kParallel, kVectorized, kUnrolled, kVector };
 
 struct StmtNode;
 using Stmt = std::shared_ptr<const StmtNode>;
@@ -39,16 +45,19 @@ struct StmtNode {
   // kFor: `var` runs over [0, var->extent) with `for_kind`; body in children[0].
   te::Var var;
   ForKind for_kind = ForKind::kSerial;
-  // kStore: buffer[index] = value.
+  // kStore: buffer[index] = value, only where `predicate` (a bool Expr, or
+  // null for always) holds. Loads in `value` are made under the same
+  // predicate, so a tile's padding lanes never touch memory.
   int buffer = -1;
   te::Expr index;
   te::Expr value;
+  te::Expr predicate;
   // kFor: one child (the body); kSeq: the statements in order.
   std::vector<Stmt> children;
 };
 
 Stmt MakeFor(te::Var var, ForKind kind, Stmt body);
-Stmt MakeStore(int buffer, te::Expr index, te::Expr value);
+Stmt MakeStore(int buffer, te::Expr index, te::Expr value, te::Expr predicate = nullptr);
 Stmt MakeSeq(std::vector<Stmt> stmts);
 
 struct BufferDecl {

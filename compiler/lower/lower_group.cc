@@ -26,6 +26,9 @@
 //    epilogue reads acc[x]. The x loop is then long, unit-stride and
 //    vectorisable, where the reduction loop itself (a 3-wide kernel window, a
 //    channel stride) is not.
+//    A group whose value is a single sum of products (dense, matmul, conv2d
+//    with their epilogues) gets the packed, register-tiled schedule of
+//    contraction_schedule.cc instead of steps 3 and 5.
 #include "compiler/lower/lower_group.h"
 
 #include <algorithm>
@@ -34,6 +37,8 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -41,6 +46,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "compiler/ir/op_def.h"
+#include "compiler/lower/contraction_schedule.h"
 #include "compiler/te/compute_context.h"
 #include "compiler/te/expr_builder.h"
 
@@ -77,13 +83,6 @@ class GroupLowerer {
     }
     Expr value = ValueOf(root, out_idx);
 
-    VarSet enclosing;
-    for (const Var& v : out_vars) {
-      if (v->extent != 1) enclosing.insert(v.get());
-    }
-    std::unordered_map<const te::ExprNode*, Expr> memo;
-    value = Hoist(value, enclosing, memo);
-
     LoopFunction& fn = out.function;
     fn.name = name;
     for (const Node* p : params_) {
@@ -93,6 +92,15 @@ class GroupLowerer {
     fn.buffers.push_back({root->name, te::ScalarTypeOf(root->type.dtype), root->type.NumElements()});
     shapes_.push_back(root->type.shape);
     fn.num_params = static_cast<int>(fn.buffers.size());
+
+    if (TryContraction(out, out_vars, value)) return out;
+
+    VarSet enclosing;
+    for (const Var& v : out_vars) {
+      if (v->extent != 1) enclosing.insert(v.get());
+    }
+    std::unordered_map<const te::ExprNode*, Expr> memo;
+    value = Hoist(value, enclosing, memo);
     const int first_temp = fn.num_params;
     for (size_t t = 0; t < temps_.size(); ++t) {
       std::vector<int64_t> shape;
@@ -122,6 +130,40 @@ class GroupLowerer {
     std::vector<Var> vars;
     Expr value;
   };
+
+  // The register-tiled schedule (contraction_schedule.h) when it applies.
+  bool TryContraction(LoweredGroup& out, const std::vector<Var>& out_vars, const Expr& value) {
+    LoopFunction& fn = out.function;
+    ContractionTarget target;
+    target.builder = &b_;
+    target.out_vars = out_vars;
+    std::vector<Expr> idx;
+    for (const Var& v : out_vars) idx.push_back(b_.Ref(v));
+    target.out_index = FlatIndex(shapes_[fn.num_params - 1], idx);
+    target.value = Flatten(value);
+    target.out_buffer = fn.num_params - 1;
+    target.buffers = &fn.buffers;
+    target.constant_of = [this](int buffer) -> const ConstantData* {
+      if (buffer >= static_cast<int>(params_.size())) return nullptr;
+      const Node* p = params_[buffer];
+      return p->is_constant() ? p->value.get() : nullptr;
+    };
+    std::optional<ContractionSchedule> schedule = ScheduleContraction(target);
+    if (!schedule) return false;
+    fn.body = schedule->body;
+    out.schedule = schedule->summary;
+    for (auto& [buffer, data] : schedule->packed_constants) {
+      auto node = std::make_unique<Node>();
+      node->kind = NodeKind::kConstant;
+      node->name = absl::StrCat(params_[buffer]->name, ".packed");
+      node->type = data->type;
+      node->type_known = true;
+      node->value = std::move(data);
+      out.params[buffer] = node.get();
+      out.packed_params.push_back(std::move(node));
+    }
+    return true;
+  }
 
   void CollectParams() {
     for (const Node* m : members_) {

@@ -2,6 +2,7 @@
 #ifndef KILN_COMPILER_LOWER_LOWER_GROUP_H_
 #define KILN_COMPILER_LOWER_LOWER_GROUP_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,11 @@ struct LoweredGroup {
   std::vector<const Node*> params;
   // Canonical structural form: ops, attributes, types, topology, baked constants.
   std::string canonical;
+  // Constants the schedule repacked at compile time, standing in for the
+  // graph's constants in `params` (owned here; the program copies their data).
+  std::vector<std::unique_ptr<Node>> packed_params;
+  // The schedule applied, when a special one was ("gemm 8x32 M=.. N=.. K=..").
+  std::string schedule;
 };
 
 // `members`: the group's op nodes in topological order; the last is the root,

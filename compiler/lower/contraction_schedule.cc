@@ -1,0 +1,472 @@
+// Contraction schedule: packed operands and a register-tiled micro-kernel.
+//
+// Design note
+// -----------
+// Every op Kiln lowers to a sum of products -- dense, matmul, batched matmul,
+// conv2d (any groups, strides, padding) -- reaches lowering as one expression
+//     out[o] = epilogue( sum_k fa(o, k) * fb(o, k) )
+// after the group's producers are inlined. The schedule reads the GEMM off that
+// expression instead of off op names, so fused producers (a transpose feeding
+// a matmul, conv padding) and fused consumers (bias, relu, residual add) come
+// along for free:
+//   - N: the trailing output dimensions only fb depends on. The innermost one
+//     must be among them, so a column of the tile is contiguous in the output.
+//   - M: the output dimensions only fa depends on.
+//   - batch: the rest (attention heads, conv's image index at batch > 1).
+//   - K: the reduction variables, flattened.
+// conv2d is then an implicit GEMM: M = output channels, N = output pixels,
+// K = in-channels x kernel window; fb is the im2col element of the input.
+//
+// Both operands are packed into panels so the inner loop streams memory:
+//     Ap[batch][M/MR][K][MR]        Bp[batch][N/NR][K][NR]
+// padded with zeros to whole tiles. An operand that is a plain load of a
+// constant (dense and conv weights) is packed once, here, at compile time;
+// the kernel then reads the packed copy instead of the original. Otherwise
+// (activations, im2col) the kernel packs it at the start of each call, which
+// costs K*(M or N) copies against M*N*K multiply-adds.
+//
+// The micro-kernel keeps an MR x NR tile of accumulators in vector registers
+// (NR = 16 * NV lanes of a 512-bit register):
+//     for batch, jb (parallel), ib:
+//       acc[MR][NR] = 0
+//       for k:   for r < MR (unrolled):   acc[r][:] += Ap[ib][k][r] * Bp[jb][k][:]
+//       for r < MR (unrolled):  out[.., m, n:n+NR] = epilogue(acc[r][:])   (masked)
+// Each k step does NV vector loads, MR broadcasts and MR*NV FMAs. (MR, NV)
+// is chosen per shape: the estimated cycles over all tiles, where one k step
+// costs max(FMAs / 2 ports, loads / 2 ports, 4 cycles of FMA latency), with
+// the padding that a tile size wastes counted in. The epilogue runs while the
+// tile is still in registers, and stores through a lane mask at the edges.
+// Loop order jb -> ib keeps one K x NR panel of Bp in L1/L2 while the whole
+// of Ap (weights, at most a few MB for the models Kiln targets) streams.
+//
+// Not done (yet): K blocking for K x NR panels beyond L2, and an NCHWc layout
+// for convolutions with few output pixels, where N < NR wastes lanes.
+#include "compiler/lower/contraction_schedule.h"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "absl/strings/str_cat.h"
+#include "compiler/lower/linear_form.h"
+
+namespace kiln::lower {
+namespace {
+
+using te::Expr;
+using te::ExprKind;
+using te::Var;
+
+constexpr int kLanes = 16;  // float32 lanes of a 512-bit vector
+// Work (multiply-adds) above which a loop goes parallel, and below which the
+// generic loop nest is as good as tiling.
+constexpr int64_t kParallelWork = 1 << 15;
+constexpr int64_t kMinWork = 1 << 14;
+
+struct Tile {
+  int mr = 1;
+  int nv = 1;
+  int nr() const { return nv * kLanes; }
+};
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+Tile ChooseTile(int64_t m, int64_t n) {
+  Tile best;
+  double best_cost = 0;
+  for (int mr = 1; mr <= 8; ++mr) {
+    for (int nv = 1; nv <= 4; ++nv) {
+      if (mr * nv + nv > 30) continue;  // accumulators + B vectors in 32 registers
+      const double per_k = std::max({mr * nv / 2.0, (mr + nv) / 2.0, 4.0});
+      const double cost = static_cast<double>(CeilDiv(m, mr) * CeilDiv(n, nv * kLanes)) * per_k;
+      const bool better = best_cost == 0 || cost < best_cost * 0.999 ||
+                          (cost <= best_cost * 1.001 && mr * nv > best.mr * best.nv);
+      if (better) {
+        best = {mr, nv};
+        best_cost = cost;
+      }
+    }
+  }
+  return best;
+}
+
+void CollectReduces(const Expr& e, std::unordered_set<const te::ExprNode*>& seen,
+                    std::vector<Expr>& out) {
+  if (!seen.insert(e.get()).second) return;
+  if (e->kind == ExprKind::kReduce) {
+    out.push_back(e);
+    return;
+  }
+  for (const Expr& o : e->operands) CollectReduces(o, seen, out);
+}
+
+bool ContainsReduce(const Expr& e) {
+  std::unordered_set<const te::ExprNode*> seen;
+  std::vector<Expr> found;
+  CollectReduces(e, seen, found);
+  return !found.empty();
+}
+
+int CountLoadsOf(const Expr& e, int buffer) {
+  std::unordered_set<const te::ExprNode*> seen;
+  int count = 0;
+  std::function<void(const Expr&)> visit = [&](const Expr& x) {
+    if (!seen.insert(x.get()).second) return;
+    if (x->kind == ExprKind::kLoad && x->buffer == buffer) ++count;
+    for (const Expr& o : x->operands) visit(o);
+  };
+  visit(e);
+  return count;
+}
+
+int64_t Product(const std::vector<Var>& vars) {
+  int64_t p = 1;
+  for (const Var& v : vars) p *= v->extent;
+  return p;
+}
+
+class Scheduler {
+ public:
+  explicit Scheduler(const ContractionTarget& t) : t_(t), b_(*t.builder) {}
+
+  std::optional<ContractionSchedule> Run() {
+    if (!Analyse()) return std::nullopt;
+    ContractionSchedule out;
+    tile_ = ChooseTile(m_, n_);
+    mb_ = CeilDiv(m_, tile_.mr);
+    nb_ = CeilDiv(n_, tile_.nr());
+    std::vector<Stmt> stages;
+    a_buffer_ = PackOperand(/*is_a=*/true, out, stages);
+    b_buffer_ = PackOperand(/*is_a=*/false, out, stages);
+    stages.push_back(MainLoop());
+    out.body = MakeSeq(std::move(stages));
+    out.summary = absl::StrCat("gemm ", tile_.mr, "x", tile_.nr(), " M=", m_, " N=", n_,
+                               " K=", k_, " batch=", Product(batch_vars_));
+    return out;
+  }
+
+ private:
+  bool Analyse() {
+    std::unordered_set<const te::ExprNode*> seen;
+    std::vector<Expr> reduces;
+    CollectReduces(t_.value, seen, reduces);
+    if (reduces.size() != 1) return false;
+    reduce_ = reduces[0];
+    if (reduce_->reduce_op() != te::ReduceOp::kSum || reduce_->type != te::ScalarType::kF32) {
+      return false;
+    }
+    const Expr& body = reduce_->operands[0];
+    if (body->kind != ExprKind::kBinary || body->binary_op() != te::BinaryOp::kMul ||
+        ContainsReduce(body)) {
+      return false;
+    }
+    std::vector<Var> outs;
+    for (const Var& v : t_.out_vars) {
+      if (v->extent != 1) outs.push_back(v);
+    }
+    if (outs.empty()) return false;
+    for (const Var& v : outs) {
+      if (!DependsOn(reduce_, v.get())) return false;  // the epilogue broadcasts
+    }
+    fa_ = body->operands[0];
+    fb_ = body->operands[1];
+    const te::VarNode* x = outs.back().get();
+    const bool in_a = DependsOn(fa_, x), in_b = DependsOn(fb_, x);
+    if (in_a && in_b) return false;
+    if (in_a) std::swap(fa_, fb_);
+    size_t first_n = outs.size();
+    while (first_n > 0 && DependsOn(fb_, outs[first_n - 1].get()) &&
+           !DependsOn(fa_, outs[first_n - 1].get())) {
+      --first_n;
+    }
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const bool a = DependsOn(fa_, outs[i].get()), bdep = DependsOn(fb_, outs[i].get());
+      if (i >= first_n) {
+        n_vars_.push_back(outs[i]);
+      } else if (a && !bdep) {
+        m_vars_.push_back(outs[i]);
+      } else {
+        batch_vars_.push_back(outs[i]);
+      }
+    }
+    for (const Var& v : reduce_->reduce_vars) {
+      if (v->extent != 1) k_vars_.push_back(v);
+    }
+    m_ = Product(m_vars_);
+    n_ = Product(n_vars_);
+    k_ = Product(k_vars_);
+    return k_ >= 8 && n_ >= kLanes && m_ * n_ * k_ >= kMinWork;
+  }
+
+  // `flat` split into one index per variable of `vars`, row-major. The
+  // outermost takes the quotient without a modulus, so the split flattens
+  // back to `flat` exactly (see linear_form.h).
+  std::vector<Expr> Split(const Expr& flat, const std::vector<Var>& vars) {
+    std::vector<Expr> parts(vars.size());
+    Expr rest = flat;
+    for (size_t i = vars.size(); i-- > 0;) {
+      if (i == 0) {
+        parts[i] = rest;
+      } else {
+        parts[i] = b_.Mod(rest, b_.Int(vars[i]->extent));
+        rest = b_.Div(rest, b_.Int(vars[i]->extent));
+      }
+    }
+    return parts;
+  }
+
+  Expr Flat(const std::vector<Var>& vars) {
+    Expr flat = b_.Int(0);
+    for (const Var& v : vars) flat = b_.Add(b_.Mul(flat, b_.Int(v->extent)), b_.Ref(v));
+    return flat;
+  }
+
+  std::vector<Var> BatchVarsOf(const Expr& e) {
+    std::vector<Var> vars;
+    for (const Var& v : batch_vars_) {
+      if (DependsOn(e, v.get())) vars.push_back(v);
+    }
+    return vars;
+  }
+
+  // Packs fa (is_a) or fb into its panel buffer; returns the buffer id.
+  int PackOperand(bool is_a, ContractionSchedule& out, std::vector<Stmt>& stages) {
+    const Expr& f = is_a ? fa_ : fb_;
+    const std::vector<Var>& rows = is_a ? m_vars_ : n_vars_;
+    const int64_t extent = is_a ? m_ : n_;
+    const int64_t blocks = is_a ? mb_ : nb_;
+    const int width = is_a ? tile_.mr : tile_.nr();
+    std::vector<Var> batch = BatchVarsOf(f);
+    (is_a ? a_batch_ : b_batch_) = batch;
+    const int64_t elements = Product(batch) * blocks * k_ * width;
+
+    if (batch.empty()) {
+      if (auto packed = PackConstant(f, rows, blocks, width)) {
+        (*t_.buffers)[f->buffer].num_elements = elements;
+        (*t_.buffers)[f->buffer].name += ".packed";
+        out.packed_constants.emplace_back(f->buffer, std::move(packed));
+        return f->buffer;
+      }
+    }
+
+    const int buffer = static_cast<int>(t_.buffers->size());
+    t_.buffers->push_back({is_a ? "a_panel" : "b_panel", te::ScalarType::kF32, elements});
+    Var block = b_.NewVar(is_a ? "ib" : "jb", blocks);
+    Var k = b_.NewVar("k", k_);
+    Var lane = b_.NewVar(is_a ? "r" : "v", width);
+    Expr row = b_.Add(b_.Mul(b_.Ref(block), b_.Int(width)), b_.Ref(lane));
+    const bool padded = blocks * width != extent;
+    Expr clamped = padded ? b_.Min(row, b_.Int(extent - 1)) : row;
+    std::vector<Var> from = rows;
+    std::vector<Expr> to = Split(clamped, rows);
+    std::vector<Expr> k_parts = Split(b_.Ref(k), k_vars_);
+    from.insert(from.end(), k_vars_.begin(), k_vars_.end());
+    to.insert(to.end(), k_parts.begin(), k_parts.end());
+    Expr value = b_.Substitute(f, from, to);
+    if (padded) value = b_.Select(b_.Compare(te::CompareOp::kLT, row, b_.Int(extent)), value,
+                                  b_.Float(0));
+    std::vector<Var> loops = batch;
+    loops.push_back(block);
+    Expr index = b_.Add(b_.Mul(b_.Add(b_.Mul(Flat(loops), b_.Int(k_)), b_.Ref(k)),
+                               b_.Int(width)),
+                        b_.Ref(lane));
+    Stmt body = MakeFor(lane, ForKind::kVectorized, MakeStore(buffer, index, value));
+    body = MakeFor(k, ForKind::kSerial, body);
+    for (size_t i = loops.size(); i-- > 0;) {
+      const bool parallel = i == 0 && elements >= kParallelWork;
+      body = MakeFor(loops[i], parallel ? ForKind::kParallel : ForKind::kSerial, body);
+    }
+    stages.push_back(body);
+    return buffer;
+  }
+
+  // The packed panels of `f` when it is a plain load of a constant at an
+  // index affine in the loop variables; null otherwise.
+  std::shared_ptr<const ConstantData> PackConstant(const Expr& f, const std::vector<Var>& rows,
+                                                   int64_t blocks, int width) {
+    if (f->kind != ExprKind::kLoad || f->type != te::ScalarType::kF32) return nullptr;
+    const ConstantData* data = t_.constant_of(f->buffer);
+    if (data == nullptr || CountLoadsOf(t_.value, f->buffer) != 1) return nullptr;
+    std::optional<LinearForm> form = AffineInVars(f->operands[0]);
+    if (!form) return nullptr;
+    auto coefficient = [&](const Var& v) -> int64_t {
+      auto it = form->terms.find(b_.Ref(v).get());
+      return it == form->terms.end() ? 0 : it->second;
+    };
+    // Offsets of each flattened row and k, summed per element.
+    auto offsets = [&](const std::vector<Var>& vars, int64_t count) {
+      std::vector<int64_t> off(count, 0);
+      for (int64_t flat = 0; flat < count; ++flat) {
+        int64_t rest = flat, sum = 0;
+        for (size_t i = vars.size(); i-- > 0;) {
+          sum += coefficient(vars[i]) * (rest % vars[i]->extent);
+          rest /= vars[i]->extent;
+        }
+        off[flat] = sum;
+      }
+      return off;
+    };
+    const int64_t extent = Product(rows);
+    std::vector<int64_t> row_off = offsets(rows, extent);
+    std::vector<int64_t> k_off = offsets(k_vars_, k_);
+    const int64_t source_elements = data->type.NumElements();
+    const float* src = data->data<float>();
+    auto packed = std::make_shared<ConstantData>();
+    const int64_t elements = blocks * k_ * width;
+    packed->type = TensorType{DType::kFloat32, {blocks, k_, width}};
+    packed->bytes.assign(static_cast<size_t>(elements) * sizeof(float), '\0');
+    float* dst = reinterpret_cast<float*>(packed->bytes.data());
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      for (int64_t k = 0; k < k_; ++k) {
+        for (int lane = 0; lane < width; ++lane) {
+          const int64_t row = blk * width + lane;
+          if (row >= extent) continue;
+          const int64_t at = form->constant + row_off[row] + k_off[k];
+          if (at < 0 || at >= source_elements) return nullptr;  // not a plain read after all
+          dst[(blk * k_ + k) * width + lane] = src[at];
+        }
+      }
+    }
+    return packed;
+  }
+
+  Stmt MainLoop() {
+    const int mr = tile_.mr, nr = tile_.nr();
+    Var jb = b_.NewVar("jb", nb_);
+    Var ib = b_.NewVar("ib", mb_);
+    Var k = b_.NewVar("k", k_);
+    Var r = b_.NewVar("r", mr);
+    // A tile row is NV registers of kLanes: vectors wider than a register
+    // (and not a power of two) legalise poorly.
+    Var vv = b_.NewVar("vv", tile_.nv);
+    Var lane = b_.NewVar("v", kLanes);
+    Expr v_ref = b_.Add(b_.Mul(b_.Ref(vv), b_.Int(kLanes)), b_.Ref(lane));
+    const int acc = static_cast<int>(t_.buffers->size());
+    t_.buffers->push_back({"acc", te::ScalarType::kF32, int64_t{mr} * nr, /*local=*/true});
+    Expr acc_index = b_.Add(b_.Mul(b_.Ref(r), b_.Int(nr)), v_ref);
+    Expr acc_value = b_.Load(acc, te::ScalarType::kF32, {acc_index});
+
+    auto panel_index = [&](const std::vector<Var>& batch, const Var& block, int width,
+                           const Expr& offset) {
+      std::vector<Var> outer = batch;
+      outer.push_back(block);
+      return b_.Add(b_.Mul(b_.Add(b_.Mul(Flat(outer), b_.Int(k_)), b_.Ref(k)), b_.Int(width)),
+                    offset);
+    };
+    Expr a = b_.Load(a_buffer_, te::ScalarType::kF32, {panel_index(a_batch_, ib, mr, b_.Ref(r))});
+    Expr bv = b_.Load(b_buffer_, te::ScalarType::kF32, {panel_index(b_batch_, jb, nr, v_ref)});
+
+    auto tile_loop = [&](Stmt s) {
+      return MakeFor(r, ForKind::kUnrolled,
+                     MakeFor(vv, ForKind::kUnrolled, MakeFor(lane, ForKind::kVector, std::move(s))));
+    };
+    Stmt init = tile_loop(MakeStore(acc, acc_index, b_.Float(0)));
+    Stmt update = MakeFor(
+        k, ForKind::kSerial,
+        tile_loop(MakeStore(acc, acc_index, b_.Add(acc_value, b_.Mul(a, bv)))));
+
+    // The epilogue: the output element with the reduction read from acc and
+    // the output variables rebuilt from the tile position.
+    Expr m = b_.Add(b_.Mul(b_.Ref(ib), b_.Int(mr)), b_.Ref(r));
+    Expr n = b_.Add(b_.Mul(b_.Ref(jb), b_.Int(nr)), v_ref);
+    std::vector<Var> from = m_vars_;
+    std::vector<Expr> to = Split(m, m_vars_);
+    std::vector<Expr> n_parts = Split(n, n_vars_);
+    from.insert(from.end(), n_vars_.begin(), n_vars_.end());
+    to.insert(to.end(), n_parts.begin(), n_parts.end());
+    Expr epilogue = b_.Substitute(ReplaceReduce(t_.value, acc_value), from, to);
+    Expr out_index = b_.Substitute(t_.out_index, from, to);
+    Expr predicate;
+    auto conjoin = [&](Expr c) {
+      predicate = predicate ? b_.Binary(te::BinaryOp::kAnd, predicate, c) : c;
+    };
+    if (mb_ * mr != m_) conjoin(b_.Compare(te::CompareOp::kLT, m, b_.Int(m_)));
+    if (nb_ * nr != n_) conjoin(b_.Compare(te::CompareOp::kLT, n, b_.Int(n_)));
+    Stmt store = tile_loop(MakeStore(t_.out_buffer, out_index, epilogue, predicate));
+
+    Stmt body = MakeFor(ib, ForKind::kSerial, MakeSeq({init, update, store}));
+    body = MakeFor(jb, ForKind::kSerial, body);
+    for (size_t i = batch_vars_.size(); i-- > 0;) {
+      body = MakeFor(batch_vars_[i], ForKind::kSerial, body);
+    }
+    if (m_ * n_ * k_ * Product(batch_vars_) >= kParallelWork) {
+      bool placed = false;
+      body = MarkFirstParallel(body, placed);
+    }
+    return body;
+  }
+
+  // `s` with the outermost loop of extent > 1 made parallel.
+  static Stmt MarkFirstParallel(const Stmt& s, bool& placed) {
+    if (placed || s->kind != StmtKind::kFor || s->for_kind != ForKind::kSerial) return s;
+    if (s->var->extent > 1) {
+      placed = true;
+      return MakeFor(s->var, ForKind::kParallel, s->children[0]);
+    }
+    return MakeFor(s->var, s->for_kind, MarkFirstParallel(s->children[0], placed));
+  }
+
+  Expr ReplaceReduce(const Expr& root, const Expr& with) {
+    std::unordered_map<const te::ExprNode*, Expr> memo;
+    std::function<Expr(const Expr&)> visit = [&](const Expr& e) -> Expr {
+      if (e == reduce_) return with;
+      auto it = memo.find(e.get());
+      if (it != memo.end()) return it->second;
+      Expr result = e;
+      if (!e->operands.empty()) {
+        std::vector<Expr> ops;
+        bool changed = false;
+        for (const Expr& o : e->operands) {
+          ops.push_back(visit(o));
+          changed |= ops.back() != o;
+        }
+        if (changed) result = Rebuild(e, std::move(ops));
+      }
+      memo.emplace(e.get(), result);
+      return result;
+    };
+    return visit(root);
+  }
+
+  Expr Rebuild(const Expr& e, std::vector<Expr> ops) {
+    switch (e->kind) {
+      case ExprKind::kLoad:
+        return b_.Load(e->buffer, e->type, std::move(ops));
+      case ExprKind::kBinary:
+        return b_.Binary(e->binary_op(), ops[0], ops[1]);
+      case ExprKind::kUnary:
+        return b_.Unary(e->unary_op(), ops[0]);
+      case ExprKind::kCompare:
+        return b_.Compare(e->compare_op(), ops[0], ops[1]);
+      case ExprKind::kSelect:
+        return b_.Select(ops[0], ops[1], ops[2]);
+      case ExprKind::kCast:
+        return b_.Cast(e->type, ops[0]);
+      case ExprKind::kReduce:
+        return b_.Reduce(e->reduce_op(), e->reduce_vars, ops[0]);
+      default:
+        return e;
+    }
+  }
+
+  const ContractionTarget& t_;
+  te::ExprBuilder& b_;
+  Expr reduce_, fa_, fb_;
+  std::vector<Var> m_vars_, n_vars_, k_vars_, batch_vars_;
+  std::vector<Var> a_batch_, b_batch_;
+  int64_t m_ = 1, n_ = 1, k_ = 1, mb_ = 1, nb_ = 1;
+  Tile tile_;
+  int a_buffer_ = -1, b_buffer_ = -1;
+};
+
+}  // namespace
+
+std::optional<ContractionSchedule> ScheduleContraction(const ContractionTarget& target) {
+  Scheduler scheduler(target);
+  return scheduler.Run();
+}
+
+}  // namespace kiln::lower

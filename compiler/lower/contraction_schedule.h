@@ -1,0 +1,48 @@
+// The register-tiled, packed schedule for contractions: dense, matmul, batched
+// matmul and conv2d (see contraction_schedule.cc for the design).
+#ifndef KILN_COMPILER_LOWER_CONTRACTION_SCHEDULE_H_
+#define KILN_COMPILER_LOWER_CONTRACTION_SCHEDULE_H_
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "compiler/ir/graph.h"
+#include "compiler/lower/loop_ir.h"
+#include "compiler/te/expr_builder.h"
+
+namespace kiln::lower {
+
+struct ContractionTarget {
+  te::ExprBuilder* builder = nullptr;
+  // Every output dimension's variable (unit ones included) and the flat
+  // output index over them.
+  std::vector<te::Var> out_vars;
+  te::Expr out_index;
+  // The output element, flattened (loads carry one flat index).
+  te::Expr value;
+  int out_buffer = -1;
+  // The function's buffers; the schedule appends its temporaries and may
+  // resize a constant parameter it packs.
+  std::vector<BufferDecl>* buffers = nullptr;
+  // The bytes behind a parameter buffer when it is a constant, else null.
+  std::function<const ConstantData*(int buffer)> constant_of;
+};
+
+struct ContractionSchedule {
+  Stmt body;
+  // Parameters whose constant is replaced by its packed layout, computed now.
+  std::vector<std::pair<int, std::shared_ptr<const ConstantData>>> packed_constants;
+  // "gemm MRxNR M=.. N=.. K=..", for IR dumps and tests.
+  std::string summary;
+};
+
+// The schedule, or nullopt when the value is not one float32 sum-of-products
+// contraction worth tiling (the generic loop nest then applies).
+std::optional<ContractionSchedule> ScheduleContraction(const ContractionTarget& target);
+
+}  // namespace kiln::lower
+
+#endif  // KILN_COMPILER_LOWER_CONTRACTION_SCHEDULE_H_
