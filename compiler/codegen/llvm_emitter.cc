@@ -195,8 +195,33 @@ class Emitter {
     return absl::OkStatus();
   }
 
+  // A body made only of unrolled and vector loops: a register tile. Loops
+  // around one must not be unrolled by LLVM, whose copies of the tile would
+  // need more than the 32 vector registers and spill.
+  static bool IsRegisterTile(const Stmt& s) {
+    switch (s->kind) {
+      case StmtKind::kStore:
+        return false;
+      case StmtKind::kSeq:
+        for (const Stmt& c : s->children) {
+          if (!IsRegisterTile(c)) return false;
+        }
+        return !s->children.empty();
+      case StmtKind::kFor:
+        if (s->for_kind == ForKind::kVector) return true;
+        return s->for_kind == ForKind::kUnrolled && IsRegisterTile(s->children[0]);
+    }
+    return false;
+  }
+
+  // Loop metadata for a serial loop around a register tile.
+  static constexpr ForKind kNoUnroll = static_cast<ForKind>(-1);
+
   void AttachLoopMetadata(llvm::BranchInst* back, ForKind kind) {
     std::vector<llvm::Metadata*> ops{nullptr};
+    if (kind == kNoUnroll) {
+      ops.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.unroll.disable")}));
+    }
     if (kind == ForKind::kVectorized) {
       ops.push_back(llvm::MDNode::get(
           ctx_, {llvm::MDString::get(ctx_, "llvm.loop.vectorize.enable"),
@@ -227,7 +252,8 @@ class Emitter {
         if (s->for_kind == ForKind::kParallel) return EmitParallelFor(s);
         if (s->for_kind == ForKind::kUnrolled) return EmitUnrolled(s);
         if (s->for_kind == ForKind::kVector) return EmitVectorFor(s);
-        return EmitLoop(s->var.get(), b_.getInt64(0), b_.getInt64(s->var->extent), s->for_kind,
+        return EmitLoop(s->var.get(), b_.getInt64(0), b_.getInt64(s->var->extent),
+                        IsRegisterTile(s->children[0]) ? kNoUnroll : s->for_kind,
                         [&] { return EmitStmt(s->children[0]); });
     }
     return absl::OkStatus();

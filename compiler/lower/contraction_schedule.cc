@@ -39,6 +39,16 @@
 // Loop order jb -> ib keeps one K x NR panel of Bp in L1/L2 while the whole
 // of Ap (weights, at most a few MB for the models Kiln targets) streams.
 //
+// B is read in place, unpacked, when its index already steps by one element
+// along N and the tile may overrun the end (see ContractionTarget::
+// slack_buffer). Lowering sets this up for stride-1 conv2d: it copies the
+// input once into a zero-padded buffer and computes the output over padded
+// rows, so the im2col element for pixel n' = oh * Wp + ow and window offset
+// (c, kh, kw) is padded[c][kh][kw + n'] -- contiguous in n' across rows. The
+// Wp - OW extra columns per row are masked at the store. That replaces a
+// K x N im2col copy per call (as costly as the multiply-adds for 3x3 convs
+// with 64 channels) by a copy of the input.
+//
 // Not done (yet): K blocking for K x NR panels beyond L2, and an NCHWc layout
 // for convolutions with few output pixels, where N < NR wastes lanes.
 #include "compiler/lower/contraction_schedule.h"
@@ -140,8 +150,9 @@ class Scheduler {
     nb_ = CeilDiv(n_, tile_.nr());
     std::vector<Stmt> stages;
     a_buffer_ = PackOperand(/*is_a=*/true, out, stages);
-    b_buffer_ = PackOperand(/*is_a=*/false, out, stages);
-    stages.push_back(MainLoop());
+    direct_b_ = ReadableInPlace(fb_);
+    if (!direct_b_) b_buffer_ = PackOperand(/*is_a=*/false, out, stages);
+    stages.push_back(MainLoop(stages));
     out.body = MakeSeq(std::move(stages));
     out.summary = absl::StrCat("gemm ", tile_.mr, "x", tile_.nr(), " M=", m_, " N=", n_,
                                " K=", k_, " batch=", Product(batch_vars_));
@@ -256,12 +267,16 @@ class Scheduler {
     t_.buffers->push_back({is_a ? "a_panel" : "b_panel", te::ScalarType::kF32, elements});
     Var block = b_.NewVar(is_a ? "ib" : "jb", blocks);
     Var k = b_.NewVar("k", k_);
-    Var lane = b_.NewVar(is_a ? "r" : "v", width);
-    Expr row = b_.Add(b_.Mul(b_.Ref(block), b_.Int(width)), b_.Ref(lane));
+    // Panels as wide as whole registers are packed with explicit vectors.
+    const bool whole_vectors = width % kLanes == 0;
+    Var lane_block = b_.NewVar(is_a ? "rr" : "vv", width / kLanes);
+    Var lane = b_.NewVar(is_a ? "r" : "v", whole_vectors ? kLanes : width);
+    Expr lane_ref = whole_vectors ? b_.Add(b_.Mul(b_.Ref(lane_block), b_.Int(kLanes)), b_.Ref(lane))
+                                  : b_.Ref(lane);
+    Expr row = b_.Add(b_.Mul(b_.Ref(block), b_.Int(width)), lane_ref);
     const bool padded = blocks * width != extent;
-    Expr clamped = padded ? b_.Min(row, b_.Int(extent - 1)) : row;
     std::vector<Var> from = rows;
-    std::vector<Expr> to = Split(clamped, rows);
+    std::vector<Expr> to = RowDigits(row, rows, blocks * width, extent, stages);
     std::vector<Expr> k_parts = Split(b_.Ref(k), k_vars_);
     from.insert(from.end(), k_vars_.begin(), k_vars_.end());
     to.insert(to.end(), k_parts.begin(), k_parts.end());
@@ -272,8 +287,14 @@ class Scheduler {
     loops.push_back(block);
     Expr index = b_.Add(b_.Mul(b_.Add(b_.Mul(Flat(loops), b_.Int(k_)), b_.Ref(k)),
                                b_.Int(width)),
-                        b_.Ref(lane));
-    Stmt body = MakeFor(lane, ForKind::kVectorized, MakeStore(buffer, index, value));
+                        lane_ref);
+    Stmt body;
+    if (whole_vectors) {
+      body = MakeFor(lane_block, ForKind::kUnrolled,
+                     MakeFor(lane, ForKind::kVector, MakeStore(buffer, index, value)));
+    } else {
+      body = MakeFor(lane, ForKind::kVectorized, MakeStore(buffer, index, value));
+    }
     body = MakeFor(k, ForKind::kSerial, body);
     for (size_t i = loops.size(); i-- > 0;) {
       const bool parallel = i == 0 && elements >= kParallelWork;
@@ -281,6 +302,40 @@ class Scheduler {
     }
     stages.push_back(body);
     return buffer;
+  }
+
+  // Whether fb can be loaded by the micro-kernel as it is: a plain load whose
+  // index steps by one along N, that a tile may overrun.
+  bool ReadableInPlace(const Expr& f) {
+    if (f->kind != ExprKind::kLoad) return false;
+    const bool exact = nb_ * tile_.nr() == n_;
+    if (f->buffer != t_.slack_buffer && !exact) return false;
+    if (t_.constant_of(f->buffer) != nullptr) return false;  // packing it once is better
+    Var probe = b_.NewVar("probe", n_ + tile_.nr());
+    Expr index = b_.Substitute(f->operands[0], n_vars_, Split(b_.Ref(probe), n_vars_));
+    return StrideAlong(index, probe.get()) == 1;
+  }
+
+  // The per-variable digits of `row` (a flat index over `rows`, up to
+  // `padded_extent`, clamped to `extent` - 1). With several variables the
+  // digits come from small i64 tables filled by a stage of their own, so the
+  // vectorised packing loop does no 64-bit division (which AVX-512 lacks).
+  std::vector<Expr> RowDigits(const Expr& row, const std::vector<Var>& rows,
+                              int64_t padded_extent, int64_t extent, std::vector<Stmt>& stages) {
+    const bool padded = padded_extent != extent;
+    if (rows.size() <= 1) return Split(padded ? b_.Min(row, b_.Int(extent - 1)) : row, rows);
+    Var t = b_.NewVar("t", padded_extent);
+    Expr clamped = padded ? b_.Min(b_.Ref(t), b_.Int(extent - 1)) : b_.Ref(t);
+    std::vector<Expr> digits = Split(clamped, rows);
+    std::vector<Expr> loads;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const int table = static_cast<int>(t_.buffers->size());
+      t_.buffers->push_back({absl::StrCat(rows[i]->name, "_of_row"), te::ScalarType::kI64,
+                             padded_extent});
+      stages.push_back(MakeFor(t, ForKind::kSerial, MakeStore(table, b_.Ref(t), digits[i])));
+      loads.push_back(b_.Load(table, te::ScalarType::kI64, {row}));
+    }
+    return loads;
   }
 
   // The packed panels of `f` when it is a plain load of a constant at an
@@ -333,11 +388,10 @@ class Scheduler {
     return packed;
   }
 
-  Stmt MainLoop() {
+  Stmt MainLoop(std::vector<Stmt>& stages) {
     const int mr = tile_.mr, nr = tile_.nr();
     Var jb = b_.NewVar("jb", nb_);
     Var ib = b_.NewVar("ib", mb_);
-    Var k = b_.NewVar("k", k_);
     Var r = b_.NewVar("r", mr);
     // A tile row is NV registers of kLanes: vectors wider than a register
     // (and not a power of two) legalise poorly.
@@ -353,28 +407,38 @@ class Scheduler {
                            const Expr& offset) {
       std::vector<Var> outer = batch;
       outer.push_back(block);
-      return b_.Add(b_.Mul(b_.Add(b_.Mul(Flat(outer), b_.Int(k_)), b_.Ref(k)), b_.Int(width)),
+      return b_.Add(b_.Mul(b_.Add(b_.Mul(Flat(outer), b_.Int(k_)), Flat(k_vars_)), b_.Int(width)),
                     offset);
     };
+    Expr m = b_.Add(b_.Mul(b_.Ref(ib), b_.Int(mr)), b_.Ref(r));
+    Expr n = b_.Add(b_.Mul(b_.Ref(jb), b_.Int(nr)), v_ref);
     Expr a = b_.Load(a_buffer_, te::ScalarType::kF32, {panel_index(a_batch_, ib, mr, b_.Ref(r))});
-    Expr bv = b_.Load(b_buffer_, te::ScalarType::kF32, {panel_index(b_batch_, jb, nr, v_ref)});
+    Expr bv = direct_b_
+                  ? b_.Substitute(fb_, n_vars_, Split(n, n_vars_))
+                  : b_.Load(b_buffer_, te::ScalarType::kF32, {panel_index(b_batch_, jb, nr, v_ref)});
 
     auto tile_loop = [&](Stmt s) {
       return MakeFor(r, ForKind::kUnrolled,
                      MakeFor(vv, ForKind::kUnrolled, MakeFor(lane, ForKind::kVector, std::move(s))));
     };
     Stmt init = tile_loop(MakeStore(acc, acc_index, b_.Float(0)));
-    Stmt update = MakeFor(
-        k, ForKind::kSerial,
-        tile_loop(MakeStore(acc, acc_index, b_.Add(acc_value, b_.Mul(a, bv)))));
+    // One loop per reduction variable, so window offsets stay affine in
+    // loop variables (no division per step).
+    Stmt update = tile_loop(MakeStore(acc, acc_index, b_.Add(acc_value, b_.Mul(a, bv))));
+    for (size_t i = k_vars_.size(); i-- > 0;) update = MakeFor(k_vars_[i], ForKind::kSerial, update);
 
     // The epilogue: the output element with the reduction read from acc and
     // the output variables rebuilt from the tile position.
-    Expr m = b_.Add(b_.Mul(b_.Ref(ib), b_.Int(mr)), b_.Ref(r));
-    Expr n = b_.Add(b_.Mul(b_.Ref(jb), b_.Int(nr)), v_ref);
     std::vector<Var> from = m_vars_;
     std::vector<Expr> to = Split(m, m_vars_);
     std::vector<Expr> n_parts = Split(n, n_vars_);
+    // When the output is not contiguous along the tile's lanes (conv over
+    // padded rows), its digits come from tables: a scatter with per-lane
+    // 64-bit division would cost as much as the tile's multiply-adds.
+    if (n_vars_.size() > 1 &&
+        StrideAlong(b_.Substitute(t_.out_index, n_vars_, n_parts), lane.get()) != 1) {
+      n_parts = RowDigits(n, n_vars_, nb_ * nr, n_, stages);
+    }
     from.insert(from.end(), n_vars_.begin(), n_vars_.end());
     to.insert(to.end(), n_parts.begin(), n_parts.end());
     Expr epilogue = b_.Substitute(ReplaceReduce(t_.value, acc_value), from, to);
@@ -385,6 +449,7 @@ class Scheduler {
     };
     if (mb_ * mr != m_) conjoin(b_.Compare(te::CompareOp::kLT, m, b_.Int(m_)));
     if (nb_ * nr != n_) conjoin(b_.Compare(te::CompareOp::kLT, n, b_.Int(n_)));
+    if (t_.store_predicate) conjoin(b_.Substitute(t_.store_predicate, from, to));
     Stmt store = tile_loop(MakeStore(t_.out_buffer, out_index, epilogue, predicate));
 
     Stmt body = MakeFor(ib, ForKind::kSerial, MakeSeq({init, update, store}));
@@ -460,6 +525,7 @@ class Scheduler {
   int64_t m_ = 1, n_ = 1, k_ = 1, mb_ = 1, nb_ = 1;
   Tile tile_;
   int a_buffer_ = -1, b_buffer_ = -1;
+  bool direct_b_ = false;
 };
 
 }  // namespace

@@ -27,6 +27,14 @@ struct ContractionTarget {
   // The function's buffers; the schedule appends its temporaries and may
   // resize a constant parameter it packs.
   std::vector<BufferDecl>* buffers = nullptr;
+  // Where the output may be stored (over out_vars), or null for everywhere:
+  // a computation domain wider than the output (conv's padded rows) masks
+  // the extra columns.
+  te::Expr store_predicate;
+  // A buffer with at least 64 + 16 readable elements past the last one the
+  // expression addresses, so the B operand may be read in place, without
+  // packing, even by a tile that hangs over the edge (-1: none).
+  int slack_buffer = -1;
   // The bytes behind a parameter buffer when it is a constant, else null.
   std::function<const ConstantData*(int buffer)> constant_of;
 };

@@ -40,6 +40,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <variant>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -137,10 +138,15 @@ class GroupLowerer {
     ContractionTarget target;
     target.builder = &b_;
     target.out_vars = out_vars;
+    Expr group_value = value;
+    Stmt padding_stage;
+    if (const Node* conv = StrideOneConv()) {
+      padding_stage = PadConvInput(conv, fn, target, group_value);
+    }
     std::vector<Expr> idx;
-    for (const Var& v : out_vars) idx.push_back(b_.Ref(v));
+    for (const Var& v : target.out_vars) idx.push_back(b_.Ref(v));
     target.out_index = FlatIndex(shapes_[fn.num_params - 1], idx);
-    target.value = Flatten(value);
+    target.value = Flatten(group_value);
     target.out_buffer = fn.num_params - 1;
     target.buffers = &fn.buffers;
     target.constant_of = [this](int buffer) -> const ConstantData* {
@@ -149,8 +155,12 @@ class GroupLowerer {
       return p->is_constant() ? p->value.get() : nullptr;
     };
     std::optional<ContractionSchedule> schedule = ScheduleContraction(target);
-    if (!schedule) return false;
-    fn.body = schedule->body;
+    if (!schedule) {
+      fn.buffers.resize(fn.num_params);  // drop the padded input
+      shapes_.resize(fn.num_params);
+      return false;
+    }
+    fn.body = padding_stage ? MakeSeq({padding_stage, schedule->body}) : schedule->body;
     out.schedule = schedule->summary;
     for (auto& [buffer, data] : schedule->packed_constants) {
       auto node = std::make_unique<Node>();
@@ -163,6 +173,84 @@ class GroupLowerer {
       out.packed_params.push_back(std::move(node));
     }
     return true;
+  }
+
+  // The group's conv2d when the contraction schedule can read its input in
+  // place after padding (stride 1, dilation 1, one group) and it is the
+  // group's only anchor, producing the root's shape.
+  const Node* StrideOneConv() const {
+    const Node* conv = nullptr;
+    for (const Node* m : members_) {
+      if (m->op->name == "conv2d") {
+        if (conv != nullptr) return nullptr;
+        conv = m;
+      } else if (m->op->pattern >= OpPattern::kCommReduce) {
+        return nullptr;
+      }
+    }
+    if (conv == nullptr || !std::holds_alternative<Conv2DAttrs>(conv->attrs)) return nullptr;
+    const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv->attrs);
+    const std::vector<int64_t> one{1, 1};
+    if (a.groups != 1 || a.strides != one || a.dilation != one) return nullptr;
+    if (conv->type.shape != members_.back()->type.shape) return nullptr;
+    return conv;
+  }
+
+  // Prepares `conv` for the in-place read (contraction_schedule.cc's design
+  // note): a stage copying its input into a zero-padded temporary, and the
+  // group's value recomputed over rows as wide as the padded input, with the
+  // extra columns masked at the store. Returns the stage.
+  Stmt PadConvInput(const Node* conv, LoopFunction& fn, ContractionTarget& target,
+                    Expr& value) {
+    const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv->attrs);
+    const std::vector<int64_t>& xs = conv->inputs[0]->type.shape;
+    const std::vector<int64_t>& ws = conv->inputs[1]->type.shape;
+    const std::vector<int64_t>& os = conv->type.shape;
+    const int64_t hp = xs[2] + a.padding[0] + a.padding[2];
+    const int64_t wp = xs[3] + a.padding[1] + a.padding[3];
+    const int padded = static_cast<int>(fn.buffers.size());
+    // Slack: a 64-lane tile overrunning the last row, plus the window.
+    fn.buffers.push_back({"padded_input", te::ScalarType::kF32,
+                          xs[0] * xs[1] * hp * wp + 64 + ws[3]});
+    shapes_.push_back({xs[0], xs[1], hp, wp});
+    target.slack_buffer = padded;
+
+    Var pn = b_.NewVar("n", xs[0]), pc = b_.NewVar("c", xs[1]);
+    Var py = b_.NewVar("y", hp), px = b_.NewVar("x", wp);
+    Expr y = b_.Sub(b_.Ref(py), b_.Int(a.padding[0]));
+    Expr x = b_.Sub(b_.Ref(px), b_.Int(a.padding[1]));
+    auto inside = [&](const Expr& v, int64_t n) {
+      return b_.Binary(te::BinaryOp::kAnd, b_.Compare(te::CompareOp::kGE, v, b_.Int(0)),
+                       b_.Compare(te::CompareOp::kLT, v, b_.Int(n)));
+    };
+    auto clamp = [&](const Expr& v, int64_t n) {
+      return b_.Max(b_.Int(0), b_.Min(v, b_.Int(n - 1)));
+    };
+    Expr x_value = ValueOf(conv->inputs[0], {b_.Ref(pn), b_.Ref(pc), clamp(y, xs[2]),
+                                             clamp(x, xs[3])});
+    if (hp != xs[2] || wp != xs[3]) {
+      x_value = b_.Select(b_.Binary(te::BinaryOp::kAnd, inside(y, xs[2]), inside(x, xs[3])),
+                          x_value, b_.Float(0));
+    }
+    Stmt stage = LoopNest({pn, pc, py, px}, padded, Flatten(x_value), fn.buffers);
+
+    Var on = b_.NewVar("i0", os[0]), oc = b_.NewVar("i1", os[1]);
+    Var oh = b_.NewVar("i2", os[2]), ow = b_.NewVar("i3", wp);
+    Var ic = b_.NewVar("rc", ws[1]), kh = b_.NewVar("ry", ws[2]), kw = b_.NewVar("rx", ws[3]);
+    Expr weight = ValueOf(conv->inputs[1], {b_.Ref(oc), b_.Ref(ic), b_.Ref(kh), b_.Ref(kw)});
+    Expr data = b_.Load(padded, te::ScalarType::kF32,
+                        {b_.Ref(on), b_.Ref(ic), b_.Add(b_.Ref(oh), b_.Ref(kh)),
+                         b_.Add(b_.Ref(ow), b_.Ref(kw))});
+    Expr sum = b_.Reduce(te::ReduceOp::kSum, {ic, kh, kw}, b_.Mul(data, weight));
+    if (conv->inputs.size() == 3) sum = b_.Add(sum, ValueOf(conv->inputs[2], {b_.Ref(oc)}));
+    std::vector<Expr> idx{b_.Ref(on), b_.Ref(oc), b_.Ref(oh), b_.Ref(ow)};
+    std::vector<const te::ExprNode*> key;
+    for (const Expr& e : idx) key.push_back(e.get());
+    memo_[{conv, key}] = sum;
+    value = ValueOf(members_.back(), idx);
+    target.out_vars = {on, oc, oh, ow};
+    if (wp != os[3]) target.store_predicate = b_.Compare(te::CompareOp::kLT, b_.Ref(ow), b_.Int(os[3]));
+    return stage;
   }
 
   void CollectParams() {
