@@ -40,6 +40,9 @@ struct KernelSpec {
   uint64_t structural_hash = 0;
   // The loop nest; its params are `args` in order (inputs, then the output).
   lower::LoopFunction function;
+  // The special schedule lowering chose ("gemm 8x48 M=.. N=.. K=.."), or empty
+  // for the generic loop nest.
+  std::string schedule;
   std::vector<int> args;
   // The types of `args` (inputs, then the output): what a remote call must pass.
   std::vector<TensorType> arg_types;

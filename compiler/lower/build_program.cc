@@ -92,6 +92,7 @@ absl::StatusOr<Program> BuildProgram(const Graph& graph) {
     kernel.canonical = std::move(lowered.canonical);
     kernel.structural_hash = StableHash64(kernel.canonical);
     kernel.function = std::move(lowered.function);
+    kernel.schedule = std::move(lowered.schedule);
     for (auto& p : lowered.packed_params) packed_params.push_back(std::move(p));
     program.kernels.push_back(std::move(kernel));
   }

@@ -63,6 +63,32 @@ inline std::vector<float> RefConv2D(const std::vector<float>& x, const std::vect
   return y;
 }
 
+// NCHW x OIHW with stride and symmetric zero padding, optional bias.
+inline std::vector<float> RefConv2DStrided(const std::vector<float>& x,
+                                           const std::vector<float>& w,
+                                           const std::vector<float>& b, int64_t n, int64_t c,
+                                           int64_t h, int64_t wd, int64_t o, int64_t kh,
+                                           int64_t kw, int64_t stride, int64_t pad) {
+  const int64_t oh = (h + 2 * pad - kh) / stride + 1, ow = (wd + 2 * pad - kw) / stride + 1;
+  std::vector<float> y(n * o * oh * ow);
+  for (int64_t ni = 0; ni < n; ++ni)
+    for (int64_t oi = 0; oi < o; ++oi)
+      for (int64_t yi = 0; yi < oh; ++yi)
+        for (int64_t xi = 0; xi < ow; ++xi) {
+          double acc = b.empty() ? 0.0 : b[oi];
+          for (int64_t ci = 0; ci < c; ++ci)
+            for (int64_t ky = 0; ky < kh; ++ky)
+              for (int64_t kx = 0; kx < kw; ++kx) {
+                const int64_t iy = yi * stride + ky - pad, ix = xi * stride + kx - pad;
+                if (iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;
+                acc += double(x[((ni * c + ci) * h + iy) * wd + ix]) *
+                       w[((oi * c + ci) * kh + ky) * kw + kx];
+              }
+          y[((ni * o + oi) * oh + yi) * ow + xi] = static_cast<float>(acc);
+        }
+  return y;
+}
+
 // Deterministic pseudo-random values in [-1, 1).
 inline std::vector<float> Pseudorandom(int64_t count, uint32_t seed) {
   std::vector<float> v(count);

@@ -1,0 +1,168 @@
+// The packed, register-tiled contraction schedule against plain reference
+// loops, at sizes chosen to hit its edges: M and N that are not whole tiles
+// (masked stores, zero-padded panels), a single row (GEMV), conv padding with
+// the padded-row domain, stride 2 (im2col packing), batch > 1, and fused
+// epilogues reading other tensors under the lane mask.
+#include <cmath>
+#include <functional>
+
+#include "compiler/compile.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/model_manager.h"
+#include "tests/test_util/graph_building.h"
+#include "tests/test_util/reference_ops.h"
+
+namespace kiln::runtime {
+namespace {
+
+using ::kiln::testing::FloatValues;
+using ::kiln::testing::Op;
+using ::kiln::testing::Pseudorandom;
+using ::testing::HasSubstr;
+
+class ContractionScheduleTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto m = ModelManager::Create({});
+    ASSERT_TRUE(m.ok()) << m.status();
+    manager_ = *std::move(m);
+  }
+
+  // The schedule of the program's first kernel.
+  static std::string ScheduleOf(Graph graph) {
+    auto program = CompileGraph(std::move(graph), {});
+    EXPECT_TRUE(program.ok()) << program.status();
+    if (!program.ok() || program->kernels.empty()) return "";
+    return program->kernels[0].schedule;
+  }
+
+  std::vector<float> Run(Graph graph, const std::vector<float>& x) {
+    const TensorType type = graph.inputs()[0]->type;
+    auto r = manager_->Compile("m", std::move(graph), {});
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) return {};
+    auto input = Tensor::FromBytes(
+        type, absl::string_view(reinterpret_cast<const char*>(x.data()), x.size() * 4));
+    EXPECT_TRUE(input.ok());
+    auto result = manager_->Find("m")->Run({&*input});
+    EXPECT_TRUE(result.ok()) << result.status();
+    if (!result.ok()) return {};
+    const Tensor& out = result->outputs[0];
+    const float* p = static_cast<const float*>(out.data());
+    return std::vector<float>(p, p + out.type().NumElements());
+  }
+
+  // Checks the schedule applies and the result matches `want`.
+  void Check(const std::function<Graph()>& build, const std::vector<float>& x,
+             const std::vector<float>& want) {
+    EXPECT_THAT(ScheduleOf(build()), HasSubstr("gemm"));
+    std::vector<float> got = Run(build(), x);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], 1e-4 * std::max(1.0, std::fabs(double(want[i])))) << "at " << i;
+    }
+  }
+
+  std::unique_ptr<ModelManager> manager_;
+};
+
+std::vector<float> Relu(std::vector<float> v) { return kiln::testing::RefRelu(std::move(v)); }
+
+TEST_F(ContractionScheduleTest, DenseSingleRowWithBiasAndRelu) {
+  const int64_t m = 1, k = 300, n = 70;
+  auto x = Pseudorandom(m * k, 1), w = Pseudorandom(n * k, 2), bias = Pseudorandom(n, 3);
+  auto build = [&] {
+    Graph g;
+    Node* in = g.AddInput("x", {DType::kFloat32, {m, k}});
+    Node* y = Op(g, "dense", {in, g.AddConstant("w", FloatValues({n, k}, w)),
+                              g.AddConstant("b", FloatValues({n}, bias))});
+    g.AddOutput(Op(g, "relu", {y}));
+    return g;
+  };
+  Check(build, x, Relu(kiln::testing::RefDense(x, w, bias, m, k, n)));
+}
+
+TEST_F(ContractionScheduleTest, DenseWithRowAndColumnTails) {
+  const int64_t m = 13, k = 100, n = 50;
+  auto x = Pseudorandom(m * k, 4), w = Pseudorandom(n * k, 5), bias = Pseudorandom(n, 6);
+  auto build = [&] {
+    Graph g;
+    Node* in = g.AddInput("x", {DType::kFloat32, {m, k}});
+    g.AddOutput(Op(g, "dense", {in, g.AddConstant("w", FloatValues({n, k}, w)),
+                                g.AddConstant("b", FloatValues({n}, bias))}));
+    return g;
+  };
+  Check(build, x, kiln::testing::RefDense(x, w, bias, m, k, n));
+}
+
+TEST_F(ContractionScheduleTest, MatmulWithWeightsAsKByN) {
+  const int64_t m = 20, k = 33, n = 40;
+  auto x = Pseudorandom(m * k, 7), w_kn = Pseudorandom(k * n, 8);
+  // The reference takes (N, K) weights.
+  std::vector<float> w_nk(n * k);
+  for (int64_t i = 0; i < k; ++i)
+    for (int64_t j = 0; j < n; ++j) w_nk[j * k + i] = w_kn[i * n + j];
+  auto build = [&] {
+    Graph g;
+    Node* in = g.AddInput("x", {DType::kFloat32, {m, k}});
+    g.AddOutput(Op(g, "matmul", {in, g.AddConstant("w", FloatValues({k, n}, w_kn))}));
+    return g;
+  };
+  Check(build, x, kiln::testing::RefDense(x, w_nk, {}, m, k, n));
+}
+
+// conv 3x3, stride 1, pad 1, batch 2, 11 output channels (not a whole tile),
+// 9x9 image (padded rows 11 wide: 2 masked columns per row), then + residual
+// and relu in the epilogue.
+TEST_F(ContractionScheduleTest, PaddedConvWithResidualEpilogue) {
+  const int64_t n = 2, c = 5, h = 9, o = 11;
+  auto x = Pseudorandom(n * c * h * h, 9), w = Pseudorandom(o * c * 9, 10);
+  auto bias = Pseudorandom(o, 11), residual = Pseudorandom(n * o * h * h, 12);
+  auto build = [&] {
+    Graph g;
+    Node* in = g.AddInput("x", {DType::kFloat32, {n, c, h, h}});
+    Conv2DAttrs attrs;
+    attrs.padding = {1, 1, 1, 1};
+    Node* y = Op(g, "conv2d", {in, g.AddConstant("w", FloatValues({o, c, 3, 3}, w)),
+                               g.AddConstant("b", FloatValues({o}, bias))},
+                 attrs);
+    y = Op(g, "add", {y, g.AddConstant("r", FloatValues({n, o, h, h}, residual))});
+    g.AddOutput(Op(g, "relu", {y}));
+    return g;
+  };
+  auto want = kiln::testing::RefConv2DStrided(x, w, bias, n, c, h, h, o, 3, 3, 1, 1);
+  for (size_t i = 0; i < want.size(); ++i) want[i] += residual[i];
+  Check(build, x, Relu(want));
+}
+
+TEST_F(ContractionScheduleTest, StrideTwoConvPacksIm2col) {
+  const int64_t c = 4, h = 15, o = 24;
+  auto x = Pseudorandom(c * h * h, 13), w = Pseudorandom(o * c * 9, 14);
+  auto build = [&] {
+    Graph g;
+    Node* in = g.AddInput("x", {DType::kFloat32, {1, c, h, h}});
+    Conv2DAttrs attrs;
+    attrs.strides = {2, 2};
+    attrs.padding = {1, 1, 1, 1};
+    g.AddOutput(Op(g, "conv2d", {in, g.AddConstant("w", FloatValues({o, c, 3, 3}, w))}, attrs));
+    return g;
+  };
+  Check(build, x, kiln::testing::RefConv2DStrided(x, w, {}, 1, c, h, h, o, 3, 3, 2, 1));
+}
+
+TEST_F(ContractionScheduleTest, PointwiseConvWithoutPadding) {
+  const int64_t c = 16, h = 10, o = 24;
+  auto x = Pseudorandom(c * h * h, 15), w = Pseudorandom(o * c, 16);
+  auto build = [&] {
+    Graph g;
+    Node* in = g.AddInput("x", {DType::kFloat32, {1, c, h, h}});
+    g.AddOutput(Op(g, "conv2d", {in, g.AddConstant("w", FloatValues({o, c, 1, 1}, w))},
+                   Conv2DAttrs{}));
+    return g;
+  };
+  Check(build, x, kiln::testing::RefConv2DStrided(x, w, {}, 1, c, h, h, o, 1, 1, 1, 0));
+}
+
+}  // namespace
+}  // namespace kiln::runtime
