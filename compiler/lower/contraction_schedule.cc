@@ -84,19 +84,26 @@ struct Tile {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Ties go to the tile that pads less (zero rows still cost packing and
+// stores), then to the larger tile (less loop overhead per multiply-add).
 Tile ChooseTile(int64_t m, int64_t n) {
   Tile best;
   double best_cost = 0;
+  int64_t best_area = 0;
   for (int mr = 1; mr <= 8; ++mr) {
     for (int nv = 1; nv <= 4; ++nv) {
       if (mr * nv + nv > 30) continue;  // accumulators + B vectors in 32 registers
       const double per_k = std::max({mr * nv / 2.0, (mr + nv) / 2.0, 4.0});
       const double cost = static_cast<double>(CeilDiv(m, mr) * CeilDiv(n, nv * kLanes)) * per_k;
-      const bool better = best_cost == 0 || cost < best_cost * 0.999 ||
-                          (cost <= best_cost * 1.001 && mr * nv > best.mr * best.nv);
+      const int64_t area = CeilDiv(m, mr) * mr * CeilDiv(n, nv * kLanes) * nv * kLanes;
+      bool better = best_cost == 0 || cost < best_cost * 0.999;
+      if (!better && cost <= best_cost * 1.001) {
+        better = area < best_area || (area == best_area && mr * nv > best.mr * best.nv);
+      }
       if (better) {
         best = {mr, nv};
         best_cost = cost;
+        best_area = area;
       }
     }
   }
@@ -209,7 +216,7 @@ class Scheduler {
     m_ = Product(m_vars_);
     n_ = Product(n_vars_);
     k_ = Product(k_vars_);
-    return k_ >= 8 && n_ >= kLanes && m_ * n_ * k_ >= kMinWork;
+    return k_ >= 8 && n_ >= kLanes && m_ * n_ * k_ * Product(batch_vars_) >= kMinWork;
   }
 
   // `flat` split into one index per variable of `vars`, row-major. The

@@ -176,8 +176,8 @@ class GroupLowerer {
   }
 
   // The group's conv2d when the contraction schedule can read its input in
-  // place after padding (stride 1, dilation 1, one group) and it is the
-  // group's only anchor, producing the root's shape.
+  // place after padding (stride 1, dilation 1; grouped and depthwise too) and
+  // it is the group's only anchor, producing the root's shape.
   const Node* StrideOneConv() const {
     const Node* conv = nullptr;
     for (const Node* m : members_) {
@@ -191,7 +191,7 @@ class GroupLowerer {
     if (conv == nullptr || !std::holds_alternative<Conv2DAttrs>(conv->attrs)) return nullptr;
     const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv->attrs);
     const std::vector<int64_t> one{1, 1};
-    if (a.groups != 1 || a.strides != one || a.dilation != one) return nullptr;
+    if (a.strides != one || a.dilation != one) return nullptr;
     if (conv->type.shape != members_.back()->type.shape) return nullptr;
     return conv;
   }
@@ -215,31 +215,38 @@ class GroupLowerer {
     shapes_.push_back({xs[0], xs[1], hp, wp});
     target.slack_buffer = padded;
 
-    Var pn = b_.NewVar("n", xs[0]), pc = b_.NewVar("c", xs[1]);
-    Var py = b_.NewVar("y", hp), px = b_.NewVar("x", wp);
-    Expr y = b_.Sub(b_.Ref(py), b_.Int(a.padding[0]));
-    Expr x = b_.Sub(b_.Ref(px), b_.Int(a.padding[1]));
-    auto inside = [&](const Expr& v, int64_t n) {
-      return b_.Binary(te::BinaryOp::kAnd, b_.Compare(te::CompareOp::kGE, v, b_.Int(0)),
-                       b_.Compare(te::CompareOp::kLT, v, b_.Int(n)));
-    };
-    auto clamp = [&](const Expr& v, int64_t n) {
-      return b_.Max(b_.Int(0), b_.Min(v, b_.Int(n - 1)));
-    };
-    Expr x_value = ValueOf(conv->inputs[0], {b_.Ref(pn), b_.Ref(pc), clamp(y, xs[2]),
-                                             clamp(x, xs[3])});
-    if (hp != xs[2] || wp != xs[3]) {
-      x_value = b_.Select(b_.Binary(te::BinaryOp::kAnd, inside(y, xs[2]), inside(x, xs[3])),
-                          x_value, b_.Float(0));
+    // Zero the buffer (when there is padding), then copy the input over the
+    // input's own domain: no clamped (gathered) loads, a plain vector copy.
+    std::vector<Stmt> stage;
+    const bool padded_border = hp != xs[2] || wp != xs[3];
+    if (padded_border) {
+      Var t = b_.NewVar("t", fn.buffers[padded].num_elements);
+      stage.push_back(MakeFor(t, ForKind::kVectorized, MakeStore(padded, b_.Ref(t), b_.Float(0))));
     }
-    Stmt stage = LoopNest({pn, pc, py, px}, padded, Flatten(x_value), fn.buffers);
+    Var pn = b_.NewVar("n", xs[0]), pc = b_.NewVar("c", xs[1]);
+    Var py = b_.NewVar("y", xs[2]), px = b_.NewVar("x", xs[3]);
+    Expr x_value = ValueOf(conv->inputs[0], {b_.Ref(pn), b_.Ref(pc), b_.Ref(py), b_.Ref(px)});
+    Expr to = FlatIndex({xs[0], xs[1], hp, wp},
+                        {b_.Ref(pn), b_.Ref(pc), b_.Add(b_.Ref(py), b_.Int(a.padding[0])),
+                         b_.Add(b_.Ref(px), b_.Int(a.padding[1]))});
+    Stmt copy = MakeFor(px, ForKind::kVectorized, MakeStore(padded, to, Flatten(x_value)));
+    copy = MakeFor(py, ForKind::kSerial, copy);
+    const bool parallel = xs[0] * xs[1] * xs[2] * xs[3] >= kParallelWorkThreshold;
+    copy = MakeFor(pc, parallel ? ForKind::kParallel : ForKind::kSerial, copy);
+    if (xs[0] != 1) copy = MakeFor(pn, ForKind::kSerial, copy);
+    stage.push_back(copy);
 
     Var on = b_.NewVar("i0", os[0]), oc = b_.NewVar("i1", os[1]);
     Var oh = b_.NewVar("i2", os[2]), ow = b_.NewVar("i3", wp);
     Var ic = b_.NewVar("rc", ws[1]), kh = b_.NewVar("ry", ws[2]), kw = b_.NewVar("rx", ws[3]);
     Expr weight = ValueOf(conv->inputs[1], {b_.Ref(oc), b_.Ref(ic), b_.Ref(kh), b_.Ref(kw)});
+    // Grouped: output channel oc reads input channel (oc / out_per_group) *
+    // in_per_group + ic (depthwise: oc itself, so oc becomes a batch dim).
+    const int64_t out_per_group = os[1] / a.groups;
+    Expr channel = b_.Add(b_.Mul(b_.Div(b_.Ref(oc), b_.Int(out_per_group)), b_.Int(ws[1])),
+                          b_.Ref(ic));
     Expr data = b_.Load(padded, te::ScalarType::kF32,
-                        {b_.Ref(on), b_.Ref(ic), b_.Add(b_.Ref(oh), b_.Ref(kh)),
+                        {b_.Ref(on), channel, b_.Add(b_.Ref(oh), b_.Ref(kh)),
                          b_.Add(b_.Ref(ow), b_.Ref(kw))});
     Expr sum = b_.Reduce(te::ReduceOp::kSum, {ic, kh, kw}, b_.Mul(data, weight));
     if (conv->inputs.size() == 3) sum = b_.Add(sum, ValueOf(conv->inputs[2], {b_.Ref(oc)}));
@@ -250,7 +257,7 @@ class GroupLowerer {
     value = ValueOf(members_.back(), idx);
     target.out_vars = {on, oc, oh, ow};
     if (wp != os[3]) target.store_predicate = b_.Compare(te::CompareOp::kLT, b_.Ref(ow), b_.Int(os[3]));
-    return stage;
+    return MakeSeq(std::move(stage));
   }
 
   void CollectParams() {

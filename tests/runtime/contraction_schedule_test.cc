@@ -164,5 +164,32 @@ TEST_F(ContractionScheduleTest, PointwiseConvWithoutPadding) {
   Check(build, x, kiln::testing::RefConv2DStrided(x, w, {}, 1, c, h, h, o, 1, 1, 1, 0));
 }
 
+// Depthwise (groups = channels): each output channel is a batch of its own
+// with M = 1 and K = the 3x3 window, read in place from the padded input.
+TEST_F(ContractionScheduleTest, DepthwiseConvReadsPaddedInputPerChannel) {
+  const int64_t c = 16, h = 24;
+  auto x = Pseudorandom(c * h * h, 17), w = Pseudorandom(c * 9, 18), bias = Pseudorandom(c, 19);
+  auto build = [&] {
+    Graph g;
+    Node* in = g.AddInput("x", {DType::kFloat32, {1, c, h, h}});
+    Conv2DAttrs attrs;
+    attrs.padding = {1, 1, 1, 1};
+    attrs.groups = c;
+    g.AddOutput(Op(g, "conv2d", {in, g.AddConstant("w", FloatValues({c, 1, 3, 3}, w)),
+                                 g.AddConstant("b", FloatValues({c}, bias))},
+                   attrs));
+    return g;
+  };
+  // Reference: one single-channel convolution per channel.
+  std::vector<float> want;
+  for (int64_t ch = 0; ch < c; ++ch) {
+    std::vector<float> xc(x.begin() + ch * h * h, x.begin() + (ch + 1) * h * h);
+    std::vector<float> wc(w.begin() + ch * 9, w.begin() + (ch + 1) * 9);
+    auto y = kiln::testing::RefConv2DStrided(xc, wc, {bias[ch]}, 1, 1, h, h, 1, 3, 3, 1, 1);
+    want.insert(want.end(), y.begin(), y.end());
+  }
+  Check(build, x, want);
+}
+
 }  // namespace
 }  // namespace kiln::runtime
