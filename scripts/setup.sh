@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Kiln builds against, only those that are missing.
 # Idempotent: a machine that has everything runs no apt command at all.
+# Extra package names given as arguments are installed too (bench/run.sh
+# adds the peers it compares against).
 set -euo pipefail
 
 packages=(
@@ -10,6 +12,7 @@ packages=(
   libabsl-dev libgtest-dev libgmock-dev
   libonnx-dev python3-onnx python3-numpy python3-torch python3-torchvision
   zlib1g-dev libzstd-dev libtinfo-dev libxml2-dev libedit-dev libffi-dev
+  "$@"
 )
 
 missing=()
