@@ -140,7 +140,7 @@ class GroupLowerer {
     target.out_vars = out_vars;
     Expr group_value = value;
     Stmt padding_stage;
-    if (const Node* conv = StrideOneConv()) {
+    if (const Node* conv = InPlaceConv()) {
       padding_stage = PadConvInput(conv, fn, target, group_value);
     }
     std::vector<Expr> idx;
@@ -176,9 +176,10 @@ class GroupLowerer {
   }
 
   // The group's conv2d when the contraction schedule can read its input in
-  // place after padding (stride 1, dilation 1; grouped and depthwise too) and
-  // it is the group's only anchor, producing the root's shape.
-  const Node* StrideOneConv() const {
+  // place after padding (dilation 1, any stride up to 4; grouped and
+  // depthwise too) and it is the group's only anchor, producing the root's
+  // shape.
+  const Node* InPlaceConv() const {
     const Node* conv = nullptr;
     for (const Node* m : members_) {
       if (m->op->name == "conv2d") {
@@ -191,7 +192,7 @@ class GroupLowerer {
     if (conv == nullptr || !std::holds_alternative<Conv2DAttrs>(conv->attrs)) return nullptr;
     const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv->attrs);
     const std::vector<int64_t> one{1, 1};
-    if (a.strides != one || a.dilation != one) return nullptr;
+    if (a.dilation != one || a.strides[0] > 4 || a.strides[1] > 4) return nullptr;
     if (conv->type.shape != members_.back()->type.shape) return nullptr;
     return conv;
   }
@@ -206,38 +207,71 @@ class GroupLowerer {
     const std::vector<int64_t>& xs = conv->inputs[0]->type.shape;
     const std::vector<int64_t>& ws = conv->inputs[1]->type.shape;
     const std::vector<int64_t>& os = conv->type.shape;
+    const int64_t sy = a.strides[0], sx = a.strides[1];
     const int64_t hp = xs[2] + a.padding[0] + a.padding[2];
     const int64_t wp = xs[3] + a.padding[1] + a.padding[3];
+    // Strided: the padded input is stored as sy x sx phases, phase (py, px)
+    // holding rows py, py + sy, ... and columns px, px + sx, ...; input row
+    // oh * sy + kh is then row oh + kh / sy of phase kh % sy, so a strided
+    // conv reads each phase with stride 1, like a stride-1 conv.
+    const int64_t hq = (hp + sy - 1) / sy, wq = (wp + sx - 1) / sx;
+    const std::vector<int64_t> shape{xs[0], xs[1], sy, sx, hq, wq};
     const int padded = static_cast<int>(fn.buffers.size());
     // Slack: a 64-lane tile overrunning the last row, plus the window.
     fn.buffers.push_back({"padded_input", te::ScalarType::kF32,
-                          xs[0] * xs[1] * hp * wp + 64 + ws[3]});
-    shapes_.push_back({xs[0], xs[1], hp, wp});
+                          xs[0] * xs[1] * sy * sx * hq * wq + 64 + ws[3]});
+    shapes_.push_back(shape);
     target.slack_buffer = padded;
 
-    // Zero the buffer (when there is padding), then copy the input over the
-    // input's own domain: no clamped (gathered) loads, a plain vector copy.
     std::vector<Stmt> stage;
-    const bool padded_border = hp != xs[2] || wp != xs[3];
-    if (padded_border) {
-      Var t = b_.NewVar("t", fn.buffers[padded].num_elements);
-      stage.push_back(MakeFor(t, ForKind::kVectorized, MakeStore(padded, b_.Ref(t), b_.Float(0))));
-    }
     Var pn = b_.NewVar("n", xs[0]), pc = b_.NewVar("c", xs[1]);
-    Var py = b_.NewVar("y", xs[2]), px = b_.NewVar("x", xs[3]);
-    Expr x_value = ValueOf(conv->inputs[0], {b_.Ref(pn), b_.Ref(pc), b_.Ref(py), b_.Ref(px)});
-    Expr to = FlatIndex({xs[0], xs[1], hp, wp},
-                        {b_.Ref(pn), b_.Ref(pc), b_.Add(b_.Ref(py), b_.Int(a.padding[0])),
-                         b_.Add(b_.Ref(px), b_.Int(a.padding[1]))});
-    Stmt copy = MakeFor(px, ForKind::kVectorized, MakeStore(padded, to, Flatten(x_value)));
-    copy = MakeFor(py, ForKind::kSerial, copy);
-    const bool parallel = xs[0] * xs[1] * xs[2] * xs[3] >= kParallelWorkThreshold;
-    copy = MakeFor(pc, parallel ? ForKind::kParallel : ForKind::kSerial, copy);
-    if (xs[0] != 1) copy = MakeFor(pn, ForKind::kSerial, copy);
-    stage.push_back(copy);
+    const bool parallel = xs[0] * xs[1] * hp * wp >= kParallelWorkThreshold;
+    if (sy == 1 && sx == 1) {
+      // Zero the buffer (when there is padding), then copy the input over the
+      // input's own domain: no clamped (gathered) loads, a plain vector copy.
+      if (hp != xs[2] || wp != xs[3]) {
+        Var t = b_.NewVar("t", fn.buffers[padded].num_elements);
+        stage.push_back(
+            MakeFor(t, ForKind::kVectorized, MakeStore(padded, b_.Ref(t), b_.Float(0))));
+      }
+      Var py = b_.NewVar("y", xs[2]), px = b_.NewVar("x", xs[3]);
+      Expr x_value = ValueOf(conv->inputs[0], {b_.Ref(pn), b_.Ref(pc), b_.Ref(py), b_.Ref(px)});
+      Expr to = FlatIndex({xs[0], xs[1], hp, wp},
+                          {b_.Ref(pn), b_.Ref(pc), b_.Add(b_.Ref(py), b_.Int(a.padding[0])),
+                           b_.Add(b_.Ref(px), b_.Int(a.padding[1]))});
+      Stmt copy = MakeFor(px, ForKind::kVectorized, MakeStore(padded, to, Flatten(x_value)));
+      copy = MakeFor(py, ForKind::kSerial, copy);
+      copy = MakeFor(pc, parallel ? ForKind::kParallel : ForKind::kSerial, copy);
+      if (xs[0] != 1) copy = MakeFor(pn, ForKind::kSerial, copy);
+      stage.push_back(copy);
+    } else {
+      // Each phase element from its input element, zero outside the input.
+      Var py = b_.NewVar("py", sy), px = b_.NewVar("px", sx);
+      Var yq = b_.NewVar("yq", hq), xq = b_.NewVar("xq", wq);
+      Expr y = b_.Sub(b_.Add(b_.Mul(b_.Ref(yq), b_.Int(sy)), b_.Ref(py)), b_.Int(a.padding[0]));
+      Expr x = b_.Sub(b_.Add(b_.Mul(b_.Ref(xq), b_.Int(sx)), b_.Ref(px)), b_.Int(a.padding[1]));
+      auto inside = [&](const Expr& v, int64_t n) {
+        return b_.Binary(te::BinaryOp::kAnd, b_.Compare(te::CompareOp::kGE, v, b_.Int(0)),
+                         b_.Compare(te::CompareOp::kLT, v, b_.Int(n)));
+      };
+      auto clamp = [&](const Expr& v, int64_t n) {
+        return b_.Max(b_.Int(0), b_.Min(v, b_.Int(n - 1)));
+      };
+      Expr x_value = ValueOf(conv->inputs[0],
+                             {b_.Ref(pn), b_.Ref(pc), clamp(y, xs[2]), clamp(x, xs[3])});
+      x_value = b_.Select(b_.Binary(te::BinaryOp::kAnd, inside(y, xs[2]), inside(x, xs[3])),
+                          x_value, b_.Float(0));
+      Expr to = FlatIndex(shape, {b_.Ref(pn), b_.Ref(pc), b_.Ref(py), b_.Ref(px), b_.Ref(yq),
+                                  b_.Ref(xq)});
+      Stmt fill = MakeFor(xq, ForKind::kVectorized, MakeStore(padded, to, Flatten(x_value)));
+      for (const Var& v : {yq, px, py}) fill = MakeFor(v, ForKind::kSerial, fill);
+      fill = MakeFor(pc, parallel ? ForKind::kParallel : ForKind::kSerial, fill);
+      if (xs[0] != 1) fill = MakeFor(pn, ForKind::kSerial, fill);
+      stage.push_back(fill);
+    }
 
     Var on = b_.NewVar("i0", os[0]), oc = b_.NewVar("i1", os[1]);
-    Var oh = b_.NewVar("i2", os[2]), ow = b_.NewVar("i3", wp);
+    Var oh = b_.NewVar("i2", os[2]), ow = b_.NewVar("i3", wq);
     Var ic = b_.NewVar("rc", ws[1]), kh = b_.NewVar("ry", ws[2]), kw = b_.NewVar("rx", ws[3]);
     Expr weight = ValueOf(conv->inputs[1], {b_.Ref(oc), b_.Ref(ic), b_.Ref(kh), b_.Ref(kw)});
     // Grouped: output channel oc reads input channel (oc / out_per_group) *
@@ -246,8 +280,10 @@ class GroupLowerer {
     Expr channel = b_.Add(b_.Mul(b_.Div(b_.Ref(oc), b_.Int(out_per_group)), b_.Int(ws[1])),
                           b_.Ref(ic));
     Expr data = b_.Load(padded, te::ScalarType::kF32,
-                        {b_.Ref(on), channel, b_.Add(b_.Ref(oh), b_.Ref(kh)),
-                         b_.Add(b_.Ref(ow), b_.Ref(kw))});
+                        {b_.Ref(on), channel, b_.Mod(b_.Ref(kh), b_.Int(sy)),
+                         b_.Mod(b_.Ref(kw), b_.Int(sx)),
+                         b_.Add(b_.Ref(oh), b_.Div(b_.Ref(kh), b_.Int(sy))),
+                         b_.Add(b_.Ref(ow), b_.Div(b_.Ref(kw), b_.Int(sx)))});
     Expr sum = b_.Reduce(te::ReduceOp::kSum, {ic, kh, kw}, b_.Mul(data, weight));
     if (conv->inputs.size() == 3) sum = b_.Add(sum, ValueOf(conv->inputs[2], {b_.Ref(oc)}));
     std::vector<Expr> idx{b_.Ref(on), b_.Ref(oc), b_.Ref(oh), b_.Ref(ow)};
@@ -256,7 +292,7 @@ class GroupLowerer {
     memo_[{conv, key}] = sum;
     value = ValueOf(members_.back(), idx);
     target.out_vars = {on, oc, oh, ow};
-    if (wp != os[3]) target.store_predicate = b_.Compare(te::CompareOp::kLT, b_.Ref(ow), b_.Int(os[3]));
+    if (wq != os[3]) target.store_predicate = b_.Compare(te::CompareOp::kLT, b_.Ref(ow), b_.Int(os[3]));
     return MakeSeq(std::move(stage));
   }
 

@@ -1,7 +1,7 @@
 // The packed, register-tiled contraction schedule against plain reference
 // loops, at sizes chosen to hit its edges: M and N that are not whole tiles
 // (masked stores, zero-padded panels), a single row (GEMV), conv padding with
-// the padded-row domain, stride 2 (im2col packing), batch > 1, and fused
+// the padded-row domain, stride 2 (phase-split input), batch > 1, and fused
 // epilogues reading other tensors under the lane mask.
 #include <cmath>
 #include <functional>
@@ -136,7 +136,7 @@ TEST_F(ContractionScheduleTest, PaddedConvWithResidualEpilogue) {
   Check(build, x, Relu(want));
 }
 
-TEST_F(ContractionScheduleTest, StrideTwoConvPacksIm2col) {
+TEST_F(ContractionScheduleTest, StrideTwoConvReadsInputPhases) {
   const int64_t c = 4, h = 15, o = 24;
   auto x = Pseudorandom(c * h * h, 13), w = Pseudorandom(o * c * 9, 14);
   auto build = [&] {
@@ -189,6 +189,27 @@ TEST_F(ContractionScheduleTest, DepthwiseConvReadsPaddedInputPerChannel) {
     want.insert(want.end(), y.begin(), y.end());
   }
   Check(build, x, want);
+}
+
+// A 7x7 stride-2 stem (ResNet's shape, smaller): odd window, padding 3, and
+// an input width that is odd in the phase split.
+TEST_F(ContractionScheduleTest, StemConvSevenBySevenStrideTwo) {
+  const int64_t c = 3, h = 21, o = 16;
+  auto x = Pseudorandom(c * h * h, 20), w = Pseudorandom(o * c * 49, 21);
+  auto bias = Pseudorandom(o, 22);
+  auto build = [&] {
+    Graph g;
+    Node* in = g.AddInput("x", {DType::kFloat32, {1, c, h, h}});
+    Conv2DAttrs attrs;
+    attrs.strides = {2, 2};
+    attrs.padding = {3, 3, 3, 3};
+    Node* y = Op(g, "conv2d", {in, g.AddConstant("w", FloatValues({o, c, 7, 7}, w)),
+                               g.AddConstant("b", FloatValues({o}, bias))},
+                 attrs);
+    g.AddOutput(Op(g, "relu", {y}));
+    return g;
+  };
+  Check(build, x, Relu(kiln::testing::RefConv2DStrided(x, w, bias, 1, c, h, h, o, 7, 7, 2, 3)));
 }
 
 }  // namespace
