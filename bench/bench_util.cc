@@ -53,7 +53,8 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(int argc, char** argv,
       return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
     }
     if (!has_value) {
-      if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat("--", name, " wants a value"));
+      if (i + 1 >= argc)
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " wants a value"));
       value = argv[++i];
     }
     args.values[name] = value;

@@ -154,9 +154,13 @@ int Main(int argc, char** argv) {
   if (!program.inputs.empty() && !program.values[program.inputs[0]].type.shape.empty()) {
     batch = static_cast<int>(program.values[program.inputs[0]].type.shape[0]);
   }
-  std::string input_shapes;
+  std::string input_shapes, output_shapes;
   for (int v : program.inputs) {
     absl::StrAppend(&input_shapes, input_shapes.empty() ? "" : " ",
+                    program.values[v].type.ToString());
+  }
+  for (int v : program.outputs) {
+    absl::StrAppend(&output_shapes, output_shapes.empty() ? "" : " ",
                     program.values[v].type.ToString());
   }
 
@@ -189,22 +193,23 @@ int Main(int argc, char** argv) {
 
   if (args->Has("json")) {
     std::cout << absl::StrFormat(
-        "{\"tool\": \"kiln\", \"model\": %s, \"inputs\": %s, \"batch\": %d, \"threads\": %d, "
+        "{\"tool\": \"kiln\", \"model\": %s, \"inputs\": %s, \"outputs\": %s, \"batch\": %d, "
+        "\"threads\": %d, "
         "\"iterations\": %d, \"warmup\": %d, \"compile_ms\": %.3f, \"import_ms\": %.3f, "
         "\"passes_ms\": %.3f, \"lower_ms\": %.3f, \"codegen_ms\": %.3f, \"jit_init_ms\": %.3f, "
         "\"kernels\": %d, \"kernel_arg_bytes\": %d, \"intermediate_bytes\": %d, "
         "\"first_run_ms\": %.4f, \"p50_ms\": %.4f, \"p90_ms\": %.4f, \"p95_ms\": %.4f, "
         "\"p99_ms\": %.4f, \"mean_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, "
         "\"kernels_p50_ms\": %.4f, \"throughput_per_s\": %.2f}\n",
-        JsonString(path), JsonString(input_shapes), batch, *threads, *iterations, *warmup,
-        compile_ms, import_ms, compiled->record.passes_ms, compiled->record.lower_ms,
-        compiled->codegen_ms, jit_ms, static_cast<int>(program.kernels.size()), kernel_arg_bytes,
-        compiled->intermediate_bytes, first_ms, s.p50, s.p90, s.p95, s.p99, s.mean, s.min, s.max,
-        k.p50, throughput);
+        JsonString(path), JsonString(input_shapes), JsonString(output_shapes), batch, *threads,
+        *iterations, *warmup, compile_ms, import_ms, compiled->record.passes_ms,
+        compiled->record.lower_ms, compiled->codegen_ms, jit_ms,
+        static_cast<int>(program.kernels.size()), kernel_arg_bytes, compiled->intermediate_bytes,
+        first_ms, s.p50, s.p90, s.p95, s.p99, s.mean, s.min, s.max, k.p50, throughput);
     return 0;
   }
-  std::cout << absl::StrFormat("kiln-bench %s  inputs %s  threads %d\n", path, input_shapes,
-                               *threads);
+  std::cout << absl::StrFormat("kiln-bench %s  inputs %s  outputs %s  threads %d\n", path,
+                               input_shapes, output_shapes, *threads);
   std::cout << absl::StrFormat(
       "  cold compile: %.1f ms (import %.1f, passes %.1f, lowering %.1f, codegen+JIT %.1f on %d "
       "compile threads; %d kernels); JIT engine start %.1f ms\n",

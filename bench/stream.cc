@@ -29,8 +29,8 @@ Array AllocateArray(int64_t n) {
   return Array(static_cast<double*>(std::aligned_alloc(64, n * sizeof(double))));
 }
 
-void Triad(double* __restrict a, const double* __restrict b, const double* __restrict c,
-           double s, int64_t begin, int64_t end) {
+void Triad(double* __restrict a, const double* __restrict b, const double* __restrict c, double s,
+           int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) a[i] = b[i] + s * c[i];
 }
 
@@ -46,7 +46,8 @@ void Split(int threads, int64_t n, const F& body) {
 }
 
 int Main(int argc, char** argv) {
-  absl::StatusOr<BenchArgs> args = ParseBenchArgs(argc, argv, {"threads", "mib", "repeats"}, {"json"});
+  absl::StatusOr<BenchArgs> args =
+      ParseBenchArgs(argc, argv, {"threads", "mib", "repeats"}, {"json"});
   absl::StatusOr<int> threads = args.ok() ? args->GetInt("threads", 1, 1) : args.status();
   absl::StatusOr<int> mib = args.ok() ? args->GetInt("mib", 256, 1) : args.status();
   absl::StatusOr<int> repeats = args.ok() ? args->GetInt("repeats", 10, 1) : args.status();
@@ -71,9 +72,8 @@ int Main(int argc, char** argv) {
   double best_s = 1e30, sum_s = 0;
   for (int r = 0; r < *repeats; ++r) {
     const auto start = std::chrono::steady_clock::now();
-    Split(*threads, n, [&](int64_t begin, int64_t end) {
-      Triad(a.get(), b.get(), c.get(), 3.0, begin, end);
-    });
+    Split(*threads, n,
+          [&](int64_t begin, int64_t end) { Triad(a.get(), b.get(), c.get(), 3.0, begin, end); });
     const double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     best_s = std::min(best_s, s);

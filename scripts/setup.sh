@@ -12,6 +12,7 @@ packages=(
   libabsl-dev libgtest-dev libgmock-dev
   libonnx-dev python3-onnx python3-numpy python3-torch python3-torchvision
   zlib1g-dev libzstd-dev libtinfo-dev libxml2-dev libedit-dev libffi-dev
+  libopenblas-dev libdnnl-dev  # peers //bench:gemm-bench links against
   "$@"
 )
 

@@ -1,0 +1,304 @@
+// gemm-bench: float32 GEMM GFLOPS of Kiln, OpenBLAS and oneDNN side by side,
+// in one process.
+//
+//   gemm-bench [--threads 1,2] [--shapes square,inference | --shapes MxKxN,...]
+//              [--repeats R] [--min-repeat-ms MS] [--json]
+//
+// C[M,N] = A[M,K] B[K,N] with B constant, as in a dense layer. Kiln's GEMM is a
+// one-node model (MatMul of an input A and a constant B, built here as an IR
+// graph), compiled in-process through the runtime with a memory-only cache and
+// run through CompiledModel::Run; only the kernels' own time (RunResult's
+// total_ns) counts, not input checks or the output copy. OpenBLAS is
+// cblas_sgemm (openblas_set_num_threads), oneDNN is dnnl_sgemm (its CPU
+// runtime is OpenMP: omp_set_num_threads). Both get B row-major, unpacked.
+//
+// Timing: per library, one warm-up call, then R repeats of `number` calls,
+// `number` chosen so a repeat takes about --min-repeat-ms; the figure is the
+// median repeat's mean. Libraries run one after another with a pause between,
+// so one library's spinning workers do not steal the next one's cores.
+// Kiln's output is checked against OpenBLAS's: max |C - C_ref| / max |C_ref|.
+//
+// Debian's OpenBLAS 0.3.21 does not know this CPU and falls back to slow
+// kernels unless OPENBLAS_CORETYPE=SkylakeX is set before it loads: bench/gemm.sh
+// sets it, and the header line says which core OpenBLAS chose.
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "bench/bench_util.h"
+#include "cblas.h"
+#include "compiler/ir/graph.h"
+#include "compiler/ops/op_registry.h"
+#include "oneapi/dnnl/dnnl.h"
+#include "runtime/model_manager.h"
+#include "runtime/thread_pool.h"
+
+namespace kiln::bench {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: gemm-bench [--threads 1,2] [--shapes square,inference|MxKxN,...] [--repeats R]\n"
+    "                  [--min-repeat-ms MS] [--json]\n";
+
+struct Shape {
+  int64_t m, k, n;
+};
+
+const std::vector<Shape> kSquare = {
+    {256, 256, 256}, {512, 512, 512}, {1024, 1024, 1024}, {2048, 2048, 2048}};
+// Issue 5's inference shapes: a GEMV-like dense layer, a transformer FFN, a small MLP batch.
+const std::vector<Shape> kInference = {{1, 768, 768}, {64, 768, 3072}, {128, 512, 512}};
+
+using Clock = std::chrono::steady_clock;
+
+// What one library achieved on one shape.
+struct Timing {
+  double ms = 0;  // per call, median repeat
+  double gflops = 0;
+};
+
+// Times `call`, which returns the seconds it wants counted (its own wall time,
+// or only its kernels'), the way TVM's time_evaluator does.
+Timing Measure(const std::function<double()>& call, const Shape& s, int repeats,
+               double min_repeat_ms) {
+  const double first_s = call();  // warm-up: JIT, thread start, first touch
+  const double once_s = std::max(call(), 1e-7);
+  (void)first_s;
+  const int number = std::max(1, static_cast<int>(std::ceil(min_repeat_ms / 1e3 / once_s)));
+  std::vector<double> per_call;
+  for (int r = 0; r < repeats; ++r) {
+    double total = 0;
+    for (int i = 0; i < number; ++i) total += call();
+    per_call.push_back(total / number);
+  }
+  std::sort(per_call.begin(), per_call.end());
+  Timing t;
+  const double sec = per_call[(per_call.size() - 1) / 2];
+  t.ms = sec * 1e3;
+  t.gflops = 2.0 * s.m * s.n * s.k / sec / 1e9;
+  return t;
+}
+
+double SecondsOf(const std::function<void()>& f) {
+  const Clock::time_point t0 = Clock::now();
+  f();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// max |got - want| / max |want|.
+double MaxRelError(const float* got, const float* want, int64_t n) {
+  double diff = 0, scale = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(got[i]) - want[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+// C = A B as a Kiln graph: input "a" [M,K], constant "b" [K,N], one matmul.
+Graph GemmGraph(const Shape& s, const std::vector<float>& b) {
+  Graph g;
+  g.name = absl::StrCat("gemm_", s.m, "x", s.k, "x", s.n);
+  Node* a = g.AddInput("a", TensorType{DType::kFloat32, {s.m, s.k}});
+  auto data = std::make_shared<ConstantData>();
+  data->type = TensorType{DType::kFloat32, {s.k, s.n}};
+  data->bytes.assign(reinterpret_cast<const char*>(b.data()), b.size() * sizeof(float));
+  Node* bn = g.AddConstant("b", std::move(data));
+  Node* c = g.AddOp("c", OpRegistry::Default().Find("matmul"), {a, bn}, NoAttrs{});
+  g.AddOutput(c);
+  return g;
+}
+
+absl::StatusOr<std::vector<Shape>> ParseShapes(const std::string& spec) {
+  std::vector<Shape> shapes;
+  for (absl::string_view word : absl::StrSplit(spec, ',', absl::SkipEmpty())) {
+    if (word == "square") {
+      shapes.insert(shapes.end(), kSquare.begin(), kSquare.end());
+      continue;
+    }
+    if (word == "inference") {
+      shapes.insert(shapes.end(), kInference.begin(), kInference.end());
+      continue;
+    }
+    std::vector<absl::string_view> dims = absl::StrSplit(word, 'x');
+    Shape s;
+    if (dims.size() != 3 || !absl::SimpleAtoi(dims[0], &s.m) || !absl::SimpleAtoi(dims[1], &s.k) ||
+        !absl::SimpleAtoi(dims[2], &s.n) || s.m < 1 || s.k < 1 || s.n < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("bad shape '", word, "' (want MxKxN)"));
+    }
+    shapes.push_back(s);
+  }
+  return shapes;
+}
+
+absl::StatusOr<std::vector<int>> ParseInts(const std::string& spec) {
+  std::vector<int> out;
+  for (absl::string_view word : absl::StrSplit(spec, ',', absl::SkipEmpty())) {
+    int v;
+    if (!absl::SimpleAtoi(word, &v) || v < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("bad thread count '", word, "'"));
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+void Pause() { std::this_thread::sleep_for(std::chrono::milliseconds(300)); }
+
+int Main(int argc, char** argv) {
+  absl::StatusOr<BenchArgs> args =
+      ParseBenchArgs(argc, argv, {"threads", "shapes", "repeats", "min-repeat-ms"}, {"json"});
+  if (!args.ok() || !args->positional.empty()) {
+    if (!args.ok()) std::cerr << "gemm-bench: " << args.status().message() << "\n";
+    std::cerr << kUsage;
+    return 2;
+  }
+  absl::StatusOr<std::vector<int>> threads = ParseInts(args->Get("threads", "1,2"));
+  absl::StatusOr<std::vector<Shape>> shapes = ParseShapes(args->Get("shapes", "square,inference"));
+  absl::StatusOr<int> repeats = args->GetInt("repeats", 5, 1);
+  absl::StatusOr<int> min_repeat_ms = args->GetInt("min-repeat-ms", 50, 0);
+  for (const absl::Status& st :
+       {threads.status(), shapes.status(), repeats.status(), min_repeat_ms.status()}) {
+    if (!st.ok()) {
+      std::cerr << "gemm-bench: " << st.message() << "\n" << kUsage;
+      return 2;
+    }
+  }
+  const bool json = args->Has("json");
+
+  runtime::ModelManagerOptions options;
+  options.cache.dir.clear();
+  absl::StatusOr<std::unique_ptr<runtime::ModelManager>> manager =
+      runtime::ModelManager::Create(options);
+  if (!manager.ok()) {
+    std::cerr << "gemm-bench: " << manager.status() << "\n";
+    return 1;
+  }
+  const dnnl_version_t* dv = dnnl_version();
+  const std::string corename = openblas_get_corename();
+  if (!json) {
+    std::cout << absl::StrFormat(
+        "float32 GEMM C[M,N] = A[M,K] B[K,N], B constant; GFLOPS = 2MNK / time, median of %d "
+        "repeats\nOpenBLAS core %s%s; oneDNN %d.%d.%d (OpenMP); Kiln: kernels' own time\n",
+        *repeats, corename,
+        corename == "SkylakeX" ? "" : " (slow: run with OPENBLAS_CORETYPE=SkylakeX, see gemm.sh)",
+        dv->major, dv->minor, dv->patch);
+    std::cout << absl::StrFormat("%6s %6s %6s %4s %10s %10s %10s %8s %8s %11s %11s %10s\n", "M",
+                                 "K", "N", "thr", "kiln", "openblas", "onednn", "k/blas", "k/dnnl",
+                                 "err kiln", "err dnnl", "compile ms");
+  }
+  std::vector<std::string> records;
+  for (const Shape& s : *shapes) {
+    std::vector<float> a(s.m * s.k), b(s.k * s.n), c_blas(s.m * s.n), c_dnnl(s.m * s.n);
+    FillPseudorandom(a.data(), a.size(), 1);
+    FillPseudorandom(b.data(), b.size(), 2);
+
+    // Kiln: compile once per shape (the kernel does not depend on the thread count).
+    const Clock::time_point compile_start = Clock::now();
+    absl::StatusOr<runtime::CompileResult> compiled =
+        (*manager)->Compile("gemm", GemmGraph(s, b), CompileOptions{});
+    if (!compiled.ok()) {
+      std::cerr << "gemm-bench: kiln compile: " << compiled.status() << "\n";
+      return 1;
+    }
+    const double compile_ms =
+        std::chrono::duration<double, std::milli>(Clock::now() - compile_start).count();
+    std::shared_ptr<runtime::CompiledModel> model = (*manager)->Find("gemm");
+    std::string schedule;
+    for (const KernelSpec& k : model->program().kernels) {
+      absl::StrAppend(&schedule, schedule.empty() ? "" : "; ",
+                      k.schedule.empty() ? k.name : k.schedule);
+    }
+    absl::StatusOr<runtime::Tensor> input = runtime::Tensor::FromBytes(
+        TensorType{DType::kFloat32, {s.m, s.k}},
+        absl::string_view(reinterpret_cast<const char*>(a.data()), a.size() * sizeof(float)));
+    if (!input.ok()) {
+      std::cerr << "gemm-bench: " << input.status() << "\n";
+      return 1;
+    }
+    std::vector<float> c_kiln;
+    absl::Status run_status;
+    auto kiln_call = [&]() -> double {
+      absl::StatusOr<runtime::RunResult> r = model->Run({&*input});
+      if (!r.ok()) {
+        run_status = r.status();
+        return 1e-3;
+      }
+      if (c_kiln.empty()) {
+        const float* p = static_cast<const float*>(r->outputs[0].data());
+        c_kiln.assign(p, p + s.m * s.n);
+      }
+      return r->total_ns / 1e9;
+    };
+    auto blas_call = [&]() -> double {
+      return SecondsOf([&] {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.m, s.n, s.k, 1.0f, a.data(), s.k,
+                    b.data(), s.n, 0.0f, c_blas.data(), s.n);
+      });
+    };
+    auto dnnl_call = [&]() -> double {
+      return SecondsOf([&] {
+        dnnl_sgemm('N', 'N', s.m, s.n, s.k, 1.0f, a.data(), s.k, b.data(), s.n, 0.0f, c_dnnl.data(),
+                   s.n);
+      });
+    };
+
+    for (int t : *threads) {
+      runtime::SetParallelThreads(t);
+      const Timing kiln = Measure(kiln_call, s, *repeats, *min_repeat_ms);
+      if (!run_status.ok()) {
+        std::cerr << "gemm-bench: kiln run: " << run_status << "\n";
+        return 1;
+      }
+      Pause();
+      openblas_set_num_threads(t);
+      const Timing blas = Measure(blas_call, s, *repeats, *min_repeat_ms);
+      openblas_set_num_threads(1);
+      Pause();
+      omp_set_num_threads(t);
+      const Timing dnnl = Measure(dnnl_call, s, *repeats, *min_repeat_ms);
+      omp_set_num_threads(1);
+      Pause();
+      const int64_t n_out = s.m * s.n;
+      const double err_kiln = MaxRelError(c_kiln.data(), c_blas.data(), n_out);
+      const double err_dnnl = MaxRelError(c_dnnl.data(), c_blas.data(), n_out);
+      if (json) {
+        records.push_back(absl::StrFormat(
+            "{\"m\": %d, \"k\": %d, \"n\": %d, \"threads\": %d, \"kiln_gflops\": %.3f, "
+            "\"openblas_gflops\": %.3f, \"onednn_gflops\": %.3f, \"kiln_ms\": %.4f, "
+            "\"openblas_ms\": %.4f, \"onednn_ms\": %.4f, \"kiln_max_rel_err\": %.3g, "
+            "\"onednn_max_rel_err\": %.3g, \"kiln_compile_ms\": %.1f, \"kiln_schedule\": \"%s\"}",
+            s.m, s.k, s.n, t, kiln.gflops, blas.gflops, dnnl.gflops, kiln.ms, blas.ms, dnnl.ms,
+            err_kiln, err_dnnl, compile_ms, schedule));
+      } else {
+        std::cout << absl::StrFormat(
+            "%6d %6d %6d %4d %10.1f %10.1f %10.1f %8.2f %8.2f %11.2e %11.2e %10.1f\n", s.m, s.k,
+            s.n, t, kiln.gflops, blas.gflops, dnnl.gflops, kiln.gflops / blas.gflops,
+            kiln.gflops / dnnl.gflops, err_kiln, err_dnnl, compile_ms);
+        std::cout.flush();
+      }
+    }
+    (void)(*manager)->Unload("gemm");
+  }
+  if (json) std::cout << "[" << absl::StrJoin(records, ",\n ") << "]\n";
+  return 0;
+}
+
+}  // namespace
+}  // namespace kiln::bench
+
+int main(int argc, char** argv) { return kiln::bench::Main(argc, argv); }
