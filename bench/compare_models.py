@@ -1,125 +1,156 @@
 #!/usr/bin/python3
 """Kiln, ONNX Runtime and PyTorch on the same models, side by side.
 
-    /usr/bin/python3 bench/compare_models.py [--models resnet18,mlp,...]
-        [--batches 1,8] [--threads 1,2] [--iterations 50] [--models-dir DIR]
+    bench/compare_models.sh [--models resnet18,mlp,...] [--batches 1,8] [--threads 1,2]
+        [--iterations 50] [--warmup 5] [--runtimes kiln,ort,torch] [--models-dir DIR] [--json]
 
-Run from the repository root after `bazel build //server:kiln-server
-//client:kiln` (bench/run.sh does both). Prints a table of p50 latencies (ms)
-and the ratios Kiln/ORT and Kiln/PyTorch (below 1: Kiln is faster).
-
-Kiln runs in a kiln-server started here with --threads T and no disk cache;
-`kiln bench` reports both the client's round trip and the server's own time
-for the model run (executor + kernels), which is the in-process figure the
-table compares. The cold compile time is Kiln's compile of the model (passes,
-lowering, LLVM) through the server, with an empty cache.
-ONNX Runtime: onnxruntime-node 1.30 (bench/node_modules), all graph
-optimisations, intra-op threads = T, sequential. PyTorch 1.13 eager,
-set_num_threads(T), one inter-op thread, OPENBLAS_CORETYPE=SkylakeX.
+(compare_models.sh builds the tools and installs onnxruntime-node first; this
+script expects them.) Each measurement is its own process, one after another:
+  kiln   bazel-bin/bench/kiln-bench: in process, cold compile in a fresh process
+         (memory-only kernel cache), then latency of CompiledModel::Run
+  ort    bench/ort_bench.js: onnxruntime-node 1.30, optimisation 'all', sequential,
+         intra-op threads = T, one inter-op thread
+  torch  bench/torch_bench.py: PyTorch 1.13 eager, set_num_threads(T),
+         OPENBLAS_CORETYPE=SkylakeX
+All read the same files (bench/models.py, exported once into --models-dir) and
+report p50 latency; ratios below 1 mean Kiln is faster. Then Kiln's cold
+compile time per model, and for the elementwise chain Kiln's achieved
+bandwidth (bytes its kernels read and write / kernel time) against a
+single-thread STREAM triad (bazel-bin/bench/stream).
 """
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import models  # noqa: E402
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return s.getsockname()[1]
+KILN_BENCH = os.path.join(ROOT, "bazel-bin", "bench", "kiln-bench")
+STREAM = os.path.join(ROOT, "bazel-bin", "bench", "stream")
 
 
 def run_json(cmd, env=None):
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, cwd=ROOT)
+    """The last line of `cmd`'s stdout as JSON, or {"error": ...}."""
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=3600)
+    except subprocess.TimeoutExpired:
+        return {"error": "timed out"}
+    if out.returncode != 0:
+        lines = (out.stderr or out.stdout).strip().splitlines()
+        return {"error": lines[-1] if lines else f"exit {out.returncode}"}
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def stream_triad_gbs():
-    """Single-thread STREAM-triad bandwidth (a = b + s*c on 3 x 64 MB), via numpy."""
-    import numpy as np
-    n = 16 * 1024 * 1024
-    b, c, a = np.ones(n, np.float32), np.ones(n, np.float32), np.empty(n, np.float32)
-    best = 1e9
-    for _ in range(5):
-        t = time.perf_counter()
-        np.multiply(c, 3.0, out=a)
-        np.add(a, b, out=a)
-        best = min(best, time.perf_counter() - t)
-    # numpy does the triad in two passes: 5 arrays' worth of traffic.
-    return 5 * n * 4 / best / 1e9
+def fmt(value, spec):
+    return "-" if value is None else format(value, spec)
+
+
+def p50(result):
+    return None if result is None or "error" in result else result["p50_ms"]
+
+
+def ratio(a, b):
+    return None if a is None or b is None or b == 0 else a / b
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--models", default=",".join(models.ALL))
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--models", default=",".join(models.ALL),
+                   help="comma-separated, from: " + ", ".join(models.ALL))
     p.add_argument("--batches", default="1,8")
     p.add_argument("--threads", default="1,2")
-    p.add_argument("--iterations", type=int, default=50)
+    p.add_argument("--iterations", type=int, default=50,
+                   help="timed runs at batch 1; batch B runs max(5, N/B)")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--runtimes", default="kiln,ort,torch")
     p.add_argument("--models-dir", default="/tmp/kiln-bench-models")
+    p.add_argument("--json", action="store_true", help="also print every raw result as JSON")
     a = p.parse_args()
-    names = a.models.split(",")
+    names = [n for n in a.models.split(",") if n]
+    unknown = [n for n in names if n not in models.SAMPLE_SHAPES]
+    if unknown:
+        p.error(f"unknown models {unknown}; known: {models.ALL}")
     batches = [int(b) for b in a.batches.split(",")]
     threads = [int(t) for t in a.threads.split(",")]
-    if not os.path.isdir(os.path.join(HERE, "node_modules", "onnxruntime-node")):
-        subprocess.run(["npm", "install", "--ignore-scripts", "--no-audit", "--no-fund",
-                        "onnxruntime-node@1.30.0"], cwd=HERE, check=True)
-    paths = {n: models.onnx_path(a.models_dir, n) for n in names}
-    torch_env = dict(os.environ, OPENBLAS_CORETYPE="SkylakeX")
-    rows = []
-    for t in threads:
-        port = free_port()
-        server = subprocess.Popen(
-            [os.path.join(ROOT, "bazel-bin/server/kiln-server"), f"--port={port}",
-             f"--threads={t}", "--cache-dir=none"], stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL)
-        time.sleep(1.0)
-        try:
-            for n in names:
-                for b in batches:
-                    iters = max(5, a.iterations // b)
-                    kiln = run_json([os.path.join(ROOT, "bazel-bin/client/kiln"),
-                                     f"--server=localhost:{port}", "bench", paths[n],
-                                     "--batch", str(b), "--iterations", str(iters),
-                                     "--warmup", "3", "--json"])
-                    shape = "x".join(str(d) for d in [b] + models.SAMPLE_SHAPES[n])
-                    ort = run_json(["node", os.path.join(HERE, "ort_bench.js"), paths[n],
-                                    "--shape", shape, "--threads", str(t),
-                                    "--iterations", str(iters), "--warmup", "3"])
-                    torch = run_json(["/usr/bin/python3", os.path.join(HERE, "torch_bench.py"),
-                                      n, "--batch", str(b), "--threads", str(t),
-                                      "--iterations", str(iters), "--warmup", "3"],
-                                     env=torch_env)
-                    rows.append((n, b, t, kiln, ort, torch))
-                    print(f"  measured {n} b{b} t{t}", file=sys.stderr)
-        finally:
-            server.terminate()
-            server.wait()
+    runtimes = set(a.runtimes.split(","))
+    if not os.path.exists(KILN_BENCH):
+        sys.exit("compare_models: build first: bazel build //bench:kiln-bench //bench:stream "
+                 "(or run bench/compare_models.sh)")
 
-    print(f"{'model':<14}{'batch':>6}{'thr':>4}{'kiln ms':>10}{'(rtt)':>9}{'ort ms':>9}"
-          f"{'torch ms':>10}{'kiln/ort':>10}{'kiln/torch':>11}{'compile ms':>12}")
-    for n, b, t, kiln, ort, torch in rows:
-        k = kiln["server_p50_ms"]
-        print(f"{n:<14}{b:>6}{t:>4}{k:>10.3f}{kiln['p50_ms']:>9.3f}{ort['p50_ms']:>9.3f}"
-              f"{torch['p50_ms']:>10.3f}{k / ort['p50_ms']:>10.2f}{k / torch['p50_ms']:>11.2f}"
-              f"{kiln['compile_ms']:>12.1f}")
-    if "eltwise_chain" in names:
-        bw = stream_triad_gbs()
-        print(f"\nSTREAM triad (numpy, 1 thread): {bw:.1f} GB/s")
-        for n, b, t, kiln, ort, torch in rows:
-            if n != "eltwise_chain":
-                continue
-            moved = 2 * b * 64 * 56 * 56 * 4  # read the input once, write the output once
-            got = moved / (kiln["server_p50_ms"] * 1e-3) / 1e9
-            print(f"eltwise_chain b{b} t{t}: Kiln moves {got:.1f} GB/s = "
-                  f"{100 * got / bw:.0f}% of triad bandwidth")
+    paths = {n: models.onnx_path(a.models_dir, n) for n in names}
+    rows = []
+    for n in names:
+        for b in batches:
+            iters = max(5, a.iterations // b)
+            common = ["--batch", str(b), "--iterations", str(iters), "--warmup", str(a.warmup),
+                      "--json"]
+            for t in threads:
+                threads_flag = ["--threads", str(t)]
+                res = {}
+                if "kiln" in runtimes:
+                    res["kiln"] = run_json([KILN_BENCH, paths[n]] + common + threads_flag)
+                if "ort" in runtimes:
+                    res["ort"] = run_json(["node", os.path.join(HERE, "ort_bench.js"), paths[n]]
+                                          + common + threads_flag)
+                if "torch" in runtimes:
+                    res["torch"] = run_json(
+                        ["/usr/bin/python3", os.path.join(HERE, "torch_bench.py"), paths[n]]
+                        + common + threads_flag,
+                        env=dict(os.environ, OPENBLAS_CORETYPE="SkylakeX"))
+                for rt, r in res.items():
+                    if "error" in r:
+                        print(f"  {rt} {n} b{b} t{t}: {r['error']}", file=sys.stderr)
+                rows.append({"model": n, "batch": b, "threads": t, "iterations": iters, **res})
+                print(f"  measured {n} batch {b} threads {t}: "
+                      + ", ".join(f"{rt} {fmt(p50(r), '.3f')} ms" for rt, r in res.items()),
+                      file=sys.stderr, flush=True)
+
+    print(f"\np50 latency (ms); ratios < 1: Kiln faster. kiln-bench in process, "
+          f"onnxruntime-node 1.30, PyTorch 1.13 eager")
+    print(f"{'model':<14}{'batch':>6}{'thr':>4}{'iters':>6}{'kiln ms':>10}{'ort ms':>10}"
+          f"{'torch ms':>10}{'kiln/ort':>10}{'kiln/torch':>11}")
+    for r in rows:
+        k, o, t = p50(r.get("kiln")), p50(r.get("ort")), p50(r.get("torch"))
+        print(f"{r['model']:<14}{r['batch']:>6}{r['threads']:>4}{r['iterations']:>6}"
+              f"{fmt(k, '.3f'):>10}{fmt(o, '.3f'):>10}{fmt(t, '.3f'):>10}"
+              f"{fmt(ratio(k, o), '.2f'):>10}{fmt(ratio(k, t), '.2f'):>11}")
+
+    kiln_rows = [r for r in rows if "kiln" in r and "error" not in r["kiln"]]
+    if kiln_rows:
+        print("\nKiln cold compile (fresh process, memory-only kernel cache; import + passes + "
+              "lowering + LLVM + JIT), vs ORT session creation")
+        print(f"{'model':<14}{'batch':>6}{'thr':>4}{'kernels':>8}{'compile ms':>12}{'codegen ms':>12}"
+              f"{'ort create':>12}")
+        for r in kiln_rows:
+            k, o = r["kiln"], r.get("ort") or {}
+            print(f"{r['model']:<14}{r['batch']:>6}{r['threads']:>4}{k['kernels']:>8}"
+                  f"{k['compile_ms']:>12.1f}{k['codegen_ms']:>12.1f}"
+                  f"{fmt(o.get('compile_ms'), '.1f'):>12}")
+
+    chain = [r for r in kiln_rows if r["model"] == "eltwise_chain"]
+    if chain:
+        stream = run_json([STREAM, "--threads", "1", "--json"])
+        if "error" in stream:
+            print(f"\nSTREAM triad failed: {stream['error']}")
+        else:
+            bw = stream["best_gb_per_s"]
+            print(f"\nSTREAM triad, 1 thread, 3 x {stream['array_mib']} MiB: {bw:.2f} GB/s")
+            for r in chain:
+                k = r["kiln"]
+                moved = k["kernel_arg_bytes"]  # every kernel argument read or written once
+                kern = moved / (k["kernels_p50_ms"] * 1e-3) / 1e9
+                run = moved / (k["p50_ms"] * 1e-3) / 1e9
+                print(f"eltwise_chain batch {r['batch']} threads {r['threads']}: {k['kernels']} "
+                      f"kernel(s), {moved / 1e6:.1f} MB read+written; kernels {kern:.2f} GB/s = "
+                      f"{kern / bw:.2f} x triad; whole Run {run:.2f} GB/s = {run / bw:.2f} x triad")
+            print("(the chain's working set, 1.6 MB per sample, stays in L2/L3: a fraction above "
+                  "1 means cache, not DRAM, bandwidth)")
+    if a.json:
+        print(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":

@@ -154,8 +154,9 @@ int Main(int argc, char** argv) {
   if (!program.inputs.empty() && !program.values[program.inputs[0]].type.shape.empty()) {
     batch = static_cast<int>(program.values[program.inputs[0]].type.shape[0]);
   }
-  std::string input_shapes, output_shapes;
+  std::string input_names, input_shapes, output_shapes;
   for (int v : program.inputs) {
+    absl::StrAppend(&input_names, input_names.empty() ? "" : " ", program.values[v].name);
     absl::StrAppend(&input_shapes, input_shapes.empty() ? "" : " ",
                     program.values[v].type.ToString());
   }
@@ -193,7 +194,8 @@ int Main(int argc, char** argv) {
 
   if (args->Has("json")) {
     std::cout << absl::StrFormat(
-        "{\"tool\": \"kiln\", \"model\": %s, \"inputs\": %s, \"outputs\": %s, \"batch\": %d, "
+        "{\"tool\": \"kiln\", \"model\": %s, \"input_names\": %s, \"inputs\": %s, \"outputs\": %s, "
+        "\"batch\": %d, "
         "\"threads\": %d, "
         "\"iterations\": %d, \"warmup\": %d, \"compile_ms\": %.3f, \"import_ms\": %.3f, "
         "\"passes_ms\": %.3f, \"lower_ms\": %.3f, \"codegen_ms\": %.3f, \"jit_init_ms\": %.3f, "
@@ -201,9 +203,9 @@ int Main(int argc, char** argv) {
         "\"first_run_ms\": %.4f, \"p50_ms\": %.4f, \"p90_ms\": %.4f, \"p95_ms\": %.4f, "
         "\"p99_ms\": %.4f, \"mean_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, "
         "\"kernels_p50_ms\": %.4f, \"throughput_per_s\": %.2f}\n",
-        JsonString(path), JsonString(input_shapes), JsonString(output_shapes), batch, *threads,
-        *iterations, *warmup, compile_ms, import_ms, compiled->record.passes_ms,
-        compiled->record.lower_ms, compiled->codegen_ms, jit_ms,
+        JsonString(path), JsonString(input_names), JsonString(input_shapes),
+        JsonString(output_shapes), batch, *threads, *iterations, *warmup, compile_ms, import_ms,
+        compiled->record.passes_ms, compiled->record.lower_ms, compiled->codegen_ms, jit_ms,
         static_cast<int>(program.kernels.size()), kernel_arg_bytes, compiled->intermediate_bytes,
         first_ms, s.p50, s.p90, s.p95, s.p99, s.mean, s.min, s.max, k.p50, throughput);
     return 0;

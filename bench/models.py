@@ -1,11 +1,16 @@
+#!/usr/bin/python3
 """The benchmark's models, built the same way for every runtime.
 
 The four real models come from tests/models/export_models.py (same seed, so
 Kiln, ONNX Runtime and PyTorch run identical weights); the elementwise chain
-(8 cheap ops on a 1x64x56x56 tensor) is defined here in both ONNX and PyTorch.
+(8 elementwise ops on a 1x64x56x56 tensor, scalar constants) is defined here
+in both ONNX and PyTorch. Every ONNX file has a symbolic leading dim "batch".
+
+    /usr/bin/python3 bench/models.py OUT_DIR [NAME...]   # writes OUT_DIR/NAME/model.onnx
 """
 import importlib.util
 import os
+import sys
 
 import numpy as np
 import onnx
@@ -23,31 +28,38 @@ SAMPLE_SHAPES = {"mlp": [784], "resnet18": [3, 224, 224], "mobilenet_v2": [3, 22
                  "transformer": [128, 256], "eltwise_chain": [64, 56, 56]}
 ALL = list(SAMPLE_SHAPES)
 
-# The chain: ((relu((x + 1) * 0.5) - 0.25).abs() * 2 + 0.1).relu()
-_CHAIN = [("Add", 1.0), ("Mul", 0.5), ("Relu", None), ("Sub", 0.25), ("Abs", None),
-          ("Mul", 2.0), ("Add", 0.1), ("Relu", None)]
+# The chain: relu(abs(relu((x + 1) * 0.5) - 0.25) * 2 + 0.1), one op per entry.
+CHAIN = [("Add", 1.0), ("Mul", 0.5), ("Relu", None), ("Sub", 0.25), ("Abs", None),
+         ("Mul", 2.0), ("Add", 0.1), ("Relu", None)]
 
 
 class EltwiseChain(torch.nn.Module):
+    """CHAIN in eager PyTorch: eight ops, eight passes over the tensor."""
+
     def forward(self, x):
-        for op, c in _CHAIN:
-            x = {"Add": lambda v: v + c, "Mul": lambda v: v * c, "Sub": lambda v: v - c,
-                 "Relu": torch.relu, "Abs": torch.abs}[op](x)
-        return x
+        x = x + 1.0
+        x = x * 0.5
+        x = torch.relu(x)
+        x = x - 0.25
+        x = torch.abs(x)
+        x = x * 2.0
+        x = x + 0.1
+        return torch.relu(x)
 
 
 def torch_model(name):
-    """(module, example input at batch 1) for `name`."""
+    """(module in eval mode, example input at batch 1) for `name`."""
     if name == "eltwise_chain":
-        return EltwiseChain(), torch.randn(1, *SAMPLE_SHAPES[name])
-    torch.manual_seed(0)
-    return export_models.MODELS[name]()
+        return EltwiseChain().eval(), torch.randn(1, *SAMPLE_SHAPES[name])
+    torch.manual_seed(0)  # as export_models.export does
+    model, x = export_models.MODELS[name]()
+    return model.eval(), x
 
 
 def _export_chain(path):
     nodes, inits, prev = [], [], "input"
-    for i, (op, c) in enumerate(_CHAIN):
-        out = "output" if i == len(_CHAIN) - 1 else f"t{i}"
+    for i, (op, c) in enumerate(CHAIN):
+        out = "output" if i == len(CHAIN) - 1 else f"t{i}"
         inputs = [prev]
         if c is not None:
             inits.append(numpy_helper.from_array(np.array(c, dtype=np.float32), f"c{i}"))
@@ -58,8 +70,10 @@ def _export_chain(path):
     graph = helper.make_graph(
         nodes, "eltwise_chain", [helper.make_tensor_value_info("input", TensorProto.FLOAT, shape)],
         [helper.make_tensor_value_info("output", TensorProto.FLOAT, shape)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    onnx.save(model, path)
 
 
 def onnx_path(out_dir, name):
@@ -71,3 +85,10 @@ def onnx_path(out_dir, name):
         else:
             export_models.export(name, out_dir)
     return path
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit("usage: bench/models.py OUT_DIR [NAME...]  (names: " + ", ".join(ALL) + ")")
+    for n in sys.argv[2:] or ALL:
+        print(onnx_path(sys.argv[1], n))

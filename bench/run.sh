@@ -1,16 +1,15 @@
 #!/usr/bin/env bash
-# The side-by-side benchmarks, by hand (they are not tests):
-#   bench/run.sh models [compare_models.py flags]   Kiln vs ONNX Runtime vs PyTorch
-#   bench/run.sh gemm   [gemm_gflops.py flags]      GEMM GFLOPS: Kiln, OpenBLAS, oneDNN
-# Installs what the peers need (OpenBLAS, oneDNN, node), builds Kiln, runs.
+# The benchmarks, by hand (they are not tests); each installs what it needs and builds:
+#   bench/run.sh models [flags]   Kiln vs ONNX Runtime vs PyTorch      (compare_models.sh)
+#   bench/run.sh gemm   [flags]   GEMM GFLOPS: Kiln, OpenBLAS, oneDNN  (gemm.sh)
+#   bench/run.sh server [flags]   kiln-server's overhead per request   (server_overhead.sh)
 set -euo pipefail
-cd "$(dirname "$0")/.."
-bash scripts/setup.sh libopenblas-dev libdnnl-dev nodejs npm
-bazel build //server:kiln-server //client:kiln
+here="$(dirname "$0")"
 what="${1:-models}"
 shift || true
 case "$what" in
-  models) exec /usr/bin/python3 bench/compare_models.py "$@" ;;
-  gemm) exec /usr/bin/python3 bench/gemm_gflops.py "$@" ;;
-  *) echo "usage: bench/run.sh models|gemm [flags]" >&2; exit 2 ;;
+  models) exec "$here/compare_models.sh" "$@" ;;
+  gemm) exec "$here/gemm.sh" "$@" ;;
+  server) exec "$here/server_overhead.sh" "$@" ;;
+  *) echo "usage: bench/run.sh models|gemm|server [flags]" >&2; exit 2 ;;
 esac

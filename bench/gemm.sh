@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# float32 GEMM GFLOPS: Kiln vs OpenBLAS (cblas_sgemm) vs oneDNN (dnnl_sgemm), in
+# one process (see gemm_bench.cc):
+#   bench/gemm.sh [--threads 1,2] [--shapes square,inference|MxKxN,...] [--repeats R]
+#                 [--min-repeat-ms MS] [--json]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh  # libopenblas-dev, libdnnl-dev among the rest
+bazel build //bench:gemm-bench
+# Debian's OpenBLAS 0.3.21 does not recognise this CPU and would fall back to
+# SSE3 kernels (4-5x slower); it reads this when it loads.
+export OPENBLAS_CORETYPE="${OPENBLAS_CORETYPE:-SkylakeX}"
+exec bazel-bin/bench/gemm-bench "$@"
