@@ -12,10 +12,10 @@
 // cblas_sgemm (openblas_set_num_threads), oneDNN is dnnl_sgemm (its CPU
 // runtime is OpenMP: omp_set_num_threads). Both get B row-major, unpacked.
 //
-// Timing: per library, one warm-up call, then R repeats of `number` calls,
-// `number` chosen so a repeat takes about --min-repeat-ms; the figure is the
-// median repeat's mean. Libraries run one after another with a pause between,
-// so one library's spinning workers do not steal the next one's cores.
+// Timing: per library, one warm-up call and `number` chosen so a repeat takes
+// about --min-repeat-ms; then R rounds, each one repeat of every library in
+// turn, with a pause after a library whose idle workers spin, so they do not
+// steal the next one's cores. The figure is the median repeat's mean per call.
 // Kiln's output is checked against OpenBLAS's: max |C - C_ref| / max |C_ref|.
 //
 // Debian's OpenBLAS 0.3.21 does not know this CPU and falls back to slow
@@ -71,26 +71,51 @@ struct Timing {
   double gflops = 0;
 };
 
-// Times `call`, which returns the seconds it wants counted (its own wall time,
-// or only its kernels'), the way TVM's time_evaluator does.
-Timing Measure(const std::function<double()>& call, const Shape& s, int repeats,
-               double min_repeat_ms) {
-  const double first_s = call();  // warm-up: JIT, thread start, first touch
-  const double once_s = std::max(call(), 1e-7);
-  (void)first_s;
-  const int number = std::max(1, static_cast<int>(std::ceil(min_repeat_ms / 1e3 / once_s)));
+// One library under measurement. `call` returns the seconds it wants counted
+// (its own wall time, or only its kernels'); `idle_ms` is how long its worker
+// threads may go on spinning after a call, paused for before another library runs.
+struct Contender {
+  std::function<double()> call;
+  int idle_ms = 0;
+  int number = 1;  // calls per repeat
   std::vector<double> per_call;
-  for (int r = 0; r < repeats; ++r) {
-    double total = 0;
-    for (int i = 0; i < number; ++i) total += call();
-    per_call.push_back(total / number);
+};
+
+// Times the contenders the way TVM's time_evaluator times one function, but
+// with their repeats interleaved (A B C A B C ...), so that a slow spell of the
+// machine — this is a VM — falls on all of them alike.
+std::vector<Timing> Measure(std::vector<Contender>& contenders, const Shape& s, int repeats,
+                            double min_repeat_ms, int threads) {
+  auto settle = [&](const Contender& c) {
+    if (threads > 1 && c.idle_ms > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(c.idle_ms));
+    }
+  };
+  for (Contender& c : contenders) {
+    c.call();  // warm-up: JIT, thread start, first touch
+    const double once_s = std::max(c.call(), 1e-7);
+    c.number = std::max(1, static_cast<int>(std::ceil(min_repeat_ms / 1e3 / once_s)));
+    c.per_call.clear();
+    settle(c);
   }
-  std::sort(per_call.begin(), per_call.end());
-  Timing t;
-  const double sec = per_call[(per_call.size() - 1) / 2];
-  t.ms = sec * 1e3;
-  t.gflops = 2.0 * s.m * s.n * s.k / sec / 1e9;
-  return t;
+  for (int r = 0; r < repeats; ++r) {
+    for (Contender& c : contenders) {
+      double total = 0;
+      for (int i = 0; i < c.number; ++i) total += c.call();
+      c.per_call.push_back(total / c.number);
+      settle(c);
+    }
+  }
+  std::vector<Timing> timings;
+  for (Contender& c : contenders) {
+    std::sort(c.per_call.begin(), c.per_call.end());
+    Timing t;
+    const double sec = c.per_call[(c.per_call.size() - 1) / 2];
+    t.ms = sec * 1e3;
+    t.gflops = 2.0 * s.m * s.n * s.k / sec / 1e9;
+    timings.push_back(t);
+  }
+  return timings;
 }
 
 double SecondsOf(const std::function<void()>& f) {
@@ -156,8 +181,6 @@ absl::StatusOr<std::vector<int>> ParseInts(const std::string& spec) {
   }
   return out;
 }
-
-void Pause() { std::this_thread::sleep_for(std::chrono::milliseconds(300)); }
 
 int Main(int argc, char** argv) {
   absl::StatusOr<BenchArgs> args =
@@ -259,20 +282,19 @@ int Main(int argc, char** argv) {
 
     for (int t : *threads) {
       runtime::SetParallelThreads(t);
-      const Timing kiln = Measure(kiln_call, s, *repeats, *min_repeat_ms);
+      openblas_set_num_threads(t);
+      omp_set_num_threads(t);
+      // Kiln's pool sleeps on a condition variable; OpenBLAS's workers spin for
+      // about 2^28 cycles after a call, GNU OpenMP's for some milliseconds.
+      std::vector<Contender> contenders = {{kiln_call, 0}, {blas_call, 150}, {dnnl_call, 50}};
+      const std::vector<Timing> timings = Measure(contenders, s, *repeats, *min_repeat_ms, t);
       if (!run_status.ok()) {
         std::cerr << "gemm-bench: kiln run: " << run_status << "\n";
         return 1;
       }
-      Pause();
-      openblas_set_num_threads(t);
-      const Timing blas = Measure(blas_call, s, *repeats, *min_repeat_ms);
-      openblas_set_num_threads(1);
-      Pause();
-      omp_set_num_threads(t);
-      const Timing dnnl = Measure(dnnl_call, s, *repeats, *min_repeat_ms);
-      omp_set_num_threads(1);
-      Pause();
+      const Timing& kiln = timings[0];
+      const Timing& blas = timings[1];
+      const Timing& dnnl = timings[2];
       const int64_t n_out = s.m * s.n;
       const double err_kiln = MaxRelError(c_kiln.data(), c_blas.data(), n_out);
       const double err_dnnl = MaxRelError(c_dnnl.data(), c_blas.data(), n_out);
