@@ -109,8 +109,8 @@ def main():
                       + ", ".join(f"{rt} {fmt(p50(r), '.3f')} ms" for rt, r in res.items()),
                       file=sys.stderr, flush=True)
 
-    print(f"\np50 latency (ms); ratios < 1: Kiln faster. kiln-bench in process, "
-          f"onnxruntime-node 1.30, PyTorch 1.13 eager")
+    print("\np50 latency (ms); ratios < 1: Kiln faster. kiln-bench in process, "
+          "onnxruntime-node 1.30, PyTorch 1.13 eager")
     print(f"{'model':<14}{'batch':>6}{'thr':>4}{'iters':>6}{'kiln ms':>10}{'ort ms':>10}"
           f"{'torch ms':>10}{'kiln/ort':>10}{'kiln/torch':>11}")
     for r in rows:

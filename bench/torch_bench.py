@@ -9,22 +9,39 @@ MODEL is a name from bench/models.py (mlp, resnet18, mobilenet_v2,
 transformer, eltwise_chain) or the path of one of their ONNX files
 (DIR/NAME/model.onnx): the module is rebuilt here the way the export built it,
 same seed, so the weights are the ones the other runtimes load. Settings:
-torch.set_num_threads(T), one inter-op thread, inference_mode. Debian's
-OpenBLAS 0.3.21 (PyTorch's BLAS here) does not know this CPU and runs SSE3
-kernels 4-5x slower unless OPENBLAS_CORETYPE=SkylakeX is set before it loads:
-set here when the environment has no value.
+torch.set_num_threads(T), one inter-op thread, inference_mode.
+
+Debian's PyTorch does its matrix products in Debian's OpenBLAS 0.3.21 (the
+pthread build, with a pool of its own), which reads its settings when it loads,
+so they are set before torch is imported, unless the environment has them:
+OPENBLAS_NUM_THREADS=T (otherwise --threads 1 still multiplies on every core)
+and OPENBLAS_CORETYPE=SkylakeX (otherwise it does not know this CPU and runs
+SSE3 kernels 4-5x slower).
 """
+import argparse
+import json
+import math
 import os
+import sys
+import time
 
-os.environ.setdefault("OPENBLAS_CORETYPE", "SkylakeX")  # before torch loads OpenBLAS
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import math  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
+def parse_args():
+    p = argparse.ArgumentParser(description="PyTorch eager latency for one benchmark model")
+    p.add_argument("model")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--iterations", type=int, default=100)
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--json", action="store_true")
+    return p.parse_args()
 
-import torch  # noqa: E402
+
+ARGS = parse_args()
+os.environ.setdefault("OPENBLAS_NUM_THREADS", str(ARGS.threads))
+os.environ.setdefault("OPENBLAS_CORETYPE", "SkylakeX")
+
+import torch  # noqa: E402  (after the OpenBLAS settings)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import models  # noqa: E402
@@ -48,14 +65,7 @@ def summarize(ms):
 
 
 def main():
-    p = argparse.ArgumentParser(description="PyTorch eager latency for one benchmark model")
-    p.add_argument("model")
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--threads", type=int, default=os.cpu_count())
-    p.add_argument("--iterations", type=int, default=100)
-    p.add_argument("--warmup", type=int, default=10)
-    p.add_argument("--json", action="store_true")
-    a = p.parse_args()
+    a = ARGS
     name = model_name(a.model)
 
     torch.set_num_threads(a.threads)
@@ -90,10 +100,12 @@ def main():
             "p50_ms": s["p50"], "p90_ms": s["p90"], "p95_ms": s["p95"], "p99_ms": s["p99"],
             "mean_ms": s["mean"], "min_ms": s["min"], "max_ms": s["max"],
             "throughput_per_s": throughput,
-            "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", "")}))
+            "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", ""),
+            "openblas_num_threads": os.environ.get("OPENBLAS_NUM_THREADS", "")}))
         return
     print(f"torch-bench {name}  inputs {shape}  threads {a.threads}  (pytorch {torch.__version__} "
-          f"eager, OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')})")
+          f"eager, OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')}, "
+          f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', '')})")
     print(f"  module build: {build_ms:.1f} ms")
     print(f"  first run: {first_ms:.3f} ms")
     print(f"  {a.iterations} inferences after {a.warmup} warm-up:")
