@@ -2,7 +2,8 @@
 """Kiln, ONNX Runtime and PyTorch on the same models, side by side.
 
     bench/compare_models.sh [--models resnet18,mlp,...] [--batches 1,8] [--threads 1,2]
-        [--iterations 50] [--warmup 5] [--runtimes kiln,ort,torch] [--models-dir DIR] [--json]
+        [--iterations 50] [--warmup 5] [--rounds R] [--runtimes kiln,ort,torch]
+        [--models-dir DIR] [--json]
 
 (compare_models.sh builds the tools and installs onnxruntime-node first; this
 script expects them.) Each measurement is its own process, one after another:
@@ -66,6 +67,8 @@ def main():
     p.add_argument("--iterations", type=int, default=50,
                    help="timed runs at batch 1; batch B runs max(5, N/B)")
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=1,
+                   help="measure every cell R times, keep each runtime's best p50")
     p.add_argument("--runtimes", default="kiln,ort,torch")
     p.add_argument("--models-dir", default="/tmp/kiln-bench-models")
     p.add_argument("--json", action="store_true", help="also print every raw result as JSON")
@@ -82,35 +85,41 @@ def main():
                  "(or run bench/compare_models.sh)")
 
     paths = {n: models.onnx_path(a.models_dir, n) for n in names}
-    rows = []
-    for n in names:
-        for b in batches:
+    # Every cell once per round; with several rounds a cell keeps the round
+    # with its runtime's lowest p50, so a slow spell of the machine (a VM)
+    # does not decide a ratio.
+    cells = [(n, b, t) for n in names for b in batches for t in threads]
+    best = {}
+    for rnd in range(a.rounds):
+        for n, b, t in cells:
             iters = max(5, a.iterations // b)
-            common = ["--batch", str(b), "--iterations", str(iters), "--warmup", str(a.warmup),
-                      "--json"]
-            for t in threads:
-                threads_flag = ["--threads", str(t)]
-                res = {}
-                if "kiln" in runtimes:
-                    res["kiln"] = run_json([KILN_BENCH, paths[n]] + common + threads_flag)
-                if "ort" in runtimes:
-                    res["ort"] = run_json(["node", os.path.join(HERE, "ort_bench.js"), paths[n]]
-                                          + common + threads_flag)
-                if "torch" in runtimes:
-                    res["torch"] = run_json(
-                        ["/usr/bin/python3", os.path.join(HERE, "torch_bench.py"), paths[n]]
-                        + common + threads_flag,
-                        env=dict(os.environ, OPENBLAS_CORETYPE="SkylakeX"))
-                for rt, r in res.items():
-                    if "error" in r:
-                        print(f"  {rt} {n} b{b} t{t}: {r['error']}", file=sys.stderr)
-                rows.append({"model": n, "batch": b, "threads": t, "iterations": iters, **res})
-                print(f"  measured {n} batch {b} threads {t}: "
-                      + ", ".join(f"{rt} {fmt(p50(r), '.3f')} ms" for rt, r in res.items()),
-                      file=sys.stderr, flush=True)
+            flags = ["--batch", str(b), "--iterations", str(iters), "--warmup", str(a.warmup),
+                     "--threads", str(t), "--json"]
+            res = {}
+            if "kiln" in runtimes:
+                res["kiln"] = run_json([KILN_BENCH, paths[n]] + flags)
+            if "ort" in runtimes:
+                res["ort"] = run_json(["node", os.path.join(HERE, "ort_bench.js"), paths[n]] + flags)
+            if "torch" in runtimes:
+                res["torch"] = run_json(
+                    ["/usr/bin/python3", os.path.join(HERE, "torch_bench.py"), paths[n]] + flags,
+                    env=dict(os.environ, OPENBLAS_CORETYPE="SkylakeX"))
+            row = best.setdefault((n, b, t), {"model": n, "batch": b, "threads": t,
+                                              "iterations": iters})
+            for rt, r in res.items():
+                if "error" in r:
+                    print(f"  {rt} {n} b{b} t{t}: {r['error']}", file=sys.stderr)
+                if rt not in row or (p50(r) is not None and
+                                     (p50(row[rt]) is None or p50(r) < p50(row[rt]))):
+                    row[rt] = r
+            print(f"  round {rnd + 1}: {n} batch {b} threads {t}: "
+                  + ", ".join(f"{rt} {fmt(p50(r), '.3f')} ms" for rt, r in res.items()),
+                  file=sys.stderr, flush=True)
+    rows = [best[c] for c in cells]
 
-    print("\np50 latency (ms); ratios < 1: Kiln faster. kiln-bench in process, "
-          "onnxruntime-node 1.30, PyTorch 1.13 eager")
+    print(f"\np50 latency (ms){', best of %d rounds' % a.rounds if a.rounds > 1 else ''}; "
+          "ratios < 1: Kiln faster. kiln-bench in process, onnxruntime-node 1.30, "
+          "PyTorch 1.13 eager")
     print(f"{'model':<14}{'batch':>6}{'thr':>4}{'iters':>6}{'kiln ms':>10}{'ort ms':>10}"
           f"{'torch ms':>10}{'kiln/ort':>10}{'kiln/torch':>11}")
     for r in rows:
