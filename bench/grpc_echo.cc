@@ -6,8 +6,12 @@
 //
 //   grpc-echo --input NAME=1x784 --output 1x10 [--iterations N] [--warmup W] [--json]
 //       client and server in this process (the server on a port of its own)
-//   grpc-echo --serve --output 1x10 [--port P]       only the server
-//   grpc-echo --server HOST:PORT --input ... [...]   only the client
+//   grpc-echo --serve --output 1x10 [--port P] [--busy-us U]   only the server
+//   grpc-echo --server HOST:PORT --input ... [...]              only the client
+//
+// --busy-us makes the server spin that long per call before answering: with a
+// model's run time, it tells gRPC's own cost for a handler that takes a while
+// (threads that went to sleep meanwhile wake up late) from the server's code.
 #include <chrono>
 #include <iostream>
 #include <memory>
@@ -31,7 +35,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: grpc-echo --input NAME=D1xD2... --output D1xD2... [--iterations N] [--warmup W]\n"
     "                 [--json]\n"
-    "       grpc-echo --serve --output D1xD2... [--port P]\n"
+    "       grpc-echo --serve --output D1xD2... [--port P] [--busy-us U]\n"
     "       grpc-echo --server HOST:PORT --input NAME=D1xD2... [--iterations N] [--warmup W]\n";
 
 constexpr int kMaxMessageBytes = 256 * 1024 * 1024;
@@ -57,12 +61,16 @@ int64_t Product(const std::vector<int64_t>& dims) {
 // ModelInfer answered with a canned float32 output; every other RPC unimplemented.
 class EchoService final : public inference::GRPCInferenceService::Service {
  public:
-  explicit EchoService(std::vector<int64_t> output_shape)
+  EchoService(std::vector<int64_t> output_shape, int busy_us)
       : output_shape_(std::move(output_shape)),
-        output_bytes_(Product(output_shape_) * sizeof(float), '\0') {}
+        output_bytes_(Product(output_shape_) * sizeof(float), '\0'),
+        busy_(std::chrono::microseconds(busy_us)) {}
 
   grpc::Status ModelInfer(grpc::ServerContext*, const inference::ModelInferRequest* request,
                           inference::ModelInferResponse* response) override {
+    const auto start = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - start < busy_) {
+    }
     response->set_model_name(request->model_name());
     response->set_model_version("1");
     response->set_id(request->id());
@@ -81,6 +89,7 @@ class EchoService final : public inference::GRPCInferenceService::Service {
  private:
   std::vector<int64_t> output_shape_;
   std::string output_bytes_;
+  std::chrono::steady_clock::duration busy_;
 };
 
 struct EchoServer {
@@ -89,9 +98,10 @@ struct EchoServer {
   int port = 0;
 };
 
-absl::StatusOr<EchoServer> StartEchoServer(std::vector<int64_t> output_shape, int port) {
+absl::StatusOr<EchoServer> StartEchoServer(std::vector<int64_t> output_shape, int port,
+                                           int busy_us) {
   EchoServer s;
-  s.service = std::make_unique<EchoService>(std::move(output_shape));
+  s.service = std::make_unique<EchoService>(std::move(output_shape), busy_us);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat("127.0.0.1:", port), grpc::InsecureServerCredentials(),
                            &s.port);
@@ -110,7 +120,8 @@ int Fail(const absl::Status& status) {
 
 int Main(int argc, char** argv) {
   absl::StatusOr<BenchArgs> args = ParseBenchArgs(
-      argc, argv, {"input", "output", "iterations", "warmup", "port", "server"}, {"serve", "json"});
+      argc, argv, {"input", "output", "iterations", "warmup", "port", "server", "busy-us"},
+      {"serve", "json"});
   if (!args.ok() || !args->positional.empty()) {
     if (!args.ok()) std::cerr << "grpc-echo: " << args.status().message() << "\n";
     std::cerr << kUsage;
@@ -119,7 +130,8 @@ int Main(int argc, char** argv) {
   absl::StatusOr<int> iterations = args->GetInt("iterations", 1000, 1);
   absl::StatusOr<int> warmup = args->GetInt("warmup", 50, 0);
   absl::StatusOr<int> port = args->GetInt("port", 0, 0);
-  for (const auto* v : {&iterations, &warmup, &port}) {
+  absl::StatusOr<int> busy_us = args->GetInt("busy-us", 0, 0);
+  for (const auto* v : {&iterations, &warmup, &port, &busy_us}) {
     if (!v->ok()) return Fail(v->status());
   }
   const bool client_only = !args->Get("server").empty();
@@ -128,7 +140,7 @@ int Main(int argc, char** argv) {
   if (!client_only) {
     absl::StatusOr<std::vector<int64_t>> output = ParseDims(args->Get("output"));
     if (!output.ok()) return Fail(output.status());
-    absl::StatusOr<EchoServer> started = StartEchoServer(*output, *port);
+    absl::StatusOr<EchoServer> started = StartEchoServer(*output, *port, *busy_us);
     if (!started.ok()) return Fail(started.status());
     server = *std::move(started);
     target = absl::StrCat("localhost:", server.port);

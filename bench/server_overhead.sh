@@ -1,22 +1,28 @@
 #!/usr/bin/env bash
 # What kiln-server adds to a model run: `kiln bench` through a local kiln-server
 # (client round trip) against kiln-bench in process (CompiledModel::Run), and a
-# bare gRPC ModelInfer round trip of the same payload (grpc-echo, its server a
-# process of its own like kiln-server's, the client the CLI's KilnClient).
-#   bench/server_overhead.sh [MODEL] [--batch B] [--threads T] [--iterations N] [--warmup W]
+# bare gRPC ModelInfer round trip of the same payload (grpc-echo: its server a
+# process of its own like kiln-server, its client the CLI's KilnClient, as
+# `kiln bench` uses it), once answering at once and once after spinning as long
+# as the model's Run takes (gRPC's threads sleep meanwhile and wake late).
+#   bench/server_overhead.sh [MODEL] [--batch B] [--threads T] [--iterations N]
+#                            [--warmup W] [--rounds R]
 # MODEL defaults to the MLP of tests/models/export_models.py (exported by
-# bench/models.py into /tmp/kiln-bench-models). p50s are compared.
+# bench/models.py into /tmp/kiln-bench-models). Every figure is a p50, the best
+# of R rounds (default 3), the four measurements taking turns in each round.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-model="" batch=1 threads=1 iterations=1000 warmup=50
+model="" batch=1 threads=1 iterations=1000 warmup=50 rounds=3
+usage="usage: bench/server_overhead.sh [MODEL] [--batch B] [--threads T] [--iterations N] [--warmup W] [--rounds R]"
 while [ $# -gt 0 ]; do
   case "$1" in
     --batch) batch="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
     --iterations) iterations="$2"; shift 2 ;;
     --warmup) warmup="$2"; shift 2 ;;
-    --*) echo "usage: bench/server_overhead.sh [MODEL] [--batch B] [--threads T] [--iterations N] [--warmup W]" >&2; exit 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
+    --*) echo "$usage" >&2; exit 2 ;;
     *) model="$1"; shift ;;
   esac
 done
@@ -36,14 +42,13 @@ cleanup() {
 trap cleanup EXIT
 
 # start_server NAME CMD...: starts CMD in the background, waits for "listening
-# on HOST:PORT" in its output and sets server_port (and server_pid).
-server_port="" server_pid=""
+# on HOST:PORT" in its output and sets server_port.
+server_port=""
 start_server() {
   local log="$work/$1.log"
   shift
   "$@" >"$log" 2>&1 &
-  server_pid=$!
-  pids+=("$server_pid")
+  pids+=("$!")
   for _ in $(seq 1 100); do
     if grep -q listening "$log"; then
       server_port=$(sed -n 's/.*listening on .*:\([0-9]*\)$/\1/p' "$log" | head -1)
@@ -57,38 +62,57 @@ start_server() {
 }
 
 common=(--batch "$batch" --iterations "$iterations" --warmup "$warmup" --json)
-bazel-bin/bench/kiln-bench "$model" "${common[@]}" --threads "$threads" >"$work/inproc.json"
-
-start_server kiln bazel-bin/server/kiln-server --port=0 --cache-dir=none --threads="$threads"
-bazel-bin/client/kiln bench "$model" --server "localhost:$server_port" "${common[@]}" \
-  >"$work/server.json"
-kill "$server_pid"
-wait "$server_pid" 2>/dev/null || true
-
-read -r input output < <(/usr/bin/python3 -c '
+inproc() { bazel-bin/bench/kiln-bench "$model" "${common[@]}" --threads "$threads"; }
+inproc >"$work/inproc.0.json"
+# The payload's shapes, and the Run time the busy echo spins for.
+read -r input output busy_us < <(/usr/bin/python3 -c '
 import json, re, sys
 r = json.load(open(sys.argv[1]))
 dims = lambda t: "x".join(re.search(r"\[(.*)\]", t).group(1).split(","))
-print(r["input_names"].split()[0] + "=" + dims(r["inputs"].split()[0]), dims(r["outputs"].split()[0]))
-' "$work/inproc.json")
-start_server echo bazel-bin/bench/grpc-echo --serve --output "$output"
-bazel-bin/bench/grpc-echo --server "localhost:$server_port" --input "$input" \
-  --iterations "$iterations" --warmup "$warmup" --json >"$work/echo.json"
+print(r["input_names"].split()[0] + "=" + dims(r["inputs"].split()[0]),
+      dims(r["outputs"].split()[0]), round(r["p50_ms"] * 1e3))
+' "$work/inproc.0.json")
 
-/usr/bin/python3 - "$work" "$model" "$batch" "$threads" "$iterations" "$input" "$output" <<'PY'
-import json, sys
-work, model, batch, threads, iterations, input_, output = sys.argv[1:]
-load = lambda n: json.load(open(f"{work}/{n}.json"))
-inproc, server, echo = load("inproc"), load("server"), load("echo")
+start_server kiln bazel-bin/server/kiln-server --port=0 --cache-dir=none --threads="$threads"
+kiln_port=$server_port
+start_server echo bazel-bin/bench/grpc-echo --serve --output "$output"
+echo_port=$server_port
+start_server busy bazel-bin/bench/grpc-echo --serve --output "$output" --busy-us "$busy_us"
+busy_port=$server_port
+echo_client() {
+  bazel-bin/bench/grpc-echo --server "localhost:$1" --input "$input" --iterations "$iterations" \
+    --warmup "$warmup" --json
+}
+for r in $(seq 1 "$rounds"); do
+  bazel-bin/client/kiln bench "$model" --server "localhost:$kiln_port" "${common[@]}" \
+    >"$work/server.$r.json"
+  inproc >"$work/inproc.$r.json"
+  echo_client "$echo_port" >"$work/echo.$r.json"
+  echo_client "$busy_port" >"$work/busy.$r.json"
+done
+
+/usr/bin/python3 - "$work" "$model" "$batch" "$threads" "$iterations" "$rounds" "$input" \
+  "$output" "$busy_us" <<'PY'
+import glob, json, sys
+work, model, batch, threads, iterations, rounds, input_, output, busy_us = sys.argv[1:]
+def best(name):
+    runs = [json.load(open(p)) for p in glob.glob(f"{work}/{name}.[1-9]*.json")]
+    return min(runs, key=lambda r: r["p50_ms"])
+inproc, server, echo, busy = best("inproc"), best("server"), best("echo"), best("busy")
 us = lambda ms: ms * 1e3
-rtt, run, bare = us(server["p50_ms"]), us(inproc["p50_ms"]), us(echo["p50_ms"])
-print(f"{model}: batch {batch}, threads {threads}, {iterations} calls each, p50 "
-      f"(input {input_}, output {output})")
-print(f"  kiln bench through kiln-server, client round trip  {rtt:9.1f} us"
-      f"   (server's own kernel time {us(server['server_p50_ms']):.1f} us)")
-print(f"  kiln-bench in process, CompiledModel::Run          {run:9.1f} us"
-      f"   (kernels alone {us(inproc['kernels_p50_ms']):.1f} us)")
-print(f"  difference (what serving over gRPC adds)           {rtt - run:9.1f} us")
-print(f"  bare gRPC ModelInfer round trip (grpc-echo)        {bare:9.1f} us")
+rtt, run, bare, slow = (us(server["p50_ms"]), us(inproc["p50_ms"]), us(echo["p50_ms"]),
+                        us(busy["p50_ms"]))
+print(f"{model}: batch {batch}, threads {threads}; input {input_}, output {output}; "
+      f"p50 of {iterations} calls, best of {rounds} rounds")
+line = lambda label, value, note="": print(f"  {label:<50}{value:9.1f} us" + (f"   ({note})" if note else ""))
+line("kiln bench through kiln-server, client round trip", rtt,
+     f"server's own kernel time {us(server['server_p50_ms']):.1f} us")
+line("kiln-bench in process, CompiledModel::Run", run,
+     f"kernels alone {us(inproc['kernels_p50_ms']):.1f} us")
+line("difference: what serving over gRPC adds", rtt - run)
+line("bare gRPC ModelInfer round trip (grpc-echo)", bare)
+line(f"same, the handler spinning {busy_us} us first", slow,
+     f"gRPC waking after a busy handler: {slow - bare - float(busy_us):.1f} us")
 print(f"server overhead over bare gRPC round trip: {rtt - run - bare:.1f} us")
+print(f"server overhead over a gRPC call whose handler takes as long as Run: {rtt - slow:.1f} us")
 PY
