@@ -86,7 +86,26 @@ absl::StatusOr<RunResult> CompiledModel::Run(const std::vector<const Tensor*>& i
     pointers[program_.inputs[i]] = const_cast<void*>(inputs[i]->data());
   }
 
+  // Kernel-written outputs go straight into the result tensors; an output
+  // that is an input, a constant, or listed twice is copied after the run.
   RunResult result;
+  result.outputs.reserve(program_.outputs.size());
+  std::vector<bool> written_in_place(program_.outputs.size(), false);
+  for (size_t o = 0; o < program_.outputs.size(); ++o) {
+    const int out = program_.outputs[o];
+    const ValueSpec& spec = program_.values[out];
+    absl::StatusOr<Tensor> t = Tensor::AllocateUninitialized(spec.type);
+    if (!t.ok()) {
+      ReturnWorkspace(*std::move(ws));
+      return t.status();
+    }
+    if (spec.kind == ValueSpec::Kind::kIntermediate && pointers[out] == nullptr) {
+      pointers[out] = t->data();
+      written_in_place[o] = true;
+    }
+    result.outputs.push_back(*std::move(t));
+  }
+
   result.kernel_times.reserve(kernels_.size());
   std::vector<void*> args;
   const int64_t start = NowNs();
@@ -100,12 +119,10 @@ absl::StatusOr<RunResult> CompiledModel::Run(const std::vector<const Tensor*>& i
   }
   result.total_ns = NowNs() - start;
 
-  for (int out : program_.outputs) {
-    const ValueSpec& spec = program_.values[out];
-    absl::StatusOr<Tensor> t = Tensor::Allocate(spec.type);
-    if (!t.ok()) return t.status();
-    std::memcpy(t->data(), pointers[out], t->byte_size());
-    result.outputs.push_back(*std::move(t));
+  for (size_t o = 0; o < program_.outputs.size(); ++o) {
+    if (written_in_place[o]) continue;
+    Tensor& t = result.outputs[o];
+    std::memcpy(t.data(), pointers[program_.outputs[o]], t.byte_size());
   }
   ReturnWorkspace(*std::move(ws));
 

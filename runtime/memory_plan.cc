@@ -1,8 +1,9 @@
 // Memory planning by liveness.
 //
 // An intermediate is live from the kernel that writes it to the last kernel
-// that reads it, inclusive; graph outputs stay live to the end (they are
-// copied out after the last kernel). A kernel's inputs are live at the step it
+// that reads it, inclusive. Graph outputs are not in the arena at all: kernels
+// write them straight into the tensors handed back to the caller, so a large
+// output is neither copied nor held twice. A kernel's inputs are live at the step it
 // writes its output, so an output never shares bytes with its own inputs.
 // Values are placed largest first at the lowest 64-byte-aligned offset that
 // overlaps no value placed earlier whose lifetime intersects its own (greedy
@@ -29,7 +30,8 @@ MemoryPlan PlanMemory(const Program& program) {
     last[out] = std::max(last[out], k);
     for (size_t a = 0; a + 1 < spec.args.size(); ++a) last[spec.args[a]] = k;
   }
-  for (int out : program.outputs) last[out] = end;
+  std::vector<bool> is_output(n, false);
+  for (int out : program.outputs) is_output[out] = true;
 
   struct Item {
     int value;
@@ -40,6 +42,7 @@ MemoryPlan PlanMemory(const Program& program) {
   plan.offsets.assign(n, -1);
   for (int v = 0; v < n; ++v) {
     if (program.values[v].kind != ValueSpec::Kind::kIntermediate || first[v] < 0) continue;
+    if (is_output[v]) continue;
     const int64_t bytes = Align64(std::max<int64_t>(1, program.values[v].type.ByteSize()));
     items.push_back({v, bytes});
     plan.naive_bytes += bytes;

@@ -12,7 +12,8 @@
 namespace kiln::runtime {
 
 struct MemoryPlan {
-  // Byte offset of each intermediate value in the arena; -1 for other values.
+  // Byte offset of each intermediate value in the arena; -1 for other values,
+  // including graph outputs (they live in the call's result tensors).
   std::vector<int64_t> offsets;
   int64_t arena_bytes = 0;  // the peak: what one call allocates
   int64_t naive_bytes = 0;  // every intermediate apart, for comparison

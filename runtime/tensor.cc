@@ -1,5 +1,6 @@
 #include "runtime/tensor.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -11,6 +12,13 @@ namespace kiln::runtime {
 void Tensor::Free::operator()(void* p) const { std::free(p); }
 
 absl::StatusOr<Tensor> Tensor::Allocate(const TensorType& type) {
+  absl::StatusOr<Tensor> t = AllocateUninitialized(type);
+  if (!t.ok()) return t.status();
+  std::memset(t->data(), 0, static_cast<size_t>(std::max<int64_t>(64, (t->byte_size() + 63) / 64 * 64)));
+  return t;
+}
+
+absl::StatusOr<Tensor> Tensor::AllocateUninitialized(const TensorType& type) {
   absl::StatusOr<int64_t> elements = CheckedNumElements(type.shape);
   if (!elements.ok()) return elements.status();
   const int64_t bytes = *elements * DTypeSize(type.dtype);
@@ -27,7 +35,6 @@ absl::StatusOr<Tensor> Tensor::Allocate(const TensorType& type) {
   if (p == nullptr) {
     return absl::ResourceExhaustedError(absl::StrCat("out of memory allocating ", bytes, " bytes"));
   }
-  std::memset(p, 0, rounded);
   t.data_.reset(p);
   return t;
 }

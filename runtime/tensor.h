@@ -22,6 +22,9 @@ class Tensor {
 
   // Zero-filled. ResourceExhausted above kMaxTensorBytes.
   static absl::StatusOr<Tensor> Allocate(const TensorType& type);
+  // Uninitialised: for a buffer a kernel is about to write in full (zeroing a
+  // large output would cost as much as the kernel that fills it).
+  static absl::StatusOr<Tensor> AllocateUninitialized(const TensorType& type);
   // A copy of `bytes`; InvalidArgument when their size is not the type's.
   static absl::StatusOr<Tensor> FromBytes(const TensorType& type, absl::string_view bytes);
 

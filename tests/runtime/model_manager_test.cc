@@ -124,8 +124,8 @@ TEST_F(ModelManagerTest, FusedExpSumDivideEqualsSoftmaxWithoutShift) {
 }
 
 // Ten unfused elementwise kernels in a chain: each intermediate dies at the
-// kernel after the one that writes it, so two ping-pong buffers hold them all
-// (the output, live to the end, takes the slot its grandparent left).
+// kernel after the one that writes it, so two ping-pong buffers hold the nine
+// intermediates (the output is written into the caller's tensor, not the arena).
 TEST_F(ModelManagerTest, MemoryPlanSharesBuffersOfDeadIntermediates) {
   Graph g;
   Node* v = g.AddInput("x", {DType::kFloat32, {64}});
@@ -136,7 +136,7 @@ TEST_F(ModelManagerTest, MemoryPlanSharesBuffersOfDeadIntermediates) {
   auto r = manager_->Compile("chain", std::move(g), options);
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->kernels.size(), 10u);
-  EXPECT_EQ(r->intermediate_bytes_unplanned, 10 * 256);
+  EXPECT_EQ(r->intermediate_bytes_unplanned, 9 * 256);
   EXPECT_EQ(r->intermediate_bytes, 2 * 256);
   std::vector<float> x(64);
   for (int i = 0; i < 64; ++i) x[i] = (i - 32) / 16.0f;
@@ -145,6 +145,45 @@ TEST_F(ModelManagerTest, MemoryPlanSharesBuffersOfDeadIntermediates) {
     for (float& f : want) f = k % 2 ? std::exp(f) : -f;
   }
   ExpectNear(Run("chain", x, {DType::kFloat32, {64}}), want, 1e-5);
+}
+
+// Outputs are written in place into the result tensors; these are the cases
+// that must still come out right: an output a later kernel reads, the same
+// value listed twice, and a graph input returned as an output.
+TEST_F(ModelManagerTest, OutputsThatAreReadLaterRepeatedOrInputs) {
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {64}});
+  Node* n = Op(g, "neg", {x});
+  Node* e = Op(g, "exp", {n});
+  g.AddOutput(n);
+  g.AddOutput(e);
+  g.AddOutput(n);
+  g.AddOutput(x);
+  CompileOptions options;
+  options.disabled_passes = {"FuseOps"};
+  auto r = manager_->Compile("outs", std::move(g), options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->kernels.size(), 2u);
+  EXPECT_EQ(r->intermediate_bytes, 0);
+  std::vector<float> xv(64);
+  for (int i = 0; i < 64; ++i) xv[i] = (i - 32) / 16.0f;
+  auto input = Tensor::FromBytes({DType::kFloat32, {64}},
+                                 absl::string_view(reinterpret_cast<const char*>(xv.data()), 256));
+  ASSERT_TRUE(input.ok());
+  auto model = manager_->Find("outs");
+  ASSERT_NE(model, nullptr);
+  for (int call = 0; call < 2; ++call) {
+    auto result = model->Run({&*input});
+    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_EQ(result->outputs.size(), 4u);
+    std::vector<float> neg(64), ex(64);
+    for (int i = 0; i < 64; ++i) neg[i] = -xv[i], ex[i] = std::exp(-xv[i]);
+    ExpectNear(ToVector(result->outputs[0]), neg, 0);
+    ExpectNear(ToVector(result->outputs[1]), ex, 1e-6);
+    ExpectNear(ToVector(result->outputs[2]), neg, 0);
+    ExpectNear(ToVector(result->outputs[3]), xv, 0);
+    EXPECT_NE(result->outputs[0].data(), result->outputs[2].data());
+  }
 }
 
 TEST_F(ModelManagerTest, UnloadUnknownModelIsNotFound) {
