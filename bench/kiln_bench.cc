@@ -36,7 +36,8 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: kiln-bench MODEL [--batch B] [--threads T] [--iterations N] [--warmup W]\n"
-    "                  [--compile-threads C] [--json]\n";
+    "                  [--compile-threads C] [--top K] [--json]\n"
+    "  --top K: also list the K kernels with the largest median time\n";
 
 using Clock = std::chrono::steady_clock;
 
@@ -93,6 +94,30 @@ absl::StatusOr<std::vector<runtime::Tensor>> MakeInputs(const Program& program) 
   return inputs;
 }
 
+// Where the time goes: the kernels with the largest steady-state median, with
+// their share of the summed medians and the schedule lowering chose.
+void PrintTopKernels(const runtime::CompiledModel& model, int top) {
+  const runtime::ModelTimingStats stats = model.TimingStats();
+  const Program& program = model.program();
+  std::vector<int> order(stats.kernels.size());
+  double sum_ms = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    order[i] = static_cast<int>(i);
+    sum_ms += stats.kernels[i].durations.p50_ns / 1e6;
+  }
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return stats.kernels[a].durations.p50_ns > stats.kernels[b].durations.p50_ns;
+  });
+  std::cout << absl::StrFormat("  top kernels by median (sum of medians %.3f ms):\n", sum_ms);
+  for (int r = 0; r < std::min<int>(top, static_cast<int>(order.size())); ++r) {
+    const int k = order[r];
+    const double p50 = stats.kernels[k].durations.p50_ns / 1e6;
+    std::cout << absl::StrFormat("    %8.3f ms %5.1f%%  %s  %s\n", p50,
+                                 sum_ms > 0 ? 100 * p50 / sum_ms : 0.0, stats.kernels[k].name,
+                                 program.kernels[k].schedule);
+  }
+}
+
 int Fail(const absl::Status& status) {
   std::cerr << "kiln-bench: " << status << "\n";
   return 1;
@@ -100,7 +125,7 @@ int Fail(const absl::Status& status) {
 
 int Main(int argc, char** argv) {
   absl::StatusOr<BenchArgs> args =
-      ParseBenchArgs(argc, argv, {"batch", "threads", "iterations", "warmup", "compile-threads"},
+      ParseBenchArgs(argc, argv, {"batch", "threads", "iterations", "warmup", "compile-threads", "top"},
                      {"json", "help"});
   if (!args.ok() || args->Has("help") || args->positional.size() != 1) {
     if (!args.ok()) std::cerr << "kiln-bench: " << args.status().message() << "\n";
@@ -113,7 +138,8 @@ int Main(int argc, char** argv) {
   absl::StatusOr<int> iterations = args->GetInt("iterations", 100, 1);
   absl::StatusOr<int> warmup = args->GetInt("warmup", 10, 0);
   absl::StatusOr<int> compile_threads = args->GetInt("compile-threads", 2, 1);
-  for (const auto* v : {&batch_flag, &threads, &iterations, &warmup, &compile_threads}) {
+  absl::StatusOr<int> top = args->GetInt("top", 0, 0);
+  for (const auto* v : {&batch_flag, &threads, &iterations, &warmup, &compile_threads, &top}) {
     if (!v->ok()) {
       std::cerr << "kiln-bench: " << v->status().message() << "\n" << kUsage;
       return 2;
@@ -226,6 +252,7 @@ int Main(int argc, char** argv) {
       "    throughput  %.1f inferences/s\n",
       *iterations, *warmup, s.p50, s.p90, s.p95, s.p99, s.mean, s.min, s.max, k.p50, k.p99,
       throughput);
+  if (*top > 0) PrintTopKernels(*model, *top);
   return 0;
 }
 

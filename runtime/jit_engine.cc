@@ -3,12 +3,15 @@
 // libmvec) and defines kiln_parallel_for. Removing the JITDylib frees the code.
 #include "runtime/jit_engine.h"
 
+#include <cstdlib>
 #include <mutex>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
+#include "llvm/ExecutionEngine/JITEventListener.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/ExecutionEngine/Orc/RTDyldObjectLinkingLayer.h"
 #include "llvm/Support/DynamicLibrary.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
@@ -46,6 +49,14 @@ absl::StatusOr<std::shared_ptr<JitEngine>> JitEngine::Create() {
       (*jit)->getDataLayout().getGlobalPrefix());
   if (!process) return FromLlvmError(process.takeError(), "resolving process symbols");
   main.addGenerator(std::move(*process));
+  // KILN_PERF_JIT=1: kernels are announced to `perf` (record with -k 1, then
+  // `perf inject --jit`), so profiles name generated code. Off by default:
+  // the listener writes a dump file per process.
+  if (const char* perf = std::getenv("KILN_PERF_JIT"); perf != nullptr && perf[0] == '1') {
+    auto* layer = dynamic_cast<llvm::orc::RTDyldObjectLinkingLayer*>(&(*jit)->getObjLinkingLayer());
+    llvm::JITEventListener* listener = llvm::JITEventListener::createPerfJITEventListener();
+    if (layer != nullptr && listener != nullptr) layer->registerJITEventListener(*listener);
+  }
   llvm::orc::SymbolMap runtime_symbols;
   runtime_symbols[(*jit)->mangleAndIntern("kiln_parallel_for")] = llvm::JITEvaluatedSymbol(
       llvm::pointerToJITTargetAddress(&kiln_parallel_for), llvm::JITSymbolFlags::Exported);
