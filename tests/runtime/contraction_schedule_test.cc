@@ -20,6 +20,7 @@ using ::kiln::testing::FloatValues;
 using ::kiln::testing::Op;
 using ::kiln::testing::Pseudorandom;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class ContractionScheduleTest : public ::testing::Test {
  protected:
@@ -53,10 +54,11 @@ class ContractionScheduleTest : public ::testing::Test {
     return std::vector<float>(p, p + out.type().NumElements());
   }
 
-  // Checks the schedule applies and the result matches `want`.
+  // Checks the schedule applies (its summary containing `schedule`) and the
+  // result matches `want`.
   void Check(const std::function<Graph()>& build, const std::vector<float>& x,
-             const std::vector<float>& want) {
-    EXPECT_THAT(ScheduleOf(build()), HasSubstr("gemm"));
+             const std::vector<float>& want, const std::string& schedule = "gemm") {
+    EXPECT_THAT(ScheduleOf(build()), HasSubstr(schedule));
     std::vector<float> got = Run(build(), x);
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < got.size(); ++i) {
@@ -133,7 +135,27 @@ TEST_F(ContractionScheduleTest, PaddedConvWithResidualEpilogue) {
   };
   auto want = kiln::testing::RefConv2DStrided(x, w, bias, n, c, h, h, o, 3, 3, 1, 1);
   for (size_t i = 0; i < want.size(); ++i) want[i] += residual[i];
-  Check(build, x, Relu(want));
+  Check(build, x, Relu(want), "(row tiles)");
+}
+
+// With many input channels (K = 576) the tiles run over the flattened padded
+// rows, and the epilogue stores through per-lane row digits.
+TEST_F(ContractionScheduleTest, PaddedConvWithLongReductionTilesFlattenedRows) {
+  const int64_t c = 64, h = 10, o = 16;
+  auto x = Pseudorandom(c * h * h, 23), w = Pseudorandom(o * c * 9, 24);
+  auto bias = Pseudorandom(o, 25);
+  auto build = [&] {
+    Graph g;
+    Node* in = g.AddInput("x", {DType::kFloat32, {1, c, h, h}});
+    Conv2DAttrs attrs;
+    attrs.padding = {1, 1, 1, 1};
+    g.AddOutput(Op(g, "conv2d", {in, g.AddConstant("w", FloatValues({o, c, 3, 3}, w)),
+                                 g.AddConstant("b", FloatValues({o}, bias))},
+                   attrs));
+    return g;
+  };
+  EXPECT_THAT(ScheduleOf(build()), Not(HasSubstr("row tiles")));
+  Check(build, x, kiln::testing::RefConv2DStrided(x, w, bias, 1, c, h, h, o, 3, 3, 1, 1));
 }
 
 TEST_F(ContractionScheduleTest, StrideTwoConvReadsInputPhases) {
@@ -188,7 +210,7 @@ TEST_F(ContractionScheduleTest, DepthwiseConvReadsPaddedInputPerChannel) {
     auto y = kiln::testing::RefConv2DStrided(xc, wc, {bias[ch]}, 1, 1, h, h, 1, 3, 3, 1, 1);
     want.insert(want.end(), y.begin(), y.end());
   }
-  Check(build, x, want);
+  Check(build, x, want, "(row tiles)");
 }
 
 // A 7x7 stride-2 stem (ResNet's shape, smaller): odd window, padding 3, and
