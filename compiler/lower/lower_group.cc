@@ -245,29 +245,7 @@ class GroupLowerer {
       if (xs[0] != 1) copy = MakeFor(pn, ForKind::kSerial, copy);
       stage.push_back(copy);
     } else {
-      // Each phase element from its input element, zero outside the input.
-      Var py = b_.NewVar("py", sy), px = b_.NewVar("px", sx);
-      Var yq = b_.NewVar("yq", hq), xq = b_.NewVar("xq", wq);
-      Expr y = b_.Sub(b_.Add(b_.Mul(b_.Ref(yq), b_.Int(sy)), b_.Ref(py)), b_.Int(a.padding[0]));
-      Expr x = b_.Sub(b_.Add(b_.Mul(b_.Ref(xq), b_.Int(sx)), b_.Ref(px)), b_.Int(a.padding[1]));
-      auto inside = [&](const Expr& v, int64_t n) {
-        return b_.Binary(te::BinaryOp::kAnd, b_.Compare(te::CompareOp::kGE, v, b_.Int(0)),
-                         b_.Compare(te::CompareOp::kLT, v, b_.Int(n)));
-      };
-      auto clamp = [&](const Expr& v, int64_t n) {
-        return b_.Max(b_.Int(0), b_.Min(v, b_.Int(n - 1)));
-      };
-      Expr x_value = ValueOf(conv->inputs[0],
-                             {b_.Ref(pn), b_.Ref(pc), clamp(y, xs[2]), clamp(x, xs[3])});
-      x_value = b_.Select(b_.Binary(te::BinaryOp::kAnd, inside(y, xs[2]), inside(x, xs[3])),
-                          x_value, b_.Float(0));
-      Expr to = FlatIndex(shape, {b_.Ref(pn), b_.Ref(pc), b_.Ref(py), b_.Ref(px), b_.Ref(yq),
-                                  b_.Ref(xq)});
-      Stmt fill = MakeFor(xq, ForKind::kVectorized, MakeStore(padded, to, Flatten(x_value)));
-      for (const Var& v : {yq, px, py}) fill = MakeFor(v, ForKind::kSerial, fill);
-      fill = MakeFor(pc, parallel ? ForKind::kParallel : ForKind::kSerial, fill);
-      if (xs[0] != 1) fill = MakeFor(pn, ForKind::kSerial, fill);
-      stage.push_back(fill);
+      stage.push_back(FillPhases(conv, padded, shape, pn, pc, parallel));
     }
 
     Var on = b_.NewVar("i0", os[0]), oc = b_.NewVar("i1", os[1]);
@@ -294,6 +272,90 @@ class GroupLowerer {
     target.out_vars = {on, oc, oh, ow};
     if (wq != os[3]) target.store_predicate = b_.Compare(te::CompareOp::kLT, b_.Ref(ow), b_.Int(os[3]));
     return MakeSeq(std::move(stage));
+  }
+
+  // The strided conv's input copied into its phase buffer (PadConvInput).
+  // Rows and columns are split at compile time into the ranges that lie
+  // wholly inside the input, copied with affine indices, and the thin
+  // borders: inside, the sx phases of a column are written by one iteration
+  // (px unrolled), so the vectoriser turns the sx strided reads into wide
+  // loads and shuffles instead of gathers; borders take a select per element.
+  Stmt FillPhases(const Node* conv, int padded, const std::vector<int64_t>& shape, const Var& pn,
+                  const Var& pc, bool parallel) {
+    const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv->attrs);
+    const std::vector<int64_t>& xs = conv->inputs[0]->type.shape;
+    const int64_t sy = shape[2], sx = shape[3], hq = shape[4], wq = shape[5];
+    const int64_t pt = a.padding[0], pl = a.padding[1];
+    auto row_inside = [&](int64_t yq, int64_t py) {
+      const int64_t y = yq * sy + py - pt;
+      return y >= 0 && y < xs[2];
+    };
+    auto column_inside = [&](int64_t xq) {  // for every phase px
+      return xq * sx - pl >= 0 && xq * sx + sx - 1 - pl < xs[3];
+    };
+    // [lo, hi) of the indices in [0, n) where `inside` holds (a contiguous run).
+    auto run = [](int64_t n, const std::function<bool(int64_t)>& inside) {
+      int64_t lo = 0;
+      while (lo < n && !inside(lo)) ++lo;
+      int64_t hi = lo;
+      while (hi < n && inside(hi)) ++hi;
+      return std::pair<int64_t, int64_t>(lo, hi);
+    };
+    auto [xlo, xhi] = run(wq, column_inside);
+    auto out_index = [&](int64_t py, const Expr& px, const Expr& yq, const Expr& xq) {
+      return FlatIndex(shape, {b_.Ref(pn), b_.Ref(pc), b_.Int(py), px, yq, xq});
+    };
+    auto input = [&](const Expr& y, const Expr& x) {
+      return Flatten(ValueOf(conv->inputs[0], {b_.Ref(pn), b_.Ref(pc), y, x}));
+    };
+    std::vector<Stmt> rows;
+    for (int64_t py = 0; py < sy; ++py) {
+      auto [ylo, yhi] = run(hq, [&](int64_t yq) { return row_inside(yq, py); });
+      // Rows wholly outside the input: zeros.
+      for (auto [from, to] : {std::pair<int64_t, int64_t>{0, ylo}, {yhi, hq}}) {
+        if (to <= from) continue;
+        Var t = b_.NewVar("yq", to - from), px = b_.NewVar("px", sx), xq = b_.NewVar("xq", wq);
+        Stmt zero = MakeStore(padded, out_index(py, b_.Ref(px), b_.Add(b_.Ref(t), b_.Int(from)),
+                                                b_.Ref(xq)),
+                              b_.Float(0));
+        rows.push_back(MakeFor(t, ForKind::kSerial,
+                               MakeFor(px, ForKind::kSerial,
+                                       MakeFor(xq, ForKind::kVectorized, zero))));
+      }
+      if (yhi <= ylo) continue;
+      Var t = b_.NewVar("yq", yhi - ylo);
+      Expr yq = b_.Add(b_.Ref(t), b_.Int(ylo));
+      Expr y = b_.Sub(b_.Add(b_.Mul(yq, b_.Int(sy)), b_.Int(py)), b_.Int(pt));
+      std::vector<Stmt> columns;
+      if (xhi > xlo) {
+        Var u = b_.NewVar("xq", xhi - xlo), px = b_.NewVar("px", sx);
+        Expr xq = b_.Add(b_.Ref(u), b_.Int(xlo));
+        Expr x = b_.Sub(b_.Add(b_.Mul(xq, b_.Int(sx)), b_.Ref(px)), b_.Int(pl));
+        Stmt copy = MakeStore(padded, out_index(py, b_.Ref(px), yq, xq), input(y, x));
+        columns.push_back(
+            MakeFor(u, ForKind::kVectorized, MakeFor(px, ForKind::kUnrolled, copy)));
+      }
+      // Border columns (all of them when no column is wholly inside).
+      std::vector<std::pair<int64_t, int64_t>> borders = {{0, xlo}, {xhi, wq}};
+      if (xhi <= xlo) borders = {{0, wq}};
+      for (auto [from, to] : borders) {
+        if (to <= from) continue;
+        Var u = b_.NewVar("xq", to - from), px = b_.NewVar("px", sx);
+        Expr xq = b_.Add(b_.Ref(u), b_.Int(from));
+        Expr x = b_.Sub(b_.Add(b_.Mul(xq, b_.Int(sx)), b_.Ref(px)), b_.Int(pl));
+        Expr inside = b_.Binary(te::BinaryOp::kAnd, b_.Compare(te::CompareOp::kGE, x, b_.Int(0)),
+                                b_.Compare(te::CompareOp::kLT, x, b_.Int(xs[3])));
+        Expr clamped = b_.Max(b_.Int(0), b_.Min(x, b_.Int(xs[3] - 1)));
+        Stmt store = MakeStore(padded, out_index(py, b_.Ref(px), yq, xq),
+                               b_.Select(inside, input(y, clamped), b_.Float(0)));
+        columns.push_back(
+            MakeFor(px, ForKind::kSerial, MakeFor(u, ForKind::kSerial, store)));
+      }
+      rows.push_back(MakeFor(t, ForKind::kSerial, MakeSeq(std::move(columns))));
+    }
+    Stmt fill = MakeFor(pc, parallel ? ForKind::kParallel : ForKind::kSerial, MakeSeq(std::move(rows)));
+    if (xs[0] != 1) fill = MakeFor(pn, ForKind::kSerial, fill);
+    return fill;
   }
 
   void CollectParams() {

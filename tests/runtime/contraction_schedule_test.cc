@@ -173,6 +173,26 @@ TEST_F(ContractionScheduleTest, StrideTwoConvReadsInputPhases) {
   Check(build, x, kiln::testing::RefConv2DStrided(x, w, {}, 1, c, h, h, o, 3, 3, 2, 1));
 }
 
+// Stride 3: each phase fill splits rows and columns into zero rows, copied
+// interiors and select borders; on a 3-wide input no column is wholly inside.
+TEST_F(ContractionScheduleTest, StrideThreeConvFillsPhasesAtEverySize) {
+  for (const auto& [h, wd] : {std::pair<int64_t, int64_t>{17, 17}, {40, 3}}) {
+    const int64_t c = 6, o = 20;
+    auto x = Pseudorandom(c * h * wd, 30 + h), w = Pseudorandom(o * c * 9, 31);
+    auto build = [&] {
+      Graph g;
+      Node* in = g.AddInput("x", {DType::kFloat32, {1, c, h, wd}});
+      Conv2DAttrs attrs;
+      attrs.strides = {3, 3};
+      attrs.padding = {2, 2, 2, 2};
+      g.AddOutput(Op(g, "conv2d", {in, g.AddConstant("w", FloatValues({o, c, 3, 3}, w))}, attrs));
+      return g;
+    };
+    SCOPED_TRACE(wd);
+    Check(build, x, kiln::testing::RefConv2DStrided(x, w, {}, 1, c, h, wd, o, 3, 3, 3, 2));
+  }
+}
+
 TEST_F(ContractionScheduleTest, PointwiseConvWithoutPadding) {
   const int64_t c = 16, h = 10, o = 24;
   auto x = Pseudorandom(c * h * h, 15), w = Pseudorandom(o * c, 16);
