@@ -1,6 +1,7 @@
 #include "runtime/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 
 namespace kiln::runtime {
@@ -28,18 +29,23 @@ ThreadPool& Pool() {
   return *pool;
 }
 
-void RunChunk(const std::function<void(int64_t, int64_t)>& body, int64_t extent, int chunks,
-              int index) {
-  const int64_t begin = extent * index / chunks;
-  const int64_t end = extent * (index + 1) / chunks;
-  if (begin < end) body(begin, end);
+// How long an idle worker spins before it sleeps.
+constexpr auto kSpin = std::chrono::microseconds(100);
+// Chunks per thread: enough to balance a late start, few enough that a
+// chunk keeps its cache-friendly contiguous range.
+constexpr int64_t kChunksPerThread = 4;
+
+inline void CpuRelax() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#endif
 }
 
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
   for (int i = 0; i + 1 < std::max(1, num_threads); ++i) {
-    workers_.emplace_back([this, i] { WorkerLoop(i); });
+    workers_.emplace_back([this] { WorkerLoop(); });
   }
 }
 
@@ -52,54 +58,80 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : workers_) t.join();
 }
 
-void ThreadPool::WorkerLoop(int index) {
-  uint64_t seen = 0;
+void ThreadPool::RunClaims(uint32_t generation) {
   while (true) {
-    const std::function<void(int64_t, int64_t)>* body;
-    int64_t extent;
-    int chunks;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      work_ready_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      if (index + 1 >= chunks_) continue;  // not needed for this job
-      body = body_;
-      extent = extent_;
-      chunks = chunks_;
-    }
-    in_parallel_region = true;
-    RunChunk(*body, extent, chunks, index + 1);
-    in_parallel_region = false;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--pending_ == 0) work_done_.notify_one();
-    }
+    uint64_t v = claim_.load(std::memory_order_acquire);
+    if (static_cast<uint32_t>(v >> 32) != generation) return;
+    const uint32_t index = static_cast<uint32_t>(v);
+    const uint32_t chunks = chunks_.load(std::memory_order_acquire);
+    if (index >= chunks) return;
+    if (!claim_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel)) continue;
+    // The chunk is ours, so the job cannot end (nor its fields change) before
+    // it is done.
+    const int64_t extent = extent_.load(std::memory_order_relaxed);
+    const int64_t begin = extent * index / chunks;
+    const int64_t end = extent * (index + 1) / chunks;
+    if (begin < end) (*body_.load(std::memory_order_relaxed))(begin, end);
+    done_.fetch_add(1, std::memory_order_acq_rel);
   }
 }
 
-void ThreadPool::ParallelFor(int64_t extent, const std::function<void(int64_t, int64_t)>& body) {
+void ThreadPool::WorkerLoop() {
+  uint32_t seen = 0;
+  while (true) {
+    auto generation = [&] {
+      return static_cast<uint32_t>(claim_.load(std::memory_order_acquire) >> 32);
+    };
+    const auto spin_until = std::chrono::steady_clock::now() + kSpin;
+    int spins = 0;
+    while (generation() == seen && !stop_.load(std::memory_order_relaxed)) {
+      CpuRelax();
+      if (++spins % 256 == 0 && std::chrono::steady_clock::now() > spin_until) break;
+    }
+    if (generation() == seen) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      sleepers_.fetch_add(1);
+      work_ready_.wait(lock, [&] { return stop_.load() || generation() != seen; });
+      sleepers_.fetch_sub(1);
+    }
+    if (stop_.load()) return;
+    seen = generation();
+    in_parallel_region = true;
+    RunClaims(seen);
+    in_parallel_region = false;
+  }
+}
+
+void ThreadPool::ParallelFor(int64_t extent, const Body& body) {
   if (extent <= 0) return;
-  const int chunks = static_cast<int>(std::min<int64_t>(extent, num_threads()));
-  if (chunks <= 1 || in_parallel_region) {
+  if (workers_.empty() || extent == 1 || in_parallel_region) {
     body(0, extent);
     return;
   }
   std::lock_guard<std::mutex> job(job_mutex_);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    body_ = &body;
-    extent_ = extent;
-    chunks_ = chunks;
-    pending_ = chunks - 1;
-    ++generation_;
+  const uint32_t chunks =
+      static_cast<uint32_t>(std::min<int64_t>(extent, num_threads() * kChunksPerThread));
+  body_.store(&body, std::memory_order_relaxed);
+  extent_.store(extent, std::memory_order_relaxed);
+  chunks_.store(chunks, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  const uint32_t generation = ++generation_;
+  claim_.store(static_cast<uint64_t>(generation) << 32);  // seq_cst: see sleepers_ below
+  if (sleepers_.load() > 0) {
+    // A worker that counted itself a sleeper re-checks the generation under
+    // the mutex before it waits, so this notify cannot be lost.
+    { std::lock_guard<std::mutex> lock(mutex_); }
+    work_ready_.notify_all();
   }
-  work_ready_.notify_all();
   in_parallel_region = true;
-  RunChunk(body, extent, chunks, 0);
+  RunClaims(generation);
   in_parallel_region = false;
-  std::unique_lock<std::mutex> lock(mutex_);
-  work_done_.wait(lock, [&] { return pending_ == 0; });
+  // Every chunk is claimed; wait for the ones running elsewhere.
+  int spins = 0;
+  while (done_.load(std::memory_order_acquire) < chunks) {
+    CpuRelax();
+    if (++spins % 1024 == 0) std::this_thread::yield();
+  }
 }
 
 void SetParallelThreads(int num_threads) {

@@ -3,6 +3,7 @@
 #ifndef KILN_RUNTIME_THREAD_POOL_H_
 #define KILN_RUNTIME_THREAD_POOL_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -12,8 +13,13 @@
 
 namespace kiln::runtime {
 
-// Fixed workers; ParallelFor splits a range into one chunk per thread, the
-// caller running one chunk itself. Calls from inside a body run inline.
+// Fixed workers; ParallelFor splits a range into chunks (a few per thread)
+// that the caller and the workers claim as they come, so a worker that wakes
+// late takes fewer instead of holding everyone up. Between jobs a worker
+// spins for a while before it sleeps: a model runs dozens of parallel loops
+// back to back, and a futex wake-up per loop (tens of microseconds on this
+// VM) cost more than the small loops themselves. Calls from inside a body
+// run inline.
 class ThreadPool {
  public:
   explicit ThreadPool(int num_threads);
@@ -25,19 +31,29 @@ class ThreadPool {
   void ParallelFor(int64_t extent, const std::function<void(int64_t, int64_t)>& body);
 
  private:
-  void WorkerLoop(int index);
+  using Body = std::function<void(int64_t, int64_t)>;
+
+  void WorkerLoop();
+  // Runs chunks of job `generation` until none is left to claim.
+  void RunClaims(uint32_t generation);
 
   std::vector<std::thread> workers_;
-  std::mutex mutex_;
+  // generation << 32 | index of the next unclaimed chunk. A claim is a
+  // compare-exchange on both, so a worker still holding an old generation
+  // can never take a chunk of the next job.
+  std::atomic<uint64_t> claim_{0};
+  // The current job's fields: written before its generation is published,
+  // stable until all of its chunks are done.
+  std::atomic<const Body*> body_{nullptr};
+  std::atomic<int64_t> extent_{0};
+  std::atomic<uint32_t> chunks_{0};
+  std::atomic<uint32_t> done_{0};
+  uint32_t generation_ = 0;  // the caller's counter, under job_mutex_
+
+  std::atomic<int> sleepers_{0};
+  std::atomic<bool> stop_{false};
+  std::mutex mutex_;  // for sleeping workers
   std::condition_variable work_ready_;
-  std::condition_variable work_done_;
-  // The current job: generation bumps per job; workers with index < chunks-1 take part.
-  uint64_t generation_ = 0;
-  const std::function<void(int64_t, int64_t)>* body_ = nullptr;
-  int64_t extent_ = 0;
-  int chunks_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
   // One job at a time: concurrent callers queue here.
   std::mutex job_mutex_;
 };

@@ -1,6 +1,7 @@
 #include "runtime/thread_pool.h"
 
 #include <atomic>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -32,6 +33,30 @@ TEST(ThreadPoolTest, NestedParallelForRunsInlineWithoutDeadlock) {
     }
   });
   EXPECT_EQ(total.load(), 40);
+}
+
+// Back-to-back jobs from two callers at once: workers that spin between jobs
+// and claim chunks by generation must never run a chunk twice, skip one, or
+// run an old job's body for a new one.
+TEST(ThreadPoolTest, BackToBackJobsFromConcurrentCallersVisitEachIndexOnce) {
+  ThreadPool pool(3);
+  auto caller = [&pool](int64_t extent, std::atomic<int>* failures) {
+    std::vector<std::atomic<int>> seen(extent);
+    for (int job = 0; job < 2000; ++job) {
+      for (auto& s : seen) s = 0;
+      pool.ParallelFor(extent, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) seen[i]++;
+      });
+      for (auto& s : seen) {
+        if (s.load() != 1) ++*failures;
+      }
+    }
+  };
+  std::atomic<int> failures{0};
+  std::thread a(caller, 7, &failures), b(caller, 30, &failures);
+  a.join();
+  b.join();
+  EXPECT_EQ(failures.load(), 0);
 }
 
 void AddRange(void* closure, int64_t begin, int64_t end) {
