@@ -552,33 +552,12 @@ class Scheduler {
           ops.push_back(visit(o));
           changed |= ops.back() != o;
         }
-        if (changed) result = Rebuild(e, std::move(ops));
+        if (changed) result = b_.Rebuild(e, std::move(ops));
       }
       memo.emplace(e.get(), result);
       return result;
     };
     return visit(root);
-  }
-
-  Expr Rebuild(const Expr& e, std::vector<Expr> ops) {
-    switch (e->kind) {
-      case ExprKind::kLoad:
-        return b_.Load(e->buffer, e->type, std::move(ops));
-      case ExprKind::kBinary:
-        return b_.Binary(e->binary_op(), ops[0], ops[1]);
-      case ExprKind::kUnary:
-        return b_.Unary(e->unary_op(), ops[0]);
-      case ExprKind::kCompare:
-        return b_.Compare(e->compare_op(), ops[0], ops[1]);
-      case ExprKind::kSelect:
-        return b_.Select(ops[0], ops[1], ops[2]);
-      case ExprKind::kCast:
-        return b_.Cast(e->type, ops[0]);
-      case ExprKind::kReduce:
-        return b_.Reduce(e->reduce_op(), e->reduce_vars, ops[0]);
-      default:
-        return e;
-    }
   }
 
   const ContractionTarget& t_;

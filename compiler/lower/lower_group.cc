@@ -48,6 +48,7 @@
 #include "absl/strings/str_cat.h"
 #include "compiler/ir/op_def.h"
 #include "compiler/lower/contraction_schedule.h"
+#include "compiler/lower/loop_partition.h"
 #include "compiler/te/compute_context.h"
 #include "compiler/te/expr_builder.h"
 
@@ -122,7 +123,7 @@ class GroupLowerer {
                                 Flatten(temps_[t].value), fn.buffers));
     }
     stages.push_back(LoopNest(out_vars, fn.num_params - 1, Flatten(value), fn.buffers));
-    fn.body = MakeSeq(std::move(stages));
+    fn.body = PartitionBoundaryLoops(MakeSeq(std::move(stages)), b_);
     return out;
   }
 

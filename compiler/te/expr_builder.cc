@@ -216,6 +216,27 @@ Expr ExprBuilder::Reduce(ReduceOp op, std::vector<Var> vars, Expr body) {
   return Intern(std::move(n));
 }
 
+Expr ExprBuilder::Rebuild(const Expr& e, std::vector<Expr> ops) {
+  switch (e->kind) {
+    case ExprKind::kLoad:
+      return Load(e->buffer, e->type, std::move(ops));
+    case ExprKind::kBinary:
+      return Binary(e->binary_op(), ops[0], ops[1]);
+    case ExprKind::kUnary:
+      return Unary(e->unary_op(), ops[0]);
+    case ExprKind::kCompare:
+      return Compare(e->compare_op(), ops[0], ops[1]);
+    case ExprKind::kSelect:
+      return Select(ops[0], ops[1], ops[2]);
+    case ExprKind::kCast:
+      return Cast(e->type, ops[0]);
+    case ExprKind::kReduce:
+      return Reduce(e->reduce_op(), e->reduce_vars, ops[0]);
+    default:
+      return e;
+  }
+}
+
 Expr ExprBuilder::Substitute(const Expr& root, const std::vector<Var>& from,
                              const std::vector<Expr>& to) {
   KILN_CHECK(from.size() == to.size());
@@ -249,31 +270,7 @@ Expr ExprBuilder::Substitute(const Expr& root, const std::vector<Var>& from,
           result = e;
           break;
         }
-        switch (e->kind) {
-          case ExprKind::kLoad:
-            result = Load(e->buffer, e->type, std::move(ops));
-            break;
-          case ExprKind::kBinary:
-            result = Binary(e->binary_op(), ops[0], ops[1]);
-            break;
-          case ExprKind::kUnary:
-            result = Unary(e->unary_op(), ops[0]);
-            break;
-          case ExprKind::kCompare:
-            result = Compare(e->compare_op(), ops[0], ops[1]);
-            break;
-          case ExprKind::kSelect:
-            result = Select(ops[0], ops[1], ops[2]);
-            break;
-          case ExprKind::kCast:
-            result = Cast(e->type, ops[0]);
-            break;
-          case ExprKind::kReduce:
-            result = Reduce(e->reduce_op(), e->reduce_vars, ops[0]);
-            break;
-          default:
-            result = e;
-        }
+        result = Rebuild(e, std::move(ops));
       }
     }
     memo.emplace(e.get(), result);

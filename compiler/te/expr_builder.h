@@ -40,6 +40,9 @@ class ExprBuilder {
   // A constant of `type` (0/1 style literals for generic op definitions).
   Expr Constant(ScalarType type, double v);
 
+  // `e` with its operands replaced (same kind, op, buffer, type, reduce vars).
+  Expr Rebuild(const Expr& e, std::vector<Expr> operands);
+
   // Rebuilds `e` with each Var in `from` replaced by the matching Expr in `to`.
   Expr Substitute(const Expr& e, const std::vector<Var>& from, const std::vector<Expr>& to);
 
