@@ -224,30 +224,8 @@ class GroupLowerer {
     shapes_.push_back(shape);
     target.slack_buffer = padded;
 
-    std::vector<Stmt> stage;
-    Var pn = b_.NewVar("n", xs[0]), pc = b_.NewVar("c", xs[1]);
     const bool parallel = xs[0] * xs[1] * hp * wp >= kParallelWorkThreshold;
-    if (sy == 1 && sx == 1) {
-      // Zero the buffer (when there is padding), then copy the input over the
-      // input's own domain: no clamped (gathered) loads, a plain vector copy.
-      if (hp != xs[2] || wp != xs[3]) {
-        Var t = b_.NewVar("t", fn.buffers[padded].num_elements);
-        stage.push_back(
-            MakeFor(t, ForKind::kVectorized, MakeStore(padded, b_.Ref(t), b_.Float(0))));
-      }
-      Var py = b_.NewVar("y", xs[2]), px = b_.NewVar("x", xs[3]);
-      Expr x_value = ValueOf(conv->inputs[0], {b_.Ref(pn), b_.Ref(pc), b_.Ref(py), b_.Ref(px)});
-      Expr to = FlatIndex({xs[0], xs[1], hp, wp},
-                          {b_.Ref(pn), b_.Ref(pc), b_.Add(b_.Ref(py), b_.Int(a.padding[0])),
-                           b_.Add(b_.Ref(px), b_.Int(a.padding[1]))});
-      Stmt copy = MakeFor(px, ForKind::kVectorized, MakeStore(padded, to, Flatten(x_value)));
-      copy = MakeFor(py, ForKind::kSerial, copy);
-      copy = MakeFor(pc, parallel ? ForKind::kParallel : ForKind::kSerial, copy);
-      if (xs[0] != 1) copy = MakeFor(pn, ForKind::kSerial, copy);
-      stage.push_back(copy);
-    } else {
-      stage.push_back(FillPhases(conv, padded, shape, pn, pc, parallel));
-    }
+    Stmt fill = FillPhases(conv, padded, shape, parallel);
 
     Var on = b_.NewVar("i0", os[0]), oc = b_.NewVar("i1", os[1]);
     Var oh = b_.NewVar("i2", os[2]), ow = b_.NewVar("i3", wq);
@@ -272,21 +250,23 @@ class GroupLowerer {
     value = ValueOf(members_.back(), idx);
     target.out_vars = {on, oc, oh, ow};
     if (wq != os[3]) target.store_predicate = b_.Compare(te::CompareOp::kLT, b_.Ref(ow), b_.Int(os[3]));
-    return MakeSeq(std::move(stage));
+    return fill;
   }
 
-  // The strided conv's input copied into its phase buffer (PadConvInput).
+  // The conv's input copied into its (phase-split) padded buffer.
   // Rows and columns are split at compile time into the ranges that lie
   // wholly inside the input, copied with affine indices, and the thin
   // borders: inside, the sx phases of a column are written by one iteration
   // (px unrolled), so the vectoriser turns the sx strided reads into wide
-  // loads and shuffles instead of gathers; borders take a select per element.
-  Stmt FillPhases(const Node* conv, int padded, const std::vector<int64_t>& shape, const Var& pn,
-                  const Var& pc, bool parallel) {
+  // loads and shuffles instead of gathers (stride 1: a plain row copy);
+  // borders take a select per element. Only the padding is written with
+  // zeros; the slack after the last row is read only by masked lanes.
+  Stmt FillPhases(const Node* conv, int padded, const std::vector<int64_t>& shape, bool parallel) {
     const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv->attrs);
     const std::vector<int64_t>& xs = conv->inputs[0]->type.shape;
     const int64_t sy = shape[2], sx = shape[3], hq = shape[4], wq = shape[5];
     const int64_t pt = a.padding[0], pl = a.padding[1];
+    Var pn = b_.NewVar("n", xs[0]), pc = b_.NewVar("c", xs[1]);
     auto row_inside = [&](int64_t yq, int64_t py) {
       const int64_t y = yq * sy + py - pt;
       return y >= 0 && y < xs[2];
