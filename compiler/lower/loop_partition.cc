@@ -68,7 +68,7 @@ class Partitioner {
     std::vector<Expr> exprs;
     CollectExprs(body, exprs);
     std::unordered_set<const te::ExprNode*> seen;
-    std::unordered_map<const te::ExprNode*, bool> proven;  // node -> holds inside
+    std::unordered_set<const te::ExprNode*> proven;  // bounds that hold in the interior
     Interval inside{0, x->extent - 1};
     std::function<void(const Expr&)> visit = [&](const Expr& e) {
       if (!seen.insert(e.get()).second) return;
@@ -81,7 +81,7 @@ class Partitioner {
       if (!holds || std::max<int64_t>(holds->lo, 0) > std::min(holds->hi, x->extent - 1)) return;
       inside.lo = std::max(inside.lo, holds->lo);
       inside.hi = std::min(inside.hi, holds->hi);
-      proven[e.get()] = true;
+      proven.insert(e.get());
     };
     for (const Expr& e : exprs) visit(e);
     if (proven.empty() || inside.lo > inside.hi) return std::nullopt;
@@ -105,7 +105,7 @@ class Partitioner {
   // returns its affine side) for every value of the other variables.
   std::optional<Interval> BoundInterval(
       const Expr& e, const te::VarNode* x,
-      const std::unordered_map<const te::ExprNode*, bool>& proven) {
+      const std::unordered_set<const te::ExprNode*>& proven) {
     if (e->operands.size() != 2 || e->operands[0]->type != te::ScalarType::kI64) return std::nullopt;
     // A clamp inside a clamp (max(0, min(y, H - 1))): judge the outer one on
     // what the inner one leaves inside the interior.
@@ -168,7 +168,7 @@ class Partitioner {
   }
 
   // The body with proven comparisons true and proven clamps dropped.
-  Stmt Simplify(const Stmt& s, const std::unordered_map<const te::ExprNode*, bool>& proven) {
+  Stmt Simplify(const Stmt& s, const std::unordered_set<const te::ExprNode*>& proven) {
     std::unordered_map<const te::ExprNode*, Expr> memo;
     std::function<Expr(const Expr&)> visit = [&](const Expr& e) -> Expr {
       if (!e) return e;

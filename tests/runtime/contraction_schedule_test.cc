@@ -71,6 +71,21 @@ class ContractionScheduleTest : public ::testing::Test {
 
 std::vector<float> Relu(std::vector<float> v) { return kiln::testing::RefRelu(std::move(v)); }
 
+// conv2d of `in` with constant weights of `w_shape` (OIHW), the bias when
+// given, square stride and symmetric padding.
+Node* AddConv(Graph& g, Node* in, const std::vector<float>& w, std::vector<int64_t> w_shape,
+              const std::vector<float>& bias, int64_t stride, int64_t pad, int64_t groups = 1) {
+  Conv2DAttrs attrs;
+  attrs.strides = {stride, stride};
+  attrs.padding = {pad, pad, pad, pad};
+  attrs.groups = groups;
+  std::vector<Node*> inputs{in, g.AddConstant("w", FloatValues(std::move(w_shape), w))};
+  if (!bias.empty()) {
+    inputs.push_back(g.AddConstant("b", FloatValues({static_cast<int64_t>(bias.size())}, bias)));
+  }
+  return Op(g, "conv2d", inputs, attrs);
+}
+
 TEST_F(ContractionScheduleTest, DenseSingleRowWithBiasAndRelu) {
   const int64_t m = 1, k = 300, n = 70;
   auto x = Pseudorandom(m * k, 1), w = Pseudorandom(n * k, 2), bias = Pseudorandom(n, 3);
@@ -124,11 +139,7 @@ TEST_F(ContractionScheduleTest, PaddedConvWithResidualEpilogue) {
   auto build = [&] {
     Graph g;
     Node* in = g.AddInput("x", {DType::kFloat32, {n, c, h, h}});
-    Conv2DAttrs attrs;
-    attrs.padding = {1, 1, 1, 1};
-    Node* y = Op(g, "conv2d", {in, g.AddConstant("w", FloatValues({o, c, 3, 3}, w)),
-                               g.AddConstant("b", FloatValues({o}, bias))},
-                 attrs);
+    Node* y = AddConv(g, in, w, {o, c, 3, 3}, bias, 1, 1);
     y = Op(g, "add", {y, g.AddConstant("r", FloatValues({n, o, h, h}, residual))});
     g.AddOutput(Op(g, "relu", {y}));
     return g;
@@ -147,11 +158,7 @@ TEST_F(ContractionScheduleTest, PaddedConvWithLongReductionTilesFlattenedRows) {
   auto build = [&] {
     Graph g;
     Node* in = g.AddInput("x", {DType::kFloat32, {1, c, h, h}});
-    Conv2DAttrs attrs;
-    attrs.padding = {1, 1, 1, 1};
-    g.AddOutput(Op(g, "conv2d", {in, g.AddConstant("w", FloatValues({o, c, 3, 3}, w)),
-                                 g.AddConstant("b", FloatValues({o}, bias))},
-                   attrs));
+    g.AddOutput(AddConv(g, in, w, {o, c, 3, 3}, bias, 1, 1));
     return g;
   };
   EXPECT_THAT(ScheduleOf(build()), Not(HasSubstr("row tiles")));
@@ -164,10 +171,7 @@ TEST_F(ContractionScheduleTest, StrideTwoConvReadsInputPhases) {
   auto build = [&] {
     Graph g;
     Node* in = g.AddInput("x", {DType::kFloat32, {1, c, h, h}});
-    Conv2DAttrs attrs;
-    attrs.strides = {2, 2};
-    attrs.padding = {1, 1, 1, 1};
-    g.AddOutput(Op(g, "conv2d", {in, g.AddConstant("w", FloatValues({o, c, 3, 3}, w))}, attrs));
+    g.AddOutput(AddConv(g, in, w, {o, c, 3, 3}, {}, 2, 1));
     return g;
   };
   Check(build, x, kiln::testing::RefConv2DStrided(x, w, {}, 1, c, h, h, o, 3, 3, 2, 1));
@@ -182,10 +186,7 @@ TEST_F(ContractionScheduleTest, StrideThreeConvFillsPhasesAtEverySize) {
     auto build = [&] {
       Graph g;
       Node* in = g.AddInput("x", {DType::kFloat32, {1, c, h, wd}});
-      Conv2DAttrs attrs;
-      attrs.strides = {3, 3};
-      attrs.padding = {2, 2, 2, 2};
-      g.AddOutput(Op(g, "conv2d", {in, g.AddConstant("w", FloatValues({o, c, 3, 3}, w))}, attrs));
+      g.AddOutput(AddConv(g, in, w, {o, c, 3, 3}, {}, 3, 2));
       return g;
     };
     SCOPED_TRACE(wd);
@@ -199,8 +200,7 @@ TEST_F(ContractionScheduleTest, PointwiseConvWithoutPadding) {
   auto build = [&] {
     Graph g;
     Node* in = g.AddInput("x", {DType::kFloat32, {1, c, h, h}});
-    g.AddOutput(Op(g, "conv2d", {in, g.AddConstant("w", FloatValues({o, c, 1, 1}, w))},
-                   Conv2DAttrs{}));
+    g.AddOutput(AddConv(g, in, w, {o, c, 1, 1}, {}, 1, 0));
     return g;
   };
   Check(build, x, kiln::testing::RefConv2DStrided(x, w, {}, 1, c, h, h, o, 1, 1, 1, 0));
@@ -214,12 +214,7 @@ TEST_F(ContractionScheduleTest, DepthwiseConvReadsPaddedInputPerChannel) {
   auto build = [&] {
     Graph g;
     Node* in = g.AddInput("x", {DType::kFloat32, {1, c, h, h}});
-    Conv2DAttrs attrs;
-    attrs.padding = {1, 1, 1, 1};
-    attrs.groups = c;
-    g.AddOutput(Op(g, "conv2d", {in, g.AddConstant("w", FloatValues({c, 1, 3, 3}, w)),
-                                 g.AddConstant("b", FloatValues({c}, bias))},
-                   attrs));
+    g.AddOutput(AddConv(g, in, w, {c, 1, 3, 3}, bias, 1, 1, /*groups=*/c));
     return g;
   };
   // Reference: one single-channel convolution per channel.
@@ -242,13 +237,7 @@ TEST_F(ContractionScheduleTest, StemConvSevenBySevenStrideTwo) {
   auto build = [&] {
     Graph g;
     Node* in = g.AddInput("x", {DType::kFloat32, {1, c, h, h}});
-    Conv2DAttrs attrs;
-    attrs.strides = {2, 2};
-    attrs.padding = {3, 3, 3, 3};
-    Node* y = Op(g, "conv2d", {in, g.AddConstant("w", FloatValues({o, c, 7, 7}, w)),
-                               g.AddConstant("b", FloatValues({o}, bias))},
-                 attrs);
-    g.AddOutput(Op(g, "relu", {y}));
+    g.AddOutput(Op(g, "relu", {AddConv(g, in, w, {o, c, 7, 7}, bias, 2, 3)}));
     return g;
   };
   Check(build, x, Relu(kiln::testing::RefConv2DStrided(x, w, bias, 1, c, h, h, o, 7, 7, 2, 3)));

@@ -42,27 +42,6 @@ inline std::vector<float> RefSoftmaxRows(const std::vector<float>& x, int64_t ro
   return y;
 }
 
-// NCHW x OIHW, stride 1, no padding, optional bias.
-inline std::vector<float> RefConv2D(const std::vector<float>& x, const std::vector<float>& w,
-                                    const std::vector<float>& b, int64_t n, int64_t c,
-                                    int64_t h, int64_t wd, int64_t o, int64_t kh, int64_t kw) {
-  const int64_t oh = h - kh + 1, ow = wd - kw + 1;
-  std::vector<float> y(n * o * oh * ow);
-  for (int64_t ni = 0; ni < n; ++ni)
-    for (int64_t oi = 0; oi < o; ++oi)
-      for (int64_t yi = 0; yi < oh; ++yi)
-        for (int64_t xi = 0; xi < ow; ++xi) {
-          double acc = b.empty() ? 0.0 : b[oi];
-          for (int64_t ci = 0; ci < c; ++ci)
-            for (int64_t ky = 0; ky < kh; ++ky)
-              for (int64_t kx = 0; kx < kw; ++kx)
-                acc += double(x[((ni * c + ci) * h + yi + ky) * wd + xi + kx]) *
-                       w[((oi * c + ci) * kh + ky) * kw + kx];
-          y[((ni * o + oi) * oh + yi) * ow + xi] = static_cast<float>(acc);
-        }
-  return y;
-}
-
 // NCHW x OIHW with stride and symmetric zero padding, optional bias.
 inline std::vector<float> RefConv2DStrided(const std::vector<float>& x,
                                            const std::vector<float>& w,
@@ -87,6 +66,13 @@ inline std::vector<float> RefConv2DStrided(const std::vector<float>& x,
           y[((ni * o + oi) * oh + yi) * ow + xi] = static_cast<float>(acc);
         }
   return y;
+}
+
+// NCHW x OIHW, stride 1, no padding, optional bias.
+inline std::vector<float> RefConv2D(const std::vector<float>& x, const std::vector<float>& w,
+                                    const std::vector<float>& b, int64_t n, int64_t c,
+                                    int64_t h, int64_t wd, int64_t o, int64_t kh, int64_t kw) {
+  return RefConv2DStrided(x, w, b, n, c, h, wd, o, kh, kw, /*stride=*/1, /*pad=*/0);
 }
 
 // Deterministic pseudo-random values in [-1, 1).

@@ -107,11 +107,14 @@ TEST(LoopPartitionTest, SplitsPaddedReadIntoHeadInteriorAndTail) {
   EXPECT_THAT(dump, HasSubstr("vectorized for x in [0, 1)"));
   EXPECT_THAT(dump, HasSubstr("vectorized for x in [0, 6)"));
   EXPECT_THAT(dump, HasSubstr("vectorized for x in [0, 3)"));
-  // The interior store reads in[x + 1 + w - 1] with no select and no clamp.
-  const size_t interior = dump.find("[0, 6)");
-  const std::string interior_line = dump.substr(interior, dump.find('\n', dump.find('\n', interior) + 1) - interior);
-  EXPECT_THAT(interior_line, Not(HasSubstr("select")));
-  EXPECT_THAT(interior_line, Not(HasSubstr("max(")));
+  // The interior's store (the line after its loop header) has no select and
+  // no clamp left.
+  const size_t header_end = dump.find('\n', dump.find("[0, 6)"));
+  const std::string interior_store =
+      dump.substr(header_end + 1, dump.find('\n', header_end + 1) - header_end - 1);
+  EXPECT_THAT(interior_store, HasSubstr("b0["));
+  EXPECT_THAT(interior_store, Not(HasSubstr("select")));
+  EXPECT_THAT(interior_store, Not(HasSubstr("max(")));
 
   std::vector<std::vector<double>> before = {{1, 2, 3, 4, 5, 6, 7, 8}, std::vector<double>(30, -1)};
   std::vector<std::vector<double>> after = before;
