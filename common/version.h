@@ -4,7 +4,7 @@
 
 namespace kiln {
 
-inline constexpr char kKilnVersion[] = "0.2.0";
+inline constexpr char kKilnVersion[] = "0.3.0";
 
 }  // namespace kiln
 

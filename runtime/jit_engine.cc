@@ -1,6 +1,7 @@
 // ORC LLJIT set-up. Each kernel lives in a JITDylib of its own that links
 // against the main one, which resolves the process's symbols (libc, libm,
-// libmvec) and defines kiln_parallel_for. Removing the JITDylib frees the code.
+// libmvec) and defines the runtime's entry points (kiln_parallel_for,
+// kiln_workspace_alloc/free). Removing the JITDylib frees the code.
 #include "runtime/jit_engine.h"
 
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
 #include "runtime/thread_pool.h"
+#include "runtime/workspace_pool.h"
 
 namespace kiln::runtime {
 namespace {
@@ -58,8 +60,13 @@ absl::StatusOr<std::shared_ptr<JitEngine>> JitEngine::Create() {
     if (layer != nullptr && listener != nullptr) layer->registerJITEventListener(*listener);
   }
   llvm::orc::SymbolMap runtime_symbols;
-  runtime_symbols[(*jit)->mangleAndIntern("kiln_parallel_for")] = llvm::JITEvaluatedSymbol(
-      llvm::pointerToJITTargetAddress(&kiln_parallel_for), llvm::JITSymbolFlags::Exported);
+  auto define = [&](const char* name, auto* function) {
+    runtime_symbols[(*jit)->mangleAndIntern(name)] = llvm::JITEvaluatedSymbol(
+        llvm::pointerToJITTargetAddress(function), llvm::JITSymbolFlags::Exported);
+  };
+  define("kiln_parallel_for", &kiln_parallel_for);
+  define("kiln_workspace_alloc", &kiln_workspace_alloc);
+  define("kiln_workspace_free", &kiln_workspace_free);
   if (llvm::Error err = main.define(llvm::orc::absoluteSymbols(std::move(runtime_symbols)))) {
     return FromLlvmError(std::move(err), "defining runtime symbols");
   }

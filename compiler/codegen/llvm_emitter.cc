@@ -86,18 +86,22 @@ class Emitter {
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", impl));
     for (int i = 0; i < fn_.num_params; ++i) buffers_.push_back(impl->getArg(i));
     llvm::FunctionCallee alloc = m_.getOrInsertFunction(
-        "aligned_alloc", llvm::FunctionType::get(ptr, {b_.getInt64Ty(), b_.getInt64Ty()}, false));
-    llvm::FunctionCallee release =
-        m_.getOrInsertFunction("free", llvm::FunctionType::get(b_.getVoidTy(), {ptr}, false));
+        "kiln_workspace_alloc", llvm::FunctionType::get(ptr, {b_.getInt64Ty()}, false));
+    // What LLVM knows of aligned_alloc's result, said for the runtime's pool:
+    // a fresh block that nothing else points into, 64-byte aligned.
+    if (auto* decl = llvm::dyn_cast<llvm::Function>(alloc.getCallee())) {
+      decl->addRetAttr(llvm::Attribute::NoAlias);
+      decl->addRetAttr(llvm::Attribute::getWithAlignment(ctx_, llvm::Align(64)));
+    }
+    llvm::FunctionCallee release = m_.getOrInsertFunction(
+        "kiln_workspace_free", llvm::FunctionType::get(b_.getVoidTy(), {ptr}, false));
     for (size_t i = fn_.num_params; i < fn_.buffers.size(); ++i) {
       if (fn_.buffers[i].local) {
         buffers_.push_back(LocalBuffer(i));
         continue;
       }
       const int64_t bytes = fn_.buffers[i].num_elements * ElementBytes(fn_.buffers[i].type);
-      const int64_t rounded = std::max<int64_t>(64, (bytes + 63) / 64 * 64);
-      buffers_.push_back(
-          b_.CreateCall(alloc, {b_.getInt64(64), b_.getInt64(rounded)}, fn_.buffers[i].name));
+      buffers_.push_back(b_.CreateCall(alloc, {b_.getInt64(bytes)}, fn_.buffers[i].name));
     }
     scopes_.emplace_back();
     absl::Status st = EmitStmt(fn_.body);

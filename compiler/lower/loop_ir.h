@@ -9,7 +9,8 @@
 //   extern "C" void <name>(void** args);
 // args[i] is the data pointer of buffer i for i < num_params (inputs first, then
 // outputs, in the order of `buffers`). Buffers with index >= num_params are
-// temporaries the kernel allocates itself (64-byte aligned) and frees on return,
+// temporaries the kernel takes from the runtime on entry and gives back on
+// return (kiln_workspace_alloc / kiln_workspace_free, 64-byte aligned),
 // or, when marked `local`, per-thread stack scratch.
 // A kParallel loop is outlined and run through the runtime's
 //   extern "C" void kiln_parallel_for(void (*body)(void* closure, int64_t begin,

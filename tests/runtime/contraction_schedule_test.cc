@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/model_manager.h"
+#include "runtime/workspace_pool.h"
 #include "tests/test_util/graph_building.h"
 #include "tests/test_util/reference_ops.h"
 
@@ -163,6 +164,35 @@ TEST_F(ContractionScheduleTest, PaddedConvWithLongReductionTilesFlattenedRows) {
   };
   EXPECT_THAT(ScheduleOf(build()), Not(HasSubstr("row tiles")));
   Check(build, x, kiln::testing::RefConv2DStrided(x, w, bias, 1, c, h, h, o, 3, 3, 1, 1));
+}
+
+// The padded input is a kernel temporary: a second call takes the block the
+// first gave back (stale contents and all) and still computes the same conv.
+TEST_F(ContractionScheduleTest, SecondCallReusesThePaddedInputBlock) {
+  const int64_t c = 8, h = 30, o = 16;
+  auto x = Pseudorandom(c * h * h, 40), w = Pseudorandom(o * c * 9, 41);
+  Graph g;
+  Node* in = g.AddInput("x", {DType::kFloat32, {1, c, h, h}});
+  g.AddOutput(AddConv(g, in, w, {o, c, 3, 3}, {}, 2, 1));
+  const std::vector<float> want =
+      kiln::testing::RefConv2DStrided(x, w, {}, 1, c, h, h, o, 3, 3, 2, 1);
+  std::vector<float> first = Run(std::move(g), x);
+  const WorkspacePool::Stats before = KernelWorkspacePool().stats();
+  auto input = Tensor::FromBytes({DType::kFloat32, {1, c, h, h}},
+                                 absl::string_view(reinterpret_cast<const char*>(x.data()),
+                                                   x.size() * 4));
+  ASSERT_TRUE(input.ok());
+  auto second = manager_->Find("m")->Run({&*input});
+  ASSERT_TRUE(second.ok()) << second.status();
+  const WorkspacePool::Stats after = KernelWorkspacePool().stats();
+  EXPECT_EQ(after.system_allocations, before.system_allocations);
+  EXPECT_GT(after.reuses, before.reuses);
+  const float* got = static_cast<const float*>(second->outputs[0].data());
+  ASSERT_EQ(first.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_NEAR(first[i], want[i], 1e-4 * std::max(1.0, std::fabs(double(want[i])))) << i;
+    ASSERT_NEAR(got[i], want[i], 1e-4 * std::max(1.0, std::fabs(double(want[i])))) << i;
+  }
 }
 
 TEST_F(ContractionScheduleTest, StrideTwoConvReadsInputPhases) {
