@@ -58,12 +58,14 @@ class ContractionScheduleTest : public ::testing::Test {
   // Checks the schedule applies (its summary containing `schedule`) and the
   // result matches `want`.
   void Check(const std::function<Graph()>& build, const std::vector<float>& x,
-             const std::vector<float>& want, const std::string& schedule = "gemm") {
+             const std::vector<float>& want, const std::string& schedule = "gemm",
+             double tolerance = 1e-4) {
     EXPECT_THAT(ScheduleOf(build()), HasSubstr(schedule));
     std::vector<float> got = Run(build(), x);
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < got.size(); ++i) {
-      ASSERT_NEAR(got[i], want[i], 1e-4 * std::max(1.0, std::fabs(double(want[i])))) << "at " << i;
+      ASSERT_NEAR(got[i], want[i], tolerance * std::max(1.0, std::fabs(double(want[i]))))
+          << "at " << i;
     }
   }
 
@@ -148,6 +150,49 @@ TEST_F(ContractionScheduleTest, PaddedConvWithResidualEpilogue) {
   auto want = kiln::testing::RefConv2DStrided(x, w, bias, n, c, h, h, o, 3, 3, 1, 1);
   for (size_t i = 0; i < want.size(); ++i) want[i] += residual[i];
   Check(build, x, Relu(want));
+}
+
+// Ap (M x K = 1024 x 2100 floats, 8.6 MB) outgrows L2 many times over and
+// 9 column blocks would each stream it again, so the reduction runs in K
+// blocks with partial sums between them; bias and relu apply once, after
+// the last block. N is not a whole tile.
+TEST_F(ContractionScheduleTest, DenseInKBlocksAppliesEpilogueOnce) {
+  const int64_t m = 1024, k = 2100, n = 520;
+  auto x = Pseudorandom(m * k, 50), w = Pseudorandom(n * k, 51), bias = Pseudorandom(n, 52);
+  auto build = [&] {
+    Graph g;
+    Node* in = g.AddInput("x", {DType::kFloat32, {m, k}});
+    Node* y = Op(g, "dense", {in, g.AddConstant("w", FloatValues({n, k}, w)),
+                              g.AddConstant("b", FloatValues({n}, bias))});
+    g.AddOutput(Op(g, "relu", {y}));
+    return g;
+  };
+  // 2100 float products per output, summed in another order than the
+  // reference's: rounding grows with the sum of |terms|, not |sum|.
+  Check(build, x, Relu(kiln::testing::RefDense(x, w, bias, m, k, n)), "(K blocks)",
+        /*tolerance=*/1e-3);
+}
+
+// A 3x3 conv over 1024 channels (Ap: 256 x 9216 floats) in K blocks of
+// whole channels (the window offsets stay inside a block), batch 8 (the
+// images are the parallel blocks), with a residual add and relu in the
+// epilogue.
+TEST_F(ContractionScheduleTest, ConvInKBlocksWithResidualEpilogue) {
+  const int64_t n = 8, c = 1024, h = 6, o = 256;
+  auto x = Pseudorandom(n * c * h * h, 53), w = Pseudorandom(o * c * 9, 54);
+  auto bias = Pseudorandom(o, 55), residual = Pseudorandom(n * o * h * h, 56);
+  auto build = [&] {
+    Graph g;
+    Node* in = g.AddInput("x", {DType::kFloat32, {n, c, h, h}});
+    Node* y = AddConv(g, in, w, {o, c, 3, 3}, bias, 1, 1);
+    y = Op(g, "add", {y, g.AddConstant("r", FloatValues({n, o, h, h}, residual))});
+    g.AddOutput(Op(g, "relu", {y}));
+    return g;
+  };
+  auto want = kiln::testing::RefConv2DStrided(x, w, bias, n, c, h, h, o, 3, 3, 1, 1);
+  for (size_t i = 0; i < want.size(); ++i) want[i] += residual[i];
+  // 9216 float products per output: see the dense case on tolerance.
+  Check(build, x, Relu(want), "(K blocks)", /*tolerance=*/1e-3);
 }
 
 // With many input channels (K = 576) the tiles run over the flattened padded
