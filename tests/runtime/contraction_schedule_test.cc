@@ -89,10 +89,18 @@ Node* AddConv(Graph& g, Node* in, const std::vector<float>& w, std::vector<int64
   return Op(g, "conv2d", inputs, attrs);
 }
 
-TEST_F(ContractionScheduleTest, DenseSingleRowWithBiasAndRelu) {
-  const int64_t m = 1, k = 300, n = 70;
-  auto x = Pseudorandom(m * k, 1), w = Pseudorandom(n * k, 2), bias = Pseudorandom(n, 3);
-  auto build = [&] {
+// A graph, its input and the reference output.
+struct ContractionCase {
+  std::vector<float> x;
+  std::function<Graph()> build;
+  std::vector<float> want;
+};
+
+// relu(dense(x, w) + bias) with x of m x k and w of n x k.
+ContractionCase MakeDenseBiasReluCase(int64_t m, int64_t k, int64_t n, int seed) {
+  auto x = Pseudorandom(m * k, seed), w = Pseudorandom(n * k, seed + 1);
+  auto bias = Pseudorandom(n, seed + 2);
+  auto build = [=] {
     Graph g;
     Node* in = g.AddInput("x", {DType::kFloat32, {m, k}});
     Node* y = Op(g, "dense", {in, g.AddConstant("w", FloatValues({n, k}, w)),
@@ -100,7 +108,30 @@ TEST_F(ContractionScheduleTest, DenseSingleRowWithBiasAndRelu) {
     g.AddOutput(Op(g, "relu", {y}));
     return g;
   };
-  Check(build, x, Relu(kiln::testing::RefDense(x, w, bias, m, k, n)));
+  return {x, build, Relu(kiln::testing::RefDense(x, w, bias, m, k, n))};
+}
+
+// A 3x3, stride-1, pad-1 conv with bias (n x c x h x h in, o channels out),
+// then + residual and relu in the epilogue.
+ContractionCase MakeConvResidualCase(int64_t n, int64_t c, int64_t h, int64_t o, int seed) {
+  auto x = Pseudorandom(n * c * h * h, seed), w = Pseudorandom(o * c * 9, seed + 1);
+  auto bias = Pseudorandom(o, seed + 2), residual = Pseudorandom(n * o * h * h, seed + 3);
+  auto build = [=] {
+    Graph g;
+    Node* in = g.AddInput("x", {DType::kFloat32, {n, c, h, h}});
+    Node* y = AddConv(g, in, w, {o, c, 3, 3}, bias, 1, 1);
+    y = Op(g, "add", {y, g.AddConstant("r", FloatValues({n, o, h, h}, residual))});
+    g.AddOutput(Op(g, "relu", {y}));
+    return g;
+  };
+  auto want = kiln::testing::RefConv2DStrided(x, w, bias, n, c, h, h, o, 3, 3, 1, 1);
+  for (size_t i = 0; i < want.size(); ++i) want[i] += residual[i];
+  return {x, build, Relu(want)};
+}
+
+TEST_F(ContractionScheduleTest, DenseSingleRowWithBiasAndRelu) {
+  ContractionCase dense = MakeDenseBiasReluCase(1, 300, 70, 1);
+  Check(dense.build, dense.x, dense.want);
 }
 
 TEST_F(ContractionScheduleTest, DenseWithRowAndColumnTails) {
@@ -136,20 +167,8 @@ TEST_F(ContractionScheduleTest, MatmulWithWeightsAsKByN) {
 // 9x9 image (padded rows 11 wide: 2 masked columns per row), then + residual
 // and relu in the epilogue.
 TEST_F(ContractionScheduleTest, PaddedConvWithResidualEpilogue) {
-  const int64_t n = 2, c = 5, h = 9, o = 11;
-  auto x = Pseudorandom(n * c * h * h, 9), w = Pseudorandom(o * c * 9, 10);
-  auto bias = Pseudorandom(o, 11), residual = Pseudorandom(n * o * h * h, 12);
-  auto build = [&] {
-    Graph g;
-    Node* in = g.AddInput("x", {DType::kFloat32, {n, c, h, h}});
-    Node* y = AddConv(g, in, w, {o, c, 3, 3}, bias, 1, 1);
-    y = Op(g, "add", {y, g.AddConstant("r", FloatValues({n, o, h, h}, residual))});
-    g.AddOutput(Op(g, "relu", {y}));
-    return g;
-  };
-  auto want = kiln::testing::RefConv2DStrided(x, w, bias, n, c, h, h, o, 3, 3, 1, 1);
-  for (size_t i = 0; i < want.size(); ++i) want[i] += residual[i];
-  Check(build, x, Relu(want));
+  ContractionCase conv = MakeConvResidualCase(2, 5, 9, 11, 9);
+  Check(conv.build, conv.x, conv.want);
 }
 
 // Ap (M x K = 1024 x 2100 floats, 8.6 MB) outgrows L2 many times over and
@@ -157,20 +176,10 @@ TEST_F(ContractionScheduleTest, PaddedConvWithResidualEpilogue) {
 // blocks with partial sums between them; bias and relu apply once, after
 // the last block. N is not a whole tile.
 TEST_F(ContractionScheduleTest, DenseInKBlocksAppliesEpilogueOnce) {
-  const int64_t m = 1024, k = 2100, n = 520;
-  auto x = Pseudorandom(m * k, 50), w = Pseudorandom(n * k, 51), bias = Pseudorandom(n, 52);
-  auto build = [&] {
-    Graph g;
-    Node* in = g.AddInput("x", {DType::kFloat32, {m, k}});
-    Node* y = Op(g, "dense", {in, g.AddConstant("w", FloatValues({n, k}, w)),
-                              g.AddConstant("b", FloatValues({n}, bias))});
-    g.AddOutput(Op(g, "relu", {y}));
-    return g;
-  };
+  ContractionCase dense = MakeDenseBiasReluCase(1024, 2100, 520, 50);
   // 2100 float products per output, summed in another order than the
   // reference's: rounding grows with the sum of |terms|, not |sum|.
-  Check(build, x, Relu(kiln::testing::RefDense(x, w, bias, m, k, n)), "(K blocks)",
-        /*tolerance=*/1e-3);
+  Check(dense.build, dense.x, dense.want, "(K blocks)", /*tolerance=*/1e-3);
 }
 
 // A 3x3 conv over 1024 channels (Ap: 256 x 9216 floats) in K blocks of
@@ -178,21 +187,9 @@ TEST_F(ContractionScheduleTest, DenseInKBlocksAppliesEpilogueOnce) {
 // images are the parallel blocks), with a residual add and relu in the
 // epilogue.
 TEST_F(ContractionScheduleTest, ConvInKBlocksWithResidualEpilogue) {
-  const int64_t n = 8, c = 1024, h = 6, o = 256;
-  auto x = Pseudorandom(n * c * h * h, 53), w = Pseudorandom(o * c * 9, 54);
-  auto bias = Pseudorandom(o, 55), residual = Pseudorandom(n * o * h * h, 56);
-  auto build = [&] {
-    Graph g;
-    Node* in = g.AddInput("x", {DType::kFloat32, {n, c, h, h}});
-    Node* y = AddConv(g, in, w, {o, c, 3, 3}, bias, 1, 1);
-    y = Op(g, "add", {y, g.AddConstant("r", FloatValues({n, o, h, h}, residual))});
-    g.AddOutput(Op(g, "relu", {y}));
-    return g;
-  };
-  auto want = kiln::testing::RefConv2DStrided(x, w, bias, n, c, h, h, o, 3, 3, 1, 1);
-  for (size_t i = 0; i < want.size(); ++i) want[i] += residual[i];
+  ContractionCase conv = MakeConvResidualCase(8, 1024, 6, 256, 53);
   // 9216 float products per output: see the dense case on tolerance.
-  Check(build, x, Relu(want), "(K blocks)", /*tolerance=*/1e-3);
+  Check(conv.build, conv.x, conv.want, "(K blocks)", /*tolerance=*/1e-3);
 }
 
 // With many input channels (K = 576) the tiles run over the flattened padded
