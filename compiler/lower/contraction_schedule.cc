@@ -544,7 +544,8 @@ class Scheduler {
     }
     // The partial sums of a tile between K blocks: [batch][jb][ib][r][NR].
     int partial = -1;
-    Expr partial_index;
+    Expr partial_index, last_block;
+    Expr init_value = b_.Float(0);
     if (span > 0) {
       partial = static_cast<int>(t_.buffers->size());
       t_.buffers->push_back({"partial_sums", te::ScalarType::kF32,
@@ -553,18 +554,11 @@ class Scheduler {
       tile_vars.push_back(jb);
       tile_vars.push_back(ib);
       partial_index = b_.Add(b_.Mul(Flat(tile_vars), b_.Int(int64_t{mr} * nr)), acc_index);
+      last_block = b_.Compare(te::CompareOp::kEQ, b_.Ref(kc), b_.Int(kc->extent - 1));
+      init_value = b_.Select(b_.Compare(te::CompareOp::kEQ, b_.Ref(kc), b_.Int(0)), init_value,
+                             b_.Load(partial, te::ScalarType::kF32, {partial_index}));
     }
-    Expr first_block, last_block;
-    if (span > 0) {
-      const int64_t blocks = kc->extent;
-      first_block = b_.Compare(te::CompareOp::kEQ, b_.Ref(kc), b_.Int(0));
-      last_block = b_.Compare(te::CompareOp::kEQ, b_.Ref(kc), b_.Int(blocks - 1));
-    }
-    Stmt init = tile_loop(MakeStore(
-        acc, acc_index,
-        span > 0 ? b_.Select(first_block, b_.Float(0),
-                             b_.Load(partial, te::ScalarType::kF32, {partial_index}))
-                 : b_.Float(0)));
+    Stmt init = tile_loop(MakeStore(acc, acc_index, init_value));
     // One loop per reduction variable, so window offsets stay affine in
     // loop variables (no division per step).
     Stmt update = tile_loop(MakeStore(acc, acc_index, b_.Add(acc_value, b_.Mul(a, bv))));
@@ -599,8 +593,7 @@ class Scheduler {
     std::vector<Stmt> tile = {init, update};
     if (span > 0) {
       tile.push_back(tile_loop(MakeStore(partial, partial_index, acc_value,
-                                         b_.Compare(te::CompareOp::kNE, b_.Ref(kc),
-                                                    b_.Int(kc->extent - 1)))));
+                                         b_.Unary(te::UnaryOp::kNot, last_block))));
     }
     tile.push_back(store);
     Stmt body = MakeFor(ib, ForKind::kSerial, MakeSeq(std::move(tile)));
