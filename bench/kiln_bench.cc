@@ -27,6 +27,8 @@
 #include "client/model_file.h"
 #include "compiler/frontend/kiln_graph_importer.h"
 #include "compiler/frontend/onnx_importer.h"
+#include "compiler/codegen/codegen.h"
+#include "compiler/lower/loop_ir.h"
 #include "compiler/ops/op_registry.h"
 #include "runtime/model_manager.h"
 #include "runtime/thread_pool.h"
@@ -36,8 +38,9 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: kiln-bench MODEL [--batch B] [--threads T] [--iterations N] [--warmup W]\n"
-    "                  [--compile-threads C] [--top K] [--json]\n"
-    "  --top K: also list the K kernels with the largest median time\n";
+    "                  [--compile-threads C] [--top K] [--dump-kernel NAME] [--json]\n"
+    "  --top K: also list the K kernels with the largest median time\n"
+    "  --dump-kernel NAME: print that kernel's loop nest and optimised LLVM IR\n";
 
 using Clock = std::chrono::steady_clock;
 
@@ -123,9 +126,24 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
+// What profiling a kernel needs to see: the loop nest lowering made and the
+// LLVM IR the host gets, as TVM's get_source() shows.
+int DumpKernel(const Program& program, const std::string& name) {
+  for (const KernelSpec& k : program.kernels) {
+    if (k.name != name) continue;
+    std::cout << "// " << k.schedule << "\n" << lower::LoopFunctionToString(k.function) << "\n";
+    absl::StatusOr<std::string> ir = codegen::EmitOptimizedIR(k.function, codegen::CodegenOptions{});
+    if (!ir.ok()) return Fail(ir.status());
+    std::cout << *ir;
+    return 0;
+  }
+  return Fail(absl::NotFoundError(absl::StrCat("no kernel named '", name, "'")));
+}
+
 int Main(int argc, char** argv) {
   absl::StatusOr<BenchArgs> args =
-      ParseBenchArgs(argc, argv, {"batch", "threads", "iterations", "warmup", "compile-threads", "top"},
+      ParseBenchArgs(argc, argv, {"batch", "threads", "iterations", "warmup", "compile-threads", "top",
+                      "dump-kernel"},
                      {"json", "help"});
   if (!args.ok() || args->Has("help") || args->positional.size() != 1) {
     if (!args.ok()) std::cerr << "kiln-bench: " << args.status().message() << "\n";
@@ -171,6 +189,8 @@ int Main(int argc, char** argv) {
   for (const KernelSpec& k : program.kernels) {
     for (const TensorType& t : k.arg_types) kernel_arg_bytes += t.ByteSize();
   }
+
+  if (!args->Get("dump-kernel").empty()) return DumpKernel(program, args->Get("dump-kernel"));
 
   absl::StatusOr<std::vector<runtime::Tensor>> inputs = MakeInputs(program);
   if (!inputs.ok()) return Fail(inputs.status());
