@@ -202,6 +202,7 @@ class Scheduler {
                                " K=", k_, " batch=", Product(batch_vars_),
                                row_tiles_ ? " (row tiles)" : "",
                                k_blocked_ ? " (K blocks)" : "");
+    out.row_tiles = row_tiles_;
     return out;
   }
 

@@ -45,6 +45,8 @@ struct ContractionSchedule {
   std::vector<std::pair<int, std::shared_ptr<const ConstantData>>> packed_constants;
   // "gemm MRxNR M=.. N=.. K=..", for IR dumps and tests.
   std::string summary;
+  // Whether each output row is tiled on its own (the design note's row tiles).
+  bool row_tiles = false;
 };
 
 // The schedule, or nullopt when the value is not one float32 sum-of-products

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 
+#include "absl/strings/str_cat.h"
 #include "compiler/compile.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -279,25 +280,33 @@ TEST_F(ContractionScheduleTest, PointwiseConvWithoutPadding) {
 }
 
 // Depthwise (groups = channels): each output channel is a batch of its own
-// with M = 1 and K = the 3x3 window, read in place from the padded input.
+// with M = 1 and K = the 3x3 window, read in place from a padded copy of its
+// input channel, made just before that channel's rows (FillPerChannel). Two
+// images and stride 2 too: the plane is then an image's channel, split in
+// phases (and wide enough that rows get tiles of their own).
 TEST_F(ContractionScheduleTest, DepthwiseConvReadsPaddedInputPerChannel) {
-  const int64_t c = 16, h = 24;
-  auto x = Pseudorandom(c * h * h, 17), w = Pseudorandom(c * 9, 18), bias = Pseudorandom(c, 19);
-  auto build = [&] {
-    Graph g;
-    Node* in = g.AddInput("x", {DType::kFloat32, {1, c, h, h}});
-    g.AddOutput(AddConv(g, in, w, {c, 1, 3, 3}, bias, 1, 1, /*groups=*/c));
-    return g;
-  };
-  // Reference: one single-channel convolution per channel.
-  std::vector<float> want;
-  for (int64_t ch = 0; ch < c; ++ch) {
-    std::vector<float> xc(x.begin() + ch * h * h, x.begin() + (ch + 1) * h * h);
-    std::vector<float> wc(w.begin() + ch * 9, w.begin() + (ch + 1) * 9);
-    auto y = kiln::testing::RefConv2DStrided(xc, wc, {bias[ch]}, 1, 1, h, h, 1, 3, 3, 1, 1);
-    want.insert(want.end(), y.begin(), y.end());
+  for (const auto& [n, stride] : {std::pair<int64_t, int64_t>{1, 1}, {2, 1}, {2, 2}}) {
+    const int64_t c = 16, h = stride == 1 ? 24 : 56;
+    auto x = Pseudorandom(n * c * h * h, 17), w = Pseudorandom(c * 9, 18);
+    auto bias = Pseudorandom(c, 19);
+    auto build = [&, n = n, stride = stride] {
+      Graph g;
+      Node* in = g.AddInput("x", {DType::kFloat32, {n, c, h, h}});
+      g.AddOutput(AddConv(g, in, w, {c, 1, 3, 3}, bias, stride, 1, /*groups=*/c));
+      return g;
+    };
+    // Reference: one single-channel convolution per image and channel.
+    std::vector<float> want;
+    for (int64_t ch = 0; ch < n * c; ++ch) {
+      std::vector<float> xc(x.begin() + ch * h * h, x.begin() + (ch + 1) * h * h);
+      std::vector<float> wc(w.begin() + ch % c * 9, w.begin() + (ch % c + 1) * 9);
+      auto y = kiln::testing::RefConv2DStrided(xc, wc, {bias[ch % c]}, 1, 1, h, h, 1, 3, 3,
+                                               stride, 1);
+      want.insert(want.end(), y.begin(), y.end());
+    }
+    SCOPED_TRACE(absl::StrCat("n=", n, " stride=", stride));
+    Check(build, x, want, "(row tiles) (padded per channel)");
   }
-  Check(build, x, want, "(row tiles)");
 }
 
 // A 7x7 stride-2 stem (ResNet's shape, smaller): odd window, padding 3, and
