@@ -49,6 +49,7 @@
 #include "compiler/ir/op_def.h"
 #include "compiler/lower/contraction_schedule.h"
 #include "compiler/lower/loop_partition.h"
+#include "compiler/lower/simplify_index.h"
 #include "compiler/te/compute_context.h"
 #include "compiler/te/expr_builder.h"
 
@@ -97,7 +98,10 @@ class GroupLowerer {
     shapes_.push_back(root->type.shape);
     fn.num_params = static_cast<int>(fn.buffers.size());
 
-    if (TryContraction(out, out_vars, value)) return out;
+    if (TryContraction(out, out_vars, value)) {
+      fn.body = SimplifyIndices(b_, fn.body);
+      return out;
+    }
 
     VarSet enclosing;
     for (const Var& v : out_vars) {
@@ -125,7 +129,7 @@ class GroupLowerer {
                                 Flatten(temps_[t].value), fn.buffers));
     }
     stages.push_back(LoopNest(out_vars, fn.num_params - 1, Flatten(value), fn.buffers));
-    fn.body = PartitionBoundaryLoops(MakeSeq(std::move(stages)), b_);
+    fn.body = SimplifyIndices(b_, PartitionBoundaryLoops(MakeSeq(std::move(stages)), b_));
     return out;
   }
 
