@@ -31,6 +31,10 @@
 // temporary and computes exp in registers twice, and the exp tensor never goes
 // to memory. An OutEWiseFusable op (dense, conv2d) still never fuses into a
 // group holding a reduction, which would recompute it per reduced element.
+// And an injective chain (slice, reshape, transpose, with elementwise ops)
+// whose every path ends in a dense or matmul joins that op in phase 1 as part
+// of its operand (FuseIntoOperand): attention's head split and merge stop
+// being copy kernels. TVM keeps them apart.
 // Inputs and constants are never fused: they become kernel parameters.
 #include "compiler/passes/fuse_ops.h"
 
@@ -288,11 +292,31 @@ class Fuser {
     if (group_pattern == OpPattern::kInjective) {
       if (phase != 1) return false;
       auto cond = [](OpPattern kind, bool) { return kind <= OpPattern::kInjective; };
-      if (!CheckPath(nid, sink, cond)) return false;
-      CommitFuse(nid, sink);
-      return true;
+      if (CheckPath(nid, sink, cond)) {
+        CommitFuse(nid, sink);
+        return true;
+      }
+      return FuseIntoOperand(nid, sink);
     }
     return false;  // CommReduce and the rest are fusion sinks, never sources
+  }
+
+  // Kiln's other extra: an injective producer (a slice, reshape or transpose
+  // chain, with any elementwise ops in it) whose every path ends in a dense
+  // or matmul joins that op's group. The contraction schedule packs its
+  // activation operand on every call anyway, so reading it through the
+  // producer's index expression costs nothing extra, and the copy kernel and
+  // its tensor disappear: attention's head split and merge in the
+  // transformer. conv2d is left out: its schedule reads its input in place.
+  bool FuseIntoOperand(int nid, int sink) {
+    const Node* op = fwd_[sink].node;
+    if (op->op->name != "dense" && op->op->name != "matmul") return false;
+    auto cond = [](OpPattern kind, bool is_sink) {
+      return is_sink ? kind == OpPattern::kOutEWiseFusable : kind <= OpPattern::kInjective;
+    };
+    if (!CheckPath(nid, sink, cond)) return false;
+    CommitFuse(nid, sink);
+    return true;
   }
 
   int max_depth_;

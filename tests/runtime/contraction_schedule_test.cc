@@ -135,6 +135,32 @@ TEST_F(ContractionScheduleTest, DenseSingleRowWithBiasAndRelu) {
   Check(dense.build, dense.x, dense.want);
 }
 
+// A head merge (transpose + reshape) fused into the dense that consumes it:
+// the A operand is packed through the producers' index, whose divisions the
+// index simplifier removes. Reference: the transpose done by hand.
+TEST_F(ContractionScheduleTest, DenseReadsItsOperandThroughAFusedTranspose) {
+  const int64_t heads = 4, seq = 16, d = 32, n = 48;
+  auto x = Pseudorandom(heads * seq * d, 40), w = Pseudorandom(n * heads * d, 41);
+  auto bias = Pseudorandom(n, 42);
+  auto build = [&] {
+    Graph g;
+    Node* in = g.AddInput("x", {DType::kFloat32, {heads, seq, d}});
+    Node* t = Op(g, "transpose", {in}, TransposeAttrs{{1, 0, 2}});
+    Node* r = Op(g, "reshape", {t}, ReshapeAttrs{{seq, heads * d}});
+    Node* y = Op(g, "dense", {r, g.AddConstant("w", FloatValues({n, heads * d}, w)),
+                              g.AddConstant("b", FloatValues({n}, bias))});
+    g.AddOutput(Op(g, "relu", {y}));
+    return g;
+  };
+  std::vector<float> merged(seq * heads * d);
+  for (int64_t s = 0; s < seq; ++s) {
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t i = 0; i < d; ++i) merged[(s * heads + h) * d + i] = x[(h * seq + s) * d + i];
+    }
+  }
+  Check(build, x, Relu(kiln::testing::RefDense(merged, w, bias, seq, heads * d, n)));
+}
+
 TEST_F(ContractionScheduleTest, DenseWithRowAndColumnTails) {
   const int64_t m = 13, k = 100, n = 50;
   auto x = Pseudorandom(m * k, 4), w = Pseudorandom(n * k, 5), bias = Pseudorandom(n, 6);

@@ -112,6 +112,29 @@ TEST(FuseOpsTest, DenseNeverJoinsAReductionGroup) {
               ElementsAre(ElementsAre("dense"), ElementsAre("sum", "div")));
 }
 
+// Kiln beyond TVM: an injective chain whose every path ends in a dense or
+// matmul becomes part of that op's operand (attention's head split), while
+// a conv2d keeps its producers apart.
+TEST(FuseOpsTest, TransposeReshapeChainFusesIntoMatmulOperand) {
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {8, 2, 16}});
+  Node* t = Op(g, "transpose", {x}, TransposeAttrs{{1, 0, 2}});
+  Node* r = Op(g, "reshape", {t}, ReshapeAttrs{{16, 16}});
+  Node* w = g.AddConstant("w", FloatConstant({16, 4}, 0.5f));
+  g.AddOutput(Op(g, "relu", {Op(g, "matmul", {r, w})}));
+  EXPECT_THAT(KernelOps(std::move(g)),
+              ElementsAre(ElementsAre("transpose", "reshape", "matmul", "relu")));
+}
+
+TEST(FuseOpsTest, TransposeBeforeConvStaysApart) {
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {1, 10, 10, 4}});
+  Node* t = Op(g, "transpose", {x}, TransposeAttrs{{0, 3, 1, 2}});
+  g.AddOutput(Conv(g, t, 4));
+  EXPECT_THAT(KernelOps(std::move(g)),
+              ElementsAre(ElementsAre("transpose"), ElementsAre("conv2d")));
+}
+
 TEST(FuseOpsTest, GraphOutputIsNeverFusedAway) {
   Graph g;
   Node* x = g.AddInput("x", {DType::kFloat32, {4}});
