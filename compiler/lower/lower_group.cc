@@ -798,13 +798,70 @@ class GroupLowerer {
         combined = b_.Min(slot, body);
         break;
     }
+    // A strided row (a stride-2 pool) with a short innermost window: that
+    // window is unrolled inside the vector loop, so the loads of one
+    // iteration cover every phase of the stride and LLVM's vectoriser can
+    // load them as wide interleaved groups instead of one gather per load
+    // (resnet18's 3x3 stride-2 max pool: 0.90 -> 0.35 ms, 55 gathers -> 7).
+    std::vector<Var> serial = r->reduce_vars;
+    if (!serial.empty() && serial.back()->extent <= 4 &&
+        StrideOf(body, x, vars) > 1) {
+      const Var window = serial.back();
+      serial.pop_back();
+      combined = slot;
+      for (int64_t j = 0; j < window->extent; ++j) {
+        Expr at = b_.Substitute(body, {window}, {b_.Int(j)});
+        combined = Combine(r->reduce_op(), combined, at);
+      }
+    }
     Stmt update = MakeFor(x, ForKind::kVectorized, MakeStore(acc, b_.Ref(x), combined));
-    for (auto it = r->reduce_vars.rbegin(); it != r->reduce_vars.rend(); ++it) {
+    for (auto it = serial.rbegin(); it != serial.rend(); ++it) {
       update = MakeFor(*it, ForKind::kSerial, update);
     }
     return MakeSeq({MakeFor(x, ForKind::kVectorized, MakeStore(acc, b_.Ref(x), init)), update,
                     MakeFor(x, ForKind::kVectorized,
                             MakeStore(buffer, store_index, Replace(value, r, slot)))});
+  }
+
+  Expr Combine(te::ReduceOp op, const Expr& a, const Expr& b) {
+    switch (op) {
+      case te::ReduceOp::kSum:
+        return b_.Add(a, b);
+      case te::ReduceOp::kProd:
+        return b_.Mul(a, b);
+      case te::ReduceOp::kMax:
+        return b_.Max(a, b);
+      case te::ReduceOp::kMin:
+        return b_.Min(a, b);
+    }
+    return a;
+  }
+
+  // The largest element step of a load in `body` as `x` goes from 2 to 3
+  // (clear of the clamps a padded window puts at 0), the others at 0.
+  int64_t StrideOf(const Expr& body, const Var& x, const std::vector<Var>& vars) {
+    std::vector<Expr> zeros(vars.size(), b_.Int(0)), ones = zeros;
+    for (size_t i = 0; i < vars.size(); ++i) {
+      if (vars[i] == x) {
+        zeros[i] = b_.Int(2);
+        ones[i] = b_.Int(3);
+      }
+    }
+    int64_t stride = 0;
+    std::unordered_set<const te::ExprNode*> seen;
+    std::function<void(const Expr&)> visit = [&](const Expr& e) {
+      if (!seen.insert(e.get()).second) return;
+      if (e->kind == ExprKind::kLoad) {
+        Expr at0 = b_.Substitute(e->operands[0], vars, zeros);
+        Expr at1 = b_.Substitute(e->operands[0], vars, ones);
+        if (at0->kind == ExprKind::kIntImm && at1->kind == ExprKind::kIntImm) {
+          stride = std::max(stride, std::abs(at1->int_value - at0->int_value));
+        }
+      }
+      for (const Expr& o : e->operands) visit(o);
+    };
+    visit(body);
+    return stride;
   }
 
   Stmt LoopNest(const std::vector<Var>& vars, int buffer, const Expr& value,

@@ -1,0 +1,80 @@
+// Pools whose output row steps through the input by 2: the lowering unrolls
+// the short window inside the vector loop (RowAccumulated), so each window
+// position is a separate load of one iteration. Checked against a plain
+// reference loop, with padding that clamps at both edges and an odd width.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "runtime/model_manager.h"
+#include "tests/test_util/graph_building.h"
+#include "tests/test_util/reference_ops.h"
+
+namespace kiln::runtime {
+namespace {
+
+using ::kiln::testing::Op;
+using ::kiln::testing::Pseudorandom;
+
+// max or average (padding excluded) over a k x k window, stride s, padding p.
+std::vector<float> RefPool(const std::vector<float>& x, int64_t c, int64_t h, int64_t w,
+                           int64_t k, int64_t s, int64_t p, bool average) {
+  const int64_t oh = (h + 2 * p - k) / s + 1, ow = (w + 2 * p - k) / s + 1;
+  std::vector<float> y(c * oh * ow);
+  for (int64_t ci = 0; ci < c; ++ci)
+    for (int64_t yi = 0; yi < oh; ++yi)
+      for (int64_t xi = 0; xi < ow; ++xi) {
+        double acc = average ? 0.0 : -std::numeric_limits<double>::infinity();
+        int count = 0;
+        for (int64_t ky = 0; ky < k; ++ky)
+          for (int64_t kx = 0; kx < k; ++kx) {
+            const int64_t iy = yi * s + ky - p, ix = xi * s + kx - p;
+            if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+            const double v = x[(ci * h + iy) * w + ix];
+            acc = average ? acc + v : std::max(acc, v);
+            ++count;
+          }
+        y[(ci * oh + yi) * ow + xi] = static_cast<float>(average ? acc / count : acc);
+      }
+  return y;
+}
+
+TEST(StridedPoolTest, ThreeByThreeStrideTwoMatchesReference) {
+  auto manager = ModelManager::Create({});
+  ASSERT_TRUE(manager.ok()) << manager.status();
+  for (const char* op : {"max_pool2d", "avg_pool2d"}) {
+    for (int64_t w : {37, 112}) {
+      const int64_t c = 3, h = 21, k = 3, s = 2, p = 1;
+      SCOPED_TRACE(absl::StrCat(op, " width ", w));
+      auto x = Pseudorandom(c * h * w, 50 + w);
+      Graph g;
+      Node* in = g.AddInput("x", {DType::kFloat32, {1, c, h, w}});
+      Pool2DAttrs attrs;
+      attrs.kernel = {k, k};
+      attrs.strides = {s, s};
+      attrs.padding = {p, p, p, p};
+      g.AddOutput(Op(g, op, {in}, attrs));
+      auto compiled = (*manager)->Compile("pool", std::move(g), {});
+      ASSERT_TRUE(compiled.ok()) << compiled.status();
+      auto input = Tensor::FromBytes(
+          {DType::kFloat32, {1, c, h, w}},
+          absl::string_view(reinterpret_cast<const char*>(x.data()), x.size() * 4));
+      ASSERT_TRUE(input.ok());
+      const std::vector<const Tensor*> inputs{&*input};
+      auto result = (*manager)->Find("pool")->Run(inputs);
+      ASSERT_TRUE(result.ok()) << result.status();
+      const std::string name = op;
+      auto want = RefPool(x, c, h, w, k, s, p, name == "avg_pool2d");
+      const float* got = static_cast<const float*>(result->outputs[0].data());
+      ASSERT_EQ(result->outputs[0].type().NumElements(), static_cast<int64_t>(want.size()));
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_NEAR(got[i], want[i], 1e-5 * std::max(1.0f, std::fabs(want[i]))) << "at " << i;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln::runtime
