@@ -606,7 +606,9 @@ class Scheduler {
       Var t = b_.NewVar("tile", nb_ * mb_);
       Expr jb_of = b_.Div(b_.Ref(t), b_.Int(mb_)), ib_of = b_.Mod(b_.Ref(t), b_.Int(mb_));
       return MakeFor(t, ForKind::kParallel,
-                     SubstituteStmt(MakeSeq(std::move(tile)), {jb, ib}, {jb_of, ib_of}));
+                     MapExprs(MakeSeq(std::move(tile)), [&](const Expr& e) {
+                       return e ? b_.Substitute(e, {jb, ib}, {jb_of, ib_of}) : e;
+                     }));
     }
     Stmt body = MakeFor(ib, ForKind::kSerial, MakeSeq(std::move(tile)));
     if (span > 0) body = MakeFor(kc, ForKind::kSerial, body);
@@ -619,22 +621,6 @@ class Scheduler {
       body = MarkFirstParallel(body, kc.get(), placed);
     }
     return body;
-  }
-
-  Stmt SubstituteStmt(const Stmt& s, const std::vector<Var>& from, const std::vector<Expr>& to) {
-    auto sub = [&](const Expr& e) { return e ? b_.Substitute(e, from, to) : e; };
-    switch (s->kind) {
-      case StmtKind::kStore:
-        return MakeStore(s->buffer, sub(s->index), sub(s->value), sub(s->predicate));
-      case StmtKind::kSeq: {
-        std::vector<Stmt> children;
-        for (const Stmt& c : s->children) children.push_back(SubstituteStmt(c, from, to));
-        return MakeSeq(std::move(children));
-      }
-      case StmtKind::kFor:
-        return MakeFor(s->var, s->for_kind, SubstituteStmt(s->children[0], from, to));
-    }
-    return s;
   }
 
   // `s` with the outermost loop of extent > 1 made parallel, looking no

@@ -30,6 +30,21 @@ Stmt MakeSeq(std::vector<Stmt> stmts) {
   return s;
 }
 
+Stmt MapExprs(const Stmt& s, const std::function<te::Expr(const te::Expr&)>& f) {
+  switch (s->kind) {
+    case StmtKind::kStore:
+      return MakeStore(s->buffer, f(s->index), f(s->value), f(s->predicate));
+    case StmtKind::kSeq: {
+      std::vector<Stmt> children;
+      for (const Stmt& c : s->children) children.push_back(MapExprs(c, f));
+      return MakeSeq(std::move(children));
+    }
+    case StmtKind::kFor:
+      return MakeFor(s->var, s->for_kind, MapExprs(s->children[0], f));
+  }
+  return s;
+}
+
 namespace {
 const char* ForKindName(ForKind k) {
   switch (k) {

@@ -20,6 +20,7 @@
 #define KILN_COMPILER_LOWER_LOOP_IR_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -60,6 +61,10 @@ struct StmtNode {
 Stmt MakeFor(te::Var var, ForKind kind, Stmt body);
 Stmt MakeStore(int buffer, te::Expr index, te::Expr value, te::Expr predicate = nullptr);
 Stmt MakeSeq(std::vector<Stmt> stmts);
+
+// `s` rebuilt with `f` applied to every expression of its stores (index,
+// value, predicate; f sees null for an absent predicate).
+Stmt MapExprs(const Stmt& s, const std::function<te::Expr(const te::Expr&)>& f);
 
 struct BufferDecl {
   std::string name;

@@ -194,26 +194,11 @@ class Partitioner {
       memo.emplace(e.get(), result);
       return result;
     };
-    return MapStmt(s, visit);
+    return MapExprs(s, visit);
   }
 
   Stmt SubstituteStmt(const Stmt& s, const Var& x, const Expr& to) {
-    return MapStmt(s, [&](const Expr& e) { return e ? b_.Substitute(e, {x}, {to}) : e; });
-  }
-
-  static Stmt MapStmt(const Stmt& s, const std::function<Expr(const Expr&)>& f) {
-    switch (s->kind) {
-      case StmtKind::kStore:
-        return MakeStore(s->buffer, f(s->index), f(s->value), f(s->predicate));
-      case StmtKind::kSeq: {
-        std::vector<Stmt> children;
-        for (const Stmt& c : s->children) children.push_back(MapStmt(c, f));
-        return MakeSeq(std::move(children));
-      }
-      case StmtKind::kFor:
-        return MakeFor(s->var, s->for_kind, MapStmt(s->children[0], f));
-    }
-    return s;
+    return MapExprs(s, [&](const Expr& e) { return e ? b_.Substitute(e, {x}, {to}) : e; });
   }
 
   // Every expression of the statements in `s`; loops inside add their ranges.

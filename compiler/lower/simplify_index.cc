@@ -170,18 +170,7 @@ class Simplifier {
   }
 
   Stmt VisitStmt(const Stmt& s) {
-    switch (s->kind) {
-      case StmtKind::kStore:
-        return MakeStore(s->buffer, Visit(s->index), Visit(s->value), Visit(s->predicate));
-      case StmtKind::kSeq: {
-        std::vector<Stmt> children;
-        for (const Stmt& c : s->children) children.push_back(VisitStmt(c));
-        return MakeSeq(std::move(children));
-      }
-      case StmtKind::kFor:
-        return MakeFor(s->var, s->for_kind, VisitStmt(s->children[0]));
-    }
-    return s;
+    return MapExprs(s, [this](const Expr& e) { return Visit(e); });
   }
 
  private:
