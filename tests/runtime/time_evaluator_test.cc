@@ -42,8 +42,13 @@ TEST(TimeEvaluatorTest, NumberGrowsUntilARepeatLastsMinRepeatMs) {
   o.warmup = 0;
   TimeEvaluation e = EvaluateTime(
       [] { std::this_thread::sleep_for(std::chrono::microseconds(200)); }, o);
+  // A repeat is not re-timed against min_repeat_ms (as in TVM, number is
+  // fixed by the first long-enough measurement), so a later repeat may be
+  // shorter when the calibration run overslept: only what holds every time
+  // is asserted. Each run sleeps at least 200 us, so a per-run result below
+  // that means a repeat's time was divided by more than its `number` runs.
   EXPECT_GT(e.number, 1);
-  for (double r : e.results_s) EXPECT_GE(r * e.number * 1e3, 20 * 0.9);
+  for (double r : e.results_s) EXPECT_GE(r, 200e-6);
 }
 
 }  // namespace
