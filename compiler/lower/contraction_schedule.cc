@@ -579,7 +579,7 @@ class Scheduler {
     }
     from.insert(from.end(), n_vars_.begin(), n_vars_.end());
     to.insert(to.end(), n_parts.begin(), n_parts.end());
-    Expr epilogue = b_.Substitute(ReplaceReduce(t_.value, acc_value), from, to);
+    Expr epilogue = b_.Substitute(b_.Replace(t_.value, reduce_, acc_value), from, to);
     Expr out_index = b_.Substitute(t_.out_index, from, to);
     Expr predicate;
     auto conjoin = [&](Expr c) {
@@ -633,28 +633,6 @@ class Scheduler {
       return MakeFor(s->var, ForKind::kParallel, s->children[0]);
     }
     return MakeFor(s->var, s->for_kind, MarkFirstParallel(s->children[0], stop, placed));
-  }
-
-  Expr ReplaceReduce(const Expr& root, const Expr& with) {
-    std::unordered_map<const te::ExprNode*, Expr> memo;
-    std::function<Expr(const Expr&)> visit = [&](const Expr& e) -> Expr {
-      if (e == reduce_) return with;
-      auto it = memo.find(e.get());
-      if (it != memo.end()) return it->second;
-      Expr result = e;
-      if (!e->operands.empty()) {
-        std::vector<Expr> ops;
-        bool changed = false;
-        for (const Expr& o : e->operands) {
-          ops.push_back(visit(o));
-          changed |= ops.back() != o;
-        }
-        if (changed) result = b_.Rebuild(e, std::move(ops));
-      }
-      memo.emplace(e.get(), result);
-      return result;
-    };
-    return visit(root);
   }
 
   const ContractionTarget& t_;

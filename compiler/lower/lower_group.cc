@@ -291,21 +291,11 @@ class GroupLowerer {
     const Var& oc = target.out_vars[1];
     auto ref = [&](const Var& v) { return v->extent == 1 ? b_.Int(0) : b_.Ref(v); };
 
-    std::unordered_map<const te::ExprNode*, Expr> memo;
-    std::function<Expr(const Expr&)> redirect = [&](const Expr& e) -> Expr {
-      if (!e) return e;
-      auto it = memo.find(e.get());
-      if (it != memo.end()) return it->second;
-      Expr result = e;
-      if (e->kind == ExprKind::kLoad && e->buffer == padded) {
-        result = b_.Rebuild(e, {b_.Substitute(e->operands[0], {on, oc}, {b_.Int(0), b_.Int(0)})});
-      } else if (!e->operands.empty()) {
-        std::vector<Expr> ops;
-        for (const Expr& o : e->operands) ops.push_back(redirect(o));
-        result = b_.Rebuild(e, std::move(ops));
-      }
-      memo.emplace(e.get(), result);
-      return result;
+    auto redirect = [&](const Expr& e) {
+      return b_.Rewrite(e, [&](const Expr& x) {
+        if (x->kind != ExprKind::kLoad || x->buffer != padded) return x;
+        return b_.Rebuild(x, {b_.Substitute(x->operands[0], {on, oc}, {b_.Int(0), b_.Int(0)})});
+      });
     };
     std::function<Stmt(const Stmt&, bool)> rewrite = [&](const Stmt& s, bool in_channel) -> Stmt {
       switch (s->kind) {
@@ -326,27 +316,19 @@ class GroupLowerer {
       }
       return s;
     };
-    // Loads of the padded input outside the channel loop would read a plane
-    // that is not there.
-    bool outside = false;
+    // The channel loop must read the padded input, and nothing outside it may
+    // (that would read a plane that is not there).
+    bool outside = false, found = false;
     std::function<void(const Stmt&)> check = [&](const Stmt& s) {
-      if (s->kind == StmtKind::kFor && s->var == oc) return;
-      if (s->kind == StmtKind::kStore) {
-        for (const Expr& e : {s->index, s->value, s->predicate}) {
-          outside |= e && LoadsBuffer(e, padded);
-        }
+      if (s->kind == StmtKind::kFor && s->var == oc) {
+        found |= StmtLoadsBuffer(s, padded);
+        return;
       }
+      if (s->kind == StmtKind::kStore) outside |= StmtLoadsBuffer(s, padded);
       for (const Stmt& c : s->children) check(c);
     };
     check(main);
-    if (outside) return std::nullopt;
-    bool found = false;
-    std::function<void(const Stmt&)> find = [&](const Stmt& s) {
-      found |= s->kind == StmtKind::kFor && s->var == oc && StmtLoadsBuffer(s, padded);
-      for (const Stmt& c : s->children) find(c);
-    };
-    find(main);
-    if (!found) return std::nullopt;
+    if (outside || !found) return std::nullopt;
     fn.buffers[padded].num_elements = plane + slack;
     fn.buffers[padded].local = true;
     return rewrite(main, false);
@@ -560,27 +542,6 @@ class GroupLowerer {
     return free_.emplace(e.get(), std::move(vars)).first->second;
   }
 
-  Expr Rebuild(const Expr& e, std::vector<Expr> ops) {
-    switch (e->kind) {
-      case ExprKind::kLoad:
-        return b_.Load(e->buffer, e->type, std::move(ops));
-      case ExprKind::kBinary:
-        return b_.Binary(e->binary_op(), ops[0], ops[1]);
-      case ExprKind::kUnary:
-        return b_.Unary(e->unary_op(), ops[0]);
-      case ExprKind::kCompare:
-        return b_.Compare(e->compare_op(), ops[0], ops[1]);
-      case ExprKind::kSelect:
-        return b_.Select(ops[0], ops[1], ops[2]);
-      case ExprKind::kCast:
-        return b_.Cast(e->type, ops[0]);
-      case ExprKind::kReduce:
-        return b_.Reduce(e->reduce_op(), e->reduce_vars, ops[0]);
-      default:
-        return e;
-    }
-  }
-
   // Temp loads carry buffer ids -1, -2, ... until the params are counted.
   static int TempPlaceholder(size_t t) { return -1 - static_cast<int>(t); }
 
@@ -594,7 +555,7 @@ class GroupLowerer {
       for (const Var& v : e->reduce_vars) inner.insert(v.get());
       std::unordered_map<const te::ExprNode*, Expr> inner_memo;
       Expr body = Hoist(e->operands[0], inner, inner_memo);
-      Expr r = body == e->operands[0] ? e : Rebuild(e, {body});
+      Expr r = body == e->operands[0] ? e : b_.Rebuild(e, {body});
       const VarSet& free = FreeVars(r);
       if (free.size() < enclosing.size()) {
         auto t = temp_of_.find(r.get());
@@ -624,7 +585,7 @@ class GroupLowerer {
         ops.push_back(Hoist(o, enclosing, memo));
         changed |= ops.back() != o;
       }
-      if (changed) result = Rebuild(e, std::move(ops));
+      if (changed) result = b_.Rebuild(e, std::move(ops));
     }
     memo.emplace(e.get(), result);
     return result;
@@ -667,7 +628,7 @@ class GroupLowerer {
           const int id = BufferId(e->buffer);
           result = b_.Load(id, e->type, {FlatIndex(shapes_[id], ops)});
         } else {
-          result = Rebuild(e, std::move(ops));
+          result = b_.Rebuild(e, std::move(ops));
         }
       } else if (e->kind == ExprKind::kLoad) {  // a rank-0 buffer
         result = b_.Load(BufferId(e->buffer), e->type, {b_.Int(0)});
@@ -716,50 +677,37 @@ class GroupLowerer {
     return nested ? nullptr : found[0];
   }
 
-  // Whether every load in `body` moves by at most two elements when x steps by
-  // one (unit stride, broadcast, or a stride-2 window that vectorises with shuffles).
-  bool UnitStrideAlong(const Expr& body, const Var& x, const std::vector<Var>& vars) {
-    std::vector<Expr> zeros(vars.size(), b_.Int(0)), ones = zeros;
+  // The largest step of a load index in `body` as `x` goes from `at` to
+  // `at` + 1 with the other `vars` at 0, or nullopt when some index does not
+  // fold to a constant there.
+  std::optional<int64_t> LoadStep(const Expr& body, const Var& x, const std::vector<Var>& vars,
+                                  int64_t at) {
+    std::vector<Expr> here(vars.size(), b_.Int(0)), next = here;
     for (size_t i = 0; i < vars.size(); ++i) {
-      if (vars[i] == x) ones[i] = b_.Int(1);
+      if (vars[i] == x) {
+        here[i] = b_.Int(at);
+        next[i] = b_.Int(at + 1);
+      }
     }
     std::unordered_set<const te::ExprNode*> seen;
-    bool ok = true;
+    std::optional<int64_t> step = 0;
     std::function<void(const Expr&)> visit = [&](const Expr& e) {
-      if (!ok || !seen.insert(e.get()).second) return;
+      if (!step || !seen.insert(e.get()).second) return;
       if (e->kind == ExprKind::kLoad) {
-        Expr at0 = b_.Substitute(e->operands[0], vars, zeros);
-        Expr at1 = b_.Substitute(e->operands[0], vars, ones);
-        ok = at0->kind == ExprKind::kIntImm && at1->kind == ExprKind::kIntImm &&
-             std::abs(at1->int_value - at0->int_value) <= 2;
+        Expr a = b_.Substitute(e->operands[0], vars, here);
+        Expr b = b_.Substitute(e->operands[0], vars, next);
+        if (a->kind != ExprKind::kIntImm || b->kind != ExprKind::kIntImm) {
+          step.reset();
+          return;
+        }
+        step = std::max(*step, std::abs(b->int_value - a->int_value));
       }
       for (const Expr& o : e->operands) visit(o);
     };
     visit(body);
-    return ok;
+    return step;
   }
 
-  Expr Replace(const Expr& root, const Expr& from, const Expr& to) {
-    std::unordered_map<const te::ExprNode*, Expr> memo;
-    std::function<Expr(const Expr&)> visit = [&](const Expr& e) -> Expr {
-      if (e == from) return to;
-      auto it = memo.find(e.get());
-      if (it != memo.end()) return it->second;
-      Expr result = e;
-      if (!e->operands.empty() && e->kind != ExprKind::kReduce) {
-        std::vector<Expr> ops;
-        bool changed = false;
-        for (const Expr& o : e->operands) {
-          ops.push_back(visit(o));
-          changed |= ops.back() != o;
-        }
-        if (changed) result = Rebuild(e, std::move(ops));
-      }
-      memo.emplace(e.get(), result);
-      return result;
-    };
-    return visit(root);
-  }
 
   // The inside-out reduction (see the design note) for innermost loop `x`, or
   // null when it does not apply.
@@ -772,30 +720,29 @@ class GroupLowerer {
     if (r == nullptr) return nullptr;
     std::vector<Var> vars = loops;
     vars.insert(vars.end(), r->reduce_vars.begin(), r->reduce_vars.end());
-    if (!UnitStrideAlong(r->operands[0], x, vars)) return nullptr;
+    // Loads that step by one or two elements along x (a stride-2 pool too).
+    const std::optional<int64_t> step = LoadStep(r->operands[0], x, vars, 0);
+    if (!step || *step > 2) return nullptr;
     const int acc = static_cast<int>(buffers.size());
     buffers.push_back({absl::StrCat("acc", acc), r->type, x->extent, /*local=*/true});
     Expr slot = b_.Load(acc, r->type, {b_.Ref(x)});
-    Expr init, combined;
     const Expr body = r->operands[0];
+    Expr combined = Combine(r->reduce_op(), slot, body);
+    Expr init;
     switch (r->reduce_op()) {
       case te::ReduceOp::kSum:
         init = b_.Constant(r->type, 0);
-        combined = b_.Add(slot, body);
         break;
       case te::ReduceOp::kProd:
         init = b_.Constant(r->type, 1);
-        combined = b_.Mul(slot, body);
         break;
       case te::ReduceOp::kMax:
         init = r->type == te::ScalarType::kF32 ? b_.Float(-INFINITY)
                                                : b_.Int(std::numeric_limits<int64_t>::min());
-        combined = b_.Max(slot, body);
         break;
       case te::ReduceOp::kMin:
         init = r->type == te::ScalarType::kF32 ? b_.Float(INFINITY)
                                                : b_.Int(std::numeric_limits<int64_t>::max());
-        combined = b_.Min(slot, body);
         break;
     }
     // A strided row (a stride-2 pool) with a short innermost window: that
@@ -804,8 +751,10 @@ class GroupLowerer {
     // load them as wide interleaved groups instead of one gather per load
     // (resnet18's 3x3 stride-2 max pool: 0.90 -> 0.35 ms, 55 gathers -> 7).
     std::vector<Var> serial = r->reduce_vars;
+    // (The step is taken at x = 2, clear of the clamps a padded window puts
+    // at 0.)
     if (!serial.empty() && serial.back()->extent <= 4 &&
-        StrideOf(body, x, vars) > 1) {
+        LoadStep(body, x, vars, 2).value_or(0) > 1) {
       const Var window = serial.back();
       serial.pop_back();
       combined = slot;
@@ -820,7 +769,7 @@ class GroupLowerer {
     }
     return MakeSeq({MakeFor(x, ForKind::kVectorized, MakeStore(acc, b_.Ref(x), init)), update,
                     MakeFor(x, ForKind::kVectorized,
-                            MakeStore(buffer, store_index, Replace(value, r, slot)))});
+                            MakeStore(buffer, store_index, b_.Replace(value, r, slot)))});
   }
 
   Expr Combine(te::ReduceOp op, const Expr& a, const Expr& b) {
@@ -837,32 +786,7 @@ class GroupLowerer {
     return a;
   }
 
-  // The largest element step of a load in `body` as `x` goes from 2 to 3
-  // (clear of the clamps a padded window puts at 0), the others at 0.
-  int64_t StrideOf(const Expr& body, const Var& x, const std::vector<Var>& vars) {
-    std::vector<Expr> zeros(vars.size(), b_.Int(0)), ones = zeros;
-    for (size_t i = 0; i < vars.size(); ++i) {
-      if (vars[i] == x) {
-        zeros[i] = b_.Int(2);
-        ones[i] = b_.Int(3);
-      }
-    }
-    int64_t stride = 0;
-    std::unordered_set<const te::ExprNode*> seen;
-    std::function<void(const Expr&)> visit = [&](const Expr& e) {
-      if (!seen.insert(e.get()).second) return;
-      if (e->kind == ExprKind::kLoad) {
-        Expr at0 = b_.Substitute(e->operands[0], vars, zeros);
-        Expr at1 = b_.Substitute(e->operands[0], vars, ones);
-        if (at0->kind == ExprKind::kIntImm && at1->kind == ExprKind::kIntImm) {
-          stride = std::max(stride, std::abs(at1->int_value - at0->int_value));
-        }
-      }
-      for (const Expr& o : e->operands) visit(o);
-    };
-    visit(body);
-    return stride;
-  }
+
 
   Stmt LoopNest(const std::vector<Var>& vars, int buffer, const Expr& value,
                 std::vector<BufferDecl>& buffers) {

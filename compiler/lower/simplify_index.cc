@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <optional>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -139,49 +138,24 @@ Expr DivMod(te::ExprBuilder& b, const Expr& n, int64_t d, bool mod) {
   return below ? result : b.Add(result, b.Div(rest_expr, b.Int(d)));
 }
 
-class Simplifier {
- public:
-  explicit Simplifier(te::ExprBuilder& b) : b_(b) {}
-
-  Expr Visit(const Expr& e) {
-    if (!e) return e;
-    auto it = memo_.find(e.get());
-    if (it != memo_.end()) return it->second;
-    Expr result = e;
-    if (!e->operands.empty()) {
-      std::vector<Expr> ops;
-      bool changed = false;
-      for (const Expr& o : e->operands) {
-        ops.push_back(Visit(o));
-        changed |= ops.back() != o;
-      }
-      if (changed) result = b_.Rebuild(e, std::move(ops));
-    }
-    if (result->kind == ExprKind::kBinary && result->type == te::ScalarType::kI64 &&
-        (result->binary_op() == BinaryOp::kDiv || result->binary_op() == BinaryOp::kMod) &&
-        result->operands[1]->kind == ExprKind::kIntImm && result->operands[1]->int_value > 0) {
-      Expr simpler = DivMod(b_, result->operands[0], result->operands[1]->int_value,
-                            result->binary_op() == BinaryOp::kMod);
-      // The parts may simplify further (a quotient's own divisions).
-      if (simpler) result = Visit(simpler);
-    }
-    memo_.emplace(e.get(), result);
-    return result;
-  }
-
-  Stmt VisitStmt(const Stmt& s) {
-    return MapExprs(s, [this](const Expr& e) { return Visit(e); });
-  }
-
- private:
-  te::ExprBuilder& b_;
-  std::unordered_map<const te::ExprNode*, Expr> memo_;
-};
-
 }  // namespace
 
-Expr SimplifyIndex(te::ExprBuilder& b, const Expr& e) { return Simplifier(b).Visit(e); }
+Expr SimplifyIndex(te::ExprBuilder& b, const Expr& e) {
+  return b.Rewrite(e, [&b](const Expr& x) {
+    if (x->kind != ExprKind::kBinary || x->type != te::ScalarType::kI64 ||
+        (x->binary_op() != BinaryOp::kDiv && x->binary_op() != BinaryOp::kMod) ||
+        x->operands[1]->kind != ExprKind::kIntImm || x->operands[1]->int_value <= 0) {
+      return x;
+    }
+    Expr simpler =
+        DivMod(b, x->operands[0], x->operands[1]->int_value, x->binary_op() == BinaryOp::kMod);
+    // The parts may simplify further (a quotient's own divisions).
+    return simpler ? SimplifyIndex(b, simpler) : x;
+  });
+}
 
-Stmt SimplifyIndices(te::ExprBuilder& b, const Stmt& s) { return Simplifier(b).VisitStmt(s); }
+Stmt SimplifyIndices(te::ExprBuilder& b, const Stmt& s) {
+  return MapExprs(s, [&b](const Expr& e) { return e ? SimplifyIndex(b, e) : e; });
+}
 
 }  // namespace kiln::lower

@@ -279,4 +279,31 @@ Expr ExprBuilder::Substitute(const Expr& root, const std::vector<Var>& from,
   return visit(root);
 }
 
+Expr ExprBuilder::Rewrite(const Expr& root, const std::function<Expr(const Expr&)>& post) {
+  std::unordered_map<const ExprNode*, Expr> memo;
+  std::function<Expr(const Expr&)> visit = [&](const Expr& e) -> Expr {
+    if (!e) return e;
+    auto it = memo.find(e.get());
+    if (it != memo.end()) return it->second;
+    Expr result = e;
+    if (!e->operands.empty()) {
+      std::vector<Expr> ops;
+      bool changed = false;
+      for (const Expr& o : e->operands) {
+        ops.push_back(visit(o));
+        changed |= ops.back() != o;
+      }
+      if (changed) result = Rebuild(e, std::move(ops));
+    }
+    result = post(result);
+    memo.emplace(e.get(), result);
+    return result;
+  };
+  return visit(root);
+}
+
+Expr ExprBuilder::Replace(const Expr& root, const Expr& from, const Expr& to) {
+  return Rewrite(root, [&](const Expr& e) { return e == from ? to : e; });
+}
+
 }  // namespace kiln::te

@@ -4,6 +4,7 @@
 #define KILN_COMPILER_TE_EXPR_BUILDER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <tuple>
@@ -45,6 +46,14 @@ class ExprBuilder {
 
   // Rebuilds `e` with each Var in `from` replaced by the matching Expr in `to`.
   Expr Substitute(const Expr& e, const std::vector<Var>& from, const std::vector<Expr>& to);
+
+  // Rebuilds `root` bottom-up: each node, its operands already rewritten, is
+  // replaced by `post` of it (return the node itself to keep it). Shared
+  // nodes are visited once.
+  Expr Rewrite(const Expr& root, const std::function<Expr(const Expr&)>& post);
+
+  // `root` with every occurrence of the node `from` replaced by `to`.
+  Expr Replace(const Expr& root, const Expr& from, const Expr& to);
 
  private:
   Expr Intern(ExprNode node);
