@@ -335,6 +335,24 @@ TEST_F(ContractionScheduleTest, DepthwiseConvReadsPaddedInputPerChannel) {
   }
 }
 
+// Few output pixels and many channels (ResNet's late convs, smaller): the
+// tile's lanes run over output channels. Batch 2 joins the pixels (98 of
+// them: 14 whole tiles of 7), 40 channels leave a masked tail, and the
+// residual epilogue reads the output's layout across the lanes.
+TEST_F(ContractionScheduleTest, FewPixelConvTilesOverChannelLanes) {
+  ContractionCase conv = MakeConvResidualCase(2, 64, 7, 40, 60);
+  Check(conv.build, conv.x, conv.want, "(channel lanes)");
+}
+
+// Channel lanes with a weight panel (K x NR = 1440 x 48 floats) too big to
+// re-stream from L2 per row tile, so the reduction runs in K blocks. Two
+// 11x11 images have 242 pixels, which no tile height above 2 divides: the
+// last tile of pixel rows rereads the last pixel and stores only real rows.
+TEST_F(ContractionScheduleTest, ChannelLanesInKBlocksWithPixelTail) {
+  ContractionCase conv = MakeConvResidualCase(2, 160, 11, 48, 61);
+  Check(conv.build, conv.x, conv.want, "(channel lanes) (K blocks)", /*tolerance=*/1e-3);
+}
+
 // A 7x7 stride-2 stem (ResNet's shape, smaller): odd window, padding 3, and
 // an input width that is odd in the phase split.
 TEST_F(ContractionScheduleTest, StemConvSevenBySevenStrideTwo) {
