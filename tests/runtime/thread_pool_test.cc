@@ -1,6 +1,7 @@
 #include "runtime/thread_pool.h"
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -33,6 +34,24 @@ TEST(ThreadPoolTest, NestedParallelForRunsInlineWithoutDeadlock) {
     }
   });
   EXPECT_EQ(total.load(), 40);
+}
+
+// The caller owns the first chunks of every job: it claims them before
+// anything else, and a worker reaches them only after its own chunks and the
+// caller's later ones, each held here for milliseconds. So the start of the
+// range stays on the calling thread from one job to the next -- where a
+// consumer loop finds what the producer loop wrote in that core's cache.
+TEST(ThreadPoolTest, CallerRunsTheStartOfEveryRange) {
+  ThreadPool pool(2);
+  const std::thread::id caller = std::this_thread::get_id();
+  for (int job = 0; job < 5; ++job) {
+    std::vector<std::thread::id> ran_on(4);
+    pool.ParallelFor(4, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) ran_on[i] = std::this_thread::get_id();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    });
+    EXPECT_EQ(ran_on[0], caller) << "job " << job;
+  }
 }
 
 // Back-to-back jobs from two callers at once: workers that spin between jobs
