@@ -9,7 +9,23 @@
 
 namespace kiln::runtime {
 
-void Tensor::Free::operator()(void* p) const { std::free(p); }
+namespace {
+constexpr int64_t kPooledBytes = 256 << 10;
+}  // namespace
+
+WorkspacePool& TensorMemoryPool() {
+  // Never destroyed: tensors may outlive other statics.
+  static WorkspacePool* pool = new WorkspacePool(int64_t{1} << 30);
+  return *pool;
+}
+
+void TensorFree::operator()(void* p) const {
+  if (pooled) {
+    TensorMemoryPool().Free(p);
+  } else {
+    std::free(p);
+  }
+}
 
 absl::StatusOr<Tensor> Tensor::Allocate(const TensorType& type) {
   absl::StatusOr<Tensor> t = AllocateUninitialized(type);
@@ -31,11 +47,13 @@ absl::StatusOr<Tensor> Tensor::AllocateUninitialized(const TensorType& type) {
   t.type_ = type;
   t.byte_size_ = bytes;
   const size_t rounded = static_cast<size_t>(std::max<int64_t>(64, (bytes + 63) / 64 * 64));
-  void* p = std::aligned_alloc(64, rounded);
+  const bool pooled = static_cast<int64_t>(rounded) >= kPooledBytes;
+  void* p = pooled ? TensorMemoryPool().Allocate(static_cast<int64_t>(rounded))
+                   : std::aligned_alloc(64, rounded);
   if (p == nullptr) {
     return absl::ResourceExhaustedError(absl::StrCat("out of memory allocating ", bytes, " bytes"));
   }
-  t.data_.reset(p);
+  t.data_ = std::unique_ptr<void, Free>(p, Free{pooled});
   return t;
 }
 

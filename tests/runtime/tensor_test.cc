@@ -25,6 +25,30 @@ TEST(TensorTest, AllocateIsZeroFilledAnd64ByteAligned) {
   EXPECT_EQ(t->type(), (TensorType{DType::kFloat32, {3, 5}}));
 }
 
+// A large tensor's bytes go back to TensorMemoryPool and serve the next
+// large tensor -- dirty, so Allocate still zeroes them; small ones stay with
+// malloc.
+TEST(TensorTest, LargeTensorsReuseFreedBlocks) {
+  const TensorType large{DType::kFloat32, {512, 1024}};  // 2 MB
+  {
+    absl::StatusOr<Tensor> t = Tensor::AllocateUninitialized(large);
+    ASSERT_TRUE(t.ok()) << t.status();
+    std::memset(t->data(), 0x5a, t->byte_size());
+  }
+  const WorkspacePool::Stats before = TensorMemoryPool().stats();
+  absl::StatusOr<Tensor> again = Tensor::Allocate(large);
+  ASSERT_TRUE(again.ok()) << again.status();
+  const WorkspacePool::Stats after = TensorMemoryPool().stats();
+  EXPECT_EQ(after.system_allocations, before.system_allocations);
+  EXPECT_EQ(after.reuses, before.reuses + 1);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(again->data()) % 64, 0u);
+  EXPECT_EQ(again->bytes(), std::string(again->byte_size(), '\0'));
+
+  absl::StatusOr<Tensor> small = Tensor::Allocate({DType::kFloat32, {1000}});
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(TensorMemoryPool().stats().live_bytes, after.live_bytes);
+}
+
 TEST(TensorTest, ByteSizeFollowsDType) {
   EXPECT_EQ(Tensor::Allocate({DType::kInt64, {4}})->byte_size(), 32);
   EXPECT_EQ(Tensor::Allocate({DType::kBool, {4}})->byte_size(), 4);
