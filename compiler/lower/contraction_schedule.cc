@@ -164,11 +164,12 @@ void CollectReduces(const Expr& e, std::unordered_set<const te::ExprNode*>& seen
   for (const Expr& o : e->operands) CollectReduces(o, seen, out);
 }
 
-bool ContainsReduce(const Expr& e) {
+// The outermost reductions of `e` (none inside another), each once.
+std::vector<Expr> ReducesOf(const Expr& e) {
   std::unordered_set<const te::ExprNode*> seen;
   std::vector<Expr> found;
   CollectReduces(e, seen, found);
-  return !found.empty();
+  return found;
 }
 
 int CountLoadsOf(const Expr& e, int buffer) {
@@ -211,7 +212,7 @@ class Scheduler {
     mb_ = CeilDiv(m_, tile_.mr);
     nb_ = CeilDiv(n_, tile_.nr());
     std::vector<Stmt> stages;
-    if (!direct_a_) a_buffer_ = PackOperand(/*is_a=*/true, out, stages);
+    if (!channel_lanes_) a_buffer_ = PackOperand(/*is_a=*/true, out, stages);
     direct_b_ = ReadableInPlace(fb_);
     if (!direct_b_) b_buffer_ = PackOperand(/*is_a=*/false, out, stages);
     stages.push_back(MainLoop(stages));
@@ -227,9 +228,7 @@ class Scheduler {
 
  private:
   bool Analyse() {
-    std::unordered_set<const te::ExprNode*> seen;
-    std::vector<Expr> reduces;
-    CollectReduces(value_, seen, reduces);
+    std::vector<Expr> reduces = ReducesOf(value_);
     if (reduces.size() != 1) return false;
     reduce_ = reduces[0];
     if (reduce_->reduce_op() != te::ReduceOp::kSum || reduce_->type != te::ScalarType::kF32) {
@@ -237,7 +236,7 @@ class Scheduler {
     }
     const Expr& body = reduce_->operands[0];
     if (body->kind != ExprKind::kBinary || body->binary_op() != te::BinaryOp::kMul ||
-        ContainsReduce(body)) {
+        !ReducesOf(body).empty()) {
       return false;
     }
     std::vector<Var> outs;
@@ -416,8 +415,9 @@ class Scheduler {
   struct ChannelLanes {
     Tile tile;
     std::vector<Var> pixels, batch;
-    // The domain narrowing: the padded-row variable and its narrower twin.
-    std::vector<Var> wide, narrow;
+    // The domain narrowing, when there is a store predicate: the padded-row
+    // variable and its narrower twin.
+    Var wide, narrow;
   };
 
   std::optional<ChannelLanes> PlanChannelLanes() {
@@ -440,23 +440,19 @@ class Scheduler {
       auto it = std::find_if(plan.pixels.begin(), plan.pixels.end(),
                              [&](const Var& v) { return v.get() == p->operands[0]->var.get(); });
       if (it == plan.pixels.end()) return std::nullopt;
-      plan.wide.push_back(*it);
-      *it = b_.NewVar((*it)->name, p->operands[1]->int_value);
-      plan.narrow.push_back(*it);
+      plan.wide = *it;
+      plan.narrow = *it = b_.NewVar((*it)->name, p->operands[1]->int_value);
     }
     plan.tile = ChooseTile(Product(plan.pixels), m_, k_, Product(plan.batch), kScatterCycles);
     return plan;
   }
 
   void UseChannelLanes(const ChannelLanes& plan) {
-    if (!plan.wide.empty()) {
-      value_ = b_.Substitute(value_, plan.wide, {b_.Ref(plan.narrow[0])});
-      out_index_ = b_.Substitute(out_index_, plan.wide, {b_.Ref(plan.narrow[0])});
+    if (plan.wide) {
+      value_ = b_.Substitute(value_, {plan.wide}, {b_.Ref(plan.narrow)});
+      out_index_ = b_.Substitute(out_index_, {plan.wide}, {b_.Ref(plan.narrow)});
       store_predicate_ = nullptr;
-      std::unordered_set<const te::ExprNode*> seen;
-      std::vector<Expr> reduces;
-      CollectReduces(value_, seen, reduces);
-      reduce_ = reduces[0];
+      reduce_ = ReducesOf(value_)[0];
     }
     // fa becomes the input (broadcast per pixel), fb the weights (lanes).
     const Expr& body = reduce_->operands[0];
@@ -472,7 +468,6 @@ class Scheduler {
     tile_ = plan.tile;
     row_tiles_ = false;
     channel_lanes_ = true;
-    direct_a_ = true;
   }
 
   // Whether fb can be loaded by the micro-kernel as it is: a plain load whose
@@ -581,7 +576,7 @@ class Scheduler {
     const int nr = tile_.nr();
     if (k_vars_.empty()) return 0;
     int64_t target = kKBlockBytes / (nr * 4);
-    if (direct_a_) {
+    if (channel_lanes_) {
       if (k_ * nr * 4 <= kLanePanelBytes || mb_ < 2) return 0;
       target = kLaneBlockBytes / (nr * 4);
     } else {
@@ -626,9 +621,9 @@ class Scheduler {
     Expr n = b_.Add(b_.Mul(b_.Ref(jb), b_.Int(nr)), v_ref);
     // Read in place, the tail tile's extra rows reread the last one.
     Expr pixel = mb_ * mr == m_ ? m : b_.Min(m, b_.Int(m_ - 1));
-    Expr a = direct_a_ ? b_.Substitute(fa_, m_vars_, Split(pixel, m_vars_))
-                       : b_.Load(a_buffer_, te::ScalarType::kF32,
-                                 {panel_index(a_batch_, ib, mr, b_.Ref(r))});
+    Expr a = channel_lanes_ ? b_.Substitute(fa_, m_vars_, Split(pixel, m_vars_))
+                            : b_.Load(a_buffer_, te::ScalarType::kF32,
+                                      {panel_index(a_batch_, ib, mr, b_.Ref(r))});
     Expr bv = direct_b_
                   ? b_.Substitute(fb_, n_vars_, Split(n, n_vars_))
                   : b_.Load(b_buffer_, te::ScalarType::kF32, {panel_index(b_batch_, jb, nr, v_ref)});
@@ -755,9 +750,8 @@ class Scheduler {
   int a_buffer_ = -1, b_buffer_ = -1;
   bool direct_b_ = false;
   bool row_tiles_ = false;
+  // Also: fa (the input) is read in place, not from packed panels.
   bool channel_lanes_ = false;
-  // fa read in place by the micro-kernel instead of from packed panels.
-  bool direct_a_ = false;
   bool k_blocked_ = false;
 };
 
