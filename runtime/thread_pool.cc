@@ -74,9 +74,9 @@ void ThreadPool::RunClaims(uint32_t generation, int participant) {
   auto try_claim = [&](uint32_t index) {
     uint64_t v = claim_.load(std::memory_order_acquire);
     while (true) {
-      if (static_cast<uint32_t>(v >> 32) != generation) return false;
+      if (static_cast<uint32_t>(v >> 32) != generation) return;
       const uint64_t bit = uint64_t{1} << index;
-      if (v & bit) return false;
+      if (v & bit) return;
       if (claim_.compare_exchange_weak(v, v | bit, std::memory_order_acq_rel)) break;
     }
     // The chunk is ours, so the job cannot end (nor its fields change) before
@@ -86,7 +86,6 @@ void ThreadPool::RunClaims(uint32_t generation, int participant) {
     const int64_t end = extent * (index + 1) / chunks;
     if (begin < end) (*body_.load(std::memory_order_relaxed))(begin, end);
     done_.fetch_add(1, std::memory_order_acq_rel);
-    return true;
   };
   for (uint32_t c = owned_begin(participant); c < owned_begin(participant + 1); ++c) try_claim(c);
   for (int step = 1; step < threads; ++step) {
