@@ -6,7 +6,7 @@
 
 namespace kiln {
 
-inline constexpr char kKilnVersion[] = "0.4.0";
+inline constexpr char kKilnVersion[] = "0.4.1";
 
 }  // namespace kiln
 

@@ -41,13 +41,18 @@
 //
 // B is read in place, unpacked, when its index already steps by one element
 // along N and the tile may overrun the end (see ContractionTarget::
-// slack_buffer). Lowering sets this up for stride-1 conv2d: it copies the
+// conv_input). Lowering sets this up for stride-1 conv2d: it copies the
 // input once into a zero-padded buffer and computes the output over padded
 // rows, so the im2col element for pixel n' = oh * Wp + ow and window offset
 // (c, kh, kw) is padded[c][kh][kw + n'] -- contiguous in n' across rows. The
 // Wp - OW extra columns per row are masked at the store. That replaces a
 // K x N im2col copy per call (as costly as the multiply-adds for 3x3 convs
-// with 64 channels) by a copy of the input.
+// with 64 channels) by a copy of the input. A 1x1 stride-1 conv without
+// padding needs no copy: its input already is the padded buffer, only
+// without slack, so it is read in place where tiles divide N exactly (and by
+// channel lanes, which never overrun), and packed otherwise. The copy had
+// cost mobilenet_v2's pointwise convs a pass over their input, and at two
+// threads a cross-core one (the copy split by channels, the tiles by pixels).
 //
 // Over padded rows the output is not contiguous along n', so a tile's store
 // becomes a scatter through per-lane (oh, ow) digits. Where K is short that
@@ -340,25 +345,34 @@ class Scheduler {
                                   : b_.Ref(lane);
     Expr row = b_.Add(b_.Mul(b_.Ref(block), b_.Int(width)), lane_ref);
     const bool padded = blocks * width != extent;
+    // A contiguous operand is copied with vector loads; past the last row
+    // they would read beyond the buffer, so they are masked there instead of
+    // clamped (a clamp would make them gathers) and the rows filled with zeros.
+    const bool contiguous = ContiguousAlong(f, rows);
     std::vector<Var> from = rows;
-    std::vector<Expr> to = RowDigits(row, rows, blocks * width, extent, stages);
+    std::vector<Expr> to = contiguous ? Split(row, rows)
+                                      : RowDigits(row, rows, blocks * width, extent, stages);
     std::vector<Expr> k_parts = Split(b_.Ref(k), k_vars_);
     from.insert(from.end(), k_vars_.begin(), k_vars_.end());
     to.insert(to.end(), k_parts.begin(), k_parts.end());
     Expr value = b_.Substitute(f, from, to);
-    if (padded) value = b_.Select(b_.Compare(te::CompareOp::kLT, row, b_.Int(extent)), value,
-                                  b_.Float(0));
+    Expr inside = padded ? b_.Compare(te::CompareOp::kLT, row, b_.Int(extent)) : nullptr;
+    if (padded && !contiguous) value = b_.Select(inside, value, b_.Float(0));
     std::vector<Var> loops = batch;
     loops.push_back(block);
     Expr index = b_.Add(b_.Mul(b_.Add(b_.Mul(Flat(loops), b_.Int(k_)), b_.Ref(k)),
                                b_.Int(width)),
                         lane_ref);
+    Stmt store = MakeStore(buffer, index, value);
+    if (padded && contiguous) {
+      store = MakeSeq({MakeStore(buffer, index, b_.Float(0)),
+                       MakeStore(buffer, index, value, inside)});
+    }
     Stmt body;
     if (whole_vectors) {
-      body = MakeFor(lane_block, ForKind::kUnrolled,
-                     MakeFor(lane, ForKind::kVector, MakeStore(buffer, index, value)));
+      body = MakeFor(lane_block, ForKind::kUnrolled, MakeFor(lane, ForKind::kVector, store));
     } else {
-      body = MakeFor(lane, ForKind::kVectorized, MakeStore(buffer, index, value));
+      body = MakeFor(lane, ForKind::kVectorized, store);
     }
     body = MakeFor(k, ForKind::kSerial, body);
     for (size_t i = loops.size(); i-- > 0;) {
@@ -387,7 +401,9 @@ class Scheduler {
   void TryRowTiles() {
     const Var inner = n_vars_.back();
     const Expr& f = fb_;
-    if (f->kind != ExprKind::kLoad || f->buffer != t_.slack_buffer) return;
+    if (f->kind != ExprKind::kLoad || f->buffer != t_.conv_input || !t_.conv_input_has_slack) {
+      return;
+    }
     if (StrideAlong(f->operands[0], inner.get()) != 1) return;
     if (StrideAlong(out_index_, inner.get()) != 1) return;
     const int64_t rows = n_ / inner->extent;
@@ -421,7 +437,7 @@ class Scheduler {
   };
 
   std::optional<ChannelLanes> PlanChannelLanes() {
-    if (t_.slack_buffer < 0 || fb_->kind != ExprKind::kLoad || fb_->buffer != t_.slack_buffer) {
+    if (t_.conv_input < 0 || fb_->kind != ExprKind::kLoad || fb_->buffer != t_.conv_input) {
       return std::nullopt;
     }
     if (fa_->kind != ExprKind::kLoad || t_.constant_of(fa_->buffer) == nullptr) {
@@ -475,10 +491,21 @@ class Scheduler {
   bool ReadableInPlace(const Expr& f) {
     if (f->kind != ExprKind::kLoad) return false;
     const bool exact = nb_ * tile_.nr() == n_;
-    if (f->buffer != t_.slack_buffer && !exact) return false;
+    const bool may_overrun = f->buffer == t_.conv_input && t_.conv_input_has_slack;
+    if (!may_overrun && !exact) return false;
     if (t_.constant_of(f->buffer) != nullptr) return false;  // packing it once is better
     Var probe = b_.NewVar("probe", n_ + tile_.nr());
     Expr index = b_.Substitute(f->operands[0], n_vars_, Split(b_.Ref(probe), n_vars_));
+    return StrideAlong(index, probe.get()) == 1;
+  }
+
+  // Whether `f`'s index steps by one element along `rows` flattened: its
+  // digits then fold back into the flat row, so packing needs no digit tables
+  // (a 1x1 conv's input over its pixels).
+  bool ContiguousAlong(const Expr& f, const std::vector<Var>& rows) {
+    if (f->kind != ExprKind::kLoad || rows.size() <= 1) return false;
+    Var probe = b_.NewVar("probe", Product(rows));
+    Expr index = b_.Substitute(f->operands[0], rows, Split(b_.Ref(probe), rows));
     return StrideAlong(index, probe.get()) == 1;
   }
 

@@ -31,10 +31,15 @@ struct ContractionTarget {
   // a computation domain wider than the output (conv's padded rows) masks
   // the extra columns.
   te::Expr store_predicate;
-  // A buffer with at least 64 + 16 readable elements past the last one the
-  // expression addresses, so the B operand may be read in place, without
-  // packing, even by a tile that hangs over the edge (-1: none).
-  int slack_buffer = -1;
+  // The conv input that the B operand may be read from in place, one row of
+  // pixels per reduction step, without packing (-1: none). It is either a
+  // zero-padded copy lowering made, or, for a 1x1 stride-1 conv without
+  // padding, the input itself.
+  int conv_input = -1;
+  // Whether conv_input has at least 64 + 16 readable elements past the last
+  // one the expression addresses, so even a tile that hangs over the edge
+  // may read it in place (the padded copy has; the input itself has not).
+  bool conv_input_has_slack = false;
   // The bytes behind a parameter buffer when it is a constant, else null.
   std::function<const ConstantData*(int buffer)> constant_of;
 };

@@ -148,6 +148,10 @@ class GroupLowerer {
     Expr group_value = value;
     Stmt padding_stage;
     const Node* conv = InPlaceConv();
+    if (conv != nullptr && IsPointwiseWithoutPadding(conv)) {
+      target.conv_input = ParamOf(conv->inputs[0]);
+      conv = nullptr;  // its input is read as it is: no copy, no padded rows
+    }
     if (conv != nullptr) padding_stage = PadConvInput(conv, fn, target, group_value);
     std::vector<Expr> idx;
     for (const Var& v : target.out_vars) idx.push_back(b_.Ref(v));
@@ -209,6 +213,25 @@ class GroupLowerer {
     return conv;
   }
 
+  // A 1x1, stride-1 conv without padding, whose padded input would be an
+  // exact copy of its input.
+  static bool IsPointwiseWithoutPadding(const Node* conv) {
+    const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv->attrs);
+    const std::vector<int64_t>& ws = conv->inputs[1]->type.shape;
+    const auto zero = [](int64_t p) { return p == 0; };
+    return ws[2] == 1 && ws[3] == 1 && a.strides == std::vector<int64_t>{1, 1} &&
+           std::all_of(a.padding.begin(), a.padding.end(), zero);
+  }
+
+  // The parameter buffer that holds `node`, or -1 when it is computed in
+  // the group.
+  int ParamOf(const Node* node) const {
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (params_[i] == node) return static_cast<int>(i);
+    }
+    return -1;
+  }
+
   // Prepares `conv` for the in-place read (contraction_schedule.cc's design
   // note): a stage copying its input into a zero-padded temporary, and the
   // group's value recomputed over rows as wide as the padded input, with the
@@ -233,7 +256,8 @@ class GroupLowerer {
     fn.buffers.push_back({"padded_input", te::ScalarType::kF32,
                           xs[0] * xs[1] * sy * sx * hq * wq + 64 + ws[3]});
     shapes_.push_back(shape);
-    target.slack_buffer = padded;
+    target.conv_input = padded;
+    target.conv_input_has_slack = true;
 
     const bool parallel = xs[0] * xs[1] * hp * wp >= kParallelWorkThreshold;
     Stmt fill = FillPhases(conv, padded, shape, parallel);
@@ -282,7 +306,7 @@ class GroupLowerer {
     const std::vector<int64_t>& xs = conv->inputs[0]->type.shape;
     const std::vector<int64_t>& ws = conv->inputs[1]->type.shape;
     if (a.groups != xs[1] || ws[1] != 1 || conv->type.shape[1] != xs[1]) return std::nullopt;
-    const int padded = target.slack_buffer;
+    const int padded = target.conv_input;
     const std::vector<int64_t>& shape = shapes_[padded];
     const int64_t plane = shape[2] * shape[3] * shape[4] * shape[5];
     const int64_t slack = fn.buffers[padded].num_elements - xs[0] * xs[1] * plane;

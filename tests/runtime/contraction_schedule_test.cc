@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "compiler/compile.h"
 #include "gmock/gmock.h"
@@ -293,16 +294,48 @@ TEST_F(ContractionScheduleTest, StrideThreeConvFillsPhasesAtEverySize) {
   }
 }
 
-TEST_F(ContractionScheduleTest, PointwiseConvWithoutPadding) {
-  const int64_t c = 16, h = 10, o = 24;
-  auto x = Pseudorandom(c * h * h, 15), w = Pseudorandom(o * c, 16);
-  auto build = [&] {
-    Graph g;
-    Node* in = g.AddInput("x", {DType::kFloat32, {1, c, h, h}});
-    g.AddOutput(AddConv(g, in, w, {o, c, 1, 1}, {}, 1, 0));
-    return g;
+// The names of the temporaries of the program's first kernel.
+std::vector<std::string> TempsOf(Graph graph) {
+  auto program = CompileGraph(std::move(graph), {});
+  EXPECT_TRUE(program.ok()) << program.status();
+  std::vector<std::string> names;
+  if (!program.ok() || program->kernels.empty()) return names;
+  const lower::LoopFunction& fn = program->kernels[0].function;
+  for (size_t i = fn.num_params; i < fn.buffers.size(); ++i) names.push_back(fn.buffers[i].name);
+  return names;
+}
+
+// A 1x1 stride-1 conv without padding reads its input as it is, with no
+// padded copy. The cases: pixels that whole tiles cover (read in place),
+// pixels that leave a tail in the last tile (packed per call, with masked
+// loads past the input's end), and few pixels with many channels (channel
+// lanes broadcasting from the input), each at batch 1 and 2.
+TEST_F(ContractionScheduleTest, PointwiseConvReadsItsInputWithoutACopy) {
+  struct Case {
+    int64_t c, h, o;
+    std::string schedule;
+    bool packs_input;
   };
-  Check(build, x, kiln::testing::RefConv2DStrided(x, w, {}, 1, c, h, h, o, 1, 1, 1, 0));
+  for (const Case& k : {Case{16, 16, 24, "gemm", false}, Case{16, 10, 24, "gemm", true},
+                        Case{160, 7, 96, "(channel lanes)", false}}) {
+    for (int64_t n : {1, 2}) {
+      auto x = Pseudorandom(n * k.c * k.h * k.h, 15), w = Pseudorandom(k.o * k.c, 16);
+      auto bias = Pseudorandom(k.o, 17);
+      auto build = [&] {
+        Graph g;
+        Node* in = g.AddInput("x", {DType::kFloat32, {n, k.c, k.h, k.h}});
+        g.AddOutput(Op(g, "relu", {AddConv(g, in, w, {k.o, k.c, 1, 1}, bias, 1, 0)}));
+        return g;
+      };
+      SCOPED_TRACE(absl::StrCat("c=", k.c, " h=", k.h, " o=", k.o, " n=", n));
+      const std::vector<std::string> temps = TempsOf(build());
+      EXPECT_THAT(temps, Not(::testing::Contains("padded_input")));
+      EXPECT_EQ(absl::c_linear_search(temps, "b_panel"), k.packs_input);
+      Check(build, x,
+            Relu(kiln::testing::RefConv2DStrided(x, w, bias, n, k.c, k.h, k.h, k.o, 1, 1, 1, 0)),
+            k.schedule);
+    }
+  }
 }
 
 // Depthwise (groups = channels): each output channel is a batch of its own
