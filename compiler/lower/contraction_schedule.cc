@@ -732,8 +732,17 @@ class Scheduler {
       // order: the pool's contiguous chunks then balance to a tile, where
       // sharing out column blocks alone left threads idle when there are few
       // (resnet18's 256-channel 3x3 convs: 5 blocks for 2 threads).
+      // With channel lanes the row blocks are pixels: split into parts
+      // outside the column blocks, a thread's tiles cover the pixels (and
+      // images) that its share of the producer wrote, as flat tiles do.
+      const int64_t parts = PixelParts();
+      const int64_t per_part = mb_ / parts;
       Var t = b_.NewVar("tile", nb_ * mb_);
-      Expr jb_of = b_.Div(b_.Ref(t), b_.Int(mb_)), ib_of = b_.Mod(b_.Ref(t), b_.Int(mb_));
+      Expr part = b_.Div(b_.Ref(t), b_.Int(nb_ * per_part));
+      Expr rest = parts == 1 ? b_.Ref(t) : b_.Mod(b_.Ref(t), b_.Int(nb_ * per_part));
+      Expr jb_of = b_.Div(rest, b_.Int(per_part));
+      Expr ib_of = b_.Mod(rest, b_.Int(per_part));
+      if (parts > 1) ib_of = b_.Add(b_.Mul(part, b_.Int(per_part)), ib_of);
       return MakeFor(t, ForKind::kParallel,
                      MapExprs(MakeSeq(std::move(tile)), [&](const Expr& e) {
                        return e ? b_.Substitute(e, {jb, ib}, {jb_of, ib_of}) : e;
@@ -750,6 +759,14 @@ class Scheduler {
       body = MarkFirstParallel(body, kc.get(), placed);
     }
     return body;
+  }
+
+  int64_t PixelParts() const {
+    if (!channel_lanes_) return 1;
+    for (int64_t parts : {4, 2}) {
+      if (mb_ % parts == 0 && mb_ / parts >= 2) return parts;
+    }
+    return 1;
   }
 
   // `s` with the outermost loop of extent > 1 made parallel, looking no
