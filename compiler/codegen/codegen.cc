@@ -80,8 +80,8 @@ void Optimize(llvm::Module& module, llvm::TargetMachine& tm, int opt_level) {
   tuning.SLPVectorization = opt_level >= 2;
   tuning.LoopUnrolling = opt_level >= 2;
   llvm::PassBuilder pb(&tm, tuning);
-  // glibc's libmvec gives the vectoriser vector expf/logf (registered first, so
-  // it wins over the default TargetLibraryInfo).
+  // glibc's libmvec gives the vectoriser vector logf (registered first, so it
+  // wins over the default TargetLibraryInfo); exp is emitted inline.
   llvm::TargetLibraryInfoImpl tlii(tm.getTargetTriple());
   tlii.addVectorizableFunctionsFromVecLib(llvm::TargetLibraryInfoImpl::LIBMVEC_X86,
                                           tm.getTargetTriple());

@@ -661,8 +661,7 @@ class Emitter {
     if (e->type == ScalarType::kF32) {
       switch (e->unary_op()) {
         case UnaryOp::kNeg: return b_.CreateFNeg(a);
-        case UnaryOp::kExp:
-          return EmitExp(a);
+        case UnaryOp::kExp: return EmitExp(a);
         case UnaryOp::kLog: return CallIntrinsic(llvm::Intrinsic::log, {a});
         case UnaryOp::kSqrt: return CallIntrinsic(llvm::Intrinsic::sqrt, {a});
         case UnaryOp::kAbs: return CallIntrinsic(llvm::Intrinsic::fabs, {a});
@@ -685,8 +684,9 @@ class Emitter {
   }
 
   // expf inline, for a float or a vector of them at any width. libmvec's
-  // vector expf is 8 lanes wide and a call: softmax's exponentials took
-  // about 1.7 cycles each. Here: exp(x) = 2^n * exp(r), n = rint(x / ln 2),
+  // vector expf is 8 lanes wide and a call: the transformer's softmax
+  // kernels (two exponentials per element) took 0.052-0.073 ms, inline
+  // 0.033. Here: exp(x) = 2^n * exp(r), n = rint(x / ln 2),
   // r = x - n ln 2 (ln 2 in two parts, so r is exact to float precision),
   // exp(r) by the degree-7 polynomial of Cephes' expf (about 1 ulp), and
   // 2^n applied in two halves so that neither overflows before the product:

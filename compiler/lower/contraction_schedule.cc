@@ -387,9 +387,7 @@ class Scheduler {
   // the output is not contiguous along N (conv computed over padded rows).
   bool FlatStoreScatters() {
     if (n_vars_.size() <= 1) return false;
-    Var probe = b_.NewVar("probe", n_);
-    Expr index = b_.Substitute(out_index_, n_vars_, Split(b_.Ref(probe), n_vars_));
-    return StrideAlong(index, probe.get()) != 1;
+    return !StepsByOne(out_index_, n_vars_, n_);
   }
 
   // Row tiles: N is only the innermost N variable and the outer ones become
@@ -494,9 +492,7 @@ class Scheduler {
     const bool may_overrun = f->buffer == t_.conv_input && t_.conv_input_has_slack;
     if (!may_overrun && !exact) return false;
     if (t_.constant_of(f->buffer) != nullptr) return false;  // packing it once is better
-    Var probe = b_.NewVar("probe", n_ + tile_.nr());
-    Expr index = b_.Substitute(f->operands[0], n_vars_, Split(b_.Ref(probe), n_vars_));
-    return StrideAlong(index, probe.get()) == 1;
+    return StepsByOne(f->operands[0], n_vars_, n_ + tile_.nr());
   }
 
   // Whether `f`'s index steps by one element along `rows` flattened: its
@@ -504,9 +500,15 @@ class Scheduler {
   // (a 1x1 conv's input over its pixels).
   bool ContiguousAlong(const Expr& f, const std::vector<Var>& rows) {
     if (f->kind != ExprKind::kLoad || rows.size() <= 1) return false;
-    Var probe = b_.NewVar("probe", Product(rows));
-    Expr index = b_.Substitute(f->operands[0], rows, Split(b_.Ref(probe), rows));
-    return StrideAlong(index, probe.get()) == 1;
+    return StepsByOne(f->operands[0], rows, Product(rows));
+  }
+
+  // Whether `index` steps by one element as `vars`, flattened, step by one
+  // (a probe over `extent` values stands for the flat position).
+  bool StepsByOne(const Expr& index, const std::vector<Var>& vars, int64_t extent) {
+    Var probe = b_.NewVar("probe", extent);
+    Expr at = b_.Substitute(index, vars, Split(b_.Ref(probe), vars));
+    return StrideAlong(at, probe.get()) == 1;
   }
 
   // The per-variable digits of `row` (a flat index over `rows`, up to
@@ -735,14 +737,13 @@ class Scheduler {
       // With channel lanes the row blocks are pixels: split into parts
       // outside the column blocks, a thread's tiles cover the pixels (and
       // images) that its share of the producer wrote, as flat tiles do.
-      const int64_t parts = PixelParts();
-      const int64_t per_part = mb_ / parts;
+      // (With one part, the index simplifier folds the part away.)
+      const int64_t per_part = mb_ / PixelParts();
       Var t = b_.NewVar("tile", nb_ * mb_);
       Expr part = b_.Div(b_.Ref(t), b_.Int(nb_ * per_part));
-      Expr rest = parts == 1 ? b_.Ref(t) : b_.Mod(b_.Ref(t), b_.Int(nb_ * per_part));
+      Expr rest = b_.Mod(b_.Ref(t), b_.Int(nb_ * per_part));
       Expr jb_of = b_.Div(rest, b_.Int(per_part));
-      Expr ib_of = b_.Mod(rest, b_.Int(per_part));
-      if (parts > 1) ib_of = b_.Add(b_.Mul(part, b_.Int(per_part)), ib_of);
+      Expr ib_of = b_.Add(b_.Mul(part, b_.Int(per_part)), b_.Mod(rest, b_.Int(per_part)));
       return MakeFor(t, ForKind::kParallel,
                      MapExprs(MakeSeq(std::move(tile)), [&](const Expr& e) {
                        return e ? b_.Substitute(e, {jb, ib}, {jb_of, ib_of}) : e;
@@ -761,6 +762,10 @@ class Scheduler {
     return body;
   }
 
+  // How many parts the flat tile loop splits the row blocks into: with
+  // channel lanes, enough for a thread's tiles to keep to its pixels at 2 or
+  // 4 threads, each part at least 2 tiles; otherwise 1 (the column blocks
+  // are the pixels already).
   int64_t PixelParts() const {
     if (!channel_lanes_) return 1;
     for (int64_t parts : {4, 2}) {

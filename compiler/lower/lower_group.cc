@@ -149,10 +149,12 @@ class GroupLowerer {
     Stmt padding_stage;
     const Node* conv = InPlaceConv();
     if (conv != nullptr && IsPointwiseWithoutPadding(conv)) {
-      target.conv_input = ParamOf(conv->inputs[0]);
-      conv = nullptr;  // its input is read as it is: no copy, no padded rows
+      // Its input is read as it is: no copy, no padded rows.
+      auto param = param_index_.find(conv->inputs[0]);
+      if (param != param_index_.end()) target.conv_input = param->second;
+    } else if (conv != nullptr) {
+      padding_stage = PadConvInput(conv, fn, target, group_value);
     }
-    if (conv != nullptr) padding_stage = PadConvInput(conv, fn, target, group_value);
     std::vector<Expr> idx;
     for (const Var& v : target.out_vars) idx.push_back(b_.Ref(v));
     target.out_index = FlatIndex(shapes_[fn.num_params - 1], idx);
@@ -221,15 +223,6 @@ class GroupLowerer {
     const auto zero = [](int64_t p) { return p == 0; };
     return ws[2] == 1 && ws[3] == 1 && a.strides == std::vector<int64_t>{1, 1} &&
            std::all_of(a.padding.begin(), a.padding.end(), zero);
-  }
-
-  // The parameter buffer that holds `node`, or -1 when it is computed in
-  // the group.
-  int ParamOf(const Node* node) const {
-    for (size_t i = 0; i < params_.size(); ++i) {
-      if (params_[i] == node) return static_cast<int>(i);
-    }
-    return -1;
   }
 
   // Prepares `conv` for the in-place read (contraction_schedule.cc's design
