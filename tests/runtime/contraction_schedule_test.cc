@@ -33,12 +33,22 @@ class ContractionScheduleTest : public ::testing::Test {
     manager_ = *std::move(m);
   }
 
-  // The schedule of the program's first kernel.
-  static std::string ScheduleOf(Graph graph) {
+  // The program's first kernel, or an empty one when compiling fails.
+  static KernelSpec FirstKernelOf(Graph graph) {
     auto program = CompileGraph(std::move(graph), {});
     EXPECT_TRUE(program.ok()) << program.status();
-    if (!program.ok() || program->kernels.empty()) return "";
-    return program->kernels[0].schedule;
+    if (!program.ok() || program->kernels.empty()) return {};
+    return program->kernels[0];
+  }
+
+  static std::string ScheduleOf(Graph graph) { return FirstKernelOf(std::move(graph)).schedule; }
+
+  // The names of the first kernel's temporaries.
+  static std::vector<std::string> TempsOf(Graph graph) {
+    const lower::LoopFunction fn = FirstKernelOf(std::move(graph)).function;
+    std::vector<std::string> names;
+    for (size_t i = fn.num_params; i < fn.buffers.size(); ++i) names.push_back(fn.buffers[i].name);
+    return names;
   }
 
   std::vector<float> Run(Graph graph, const std::vector<float>& x) {
@@ -292,17 +302,6 @@ TEST_F(ContractionScheduleTest, StrideThreeConvFillsPhasesAtEverySize) {
     SCOPED_TRACE(wd);
     Check(build, x, kiln::testing::RefConv2DStrided(x, w, {}, 1, c, h, wd, o, 3, 3, 3, 2));
   }
-}
-
-// The names of the temporaries of the program's first kernel.
-std::vector<std::string> TempsOf(Graph graph) {
-  auto program = CompileGraph(std::move(graph), {});
-  EXPECT_TRUE(program.ok()) << program.status();
-  std::vector<std::string> names;
-  if (!program.ok() || program->kernels.empty()) return names;
-  const lower::LoopFunction& fn = program->kernels[0].function;
-  for (size_t i = fn.num_params; i < fn.buffers.size(); ++i) names.push_back(fn.buffers[i].name);
-  return names;
 }
 
 // A 1x1 stride-1 conv without padding reads its input as it is, with no
