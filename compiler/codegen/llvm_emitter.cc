@@ -23,14 +23,15 @@
 #include "compiler/codegen/llvm_emitter.h"
 
 #include <functional>
-#include <optional>
 #include <limits>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "compiler/lower/linear_form.h"
+#include "compiler/lower/reassociate_index.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Intrinsics.h"
 #include "llvm/IR/MDBuilder.h"
@@ -830,7 +831,10 @@ absl::StatusOr<std::unique_ptr<llvm::Module>> EmitModule(const lower::LoopFuncti
   auto module = std::make_unique<llvm::Module>(fn.name, context);
   module->setTargetTriple(target.getTargetTriple().str());
   module->setDataLayout(target.createDataLayout());
-  Emitter emitter(fn, context, *module);
+  // Indices regrouped so LLVM hoists what outer loops alone change.
+  lower::LoopFunction regrouped = fn;
+  regrouped.body = lower::ReassociateIndices(fn.body);
+  Emitter emitter(regrouped, context, *module);
   absl::Status st = emitter.Emit();
   if (!st.ok()) return st;
   return module;
