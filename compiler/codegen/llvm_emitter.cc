@@ -30,6 +30,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "compiler/codegen/transpose_rows.h"
 #include "compiler/lower/linear_form.h"
 #include "compiler/lower/reassociate_index.h"
 #include "llvm/IR/IRBuilder.h"
@@ -255,7 +256,12 @@ class Emitter {
           return absl::InternalError("a loop inside a vector loop cannot be emitted");
         }
         if (s->for_kind == ForKind::kParallel) return EmitParallelFor(s);
-        if (s->for_kind == ForKind::kUnrolled) return EmitUnrolled(s);
+        if (s->for_kind == ForKind::kUnrolled) {
+          if (std::optional<TransposedStore> t = MatchTransposedStore(s)) {
+            return EmitTransposedStore(*t);
+          }
+          return EmitUnrolled(s);
+        }
         if (s->for_kind == ForKind::kVector) return EmitVectorFor(s);
         return EmitLoop(s->var.get(), b_.getInt64(0), b_.getInt64(s->var->extent),
                         IsRegisterTile(s->children[0]) ? kNoUnroll : s->for_kind,
@@ -275,6 +281,177 @@ class Emitter {
       if (!st.ok()) return st;
     }
     vars_.erase(var);
+    return absl::OkStatus();
+  }
+
+  // A register tile stored with its rows (an unrolled loop) one element
+  // apart and its lanes `stride` apart: the NCHW store of a channel-lanes
+  // conv tile (rows are pixels, lanes channels), optionally split in several
+  // vector blocks (an unrolled loop between rows and lanes). Emitted as a
+  // transpose and one masked store per lane (transpose_rows.h) instead of a
+  // scatter per row. The predicate's conjuncts must each depend on the rows
+  // or on the lanes, not both: they become the stores' row and lane masks.
+  struct TransposedStore {
+    const te::VarNode* row = nullptr;
+    const te::VarNode* block = nullptr;  // null when the lanes are one block
+    const te::VarNode* lane = nullptr;
+    const lower::StmtNode* store = nullptr;
+    int64_t stride = 0;
+    std::vector<Expr> outer, row_conds, lane_conds;  // by what they depend on
+  };
+
+  static bool LoadsFrom(const Expr& e, int buffer) {
+    if (e->kind == ExprKind::kLoad && e->buffer == buffer) return true;
+    for (const Expr& o : e->operands) {
+      if (LoadsFrom(o, buffer)) return true;
+    }
+    return false;
+  }
+
+  std::optional<TransposedStore> MatchTransposedStore(const Stmt& rows) {
+    TransposedStore t;
+    t.row = rows->var.get();
+    if (t.row->extent < 2 || t.row->extent > kTransposeRows) return std::nullopt;
+    const lower::StmtNode* s = rows->children[0].get();
+    if (s->kind == StmtKind::kFor && s->for_kind == ForKind::kUnrolled) {
+      t.block = s->var.get();
+      s = s->children[0].get();
+    }
+    if (s->kind != StmtKind::kFor || s->for_kind != ForKind::kVector ||
+        s->var->extent != kTransposeLanes) {
+      return std::nullopt;
+    }
+    t.lane = s->var.get();
+    t.store = s->children[0].get();
+    if (t.store->kind != StmtKind::kStore ||
+        fn_.buffers[t.store->buffer].type != ScalarType::kF32 ||
+        LoadsFrom(t.store->value, t.store->buffer)) {
+      return std::nullopt;
+    }
+    const std::optional<int64_t> along_lanes = lower::StrideAlong(t.store->index, t.lane);
+    if (!along_lanes || *along_lanes == 1 || *along_lanes == 0 ||
+        lower::StrideAlong(t.store->index, t.row) != 1) {
+      return std::nullopt;
+    }
+    t.stride = *along_lanes;
+    if (t.store->predicate) {
+      std::vector<Expr> all;
+      Conjuncts(t.store->predicate, all);
+      for (const Expr& c : all) {
+        const bool by_row = lower::DependsOn(c, t.row);
+        const bool by_lane = lower::DependsOn(c, t.lane);
+        if (by_row && by_lane) return std::nullopt;
+        (by_row ? t.row_conds : by_lane ? t.lane_conds : t.outer).push_back(c);
+      }
+    }
+    return t;
+  }
+
+  llvm::Value* AllOf(const std::vector<Expr>& conds, bool vector) {
+    llvm::Value* all = nullptr;
+    for (const Expr& c : conds) {
+      llvm::Value* v = vector ? EmitV(c) : EmitExpr(c);
+      all = all ? b_.CreateAnd(all, v) : v;
+    }
+    return all;
+  }
+
+  absl::Status EmitTransposedStore(const TransposedStore& t) {
+    const int64_t blocks = t.block ? t.block->extent : 1;
+    const llvm::Align align(4);
+    llvm::Type* f32 = b_.getFloatTy();
+    llvm::Type* row_type = llvm::FixedVectorType::get(f32, kTransposeLanes);
+    for (int64_t block = 0; block < blocks; ++block) {
+      if (t.block) vars_[t.block] = b_.getInt64(block);
+      scopes_.emplace_back();
+      llvm::BasicBlock* done = nullptr;
+      if (llvm::Value* cond = AllOf(t.outer, false)) {
+        llvm::BasicBlock* then = llvm::BasicBlock::Create(ctx_, "tile.store", func_);
+        done = llvm::BasicBlock::Create(ctx_, "tile.done", func_);
+        b_.CreateCondBr(cond, then, done);
+        b_.SetInsertPoint(then);
+        scopes_.emplace_back();
+      }
+      // Each row's value, computed only where its row conditions hold (its
+      // loads may lie past the buffer otherwise), under the lane mask.
+      lane_var_ = t.lane;
+      lanes_ = kTransposeLanes;
+      depends_.clear();
+      vmemo_.clear();
+      scopes_.emplace_back();
+      llvm::Value* lane_mask = AllOf(t.lane_conds, true);
+      std::vector<llvm::Value*> rows;
+      std::vector<llvm::Value*> row_ok;
+      for (int64_t r = 0; r < t.row->extent; ++r) {
+        vars_[t.row] = b_.getInt64(r);
+        scopes_.emplace_back();
+        vmemo_.clear();
+        llvm::Value* ok = AllOf(t.row_conds, false);
+        llvm::BasicBlock* before = b_.GetInsertBlock();
+        llvm::BasicBlock* join = nullptr;
+        if (ok != nullptr) {
+          llvm::BasicBlock* then = llvm::BasicBlock::Create(ctx_, "tile.row", func_);
+          join = llvm::BasicBlock::Create(ctx_, "tile.row.end", func_);
+          b_.CreateCondBr(ok, then, join);
+          b_.SetInsertPoint(then);
+          scopes_.emplace_back();
+        }
+        mask_ = lane_mask;
+        llvm::Value* value = Splat(EmitV(t.store->value));
+        mask_ = nullptr;
+        if (join != nullptr) {
+          scopes_.pop_back();
+          vmemo_.clear();
+          llvm::BasicBlock* computed = b_.GetInsertBlock();
+          b_.CreateBr(join);
+          b_.SetInsertPoint(join);
+          llvm::PHINode* phi = b_.CreatePHI(row_type, 2);
+          phi->addIncoming(value, computed);
+          phi->addIncoming(llvm::Constant::getNullValue(row_type), before);
+          value = phi;
+        }
+        rows.push_back(value);
+        row_ok.push_back(ok ? ok : b_.getTrue());
+        scopes_.pop_back();
+      }
+      vmemo_.clear();
+      depends_.clear();
+      scopes_.pop_back();
+      lane_var_ = nullptr;
+
+      std::vector<llvm::Value*> columns = TransposeRows(b_, rows);
+      llvm::Value* rows_mask =
+          llvm::Constant::getNullValue(llvm::FixedVectorType::get(b_.getInt1Ty(), kTransposeRows));
+      for (size_t r = 0; r < row_ok.size(); ++r) {
+        rows_mask = b_.CreateInsertElement(rows_mask, row_ok[r], b_.getInt64(r));
+      }
+      // Lane l's column starts at the index of row 0, lane 0, plus l strides.
+      vars_[t.row] = b_.getInt64(0);
+      vars_[t.lane] = b_.getInt64(0);
+      scopes_.emplace_back();
+      llvm::Value* base = EmitExpr(t.store->index);
+      scopes_.pop_back();
+      vars_.erase(t.lane);
+      vars_.erase(t.row);
+      for (int l = 0; l < kTransposeLanes; ++l) {
+        llvm::Value* index = b_.CreateAdd(base, b_.getInt64(l * t.stride));
+        llvm::Value* addr = b_.CreateGEP(f32, buffers_[t.store->buffer],
+                                         index);  // masked lanes may point past the end
+        llvm::Value* mask = rows_mask;
+        if (lane_mask != nullptr) {
+          llvm::Value* lane_ok = b_.CreateExtractElement(lane_mask, b_.getInt64(l));
+          mask = b_.CreateAnd(mask, b_.CreateVectorSplat(kTransposeRows, lane_ok));
+        }
+        b_.CreateMaskedStore(columns[l], addr, align, mask);
+      }
+      if (done != nullptr) {
+        scopes_.pop_back();
+        b_.CreateBr(done);
+        b_.SetInsertPoint(done);
+      }
+      scopes_.pop_back();
+    }
+    if (t.block) vars_.erase(t.block);
     return absl::OkStatus();
   }
 

@@ -236,5 +236,67 @@ TEST_F(CodegenTest, VectorizedLoopUses512BitVectorsOnAvx512) {
   EXPECT_THAT(*ir, ::testing::HasSubstr("<16 x float>"));
 }
 
+// A channel-lanes conv's store: a tile of 6 rows (pixels) x 2 blocks of 16
+// lanes (channels), each lane a plane of `pixels` apart in the output. 27
+// pixels leave the last tile 3 rows short and 29 channels the second block
+// 3 lanes short; their values would read past `in` and `bias`, and their
+// stores would land past `out`, whose guard elements must stay untouched.
+// The store happens only when kc == 0, a condition on neither rows nor
+// lanes. Codegen emits it as a transpose and masked stores, not scatters.
+TEST_F(CodegenTest, StridedTileStoreMatchesLoopWithoutScatters) {
+  const int64_t pixels = 27, channels = 29, width = 32, guard = 64;
+  const int64_t tiles = (pixels + 5) / 6;
+  LoopFunction fn;
+  fn.name = "tile_store";
+  fn.buffers = {{"in", ScalarType::kF32, pixels * width},
+                {"bias", ScalarType::kF32, channels},
+                {"out", ScalarType::kF32, channels * pixels}};
+  fn.num_params = 3;
+  te::Var kc = b_.NewVar("kc", 2), ib = b_.NewVar("ib", tiles), r = b_.NewVar("r", 6),
+          vv = b_.NewVar("vv", 2), v = b_.NewVar("v", 16);
+  Expr pixel = b_.Add(b_.Mul(b_.Ref(ib), b_.Int(6)), b_.Ref(r));
+  Expr channel = b_.Add(b_.Mul(b_.Ref(vv), b_.Int(16)), b_.Ref(v));
+  Expr value = b_.Add(
+      b_.Add(b_.Mul(b_.Load(0, ScalarType::kF32, {b_.Add(b_.Mul(pixel, b_.Int(width)), channel)}),
+                    b_.Float(2)),
+             b_.Load(1, ScalarType::kF32, {channel})),
+      b_.Mul(b_.Cast(ScalarType::kF32, b_.Ref(kc)), b_.Float(100)));
+  Expr predicate =
+      b_.Binary(te::BinaryOp::kAnd,
+                b_.Binary(te::BinaryOp::kAnd, b_.Compare(te::CompareOp::kLT, pixel, b_.Int(pixels)),
+                          b_.Compare(te::CompareOp::kLT, channel, b_.Int(channels))),
+                b_.Compare(te::CompareOp::kEQ, b_.Ref(kc), b_.Int(0)));
+  Expr out_index = b_.Add(b_.Mul(channel, b_.Int(pixels)), pixel);
+  fn.body = lower::MakeFor(
+      kc, ForKind::kSerial,
+      lower::MakeFor(
+          ib, ForKind::kSerial,
+          lower::MakeFor(
+              r, ForKind::kUnrolled,
+              lower::MakeFor(vv, ForKind::kUnrolled,
+                             lower::MakeFor(v, ForKind::kVector,
+                                            lower::MakeStore(2, out_index, value, predicate))))));
+  auto ir = codegen::EmitOptimizedIR(fn, codegen::CodegenOptions{});
+  ASSERT_TRUE(ir.ok()) << ir.status();
+  EXPECT_THAT(*ir, ::testing::Not(::testing::HasSubstr("scatter")));
+  EXPECT_THAT(*ir, ::testing::HasSubstr("masked.store"));
+
+  auto kernel = Build(fn);
+  ASSERT_NE(kernel, nullptr);
+  std::vector<float> in(pixels * width), bias(channels);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i % 97) * 0.25f - 7;
+  for (int64_t c = 0; c < channels; ++c) bias[c] = 1000.0f * (c + 1);
+  const float sentinel = -12345;
+  std::vector<float> out(channels * pixels + guard, sentinel);
+  void* args[] = {in.data(), bias.data(), out.data()};
+  kernel->fn()(args);
+  for (int64_t c = 0; c < channels; ++c) {
+    for (int64_t p = 0; p < pixels; ++p) {
+      ASSERT_EQ(out[c * pixels + p], in[p * width + c] * 2 + bias[c]) << c << " " << p;
+    }
+  }
+  for (int64_t g = 0; g < guard; ++g) ASSERT_EQ(out[channels * pixels + g], sentinel) << g;
+}
+
 }  // namespace
 }  // namespace kiln
