@@ -121,6 +121,11 @@ constexpr int64_t kKBlockApBytes = int64_t{8} << 20;
 constexpr int64_t kKBlockBytes = 24 << 10;
 constexpr int64_t kMaxPartialBytes = int64_t{64} << 20;
 constexpr double kScatterCycles = 24;
+// A channel-lanes tile's store, per output vector: codegen transposes the
+// tile in registers and stores each channel's pixels with one masked store
+// (transpose_rows.h), about 24 shuffles and 16 stores per 16 channels of
+// up to 8 pixels.
+constexpr double kTransposedStoreCycles = 3;
 // Channel lanes (KBlockSpan): the weight panel size from which K blocks pay,
 // and the block of it one K block keeps in L2 for all the row tiles.
 constexpr int64_t kLanePanelBytes = 256 << 10;
@@ -457,7 +462,8 @@ class Scheduler {
       plan.wide = *it;
       plan.narrow = *it = b_.NewVar((*it)->name, p->operands[1]->int_value);
     }
-    plan.tile = ChooseTile(Product(plan.pixels), m_, k_, Product(plan.batch), kScatterCycles);
+    plan.tile =
+        ChooseTile(Product(plan.pixels), m_, k_, Product(plan.batch), kTransposedStoreCycles);
     return plan;
   }
 
