@@ -612,6 +612,8 @@ class Emitter {
           } else {
             v = b_.CreateAlignedLoad(VectorOf(mem), addr, align);
           }
+        } else if (stride && *stride >= 2 && *stride <= 4) {
+          v = EmitStridedLoad(e, *stride);
         } else {
           llvm::Value* addrs =
               b_.CreateInBoundsGEP(mem, buffers_[e->buffer], Splat(EmitV(e->operands[0])));
@@ -713,6 +715,31 @@ class Emitter {
         llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, b_.getInt64Ty()}, false));
     b_.CreateCall(parallel_for, {body, closure, b_.getInt64(s->var->extent)});
     return absl::OkStatus();
+  }
+
+  // A load whose index steps by 2 to 4 elements along the lanes: one
+  // contiguous load of stride x lanes elements, of which a shuffle keeps
+  // every stride-th, instead of a gather (a stride-2 pool's window columns,
+  // which LLVM's vectoriser left as gathers). Only the kept elements of
+  // active lanes are loaded, so nothing is read that the gather would not.
+  llvm::Value* EmitStridedLoad(const Expr& e, int64_t stride) {
+    llvm::Type* mem = MemoryType(e->type);
+    const unsigned wide = lanes_ * static_cast<unsigned>(stride);
+    std::vector<int> keep(lanes_), spread(wide);
+    std::vector<llvm::Constant*> first_of_each;
+    for (unsigned i = 0; i < lanes_; ++i) keep[i] = static_cast<int>(i * stride);
+    for (unsigned j = 0; j < wide; ++j) {
+      spread[j] = static_cast<int>(j / stride);
+      first_of_each.push_back(b_.getInt1(j % stride == 0));
+    }
+    llvm::Value* wide_mask = llvm::ConstantVector::get(first_of_each);
+    if (mask_ != nullptr)
+      wide_mask = b_.CreateAnd(b_.CreateShuffleVector(mask_, spread), wide_mask);
+    // Lane 0 may be masked off and its element outside the buffer.
+    llvm::Value* addr = b_.CreateGEP(mem, buffers_[e->buffer], ScalarAtLaneZero(e->operands[0]));
+    llvm::Value* loaded = b_.CreateMaskedLoad(llvm::FixedVectorType::get(mem, wide), addr,
+                                              llvm::Align(ElementBytes(e->type)), wide_mask);
+    return b_.CreateShuffleVector(loaded, keep);
   }
 
   llvm::Value* Lookup(const te::ExprNode* e) {

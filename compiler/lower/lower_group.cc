@@ -33,16 +33,16 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
-#include <variant>
 #include <unordered_map>
 #include <unordered_set>
+#include <variant>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -50,6 +50,7 @@
 #include "compiler/lower/contraction_schedule.h"
 #include "compiler/lower/loop_partition.h"
 #include "compiler/lower/simplify_index.h"
+#include "compiler/lower/strided_vector_loops.h"
 #include "compiler/te/compute_context.h"
 #include "compiler/te/expr_builder.h"
 
@@ -129,7 +130,8 @@ class GroupLowerer {
                                 Flatten(temps_[t].value), fn.buffers));
     }
     stages.push_back(LoopNest(out_vars, fn.num_params - 1, Flatten(value), fn.buffers));
-    fn.body = SimplifyIndices(b_, PartitionBoundaryLoops(MakeSeq(std::move(stages)), b_));
+    fn.body = SimplifyIndices(
+        b_, BlockStridedVectorLoops(PartitionBoundaryLoops(MakeSeq(std::move(stages)), b_), b_));
     return out;
   }
 
@@ -772,12 +774,33 @@ class GroupLowerer {
     // at 0.)
     if (!serial.empty() && serial.back()->extent <= 4 &&
         LoadStep(body, x, vars, 2).value_or(0) > 1) {
-      const Var window = serial.back();
-      serial.pop_back();
-      combined = slot;
-      for (int64_t j = 0; j < window->extent; ++j) {
-        Expr at = b_.Substitute(body, {window}, {b_.Int(j)});
-        combined = Combine(r->reduce_op(), combined, at);
+      // A whole window of at most 16 elements is unrolled and the row is
+      // computed in one pass, with no row of accumulators to initialise,
+      // update once per window row and copy out (resnet18's pool: three
+      // passes over acc per output row).
+      int64_t window_size = 1;
+      for (const Var& v : serial) window_size *= v->extent;
+      const bool whole = window_size <= 16;
+      std::vector<Expr> terms{body};
+      const size_t unrolled = whole ? serial.size() : 1;
+      for (size_t u = 0; u < unrolled; ++u) {
+        const Var window = serial.back();
+        serial.pop_back();
+        std::vector<Expr> next;
+        for (const Expr& t : terms) {
+          for (int64_t j = 0; j < window->extent; ++j) {
+            next.push_back(b_.Substitute(t, {window}, {b_.Int(j)}));
+          }
+        }
+        terms = std::move(next);
+      }
+      combined = whole ? terms[0] : Combine(r->reduce_op(), slot, terms[0]);
+      for (size_t j = 1; j < terms.size(); ++j)
+        combined = Combine(r->reduce_op(), combined, terms[j]);
+      if (whole) {
+        buffers.pop_back();
+        return MakeFor(x, ForKind::kVectorized,
+                       MakeStore(buffer, store_index, b_.Replace(value, r, combined)));
       }
     }
     Stmt update = MakeFor(x, ForKind::kVectorized, MakeStore(acc, b_.Ref(x), combined));

@@ -7,6 +7,9 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "compiler/codegen/codegen.h"
+#include "compiler/compile.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/model_manager.h"
 #include "tests/test_util/graph_building.h"
@@ -74,6 +77,29 @@ TEST(StridedPoolTest, ThreeByThreeStrideTwoMatchesReference) {
       }
     }
   }
+}
+
+// resnet18's pool: the 3x3 window is unrolled whole, so each output row is
+// one pass (no row of accumulators, no temporary), in explicit 16-lane
+// blocks whose stride-2 loads codegen makes wide loads and shuffles: the
+// kernel has no gathers left.
+TEST(StridedPoolTest, ThreeByThreeStrideTwoIsOnePassWithoutGathers) {
+  Graph g;
+  Node* in = g.AddInput("x", {DType::kFloat32, {1, 64, 112, 112}});
+  Pool2DAttrs attrs;
+  attrs.kernel = {3, 3};
+  attrs.strides = {2, 2};
+  attrs.padding = {1, 1, 1, 1};
+  g.AddOutput(Op(g, "max_pool2d", {in}, attrs));
+  auto program = CompileGraph(std::move(g), {});
+  ASSERT_TRUE(program.ok()) << program.status();
+  ASSERT_EQ(program->kernels.size(), 1u);
+  const lower::LoopFunction& fn = program->kernels[0].function;
+  EXPECT_EQ(fn.buffers.size(), static_cast<size_t>(fn.num_params));
+  EXPECT_THAT(lower::LoopFunctionToString(fn), ::testing::HasSubstr("vector for"));
+  auto ir = codegen::EmitOptimizedIR(fn, codegen::CodegenOptions{});
+  ASSERT_TRUE(ir.ok()) << ir.status();
+  EXPECT_THAT(*ir, ::testing::Not(::testing::HasSubstr("gather")));
 }
 
 }  // namespace

@@ -298,5 +298,35 @@ TEST_F(CodegenTest, StridedTileStoreMatchesLoopWithoutScatters) {
   for (int64_t g = 0; g < guard; ++g) ASSERT_EQ(out[channels * pixels + g], sentinel) << g;
 }
 
+// Loads that step by 2 and 3 elements along a vector loop's lanes, in blocks
+// of 16 with the last block 11 lanes short: wide masked loads and shuffles,
+// no gathers, the same values as the loop.
+TEST_F(CodegenTest, StridedLoadsInVectorBlocksMatchLoopWithoutGathers) {
+  const int64_t n = 37, blocks = 3;
+  LoopFunction fn;
+  fn.name = "strided_loads";
+  fn.buffers = {{"in", ScalarType::kF32, 3 * (n - 1) + 1}, {"out", ScalarType::kF32, n}};
+  fn.num_params = 2;
+  te::Var xb = b_.NewVar("xb", blocks), v = b_.NewVar("v", 16);
+  Expr x = b_.Add(b_.Mul(b_.Ref(xb), b_.Int(16)), b_.Ref(v));
+  Expr value = b_.Sub(b_.Load(0, ScalarType::kF32, {b_.Add(b_.Mul(x, b_.Int(2)), b_.Int(1))}),
+                      b_.Load(0, ScalarType::kF32, {b_.Mul(x, b_.Int(3))}));
+  fn.body = lower::MakeFor(
+      xb, ForKind::kSerial,
+      lower::MakeFor(v, ForKind::kVector,
+                     lower::MakeStore(1, x, value, b_.Compare(te::CompareOp::kLT, x, b_.Int(n)))));
+  auto ir = codegen::EmitOptimizedIR(fn, codegen::CodegenOptions{});
+  ASSERT_TRUE(ir.ok()) << ir.status();
+  EXPECT_THAT(*ir, ::testing::Not(::testing::HasSubstr("gather")));
+
+  auto kernel = Build(fn);
+  ASSERT_NE(kernel, nullptr);
+  std::vector<float> in(3 * (n - 1) + 1), out(n, -1);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i * i % 101);
+  void* args[] = {in.data(), out.data()};
+  kernel->fn()(args);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], in[2 * i + 1] - in[3 * i]) << i;
+}
+
 }  // namespace
 }  // namespace kiln
