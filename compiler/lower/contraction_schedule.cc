@@ -72,10 +72,10 @@
 // Channel lanes: convs whose pixels fill tiles poorly (7x7 and 14x14 outputs,
 // and padded rows in general) may swap the roles instead -- lanes over output
 // channels, the weights as the packed lane operand, the input read in place
-// one broadcast per pixel, the store a scatter along channels once per tile
-// (see PlanChannelLanes). Measured on resnet18 b1, 1 thread: the 512-channel
-// 7x7 convs went from 1.72 to 1.43 ms, the 14x14 ones from 1.55 to 1.25; at
-// batch 8, where the images join the pixels, the model from 228 to 176 ms.
+// one broadcast per pixel, the store along channels once per tile (codegen
+// transposes the tile in registers; see PlanChannelLanes). Measured on resnet18 b1, 1 thread: the
+// 512-channel 7x7 convs went from 1.72 to 1.43 ms, the 14x14 ones from 1.55 to 1.25; at batch 8,
+// where the images join the pixels, the model from 228 to 176 ms.
 #include "compiler/lower/contraction_schedule.h"
 
 #include <algorithm>
@@ -435,13 +435,15 @@ class Scheduler {
   // few pixels per image waste lanes tiled over pixels: 7x7 outputs fill 49
   // of the 64 lanes of a padded-row tile (63 computed), 14x14 ones 196 of
   // 240. Output channels come in multiples of 16, so channel lanes waste
-  // none, and K (2304-4608 for the late ResNet convs) is long enough to hide
-  // a store that scatters along channels once per tile. The weights become
-  // the lane operand, packed once at compile time, and the input is read in
-  // place, one broadcast per pixel and k. The pixels exclude the padded
-  // rows' extra columns: the store predicate that masks them is folded into
-  // a narrower domain. Planned on the flat classification (before row
-  // tiles), taken when its estimate beats the schedule otherwise chosen.
+  // none. The store goes along channels once per tile: codegen transposes
+  // the tile in registers and stores each channel's pixels with one masked
+  // store (it was a scatter per pixel, 10% of a K = 576 conv). The weights
+  // become the lane operand, packed once at compile time, and the input is
+  // read in place, one broadcast per pixel and k. The pixels exclude the
+  // padded rows' extra columns: the store predicate that masks them is
+  // folded into a narrower domain. Planned on the flat classification
+  // (before row tiles), taken when its estimate beats the schedule otherwise
+  // chosen.
   struct ChannelLanes {
     Tile tile;
     std::vector<Var> pixels, batch;
