@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "compiler/lower/linear_form.h"
-#include "compiler/te/evaluator.h"
 #include "compiler/te/expr_builder.h"
 #include "gtest/gtest.h"
+#include "tests/test_util/index_values.h"
 
 namespace kiln::lower {
 namespace {
@@ -17,17 +17,8 @@ namespace {
 using te::Expr;
 using te::Var;
 
-// `e` at every point of [0, extent) over `vars`, row-major.
 std::vector<int64_t> Values(const Expr& e, const std::vector<Var>& vars) {
-  std::vector<int64_t> shape;
-  int64_t n = 1;
-  for (const Var& v : vars) {
-    shape.push_back(v->extent);
-    n *= v->extent;
-  }
-  std::vector<int64_t> out(n);
-  te::EvaluateIntoBuffer(e, vars, shape, {}, te::ScalarType::kI64, out.data());
-  return out;
+  return ::kiln::testing::IndexValues(e, vars);
 }
 
 // The index of the store at the bottom of a chain of single-child loops.

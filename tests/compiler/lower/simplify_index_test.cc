@@ -7,8 +7,8 @@
 #include <random>
 #include <vector>
 
-#include "compiler/te/evaluator.h"
 #include "gtest/gtest.h"
+#include "tests/test_util/index_values.h"
 
 namespace kiln::lower {
 namespace {
@@ -27,17 +27,8 @@ bool HasDivOrMod(const Expr& e) {
   return false;
 }
 
-// `e` at every point of [0, extent) over `vars`, row-major.
 std::vector<int64_t> Values(const Expr& e, const std::vector<Var>& vars) {
-  std::vector<int64_t> shape;
-  int64_t n = 1;
-  for (const Var& v : vars) {
-    shape.push_back(v->extent);
-    n *= v->extent;
-  }
-  std::vector<int64_t> out(n);
-  te::EvaluateIntoBuffer(e, vars, shape, {}, te::ScalarType::kI64, out.data());
-  return out;
+  return ::kiln::testing::IndexValues(e, vars);
 }
 
 TEST(SimplifyIndexTest, ReshapeSplitOfAFlatIndexBecomesTheDigit) {
