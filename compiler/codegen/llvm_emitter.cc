@@ -300,14 +300,6 @@ class Emitter {
     std::vector<Expr> outer, row_conds, lane_conds;  // by what they depend on
   };
 
-  static bool LoadsFrom(const Expr& e, int buffer) {
-    if (e->kind == ExprKind::kLoad && e->buffer == buffer) return true;
-    for (const Expr& o : e->operands) {
-      if (LoadsFrom(o, buffer)) return true;
-    }
-    return false;
-  }
-
   std::optional<TransposedStore> MatchTransposedStore(const Stmt& rows) {
     TransposedStore t;
     t.row = rows->var.get();
@@ -325,7 +317,7 @@ class Emitter {
     t.store = s->children[0].get();
     if (t.store->kind != StmtKind::kStore ||
         fn_.buffers[t.store->buffer].type != ScalarType::kF32 ||
-        LoadsFrom(t.store->value, t.store->buffer)) {
+        lower::LoadsBuffer(t.store->value, t.store->buffer)) {
       return std::nullopt;
     }
     const std::optional<int64_t> along_lanes = lower::StrideAlong(t.store->index, t.lane);
@@ -356,11 +348,47 @@ class Emitter {
     return all;
   }
 
+  // Row `r` of a transposed store, inside its vector state: the value under
+  // the lane mask, computed only where the row's conditions hold (its loads
+  // may lie past the buffer otherwise; zeros there), and whether they hold.
+  std::pair<llvm::Value*, llvm::Value*> EmitTileRow(const TransposedStore& t, int64_t r,
+                                                    llvm::Value* lane_mask) {
+    vars_[t.row] = b_.getInt64(r);
+    scopes_.emplace_back();
+    vmemo_.clear();
+    llvm::Value* ok = AllOf(t.row_conds, false);
+    llvm::BasicBlock* before = b_.GetInsertBlock();
+    llvm::BasicBlock* join = nullptr;
+    if (ok != nullptr) {
+      llvm::BasicBlock* then = llvm::BasicBlock::Create(ctx_, "tile.row", func_);
+      join = llvm::BasicBlock::Create(ctx_, "tile.row.end", func_);
+      b_.CreateCondBr(ok, then, join);
+      b_.SetInsertPoint(then);
+      scopes_.emplace_back();
+    }
+    mask_ = lane_mask;
+    llvm::Value* value = Splat(EmitV(t.store->value));
+    mask_ = nullptr;
+    if (join != nullptr) {
+      // Nothing computed under the branch may be reused after it.
+      scopes_.pop_back();
+      vmemo_.clear();
+      llvm::BasicBlock* computed = b_.GetInsertBlock();
+      b_.CreateBr(join);
+      b_.SetInsertPoint(join);
+      llvm::PHINode* phi = b_.CreatePHI(value->getType(), 2);
+      phi->addIncoming(value, computed);
+      phi->addIncoming(llvm::Constant::getNullValue(value->getType()), before);
+      value = phi;
+    }
+    scopes_.pop_back();
+    return {value, ok ? ok : b_.getTrue()};
+  }
+
   absl::Status EmitTransposedStore(const TransposedStore& t) {
     const int64_t blocks = t.block ? t.block->extent : 1;
     const llvm::Align align(4);
     llvm::Type* f32 = b_.getFloatTy();
-    llvm::Type* row_type = llvm::FixedVectorType::get(f32, kTransposeLanes);
     for (int64_t block = 0; block < blocks; ++block) {
       if (t.block) vars_[t.block] = b_.getInt64(block);
       scopes_.emplace_back();
@@ -372,8 +400,6 @@ class Emitter {
         b_.SetInsertPoint(then);
         scopes_.emplace_back();
       }
-      // Each row's value, computed only where its row conditions hold (its
-      // loads may lie past the buffer otherwise), under the lane mask.
       lane_var_ = t.lane;
       lanes_ = kTransposeLanes;
       depends_.clear();
@@ -383,37 +409,11 @@ class Emitter {
       std::vector<llvm::Value*> rows;
       std::vector<llvm::Value*> row_ok;
       for (int64_t r = 0; r < t.row->extent; ++r) {
-        vars_[t.row] = b_.getInt64(r);
-        scopes_.emplace_back();
-        vmemo_.clear();
-        llvm::Value* ok = AllOf(t.row_conds, false);
-        llvm::BasicBlock* before = b_.GetInsertBlock();
-        llvm::BasicBlock* join = nullptr;
-        if (ok != nullptr) {
-          llvm::BasicBlock* then = llvm::BasicBlock::Create(ctx_, "tile.row", func_);
-          join = llvm::BasicBlock::Create(ctx_, "tile.row.end", func_);
-          b_.CreateCondBr(ok, then, join);
-          b_.SetInsertPoint(then);
-          scopes_.emplace_back();
-        }
-        mask_ = lane_mask;
-        llvm::Value* value = Splat(EmitV(t.store->value));
-        mask_ = nullptr;
-        if (join != nullptr) {
-          scopes_.pop_back();
-          vmemo_.clear();
-          llvm::BasicBlock* computed = b_.GetInsertBlock();
-          b_.CreateBr(join);
-          b_.SetInsertPoint(join);
-          llvm::PHINode* phi = b_.CreatePHI(row_type, 2);
-          phi->addIncoming(value, computed);
-          phi->addIncoming(llvm::Constant::getNullValue(row_type), before);
-          value = phi;
-        }
+        auto [value, ok] = EmitTileRow(t, r, lane_mask);
         rows.push_back(value);
-        row_ok.push_back(ok ? ok : b_.getTrue());
-        scopes_.pop_back();
+        row_ok.push_back(ok);
       }
+      vars_.erase(t.row);
       vmemo_.clear();
       depends_.clear();
       scopes_.pop_back();
@@ -435,8 +435,8 @@ class Emitter {
       vars_.erase(t.row);
       for (int l = 0; l < kTransposeLanes; ++l) {
         llvm::Value* index = b_.CreateAdd(base, b_.getInt64(l * t.stride));
-        llvm::Value* addr = b_.CreateGEP(f32, buffers_[t.store->buffer],
-                                         index);  // masked lanes may point past the end
+        // Not inbounds: masked-off lanes may point past the end.
+        llvm::Value* addr = b_.CreateGEP(f32, buffers_[t.store->buffer], index);
         llvm::Value* mask = rows_mask;
         if (lane_mask != nullptr) {
           llvm::Value* lane_ok = b_.CreateExtractElement(lane_mask, b_.getInt64(l));

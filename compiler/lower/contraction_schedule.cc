@@ -73,9 +73,10 @@
 // and padded rows in general) may swap the roles instead -- lanes over output
 // channels, the weights as the packed lane operand, the input read in place
 // one broadcast per pixel, the store along channels once per tile (codegen
-// transposes the tile in registers; see PlanChannelLanes). Measured on resnet18 b1, 1 thread: the
-// 512-channel 7x7 convs went from 1.72 to 1.43 ms, the 14x14 ones from 1.55 to 1.25; at batch 8,
-// where the images join the pixels, the model from 228 to 176 ms.
+// transposes the tile in registers; see PlanChannelLanes). Measured on
+// resnet18 b1, 1 thread: the 512-channel 7x7 convs went from 1.72 to 1.43
+// ms, the 14x14 ones from 1.55 to 1.25; at batch 8, where the images join
+// the pixels, the model from 228 to 176 ms.
 #include "compiler/lower/contraction_schedule.h"
 
 #include <algorithm>
@@ -123,8 +124,9 @@ constexpr int64_t kMaxPartialBytes = int64_t{64} << 20;
 constexpr double kScatterCycles = 24;
 // A channel-lanes tile's store, per output vector: codegen transposes the
 // tile in registers and stores each channel's pixels with one masked store
-// (transpose_rows.h), about 24 shuffles and 16 stores per 16 channels of
-// up to 8 pixels.
+// (transpose_rows.h): 32 shuffles and 16 masked stores per 16 channels of
+// up to 8 pixels. An estimate, not a measurement; with it the stem and the
+// 14x14 pointwise convs chose channel lanes and ran 4-30% faster.
 constexpr double kTransposedStoreCycles = 3;
 // Channel lanes (KBlockSpan): the weight panel size from which K blocks pay,
 // and the block of it one K block keeps in L2 for all the row tiles.
@@ -216,6 +218,9 @@ class Scheduler {
         value_(t.value),
         out_index_(t.out_index),
         store_predicate_(t.store_predicate) {}
+
+  // The output's size: m_ x n_ per batch element, float32.
+  int64_t OutputBytes() const { return m_ * n_ * Product(batch_vars_) * 4; }
 
   std::optional<ContractionSchedule> Run() {
     if (!Analyse()) return std::nullopt;
@@ -410,8 +415,6 @@ class Scheduler {
   // whole tiles. Taken when fb is read in place along that row and the
   // estimate beats the flat tiles -- always for depthwise convs, where K = 9
   // multiply-adds per output cannot hide a scatter.
-  int64_t OutputBytes() const { return m_ * n_ * Product(batch_vars_) * 4; }
-
   void TryRowTiles() {
     const Var inner = n_vars_.back();
     const Expr& f = fb_;

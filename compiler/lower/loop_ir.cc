@@ -45,6 +45,26 @@ Stmt MapExprs(const Stmt& s, const std::function<te::Expr(const te::Expr&)>& f) 
   return s;
 }
 
+bool LoadsBuffer(const te::Expr& e, int buffer) {
+  if (e->kind == te::ExprKind::kLoad && e->buffer == buffer) return true;
+  for (const te::Expr& o : e->operands) {
+    if (LoadsBuffer(o, buffer)) return true;
+  }
+  return false;
+}
+
+bool StmtLoadsBuffer(const Stmt& s, int buffer) {
+  if (s->kind == StmtKind::kStore) {
+    for (const te::Expr& e : {s->index, s->value, s->predicate}) {
+      if (e && LoadsBuffer(e, buffer)) return true;
+    }
+  }
+  for (const Stmt& c : s->children) {
+    if (StmtLoadsBuffer(c, buffer)) return true;
+  }
+  return false;
+}
+
 namespace {
 const char* ForKindName(ForKind k) {
   switch (k) {

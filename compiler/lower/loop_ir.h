@@ -66,6 +66,10 @@ Stmt MakeSeq(std::vector<Stmt> stmts);
 // value, predicate; f sees null for an absent predicate).
 Stmt MapExprs(const Stmt& s, const std::function<te::Expr(const te::Expr&)>& f);
 
+// Whether `e`, or some store expression of `s`, loads from `buffer`.
+bool LoadsBuffer(const te::Expr& e, int buffer);
+bool StmtLoadsBuffer(const Stmt& s, int buffer);
+
 struct BufferDecl {
   std::string name;
   te::ScalarType type = te::ScalarType::kF32;

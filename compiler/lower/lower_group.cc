@@ -353,26 +353,6 @@ class GroupLowerer {
     return rewrite(main, false);
   }
 
-  static bool StmtLoadsBuffer(const Stmt& s, int buffer) {
-    if (s->kind == StmtKind::kStore) {
-      for (const Expr& e : {s->index, s->value, s->predicate}) {
-        if (e && LoadsBuffer(e, buffer)) return true;
-      }
-    }
-    for (const Stmt& c : s->children) {
-      if (StmtLoadsBuffer(c, buffer)) return true;
-    }
-    return false;
-  }
-
-  static bool LoadsBuffer(const Expr& e, int buffer) {
-    if (e->kind == ExprKind::kLoad && e->buffer == buffer) return true;
-    for (const Expr& o : e->operands) {
-      if (LoadsBuffer(o, buffer)) return true;
-    }
-    return false;
-  }
-
   // The conv's input copied into its (phase-split) padded buffer.
   // Rows and columns are split at compile time into the ranges that lie
   // wholly inside the input, copied with affine indices, and the thin
@@ -742,10 +722,32 @@ class GroupLowerer {
     // Loads that step by one or two elements along x (a stride-2 pool too).
     const std::optional<int64_t> step = LoadStep(r->operands[0], x, vars, 0);
     if (!step || *step > 2) return nullptr;
+    const Expr body = r->operands[0];
+    // A strided row (a stride-2 pool) with a short innermost window: that
+    // window is unrolled inside the vector loop, so the loads of one
+    // iteration cover every phase of the stride and LLVM's vectoriser can
+    // load them as wide interleaved groups instead of one gather per load
+    // (resnet18's 3x3 stride-2 max pool: 0.90 -> 0.35 ms, 55 gathers -> 7).
+    // (The step is taken at x = 2, clear of the clamps a padded window puts
+    // at 0.)
+    std::vector<Var> serial = r->reduce_vars;
+    const bool strided_window =
+        !serial.empty() && serial.back()->extent <= 4 && LoadStep(body, x, vars, 2).value_or(0) > 1;
+    // A whole window of at most 16 elements is unrolled and the row computed
+    // in one pass, with no row of accumulators to initialise, update once
+    // per window row and copy out (resnet18's pool: 0.32 -> 0.20-0.27 ms,
+    // with BlockStridedVectorLoops).
+    int64_t window_size = 1;
+    for (const Var& v : serial) window_size *= v->extent;
+    if (strided_window && window_size <= 16) {
+      return MakeFor(
+          x, ForKind::kVectorized,
+          MakeStore(buffer, store_index,
+                    b_.Replace(value, r, CombineAll(r->reduce_op(), UnrollWindow(body, serial)))));
+    }
     const int acc = static_cast<int>(buffers.size());
     buffers.push_back({absl::StrCat("acc", acc), r->type, x->extent, /*local=*/true});
     Expr slot = b_.Load(acc, r->type, {b_.Ref(x)});
-    const Expr body = r->operands[0];
     Expr combined = Combine(r->reduce_op(), slot, body);
     Expr init;
     switch (r->reduce_op()) {
@@ -764,44 +766,12 @@ class GroupLowerer {
                                                : b_.Int(std::numeric_limits<int64_t>::max());
         break;
     }
-    // A strided row (a stride-2 pool) with a short innermost window: that
-    // window is unrolled inside the vector loop, so the loads of one
-    // iteration cover every phase of the stride and LLVM's vectoriser can
-    // load them as wide interleaved groups instead of one gather per load
-    // (resnet18's 3x3 stride-2 max pool: 0.90 -> 0.35 ms, 55 gathers -> 7).
-    std::vector<Var> serial = r->reduce_vars;
-    // (The step is taken at x = 2, clear of the clamps a padded window puts
-    // at 0.)
-    if (!serial.empty() && serial.back()->extent <= 4 &&
-        LoadStep(body, x, vars, 2).value_or(0) > 1) {
-      // A whole window of at most 16 elements is unrolled and the row is
-      // computed in one pass, with no row of accumulators to initialise,
-      // update once per window row and copy out (resnet18's pool: three
-      // passes over acc per output row).
-      int64_t window_size = 1;
-      for (const Var& v : serial) window_size *= v->extent;
-      const bool whole = window_size <= 16;
-      std::vector<Expr> terms{body};
-      const size_t unrolled = whole ? serial.size() : 1;
-      for (size_t u = 0; u < unrolled; ++u) {
-        const Var window = serial.back();
-        serial.pop_back();
-        std::vector<Expr> next;
-        for (const Expr& t : terms) {
-          for (int64_t j = 0; j < window->extent; ++j) {
-            next.push_back(b_.Substitute(t, {window}, {b_.Int(j)}));
-          }
-        }
-        terms = std::move(next);
-      }
-      combined = whole ? terms[0] : Combine(r->reduce_op(), slot, terms[0]);
-      for (size_t j = 1; j < terms.size(); ++j)
-        combined = Combine(r->reduce_op(), combined, terms[j]);
-      if (whole) {
-        buffers.pop_back();
-        return MakeFor(x, ForKind::kVectorized,
-                       MakeStore(buffer, store_index, b_.Replace(value, r, combined)));
-      }
+    if (strided_window) {
+      const Var window = serial.back();
+      serial.pop_back();
+      std::vector<Expr> terms = UnrollWindow(body, {window});
+      terms.insert(terms.begin(), slot);
+      combined = CombineAll(r->reduce_op(), terms);
     }
     Stmt update = MakeFor(x, ForKind::kVectorized, MakeStore(acc, b_.Ref(x), combined));
     for (auto it = serial.rbegin(); it != serial.rend(); ++it) {
@@ -810,6 +780,26 @@ class GroupLowerer {
     return MakeSeq({MakeFor(x, ForKind::kVectorized, MakeStore(acc, b_.Ref(x), init)), update,
                     MakeFor(x, ForKind::kVectorized,
                             MakeStore(buffer, store_index, b_.Replace(value, r, slot)))});
+  }
+
+  // `body` at every point of the window `vars`, each bound to a constant.
+  std::vector<Expr> UnrollWindow(const Expr& body, const std::vector<Var>& vars) {
+    std::vector<Expr> terms{body};
+    for (const Var& v : vars) {
+      std::vector<Expr> next;
+      for (const Expr& t : terms) {
+        for (int64_t j = 0; j < v->extent; ++j) next.push_back(b_.Substitute(t, {v}, {b_.Int(j)}));
+      }
+      terms = std::move(next);
+    }
+    return terms;
+  }
+
+  // terms[0] combined with each of the others in turn.
+  Expr CombineAll(te::ReduceOp op, const std::vector<Expr>& terms) {
+    Expr combined = terms[0];
+    for (size_t j = 1; j < terms.size(); ++j) combined = Combine(op, combined, terms[j]);
+    return combined;
   }
 
   Expr Combine(te::ReduceOp op, const Expr& a, const Expr& b) {

@@ -31,6 +31,10 @@ class Reassociator {
         return MakeFor(s->var, s->for_kind, std::move(body));
       }
       case StmtKind::kStore:
+        // A variable may be reused by loops at other depths (a tile's lane
+        // loop in its init, update and store), so atom depths hold for one
+        // store only.
+        atom_depth_.clear();
         return MakeStore(s->buffer, Index(Loads(s->index)), Loads(s->value), Loads(s->predicate));
       case StmtKind::kSeq: {
         std::vector<Stmt> children;
@@ -65,9 +69,9 @@ class Reassociator {
   Expr Index(const Expr& e) {
     if (e->type != te::ScalarType::kI64 || e->kind != ExprKind::kBinary) return e;
     const LinearForm form = AnalyzeLinear(e);
-    // Order of first appearance in `e`: a deterministic tie-break (atoms are
-    // keyed by address in the form).
-    // The form holds raw pointers; `nodes` gives back each one's Expr.
+    // Each node of `e` by order of first appearance: the tie-break between
+    // atoms of one depth (the form keys them by address, which varies from
+    // run to run) and the way back from the form's raw pointers to Exprs.
     std::unordered_map<const ExprNode*, std::pair<int, Expr>> nodes;
     std::function<void(const Expr&)> number = [&](const Expr& n) {
       if (!nodes.emplace(n.get(), std::make_pair(static_cast<int>(nodes.size()), n)).second) {
