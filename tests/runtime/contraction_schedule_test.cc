@@ -212,12 +212,13 @@ TEST_F(ContractionScheduleTest, PaddedConvWithResidualEpilogue) {
 // Ap (M x K = 1024 x 2100 floats, 8.6 MB) outgrows L2 many times over and
 // 9 column blocks would each stream it again, so the reduction runs in K
 // blocks with partial sums between them; bias and relu apply once, after
-// the last block. N is not a whole tile.
+// the last block. N is not a whole tile. Column and row blocks go in cache
+// groups, so a tile's K blocks are interleaved with other tiles'.
 TEST_F(ContractionScheduleTest, DenseInKBlocksAppliesEpilogueOnce) {
   ContractionCase dense = MakeDenseBiasReluCase(1024, 2100, 520, 50);
   // 2100 float products per output, summed in another order than the
   // reference's: rounding grows with the sum of |terms|, not |sum|.
-  Check(dense.build, dense.x, dense.want, "(K blocks)", /*tolerance=*/1e-3);
+  Check(dense.build, dense.x, dense.want, "(K blocks) (cache groups", /*tolerance=*/1e-3);
 }
 
 // A 3x3 conv over 1024 channels (Ap: 256 x 9216 floats) in K blocks of
