@@ -182,7 +182,31 @@ TEST_F(ContractionScheduleTest, DenseWithRowAndColumnTails) {
                                 g.AddConstant("b", FloatValues({n}, bias))}));
     return g;
   };
+  // The activation rows stream along K, so they are read in place (the tail
+  // tile's extra rows reread row 12) rather than packed per call.
+  EXPECT_THAT(TempsOf(build()), Not(::testing::Contains("a_panel")));
   Check(build, x, kiln::testing::RefDense(x, w, bias, m, k, n));
+}
+
+// A transposed activation steps by M elements along K: read in place, each
+// broadcast would touch a new cache line, so it is packed per call.
+TEST_F(ContractionScheduleTest, MatmulOverTransposedActivationPacksIt) {
+  const int64_t m = 30, k = 70, n = 40;
+  auto x_km = Pseudorandom(k * m, 60), w_kn = Pseudorandom(k * n, 61);
+  std::vector<float> x_mk(m * k), w_nk(n * k);
+  for (int64_t i = 0; i < k; ++i) {
+    for (int64_t j = 0; j < m; ++j) x_mk[j * k + i] = x_km[i * m + j];
+    for (int64_t j = 0; j < n; ++j) w_nk[j * k + i] = w_kn[i * n + j];
+  }
+  auto build = [&] {
+    Graph g;
+    Node* in = g.AddInput("x", {DType::kFloat32, {k, m}});
+    Node* t = Op(g, "transpose", {in}, TransposeAttrs{{1, 0}});
+    g.AddOutput(Op(g, "matmul", {t, g.AddConstant("w", FloatValues({k, n}, w_kn))}));
+    return g;
+  };
+  EXPECT_THAT(TempsOf(build()), ::testing::Contains("a_panel"));
+  Check(build, x_km, kiln::testing::RefDense(x_mk, w_nk, {}, m, k, n));
 }
 
 TEST_F(ContractionScheduleTest, MatmulWithWeightsAsKByN) {
