@@ -6,15 +6,19 @@
 # `kiln bench` uses it), once answering at once and once after spinning as long
 # as the model's Run takes (gRPC's threads sleep meanwhile and wake late).
 #   bench/server_overhead.sh [MODEL] [--batch B] [--threads T] [--iterations N]
-#                            [--warmup W] [--rounds R]
+#                            [--warmup W] [--rounds R] [--inference-cpus LIST]
 # MODEL defaults to the MLP of tests/models/export_models.py (exported by
 # bench/models.py into /tmp/kiln-bench-models). Every figure is a p50, the best
 # of R rounds (default 3), the four measurements taking turns in each round.
+# --inference-cpus binds kiln-server's inference threads there (its
+# --inference_cpus) and runs the echo servers under taskset on the same CPUs;
+# default: unbound.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 model="" batch=1 threads=1 iterations=1000 warmup=50 rounds=3
-usage="usage: bench/server_overhead.sh [MODEL] [--batch B] [--threads T] [--iterations N] [--warmup W] [--rounds R]"
+cpus=""
+usage="usage: bench/server_overhead.sh [MODEL] [--batch B] [--threads T] [--iterations N] [--warmup W] [--rounds R] [--inference-cpus LIST]"
 while [ $# -gt 0 ]; do
   case "$1" in
     --batch) batch="$2"; shift 2 ;;
@@ -22,6 +26,7 @@ while [ $# -gt 0 ]; do
     --iterations) iterations="$2"; shift 2 ;;
     --warmup) warmup="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
+    --inference-cpus) cpus="$2"; shift 2 ;;
     --*) echo "$usage" >&2; exit 2 ;;
     *) model="$1"; shift ;;
   esac
@@ -73,11 +78,15 @@ print(r["input_names"].split()[0] + "=" + dims(r["inputs"].split()[0]),
       dims(r["outputs"].split()[0]), round(r["p50_ms"] * 1e3))
 ' "$work/inproc.0.json")
 
-start_server kiln bazel-bin/server/kiln-server --port=0 --cache-dir=none --threads="$threads"
+on_cpus=()
+[ -n "$cpus" ] && on_cpus=(taskset -c "$cpus")
+start_server kiln bazel-bin/server/kiln-server --port=0 --cache-dir=none --threads="$threads" \
+  --inference_cpus="$cpus"
 kiln_port=$server_port
-start_server echo bazel-bin/bench/grpc-echo --serve --output "$output"
+start_server echo "${on_cpus[@]}" bazel-bin/bench/grpc-echo --serve --output "$output"
 echo_port=$server_port
-start_server busy bazel-bin/bench/grpc-echo --serve --output "$output" --busy-us "$busy_us"
+start_server busy "${on_cpus[@]}" bazel-bin/bench/grpc-echo --serve --output "$output" \
+  --busy-us "$busy_us"
 busy_port=$server_port
 echo_client() {
   bazel-bin/bench/grpc-echo --server "localhost:$1" --input "$input" --iterations "$iterations" \
@@ -92,9 +101,9 @@ for r in $(seq 1 "$rounds"); do
 done
 
 /usr/bin/python3 - "$work" "$model" "$batch" "$threads" "$iterations" "$rounds" "$input" \
-  "$output" "$busy_us" <<'PY'
+  "$output" "$busy_us" "$cpus" <<'PY'
 import glob, json, sys
-work, model, batch, threads, iterations, rounds, input_, output, busy_us = sys.argv[1:]
+work, model, batch, threads, iterations, rounds, input_, output, busy_us, cpus = sys.argv[1:]
 def best(name):
     runs = [json.load(open(p)) for p in glob.glob(f"{work}/{name}.[1-9]*.json")]
     return min(runs, key=lambda r: r["p50_ms"])
@@ -104,6 +113,8 @@ rtt, run, bare, slow = (us(server["p50_ms"]), us(inproc["p50_ms"]), us(echo["p50
                         us(busy["p50_ms"]))
 print(f"{model}: batch {batch}, threads {threads}; input {input_}, output {output}; "
       f"p50 of {iterations} calls, best of {rounds} rounds")
+print(f"  servers' inference threads on CPUs {cpus} (kiln-server --inference_cpus, echo under "
+      f"taskset)" if cpus else "  servers unbound (no --inference_cpus)")
 line = lambda label, value, note="": print(f"  {label:<50}{value:9.1f} us" + (f"   ({note})" if note else ""))
 line("kiln bench through kiln-server, client round trip", rtt,
      f"server's own kernel time {us(server['server_p50_ms']):.1f} us")

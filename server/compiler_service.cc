@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "common/version.h"
 #include "compiler/codegen/codegen.h"
 #include "compiler/frontend/kiln_graph_importer.h"
 #include "compiler/frontend/onnx_importer.h"
@@ -11,10 +12,10 @@
 #include "runtime/kernel_call.h"
 #include "runtime/thread_pool.h"
 #include "runtime/time_evaluator.h"
+#include "server/cpu_affinity.h"
 #include "server/infer_request.h"
 #include "server/report_conversion.h"
 #include "server/status_conversion.h"
-#include "common/version.h"
 
 namespace kiln::server {
 namespace {
@@ -181,9 +182,16 @@ bool PastDeadline(const grpc::ServerContext* context) {
 
 }  // namespace
 
+void CompilerService::BindToInferenceCpus(const char* rpc) const {
+  if (absl::Status bound = BindThisThreadToCpus(inference_cpus_); !bound.ok()) {
+    std::cerr << "kiln-server: " << rpc << " runs unbound: " << bound << "\n";
+  }
+}
+
 grpc::Status CompilerService::CallKernel(grpc::ServerContext* context,
                                          const kiln::v1::CallKernelRequest* request,
                                          kiln::v1::CallKernelResponse* response) {
+  BindToInferenceCpus("CallKernel");
   auto found = models_->cache().Find(request->key());
   if (!found.ok()) return Fail("CallKernel", found.status());
   absl::StatusOr<std::vector<runtime::Tensor>> inputs = DecodeArguments(request->inputs());
@@ -206,6 +214,7 @@ grpc::Status CompilerService::CallKernel(grpc::ServerContext* context,
 grpc::Status CompilerService::BenchmarkKernel(grpc::ServerContext* context,
                                               const kiln::v1::BenchmarkKernelRequest* request,
                                               kiln::v1::BenchmarkKernelResponse* response) {
+  BindToInferenceCpus("BenchmarkKernel");
   if (request->number() < 0 || request->number() > 1000000 || request->repeat() < 0 ||
       request->repeat() > 10000 || request->warmup() < 0 || request->warmup() > 10000 ||
       request->min_repeat_ms() < 0 || request->min_repeat_ms() > 60000) {

@@ -2,6 +2,8 @@
 #ifndef KILN_SERVER_COMPILER_SERVICE_H_
 #define KILN_SERVER_COMPILER_SERVICE_H_
 
+#include <vector>
+
 #include "proto/kiln_service.grpc.pb.h"
 #include "runtime/model_manager.h"
 
@@ -9,7 +11,10 @@ namespace kiln::server {
 
 class CompilerService final : public kiln::v1::Compiler::Service {
  public:
-  explicit CompilerService(runtime::ModelManager* models) : models_(models) {}
+  // `inference_cpus`: the CPUs CallKernel's and BenchmarkKernel's threads
+  // are bound to (see cpu_affinity.h); empty for none.
+  CompilerService(runtime::ModelManager* models, std::vector<int> inference_cpus)
+      : models_(models), inference_cpus_(std::move(inference_cpus)) {}
 
   grpc::Status CompileModel(grpc::ServerContext*, const kiln::v1::CompileModelRequest* request,
                             kiln::v1::CompileModelResponse* response) override;
@@ -35,12 +40,14 @@ class CompilerService final : public kiln::v1::Compiler::Service {
                              kiln::v1::GetServerInfoResponse* response) override;
 
  private:
+  void BindToInferenceCpus(const char* rpc) const;
   // CompileModel and CompileModelStream share this; `events` may be null.
   absl::StatusOr<kiln::v1::CompileModelResponse> Compile(
       const kiln::v1::CompileModelRequest& request, const runtime::CompileEventSink& events,
       absl::Time deadline);
 
   runtime::ModelManager* models_;
+  std::vector<int> inference_cpus_;
 };
 
 }  // namespace kiln::server

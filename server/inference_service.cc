@@ -3,9 +3,10 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "common/version.h"
+#include "server/cpu_affinity.h"
 #include "server/infer_request.h"
 #include "server/status_conversion.h"
-#include "common/version.h"
 
 namespace kiln::server {
 namespace {
@@ -80,6 +81,9 @@ grpc::Status InferenceService::ModelMetadata(grpc::ServerContext*,
 grpc::Status InferenceService::ModelInfer(grpc::ServerContext*,
                                           const inference::ModelInferRequest* request,
                                           inference::ModelInferResponse* response) {
+  if (absl::Status bound = BindThisThreadToCpus(inference_cpus_); !bound.ok()) {
+    std::cerr << "kiln-server: ModelInfer runs unbound: " << bound << "\n";
+  }
   auto model = models_->Find(request->model_name());
   if (!model) return Fail("ModelInfer", UnknownModel(request->model_name()));
   const Program& program = model->program();

@@ -2,6 +2,8 @@
 #ifndef KILN_SERVER_INFERENCE_SERVICE_H_
 #define KILN_SERVER_INFERENCE_SERVICE_H_
 
+#include <vector>
+
 #include "proto/grpc_service.grpc.pb.h"
 #include "runtime/model_manager.h"
 
@@ -9,7 +11,10 @@ namespace kiln::server {
 
 class InferenceService final : public inference::GRPCInferenceService::Service {
  public:
-  explicit InferenceService(runtime::ModelManager* models) : models_(models) {}
+  // `inference_cpus`: the CPUs ModelInfer's threads are bound to (see
+  // cpu_affinity.h); empty for none.
+  InferenceService(runtime::ModelManager* models, std::vector<int> inference_cpus)
+      : models_(models), inference_cpus_(std::move(inference_cpus)) {}
 
   grpc::Status ServerLive(grpc::ServerContext*, const inference::ServerLiveRequest*,
                           inference::ServerLiveResponse* response) override;
@@ -26,6 +31,7 @@ class InferenceService final : public inference::GRPCInferenceService::Service {
 
  private:
   runtime::ModelManager* models_;
+  std::vector<int> inference_cpus_;
 };
 
 }  // namespace kiln::server

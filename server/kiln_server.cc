@@ -17,8 +17,10 @@ namespace {
 // Members in dependency order: the services use the manager, the server the services.
 class KilnServerImpl final : public KilnServer {
  public:
-  KilnServerImpl(std::unique_ptr<runtime::ModelManager> models)
-      : models_(std::move(models)), inference_(models_.get()), compiler_(models_.get()) {}
+  KilnServerImpl(std::unique_ptr<runtime::ModelManager> models, const std::vector<int>& cpus)
+      : models_(std::move(models)),
+        inference_(models_.get(), cpus),
+        compiler_(models_.get(), cpus) {}
 
   absl::Status Start(const ServerOptions& options) {
     grpc::ServerBuilder builder;
@@ -63,7 +65,7 @@ absl::StatusOr<std::unique_ptr<KilnServer>> StartKilnServer(const ServerOptions&
   absl::StatusOr<std::unique_ptr<runtime::ModelManager>> models =
       runtime::ModelManager::Create(manager_options);
   if (!models.ok()) return models.status();
-  auto server = std::make_unique<KilnServerImpl>(*std::move(models));
+  auto server = std::make_unique<KilnServerImpl>(*std::move(models), options.inference_cpus);
   absl::Status started = server->Start(options);
   if (!started.ok()) return started;
   return std::unique_ptr<KilnServer>(std::move(server));

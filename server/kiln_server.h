@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -21,6 +22,9 @@ struct ServerOptions {
   std::string cache_dir;  // empty: memory-only kernel cache
   int64_t cache_max_bytes = int64_t{1} << 30;
   double cache_min_compile_ms = 0;
+  // CPUs the threads running inference are bound to (cpu_affinity.h);
+  // empty leaves them to the scheduler.
+  std::vector<int> inference_cpus;
 };
 
 class KilnServer {

@@ -1,16 +1,17 @@
 // kiln-server: the gRPC front of Kiln.
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
-#include <algorithm>
-#include <string>
-#include <vector>
 #include <iostream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/synchronization/mutex.h"
+#include "server/cpu_affinity.h"
 #include "server/kiln_server.h"
 
 ABSL_FLAG(std::string, address, "127.0.0.1", "address to bind");
@@ -23,6 +24,9 @@ ABSL_FLAG(std::string, cache_dir, "",
           "directory of the persistent kernel cache (default: $XDG_CACHE_HOME/kiln/kernels "
           "or ~/.cache/kiln/kernels; 'none' keeps kernels in memory only)");
 ABSL_FLAG(int64_t, cache_max_bytes, int64_t{1} << 30, "disk budget of the kernel cache (LRU)");
+ABSL_FLAG(std::string, inference_cpus, "",
+          "CPUs the threads running inference are bound to, e.g. 1 or 0-3 (default: unbound; "
+          "bound threads share those CPUs when calls arrive concurrently)");
 ABSL_FLAG(double, cache_min_compile_ms, 0,
           "kernels that compile faster than this are not written to disk");
 
@@ -70,6 +74,13 @@ int main(int argc, char** argv) {
   }
   options.cache_max_bytes = absl::GetFlag(FLAGS_cache_max_bytes);
   options.cache_min_compile_ms = absl::GetFlag(FLAGS_cache_min_compile_ms);
+  absl::StatusOr<std::vector<int>> cpus =
+      kiln::server::ParseCpuList(absl::GetFlag(FLAGS_inference_cpus));
+  if (!cpus.ok()) {
+    std::cerr << "kiln-server: --inference_cpus: " << cpus.status() << "\n";
+    return 2;
+  }
+  options.inference_cpus = *std::move(cpus);
   auto server = kiln::server::StartKilnServer(options);
   if (!server.ok()) {
     std::cerr << "kiln-server: " << server.status() << "\n";

@@ -2,7 +2,11 @@
 // the generated gRPC stubs only (no client library). The MLP is built here as a
 // kiln.v1.Graph from NumPy fixtures, and its output is checked against the
 // output NumPy computed (tests/server/data/make_mlp_fixture.py).
+#include <sched.h>
+
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -507,6 +511,53 @@ TEST_F(InferErrorsTest, Fp32ContentsOfTheWrongCountIsInvalidArgument) {
   auto* in = AddInput(r, "x", "FP32", x_.shape);
   in->mutable_contents()->add_fp32_contents(1.0f);
   EXPECT_THAT(InvalidArgumentMessage(r), HasSubstr("'x'"));
+}
+
+// The threads of this process whose affinity is exactly `cpu`, from
+// /proc/self/task/*/status (the kernel's view, not the server's).
+int ThreadsBoundTo(int cpu) {
+  int count = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream status(task.path() / "status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (line.rfind("Cpus_allowed_list:", 0) == 0) {
+        count += line.substr(line.find_first_not_of(" \t", 18)) == std::to_string(cpu);
+      }
+    }
+  }
+  return count;
+}
+
+// --inference_cpus: ModelInfer still answers correctly, and the thread that
+// ran it is left bound to the chosen CPU.
+TEST_F(EndToEndTest, InferenceCpusBindTheThreadThatRunsTheModel) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  if (CPU_COUNT(&allowed) < 2) GTEST_SKIP() << "one CPU: binding would change nothing";
+  int cpu = CPU_SETSIZE - 1;
+  while (!CPU_ISSET(cpu, &allowed)) --cpu;
+  ASSERT_EQ(ThreadsBoundTo(cpu), 0);
+
+  server::ServerOptions options;
+  options.address = "localhost";
+  options.port = 0;
+  options.threads = 1;
+  options.inference_cpus = {cpu};
+  absl::StatusOr<std::unique_ptr<server::KilnServer>> bound = server::StartKilnServer(options);
+  ASSERT_TRUE(bound.ok()) << bound.status();
+  auto channel = grpc::CreateChannel("localhost:" + std::to_string((*bound)->port()),
+                                     grpc::InsecureChannelCredentials());
+  inference_ = inference::GRPCInferenceService::NewStub(channel);
+  compiler_ = kiln::v1::Compiler::NewStub(channel);
+  ASSERT_TRUE(Compile(MlpGraph(), "mlp_bound").ok());
+  inference::ModelInferResponse response;
+  grpc::Status s = Infer(MlpRequest("mlp_bound"), &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ExpectOutputMatchesNumPy(response, 0);
+  EXPECT_GE(ThreadsBoundTo(cpu), 1);
+  (*bound)->Shutdown();
 }
 
 }  // namespace
