@@ -7,18 +7,22 @@
 # as the model's Run takes (gRPC's threads sleep meanwhile and wake late).
 #   bench/server_overhead.sh [MODEL] [--batch B] [--threads T] [--iterations N]
 #                            [--warmup W] [--rounds R] [--inference-cpus LIST]
+#                            [--infer-spin-us US]
 # MODEL defaults to the MLP of tests/models/export_models.py (exported by
 # bench/models.py into /tmp/kiln-bench-models). Every figure is a p50, the best
 # of R rounds (default 3), the four measurements taking turns in each round.
 # --inference-cpus binds kiln-server's inference threads there (its
 # --inference_cpus) and runs the echo servers under taskset on the same CPUs;
-# default: unbound.
+# default: unbound. kiln-server is measured twice: as it starts by default
+# (ModelInfer on its own thread polling 100 us after each call, which also
+# skips the wake-up the echo pays) and with --infer_spin_us US (default 0:
+# ModelInfer on gRPC's sync threads, which sleep between calls).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 model="" batch=1 threads=1 iterations=1000 warmup=50 rounds=3
-cpus=""
-usage="usage: bench/server_overhead.sh [MODEL] [--batch B] [--threads T] [--iterations N] [--warmup W] [--rounds R] [--inference-cpus LIST]"
+cpus="" spin_us=0
+usage="usage: bench/server_overhead.sh [MODEL] [--batch B] [--threads T] [--iterations N] [--warmup W] [--rounds R] [--inference-cpus LIST] [--infer-spin-us US]"
 while [ $# -gt 0 ]; do
   case "$1" in
     --batch) batch="$2"; shift 2 ;;
@@ -27,6 +31,7 @@ while [ $# -gt 0 ]; do
     --warmup) warmup="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
     --inference-cpus) cpus="$2"; shift 2 ;;
+    --infer-spin-us) spin_us="$2"; shift 2 ;;
     --*) echo "$usage" >&2; exit 2 ;;
     *) model="$1"; shift ;;
   esac
@@ -83,6 +88,9 @@ on_cpus=()
 start_server kiln bazel-bin/server/kiln-server --port=0 --cache-dir=none --threads="$threads" \
   --inference_cpus="$cpus"
 kiln_port=$server_port
+start_server kiln_spin bazel-bin/server/kiln-server --port=0 --cache-dir=none \
+  --threads="$threads" --inference_cpus="$cpus" --infer_spin_us="$spin_us"
+kiln_spin_port=$server_port
 start_server echo "${on_cpus[@]}" bazel-bin/bench/grpc-echo --serve --output "$output"
 echo_port=$server_port
 start_server busy "${on_cpus[@]}" bazel-bin/bench/grpc-echo --serve --output "$output" \
@@ -95,19 +103,22 @@ echo_client() {
 for r in $(seq 1 "$rounds"); do
   bazel-bin/client/kiln bench "$model" --server "localhost:$kiln_port" "${common[@]}" \
     >"$work/server.$r.json"
+  bazel-bin/client/kiln bench "$model" --server "localhost:$kiln_spin_port" "${common[@]}" \
+    >"$work/spin.$r.json"
   inproc >"$work/inproc.$r.json"
   echo_client "$echo_port" >"$work/echo.$r.json"
   echo_client "$busy_port" >"$work/busy.$r.json"
 done
 
 /usr/bin/python3 - "$work" "$model" "$batch" "$threads" "$iterations" "$rounds" "$input" \
-  "$output" "$busy_us" "$cpus" <<'PY'
+  "$output" "$busy_us" "$cpus" "$spin_us" <<'PY'
 import glob, json, sys
-work, model, batch, threads, iterations, rounds, input_, output, busy_us, cpus = sys.argv[1:]
+work, model, batch, threads, iterations, rounds, input_, output, busy_us, cpus, spin_us = sys.argv[1:]
 def best(name):
     runs = [json.load(open(p)) for p in glob.glob(f"{work}/{name}.[1-9]*.json")]
     return min(runs, key=lambda r: r["p50_ms"])
 inproc, server, echo, busy = best("inproc"), best("server"), best("echo"), best("busy")
+spin = best("spin")
 us = lambda ms: ms * 1e3
 rtt, run, bare, slow = (us(server["p50_ms"]), us(inproc["p50_ms"]), us(echo["p50_ms"]),
                         us(busy["p50_ms"]))
@@ -118,6 +129,8 @@ print(f"  servers' inference threads on CPUs {cpus} (kiln-server --inference_cpu
 line = lambda label, value, note="": print(f"  {label:<50}{value:9.1f} us" + (f"   ({note})" if note else ""))
 line("kiln bench through kiln-server, client round trip", rtt,
      f"server's own kernel time {us(server['server_p50_ms']):.1f} us")
+line(f"same, kiln-server --infer_spin_us={spin_us}", us(spin["p50_ms"]),
+     f"server's own kernel time {us(spin['server_p50_ms']):.1f} us")
 line("kiln-bench in process, CompiledModel::Run", run,
      f"kernels alone {us(inproc['kernels_p50_ms']):.1f} us")
 line("difference: what serving over gRPC adds", rtt - run)
@@ -126,4 +139,6 @@ line(f"same, the handler spinning {busy_us} us first", slow,
      f"gRPC waking after a busy handler: {slow - bare - float(busy_us):.1f} us")
 print(f"server overhead over bare gRPC round trip: {rtt - run - bare:.1f} us")
 print(f"server overhead over a gRPC call whose handler takes as long as Run: {rtt - slow:.1f} us")
+print(f"with --infer_spin_us={spin_us}: over bare gRPC round trip "
+      f"{us(spin['p50_ms']) - run - bare:.1f} us, over the busy handler {us(spin['p50_ms']) - slow:.1f} us")
 PY

@@ -81,22 +81,27 @@ grpc::Status InferenceService::ModelMetadata(grpc::ServerContext*,
 grpc::Status InferenceService::ModelInfer(grpc::ServerContext*,
                                           const inference::ModelInferRequest* request,
                                           inference::ModelInferResponse* response) {
+  return Infer(*request, response);
+}
+
+grpc::Status InferenceService::Infer(const inference::ModelInferRequest& request,
+                                     inference::ModelInferResponse* response) {
   if (absl::Status bound = BindThisThreadToCpus(inference_cpus_); !bound.ok()) {
     std::cerr << "kiln-server: ModelInfer runs unbound: " << bound << "\n";
   }
-  auto model = models_->Find(request->model_name());
-  if (!model) return Fail("ModelInfer", UnknownModel(request->model_name()));
+  auto model = models_->Find(request.model_name());
+  if (!model) return Fail("ModelInfer", UnknownModel(request.model_name()));
   const Program& program = model->program();
-  absl::StatusOr<std::vector<runtime::Tensor>> inputs = DecodeInputs(program, *request);
+  absl::StatusOr<std::vector<runtime::Tensor>> inputs = DecodeInputs(program, request);
   if (!inputs.ok()) return Fail("ModelInfer", inputs.status());
   std::vector<const runtime::Tensor*> pointers;
   for (const runtime::Tensor& t : *inputs) pointers.push_back(&t);
   absl::StatusOr<runtime::RunResult> result = model->Run(pointers);
   if (!result.ok()) return Fail("ModelInfer", result.status());
-  response->set_model_name(request->model_name());
+  response->set_model_name(request.model_name());
   response->set_model_version("1");
-  response->set_id(request->id());
-  absl::Status encoded = EncodeOutputs(program, *request, *std::move(result), response);
+  response->set_id(request.id());
+  absl::Status encoded = EncodeOutputs(program, request, *std::move(result), response);
   if (!encoded.ok()) return Fail("ModelInfer", encoded);
   return grpc::Status::OK;
 }

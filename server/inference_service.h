@@ -9,7 +9,7 @@
 
 namespace kiln::server {
 
-class InferenceService final : public inference::GRPCInferenceService::Service {
+class InferenceService : public inference::GRPCInferenceService::Service {
  public:
   // `inference_cpus`: the CPUs ModelInfer's threads are bound to (see
   // cpu_affinity.h); empty for none.
@@ -29,8 +29,22 @@ class InferenceService final : public inference::GRPCInferenceService::Service {
   grpc::Status ModelInfer(grpc::ServerContext*, const inference::ModelInferRequest* request,
                           inference::ModelInferResponse* response) override;
 
+  // ModelInfer's work, for the sync method above and the spinning loop's
+  // async one (infer_spin_loop.h).
+  grpc::Status Infer(const inference::ModelInferRequest& request,
+                     inference::ModelInferResponse* response);
+
+ protected:
+  // For AsyncInferenceService, whose generated base constructs this one
+  // without arguments.
+  InferenceService() = default;
+  void Init(runtime::ModelManager* models, std::vector<int> inference_cpus) {
+    models_ = models;
+    inference_cpus_ = std::move(inference_cpus);
+  }
+
  private:
-  runtime::ModelManager* models_;
+  runtime::ModelManager* models_ = nullptr;
   std::vector<int> inference_cpus_;
 };
 

@@ -1,5 +1,6 @@
 #include "server/kiln_server.h"
 
+#include <chrono>
 #include <thread>
 
 #include "absl/status/status.h"
@@ -9,6 +10,7 @@
 #include "runtime/model_manager.h"
 #include "runtime/thread_pool.h"
 #include "server/compiler_service.h"
+#include "server/infer_spin_loop.h"
 #include "server/inference_service.h"
 
 namespace kiln::server {
@@ -17,10 +19,20 @@ namespace {
 // Members in dependency order: the services use the manager, the server the services.
 class KilnServerImpl final : public KilnServer {
  public:
-  KilnServerImpl(std::unique_ptr<runtime::ModelManager> models, const std::vector<int>& cpus)
-      : models_(std::move(models)),
-        inference_(models_.get(), cpus),
-        compiler_(models_.get(), cpus) {}
+  KilnServerImpl(std::unique_ptr<runtime::ModelManager> models, const ServerOptions& options)
+      : models_(std::move(models)), compiler_(models_.get(), options.inference_cpus) {
+    if (options.infer_spin_us > 0) {
+      async_inference_ =
+          std::make_unique<AsyncInferenceService>(models_.get(), options.inference_cpus);
+    } else {
+      inference_ = std::make_unique<InferenceService>(models_.get(), options.inference_cpus);
+    }
+  }
+
+  ~KilnServerImpl() override {
+    if (server_) server_->Shutdown();
+    if (spin_loop_) spin_loop_->Stop();
+  }
 
   absl::Status Start(const ServerOptions& options) {
     grpc::ServerBuilder builder;
@@ -28,24 +40,37 @@ class KilnServerImpl final : public KilnServer {
                              grpc::InsecureServerCredentials(), &port_);
     builder.SetMaxReceiveMessageSize(options.max_message_mb * 1024 * 1024);
     builder.SetMaxSendMessageSize(options.max_message_mb * 1024 * 1024);
-    builder.RegisterService(&inference_);
+    if (async_inference_) {
+      builder.RegisterService(async_inference_.get());
+      spin_loop_ = std::make_unique<InferSpinLoop>(
+          builder, async_inference_.get(), std::chrono::microseconds(options.infer_spin_us));
+    } else {
+      builder.RegisterService(inference_.get());
+    }
     builder.RegisterService(&compiler_);
     server_ = builder.BuildAndStart();
     if (!server_ || port_ == 0) {
       return absl::UnavailableError(absl::StrCat("cannot listen on ", options.address, ":",
                                                  options.port, " (is the port in use?)"));
     }
+    if (spin_loop_) spin_loop_->Start();
     return absl::OkStatus();
   }
 
   int port() const override { return port_; }
-  void Shutdown() override { server_->Shutdown(); }
+  void Shutdown() override {
+    server_->Shutdown();
+    if (spin_loop_) spin_loop_->Stop();
+  }
   void Wait() override { server_->Wait(); }
 
  private:
   std::unique_ptr<runtime::ModelManager> models_;
-  InferenceService inference_;
+  // One of the two: ModelInfer on gRPC's sync threads, or on the spin loop.
+  std::unique_ptr<InferenceService> inference_;
+  std::unique_ptr<AsyncInferenceService> async_inference_;
   CompilerService compiler_;
+  std::unique_ptr<InferSpinLoop> spin_loop_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 };
@@ -65,7 +90,7 @@ absl::StatusOr<std::unique_ptr<KilnServer>> StartKilnServer(const ServerOptions&
   absl::StatusOr<std::unique_ptr<runtime::ModelManager>> models =
       runtime::ModelManager::Create(manager_options);
   if (!models.ok()) return models.status();
-  auto server = std::make_unique<KilnServerImpl>(*std::move(models), options.inference_cpus);
+  auto server = std::make_unique<KilnServerImpl>(*std::move(models), options);
   absl::Status started = server->Start(options);
   if (!started.ok()) return started;
   return std::unique_ptr<KilnServer>(std::move(server));

@@ -25,6 +25,9 @@ struct ServerOptions {
   // CPUs the threads running inference are bound to (cpu_affinity.h);
   // empty leaves them to the scheduler.
   std::vector<int> inference_cpus;
+  // > 0: ModelInfer runs on one thread that polls for the next call this
+  // long after each one (infer_spin_loop.h); 0: on gRPC's sync threads.
+  int infer_spin_us = 100;
 };
 
 class KilnServer {

@@ -27,6 +27,9 @@ ABSL_FLAG(int64_t, cache_max_bytes, int64_t{1} << 30, "disk budget of the kernel
 ABSL_FLAG(std::string, inference_cpus, "",
           "CPUs the threads running inference are bound to, e.g. 1 or 0-3 (default: unbound; "
           "bound threads share those CPUs when calls arrive concurrently)");
+ABSL_FLAG(int, infer_spin_us, 100,
+          "> 0: ModelInfer runs on one thread that keeps polling this many us after each call "
+          "(lower latency, a busy core meanwhile, calls one at a time); 0: gRPC's sync threads");
 ABSL_FLAG(double, cache_min_compile_ms, 0,
           "kernels that compile faster than this are not written to disk");
 
@@ -81,6 +84,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.inference_cpus = *std::move(cpus);
+  options.infer_spin_us = absl::GetFlag(FLAGS_infer_spin_us);
+  if (options.infer_spin_us < 0 || options.infer_spin_us > 1000000) {
+    std::cerr << "kiln-server: --infer_spin_us must be 0..1000000\n";
+    return 2;
+  }
   auto server = kiln::server::StartKilnServer(options);
   if (!server.ok()) {
     std::cerr << "kiln-server: " << server.status() << "\n";

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -102,6 +103,11 @@ class EndToEndTest : public ::testing::Test {
     options.address = "localhost";
     options.port = 0;
     options.threads = 2;
+#ifdef KILN_E2E_INFER_SPIN_US
+    // e2e_sync_test runs every test again with ModelInfer on gRPC's sync
+    // threads (--infer_spin_us=0) instead of the default spin loop.
+    options.infer_spin_us = KILN_E2E_INFER_SPIN_US;
+#endif
     absl::StatusOr<std::unique_ptr<server::KilnServer>> s = server::StartKilnServer(options);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = s->release();
@@ -189,6 +195,30 @@ TEST_F(EndToEndTest, MlpOutputMatchesNumPyWithin1e5) {
   EXPECT_EQ(response.outputs(0).datatype(), "FP32");
   EXPECT_THAT(response.outputs(0).shape(), ElementsAre(4, 10));
   ExpectOutputMatchesNumPy(response, 0);
+}
+
+// Calls from several clients at once each get their own right answer (on the
+// spin loop they queue for its one thread; on sync threads they overlap).
+TEST_F(EndToEndTest, ConcurrentInferencesAllMatchNumPy) {
+  ASSERT_TRUE(Compile(MlpGraph(), "mlp_concurrent").ok());
+  constexpr int kClients = 4, kCallsEach = 10;
+  std::vector<inference::ModelInferResponse> last(kClients);
+  std::vector<std::string> errors(kClients);
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      for (int i = 0; i < kCallsEach && errors[c].empty(); ++i) {
+        grpc::ClientContext ctx;
+        grpc::Status s = inference_->ModelInfer(&ctx, MlpRequest("mlp_concurrent"), &last[c]);
+        if (!s.ok()) errors[c] = s.error_message();
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  for (int c = 0; c < kClients; ++c) {
+    ASSERT_EQ(errors[c], "") << "client " << c;
+    ExpectOutputMatchesNumPy(last[c], 0);
+  }
 }
 
 // FuseOps keeps dense out of the softmax's reduction group, so the MLP is four
