@@ -245,10 +245,10 @@ TEST_F(ContractionScheduleTest, DenseInKBlocksAppliesEpilogueOnce) {
   Check(dense.build, dense.x, dense.want, "(K blocks) (cache groups", /*tolerance=*/1e-3);
 }
 
-// A 3x3 conv over 1024 channels (Ap: 256 x 9216 floats) in K blocks of
-// whole channels (the window offsets stay inside a block), batch 8 (the
-// images are the parallel blocks), with a residual add and relu in the
-// epilogue.
+// A 3x3 conv over 1024 channels (K = 9216) in K blocks of whole channels
+// (the window offsets stay inside a block), batch 8, with a residual add and
+// relu in the epilogue. Its 6x6 outputs fill tiles poorly, so it runs in
+// channel lanes, whose weight panel the K blocks split.
 TEST_F(ContractionScheduleTest, ConvInKBlocksWithResidualEpilogue) {
   ContractionCase conv = MakeConvResidualCase(8, 1024, 6, 256, 53);
   // 9216 float products per output: see the dense case on tolerance.
