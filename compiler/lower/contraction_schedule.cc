@@ -248,8 +248,8 @@ class Scheduler {
     mb_ = CeilDiv(m_, tile_.mr);
     nb_ = CeilDiv(n_, tile_.nr());
     std::vector<Stmt> stages;
-    direct_a_ = !channel_lanes_ && BroadcastReadableInPlace(fa_);
-    if (!channel_lanes_ && !direct_a_) a_buffer_ = PackOperand(/*is_a=*/true, out, stages);
+    a_in_place_ = channel_lanes_ || BroadcastReadableInPlace(fa_);
+    if (!a_in_place_) a_buffer_ = PackOperand(/*is_a=*/true, out, stages);
     direct_b_ = ReadableInPlace(fb_);
     if (!direct_b_) b_buffer_ = PackOperand(/*is_a=*/false, out, stages);
     stages.push_back(MainLoop(stages));
@@ -536,8 +536,9 @@ class Scheduler {
   // strided pass over A and, at 2 threads, a second parallel region.
   bool BroadcastReadableInPlace(const Expr& f) {
     if (f->kind != ExprKind::kLoad || t_.constant_of(f->buffer) != nullptr) return false;
-    // Beyond the K-block size the packed panels' cache groups apply.
-    if (m_ * k_ * 4 * Product(batch_vars_) > kKBlockApBytes) return false;
+    // Where the reduction runs in K blocks, packed panels were measured (the
+    // cache groups); in place there gave mixed results at 2048^3.
+    if (KBlockSpan() > 0) return false;
     return StepsByOne(f->operands[0], {k_vars_.back()}, k_vars_.back()->extent);
   }
 
@@ -726,9 +727,9 @@ class Scheduler {
     Expr n = b_.Add(b_.Mul(b_.Ref(jb), b_.Int(nr)), v_ref);
     // Read in place, the tail tile's extra rows reread the last one.
     Expr pixel = mb_ * mr == m_ ? m : b_.Min(m, b_.Int(m_ - 1));
-    Expr a = channel_lanes_ || direct_a_ ? b_.Substitute(fa_, m_vars_, Split(pixel, m_vars_))
-                                         : b_.Load(a_buffer_, te::ScalarType::kF32,
-                                                   {panel_index(a_batch_, ib, mr, b_.Ref(r))});
+    Expr a = a_in_place_ ? b_.Substitute(fa_, m_vars_, Split(pixel, m_vars_))
+                         : b_.Load(a_buffer_, te::ScalarType::kF32,
+                                   {panel_index(a_batch_, ib, mr, b_.Ref(r))});
     Expr bv = direct_b_
                   ? b_.Substitute(fb_, n_vars_, Split(n, n_vars_))
                   : b_.Load(b_buffer_, te::ScalarType::kF32, {panel_index(b_batch_, jb, nr, v_ref)});
@@ -804,6 +805,13 @@ class Scheduler {
                                          b_.Unary(te::UnaryOp::kNot, last_block))));
     }
     tile.push_back(store);
+    // The tile's statements at column block `jb_of` and row block `ib_of`
+    // (for loops that reach the blocks through other variables).
+    auto tile_at = [&](const Expr& jb_of, const Expr& ib_of) {
+      return MapExprs(MakeSeq(std::move(tile)), [&](const Expr& e) {
+        return e ? b_.Substitute(e, {jb, ib}, {jb_of, ib_of}) : e;
+      });
+    };
     const bool parallel = m_ * n_ * k_ * Product(batch_vars_) >= kParallelWork;
     if (parallel && batch_vars_.empty() && span == 0 && nb_ * mb_ > 1) {
       // One parallel loop over all tiles, column-block-major as the serial
@@ -820,10 +828,7 @@ class Scheduler {
       Expr rest = b_.Mod(b_.Ref(t), b_.Int(nb_ * per_part));
       Expr jb_of = b_.Div(rest, b_.Int(per_part));
       Expr ib_of = b_.Add(b_.Mul(part, b_.Int(per_part)), b_.Mod(rest, b_.Int(per_part)));
-      return MakeFor(t, ForKind::kParallel,
-                     MapExprs(MakeSeq(std::move(tile)), [&](const Expr& e) {
-                       return e ? b_.Substitute(e, {jb, ib}, {jb_of, ib_of}) : e;
-                     }));
+      return MakeFor(t, ForKind::kParallel, tile_at(jb_of, ib_of));
     }
     Stmt body;
     const CacheGroups groups =
@@ -836,9 +841,7 @@ class Scheduler {
       Var ibi = b_.NewVar("ibi", groups.row_blocks);
       Expr jb_of = b_.Add(b_.Mul(b_.Ref(jg), b_.Int(groups.col_blocks)), b_.Ref(jbi));
       Expr ib_of = b_.Add(b_.Mul(b_.Ref(ig), b_.Int(groups.row_blocks)), b_.Ref(ibi));
-      body = MakeFor(ibi, ForKind::kSerial, MapExprs(MakeSeq(std::move(tile)), [&](const Expr& e) {
-                       return e ? b_.Substitute(e, {jb, ib}, {jb_of, ib_of}) : e;
-                     }));
+      body = MakeFor(ibi, ForKind::kSerial, tile_at(jb_of, ib_of));
       body = MakeFor(jbi, ForKind::kSerial, body);
       body = MakeFor(kc, ForKind::kSerial, body);
       body = MakeFor(ig, ForKind::kSerial, body);
@@ -896,10 +899,10 @@ class Scheduler {
   Tile tile_;
   int a_buffer_ = -1, b_buffer_ = -1;
   bool direct_b_ = false;
-  // fa is read in place (BroadcastReadableInPlace), not from packed panels.
-  bool direct_a_ = false;
+  // fa is read in place, not from packed panels: with channel lanes, or
+  // where BroadcastReadableInPlace allows.
+  bool a_in_place_ = false;
   bool row_tiles_ = false;
-  // Also: fa (the input) is read in place, not from packed panels.
   bool channel_lanes_ = false;
   bool k_blocked_ = false;
   // " (cache groups GxR)" when ChooseCacheGroups applied, for the summary.
