@@ -88,9 +88,9 @@ on_cpus=()
 start_server kiln bazel-bin/server/kiln-server --port=0 --cache-dir=none --threads="$threads" \
   --inference_cpus="$cpus"
 kiln_port=$server_port
-start_server kiln_spin bazel-bin/server/kiln-server --port=0 --cache-dir=none \
+start_server kiln_alt bazel-bin/server/kiln-server --port=0 --cache-dir=none \
   --threads="$threads" --inference_cpus="$cpus" --infer_spin_us="$spin_us"
-kiln_spin_port=$server_port
+kiln_alt_port=$server_port
 start_server echo "${on_cpus[@]}" bazel-bin/bench/grpc-echo --serve --output "$output"
 echo_port=$server_port
 start_server busy "${on_cpus[@]}" bazel-bin/bench/grpc-echo --serve --output "$output" \
@@ -103,8 +103,8 @@ echo_client() {
 for r in $(seq 1 "$rounds"); do
   bazel-bin/client/kiln bench "$model" --server "localhost:$kiln_port" "${common[@]}" \
     >"$work/server.$r.json"
-  bazel-bin/client/kiln bench "$model" --server "localhost:$kiln_spin_port" "${common[@]}" \
-    >"$work/spin.$r.json"
+  bazel-bin/client/kiln bench "$model" --server "localhost:$kiln_alt_port" "${common[@]}" \
+    >"$work/alt.$r.json"
   inproc >"$work/inproc.$r.json"
   echo_client "$echo_port" >"$work/echo.$r.json"
   echo_client "$busy_port" >"$work/busy.$r.json"
@@ -118,7 +118,7 @@ def best(name):
     runs = [json.load(open(p)) for p in glob.glob(f"{work}/{name}.[1-9]*.json")]
     return min(runs, key=lambda r: r["p50_ms"])
 inproc, server, echo, busy = best("inproc"), best("server"), best("echo"), best("busy")
-spin = best("spin")
+alt = best("alt")
 us = lambda ms: ms * 1e3
 rtt, run, bare, slow = (us(server["p50_ms"]), us(inproc["p50_ms"]), us(echo["p50_ms"]),
                         us(busy["p50_ms"]))
@@ -129,8 +129,8 @@ print(f"  servers' inference threads on CPUs {cpus} (kiln-server --inference_cpu
 line = lambda label, value, note="": print(f"  {label:<50}{value:9.1f} us" + (f"   ({note})" if note else ""))
 line("kiln bench through kiln-server, client round trip", rtt,
      f"server's own kernel time {us(server['server_p50_ms']):.1f} us")
-line(f"same, kiln-server --infer_spin_us={spin_us}", us(spin["p50_ms"]),
-     f"server's own kernel time {us(spin['server_p50_ms']):.1f} us")
+line(f"same, kiln-server --infer_spin_us={spin_us}", us(alt["p50_ms"]),
+     f"server's own kernel time {us(alt['server_p50_ms']):.1f} us")
 line("kiln-bench in process, CompiledModel::Run", run,
      f"kernels alone {us(inproc['kernels_p50_ms']):.1f} us")
 line("difference: what serving over gRPC adds", rtt - run)
@@ -140,5 +140,5 @@ line(f"same, the handler spinning {busy_us} us first", slow,
 print(f"server overhead over bare gRPC round trip: {rtt - run - bare:.1f} us")
 print(f"server overhead over a gRPC call whose handler takes as long as Run: {rtt - slow:.1f} us")
 print(f"with --infer_spin_us={spin_us}: over bare gRPC round trip "
-      f"{us(spin['p50_ms']) - run - bare:.1f} us, over the busy handler {us(spin['p50_ms']) - slow:.1f} us")
+      f"{us(alt['p50_ms']) - run - bare:.1f} us, over the busy handler {us(alt['p50_ms']) - slow:.1f} us")
 PY

@@ -182,16 +182,10 @@ bool PastDeadline(const grpc::ServerContext* context) {
 
 }  // namespace
 
-void CompilerService::BindToInferenceCpus(const char* rpc) const {
-  if (absl::Status bound = BindThisThreadToCpus(inference_cpus_); !bound.ok()) {
-    std::cerr << "kiln-server: " << rpc << " runs unbound: " << bound << "\n";
-  }
-}
-
 grpc::Status CompilerService::CallKernel(grpc::ServerContext* context,
                                          const kiln::v1::CallKernelRequest* request,
                                          kiln::v1::CallKernelResponse* response) {
-  BindToInferenceCpus("CallKernel");
+  BindHandlerThreadOrWarn(inference_cpus_, "CallKernel");
   auto found = models_->cache().Find(request->key());
   if (!found.ok()) return Fail("CallKernel", found.status());
   absl::StatusOr<std::vector<runtime::Tensor>> inputs = DecodeArguments(request->inputs());
@@ -214,7 +208,7 @@ grpc::Status CompilerService::CallKernel(grpc::ServerContext* context,
 grpc::Status CompilerService::BenchmarkKernel(grpc::ServerContext* context,
                                               const kiln::v1::BenchmarkKernelRequest* request,
                                               kiln::v1::BenchmarkKernelResponse* response) {
-  BindToInferenceCpus("BenchmarkKernel");
+  BindHandlerThreadOrWarn(inference_cpus_, "BenchmarkKernel");
   if (request->number() < 0 || request->number() > 1000000 || request->repeat() < 0 ||
       request->repeat() > 10000 || request->warmup() < 0 || request->warmup() > 10000 ||
       request->min_repeat_ms() < 0 || request->min_repeat_ms() > 60000) {

@@ -40,7 +40,6 @@ class CompilerService final : public kiln::v1::Compiler::Service {
                              kiln::v1::GetServerInfoResponse* response) override;
 
  private:
-  void BindToInferenceCpus(const char* rpc) const;
   // CompileModel and CompileModelStream share this; `events` may be null.
   absl::StatusOr<kiln::v1::CompileModelResponse> Compile(
       const kiln::v1::CompileModelRequest& request, const runtime::CompileEventSink& events,

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <iostream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -62,6 +63,12 @@ absl::Status BindThisThreadToCpus(const std::vector<int>& cpus) {
     return absl::InternalError(absl::StrCat("sched_setaffinity: ", std::strerror(errno)));
   }
   return absl::OkStatus();
+}
+
+void BindHandlerThreadOrWarn(const std::vector<int>& cpus, const char* rpc) {
+  if (absl::Status bound = BindThisThreadToCpus(cpus); !bound.ok()) {
+    std::cerr << "kiln-server: " << rpc << " runs unbound: " << bound << "\n";
+  }
 }
 
 }  // namespace kiln::server

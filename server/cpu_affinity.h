@@ -2,8 +2,8 @@
 // --inference_cpus, as Triton's --host-policy cpu-cores).
 //
 // Why: gRPC's sync server hands each call to whichever of its threads is
-// free, and the scheduler may run that thread on any core, away from the L2
-// that holds the model's weights. Measured on this 2-core machine (MLP, 1
+// free, and the scheduler may run that thread on any core, possibly away
+// from the L2 that holds the model's weights. Measured on this 2-core machine (MLP, 1
 // thread, client round trip p50): one run of three rounds each gave 118-135
 // us unbound against 98-103 bound to CPU 1, but later runs were within the
 // noise (102.5 against 102.7; 108-159 against 100-143), so it is an option,
@@ -30,6 +30,10 @@ absl::StatusOr<std::vector<int>> ParseCpuList(absl::string_view text);
 // list on this thread (later calls are a thread-local comparison, and a
 // failure is returned once, not retried). No-op for an empty list.
 absl::Status BindThisThreadToCpus(const std::vector<int>& cpus);
+
+// BindThisThreadToCpus for an RPC handler: a failure is written to stderr
+// (once per thread) and the call goes on unbound.
+void BindHandlerThreadOrWarn(const std::vector<int>& cpus, const char* rpc);
 
 }  // namespace kiln::server
 

@@ -86,9 +86,7 @@ grpc::Status InferenceService::ModelInfer(grpc::ServerContext*,
 
 grpc::Status InferenceService::Infer(const inference::ModelInferRequest& request,
                                      inference::ModelInferResponse* response) {
-  if (absl::Status bound = BindThisThreadToCpus(inference_cpus_); !bound.ok()) {
-    std::cerr << "kiln-server: ModelInfer runs unbound: " << bound << "\n";
-  }
+  BindHandlerThreadOrWarn(inference_cpus_, "ModelInfer");
   auto model = models_->Find(request.model_name());
   if (!model) return Fail("ModelInfer", UnknownModel(request.model_name()));
   const Program& program = model->program();

@@ -20,14 +20,7 @@ namespace {
 class KilnServerImpl final : public KilnServer {
  public:
   KilnServerImpl(std::unique_ptr<runtime::ModelManager> models, const ServerOptions& options)
-      : models_(std::move(models)), compiler_(models_.get(), options.inference_cpus) {
-    if (options.infer_spin_us > 0) {
-      async_inference_ =
-          std::make_unique<AsyncInferenceService>(models_.get(), options.inference_cpus);
-    } else {
-      inference_ = std::make_unique<InferenceService>(models_.get(), options.inference_cpus);
-    }
-  }
+      : models_(std::move(models)), compiler_(models_.get(), options.inference_cpus) {}
 
   ~KilnServerImpl() override {
     if (server_) server_->Shutdown();
@@ -40,13 +33,15 @@ class KilnServerImpl final : public KilnServer {
                              grpc::InsecureServerCredentials(), &port_);
     builder.SetMaxReceiveMessageSize(options.max_message_mb * 1024 * 1024);
     builder.SetMaxSendMessageSize(options.max_message_mb * 1024 * 1024);
-    if (async_inference_) {
-      builder.RegisterService(async_inference_.get());
+    if (options.infer_spin_us > 0) {
+      auto async = std::make_unique<AsyncInferenceService>(models_.get(), options.inference_cpus);
       spin_loop_ = std::make_unique<InferSpinLoop>(
-          builder, async_inference_.get(), std::chrono::microseconds(options.infer_spin_us));
+          builder, async.get(), std::chrono::microseconds(options.infer_spin_us));
+      inference_ = std::move(async);
     } else {
-      builder.RegisterService(inference_.get());
+      inference_ = std::make_unique<InferenceService>(models_.get(), options.inference_cpus);
     }
+    builder.RegisterService(inference_.get());
     builder.RegisterService(&compiler_);
     server_ = builder.BuildAndStart();
     if (!server_ || port_ == 0) {
@@ -66,9 +61,9 @@ class KilnServerImpl final : public KilnServer {
 
  private:
   std::unique_ptr<runtime::ModelManager> models_;
-  // One of the two: ModelInfer on gRPC's sync threads, or on the spin loop.
+  // ModelInfer on gRPC's sync threads, or (an AsyncInferenceService) on the
+  // spin loop.
   std::unique_ptr<InferenceService> inference_;
-  std::unique_ptr<AsyncInferenceService> async_inference_;
   CompilerService compiler_;
   std::unique_ptr<InferSpinLoop> spin_loop_;
   std::unique_ptr<grpc::Server> server_;
