@@ -63,6 +63,12 @@ using te::Var;
 
 // Work (elements times reduction length) above which an outer loop goes parallel.
 constexpr int64_t kParallelWorkThreshold = 1 << 15;
+// The smallest padded plane (elements per phase) whose copy is split across
+// threads by rows rather than channels (see FillPhases). On smaller planes the
+// threads' row ranges meet inside cache lines of every channel, and the
+// shared lines cost more than the split saves: resnet18's 7x7 convs at 2
+// threads took 4-7% longer, its 1x1 stride-2 conv on 14x14 twice as long.
+constexpr int64_t kMinRowSplitPlane = 1024;
 // The largest padded channel FillPerChannel keeps on a thread's stack.
 constexpr int64_t kMaxPlaneBytes = 128 << 10;
 
@@ -149,13 +155,14 @@ class GroupLowerer {
     target.out_vars = out_vars;
     Expr group_value = value;
     Stmt padding_stage;
+    bool padded_by_rows = false;
     const Node* conv = InPlaceConv();
     if (conv != nullptr && IsPointwiseWithoutPadding(conv)) {
       // Its input is read as it is: no copy, no padded rows.
       auto param = param_index_.find(conv->inputs[0]);
       if (param != param_index_.end()) target.conv_input = param->second;
     } else if (conv != nullptr) {
-      padding_stage = PadConvInput(conv, fn, target, group_value);
+      padding_stage = PadConvInput(conv, fn, target, group_value, padded_by_rows);
     }
     std::vector<Expr> idx;
     for (const Var& v : target.out_vars) idx.push_back(b_.Ref(v));
@@ -176,6 +183,7 @@ class GroupLowerer {
     }
     fn.body = padding_stage ? MakeSeq({padding_stage, schedule->body}) : schedule->body;
     out.schedule = schedule->summary;
+    if (padded_by_rows) out.schedule += " (padded by rows)";
     if (padding_stage && schedule->row_tiles) {
       if (std::optional<Stmt> body = FillPerChannel(conv, fn, target, schedule->body)) {
         fn.body = *body;
@@ -230,9 +238,10 @@ class GroupLowerer {
   // Prepares `conv` for the in-place read (contraction_schedule.cc's design
   // note): a stage copying its input into a zero-padded temporary, and the
   // group's value recomputed over rows as wide as the padded input, with the
-  // extra columns masked at the store. Returns the stage.
-  Stmt PadConvInput(const Node* conv, LoopFunction& fn, ContractionTarget& target,
-                    Expr& value) {
+  // extra columns masked at the store. Returns the stage; `by_rows` tells
+  // how it is split across threads (see FillPhases).
+  Stmt PadConvInput(const Node* conv, LoopFunction& fn, ContractionTarget& target, Expr& value,
+                    bool& by_rows) {
     const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv->attrs);
     const std::vector<int64_t>& xs = conv->inputs[0]->type.shape;
     const std::vector<int64_t>& ws = conv->inputs[1]->type.shape;
@@ -255,7 +264,8 @@ class GroupLowerer {
     target.conv_input_has_slack = true;
 
     const bool parallel = xs[0] * xs[1] * hp * wp >= kParallelWorkThreshold;
-    Stmt fill = FillPhases(conv, padded, shape, parallel);
+    by_rows = a.groups == 1 && hq * wq >= kMinRowSplitPlane;
+    Stmt fill = FillPhases(conv, padded, shape, parallel, by_rows);
 
     Var on = b_.NewVar("i0", os[0]), oc = b_.NewVar("i1", os[1]);
     Var oh = b_.NewVar("i2", os[2]), ow = b_.NewVar("i3", wq);
@@ -353,64 +363,63 @@ class GroupLowerer {
     return rewrite(main, false);
   }
 
-  // The conv's input copied into its (phase-split) padded buffer.
-  // Rows and columns are split at compile time into the ranges that lie
-  // wholly inside the input, copied with affine indices, and the thin
-  // borders: inside, the sx phases of a column are written by one iteration
-  // (px unrolled), so the vectoriser turns the sx strided reads into wide
-  // loads and shuffles instead of gathers (stride 1: a plain row copy);
-  // borders take a select per element. Only the padding is written with
-  // zeros; the slack after the last row is read only by masked lanes.
-  Stmt FillPhases(const Node* conv, int padded, const std::vector<int64_t>& shape, bool parallel) {
+  // The conv's input copied into its (phase-split) padded buffer, in
+  // parallel by padded rows (images and rows together at batch > 1) when
+  // `by_rows`, else by channels. An ungrouped conv's tiles are split across
+  // threads by output pixels, and so was the kernel that wrote its input;
+  // split by rows, each thread copies rows its own core wrote and then reads,
+  // mostly, rows it copied. Split by channels, about half of both reads
+  // crossed cores (four chained 64-channel 56x56 3x3 convs at 2 threads:
+  // 2.86-2.99 ms against 2.49-2.60). Grouped and depthwise convs run their
+  // groups in parallel instead, and small planes share cache lines between
+  // the threads' rows, so they keep the split by channels.
+  Stmt FillPhases(const Node* conv, int padded, const std::vector<int64_t>& shape, bool parallel,
+                  bool by_rows) {
     const std::vector<int64_t>& xs = conv->inputs[0]->type.shape;
-    Var pn = b_.NewVar("n", xs[0]), pc = b_.NewVar("c", xs[1]);
-    Stmt fill = MakeFor(pc, parallel ? ForKind::kParallel : ForKind::kSerial,
-                        FillChannel(conv, padded, shape, b_.Ref(pn), b_.Ref(pc), false));
-    if (xs[0] != 1) fill = MakeFor(pn, ForKind::kSerial, fill);
-    return fill;
+    const ForKind kind = parallel ? ForKind::kParallel : ForKind::kSerial;
+    if (!by_rows) {
+      Var pn = b_.NewVar("n", xs[0]), pc = b_.NewVar("c", xs[1]);
+      Stmt fill =
+          MakeFor(pc, kind, FillChannel(conv, padded, shape, b_.Ref(pn), b_.Ref(pc), false));
+      if (xs[0] != 1) fill = MakeFor(pn, ForKind::kSerial, fill);
+      return fill;
+    }
+    const int64_t hq = shape[4];
+    Var rows = b_.NewVar("nyq", xs[0] * hq), pc = b_.NewVar("c", xs[1]);
+    Expr n = xs[0] == 1 ? b_.Int(0) : b_.Div(b_.Ref(rows), b_.Int(hq));
+    Expr yq = xs[0] == 1 ? b_.Ref(rows) : b_.Mod(b_.Ref(rows), b_.Int(hq));
+    std::vector<Stmt> phases;
+    for (int64_t py = 0; py < shape[2]; ++py) {
+      phases.push_back(FillRow(conv, padded, shape, n, b_.Ref(pc), py, yq, /*plane=*/false,
+                               /*row_known_inside=*/false));
+    }
+    return MakeFor(rows, kind, MakeFor(pc, ForKind::kSerial, MakeSeq(std::move(phases))));
   }
 
   // The phases of input channel `c` of image `n`, stored at that channel's
   // place in the padded buffer or, for a `plane` buffer that holds one
-  // channel, at its start.
+  // channel, at its start. Rows are split at compile time into the ranges
+  // that lie wholly inside the input, copied by FillRow, and the padding
+  // rows, written with zeros.
   Stmt FillChannel(const Node* conv, int padded, const std::vector<int64_t>& shape,
                    const Expr& n, const Expr& c, bool plane) {
     const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv->attrs);
     const std::vector<int64_t>& xs = conv->inputs[0]->type.shape;
     const int64_t sy = shape[2], sx = shape[3], hq = shape[4], wq = shape[5];
-    const int64_t pt = a.padding[0], pl = a.padding[1];
-    auto row_inside = [&](int64_t yq, int64_t py) {
-      const int64_t y = yq * sy + py - pt;
-      return y >= 0 && y < xs[2];
-    };
-    auto column_inside = [&](int64_t xq) {  // for every phase px
-      return xq * sx - pl >= 0 && xq * sx + sx - 1 - pl < xs[3];
-    };
-    // [lo, hi) of the indices in [0, n) where `inside` holds (a contiguous run).
-    auto run = [](int64_t n, const std::function<bool(int64_t)>& inside) {
-      int64_t lo = 0;
-      while (lo < n && !inside(lo)) ++lo;
-      int64_t hi = lo;
-      while (hi < n && inside(hi)) ++hi;
-      return std::pair<int64_t, int64_t>(lo, hi);
-    };
-    auto [xlo, xhi] = run(wq, column_inside);
-    auto out_index = [&](int64_t py, const Expr& px, const Expr& yq, const Expr& xq) {
-      return FlatIndex(shape, {plane ? b_.Int(0) : n, plane ? b_.Int(0) : c, b_.Int(py), px, yq,
-                               xq});
-    };
-    auto input = [&](const Expr& y, const Expr& x) {
-      return Flatten(ValueOf(conv->inputs[0], {n, c, y, x}));
-    };
+    const int64_t pt = a.padding[0];
     std::vector<Stmt> rows;
     for (int64_t py = 0; py < sy; ++py) {
-      auto [ylo, yhi] = run(hq, [&](int64_t yq) { return row_inside(yq, py); });
+      int64_t ylo = 0;
+      while (ylo < hq && !(ylo * sy + py - pt >= 0 && ylo * sy + py - pt < xs[2])) ++ylo;
+      int64_t yhi = ylo;
+      while (yhi < hq && yhi * sy + py - pt < xs[2]) ++yhi;
       // Rows wholly outside the input: zeros.
       for (auto [from, to] : {std::pair<int64_t, int64_t>{0, ylo}, {yhi, hq}}) {
         if (to <= from) continue;
         Var t = b_.NewVar("yq", to - from), px = b_.NewVar("px", sx), xq = b_.NewVar("xq", wq);
-        Stmt zero = MakeStore(padded, out_index(py, b_.Ref(px), b_.Add(b_.Ref(t), b_.Int(from)),
-                                                b_.Ref(xq)),
+        Stmt zero = MakeStore(padded,
+                              PaddedIndex(shape, n, c, py, b_.Ref(px),
+                                          b_.Add(b_.Ref(t), b_.Int(from)), b_.Ref(xq), plane),
                               b_.Float(0));
         rows.push_back(MakeFor(t, ForKind::kSerial,
                                MakeFor(px, ForKind::kSerial,
@@ -418,36 +427,80 @@ class GroupLowerer {
       }
       if (yhi <= ylo) continue;
       Var t = b_.NewVar("yq", yhi - ylo);
-      Expr yq = b_.Add(b_.Ref(t), b_.Int(ylo));
-      Expr y = b_.Sub(b_.Add(b_.Mul(yq, b_.Int(sy)), b_.Int(py)), b_.Int(pt));
-      std::vector<Stmt> columns;
-      if (xhi > xlo) {
-        Var u = b_.NewVar("xq", xhi - xlo), px = b_.NewVar("px", sx);
-        Expr xq = b_.Add(b_.Ref(u), b_.Int(xlo));
-        Expr x = b_.Sub(b_.Add(b_.Mul(xq, b_.Int(sx)), b_.Ref(px)), b_.Int(pl));
-        Stmt copy = MakeStore(padded, out_index(py, b_.Ref(px), yq, xq), input(y, x));
-        columns.push_back(
-            MakeFor(u, ForKind::kVectorized, MakeFor(px, ForKind::kUnrolled, copy)));
-      }
-      // Border columns (all of them when no column is wholly inside).
-      std::vector<std::pair<int64_t, int64_t>> borders = {{0, xlo}, {xhi, wq}};
-      if (xhi <= xlo) borders = {{0, wq}};
-      for (auto [from, to] : borders) {
-        if (to <= from) continue;
-        Var u = b_.NewVar("xq", to - from), px = b_.NewVar("px", sx);
-        Expr xq = b_.Add(b_.Ref(u), b_.Int(from));
-        Expr x = b_.Sub(b_.Add(b_.Mul(xq, b_.Int(sx)), b_.Ref(px)), b_.Int(pl));
-        Expr inside = b_.Binary(te::BinaryOp::kAnd, b_.Compare(te::CompareOp::kGE, x, b_.Int(0)),
-                                b_.Compare(te::CompareOp::kLT, x, b_.Int(xs[3])));
-        Expr clamped = b_.Max(b_.Int(0), b_.Min(x, b_.Int(xs[3] - 1)));
-        Stmt store = MakeStore(padded, out_index(py, b_.Ref(px), yq, xq),
-                               b_.Select(inside, input(y, clamped), b_.Float(0)));
-        columns.push_back(
-            MakeFor(px, ForKind::kSerial, MakeFor(u, ForKind::kSerial, store)));
-      }
-      rows.push_back(MakeFor(t, ForKind::kSerial, MakeSeq(std::move(columns))));
+      rows.push_back(MakeFor(t, ForKind::kSerial,
+                             FillRow(conv, padded, shape, n, c, py, b_.Add(b_.Ref(t), b_.Int(ylo)),
+                                     plane, /*row_known_inside=*/true)));
     }
     return MakeSeq(std::move(rows));
+  }
+
+  // Element (n, c, py, px, yq, xq) of the padded buffer; see FillChannel for
+  // `plane`.
+  Expr PaddedIndex(const std::vector<int64_t>& shape, const Expr& n, const Expr& c, int64_t py,
+                   const Expr& px, const Expr& yq, const Expr& xq, bool plane) {
+    return FlatIndex(shape, {plane ? b_.Int(0) : n, plane ? b_.Int(0) : c, b_.Int(py), px, yq, xq});
+  }
+
+  // Row `yq` of phase row `py` of channel `c`: columns split at compile time
+  // into the range wholly inside the input, where the sx phases of a column
+  // are written by one iteration (px unrolled, so the vectoriser turns the sx
+  // strided reads into wide loads and shuffles instead of gathers; stride 1:
+  // a plain row copy), and the thin borders, a select per element. Unless
+  // `row_known_inside`, the row may be padding, and every element selects
+  // zero there (reading a clamped row meanwhile). Only the padding is written
+  // with zeros; the slack after the last row is read only by masked lanes.
+  Stmt FillRow(const Node* conv, int padded, const std::vector<int64_t>& shape, const Expr& n,
+               const Expr& c, int64_t py, const Expr& yq, bool plane, bool row_known_inside) {
+    const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv->attrs);
+    const std::vector<int64_t>& xs = conv->inputs[0]->type.shape;
+    const int64_t sy = shape[2], sx = shape[3], wq = shape[5];
+    const int64_t pt = a.padding[0], pl = a.padding[1];
+    auto column_inside = [&](int64_t xq) {  // for every phase px
+      return xq * sx - pl >= 0 && xq * sx + sx - 1 - pl < xs[3];
+    };
+    int64_t xlo = 0;
+    while (xlo < wq && !column_inside(xlo)) ++xlo;
+    int64_t xhi = xlo;
+    while (xhi < wq && column_inside(xhi)) ++xhi;
+    Expr y = b_.Sub(b_.Add(b_.Mul(yq, b_.Int(sy)), b_.Int(py)), b_.Int(pt));
+    Expr row_inside;
+    if (!row_known_inside) {
+      row_inside = b_.Binary(te::BinaryOp::kAnd, b_.Compare(te::CompareOp::kGE, y, b_.Int(0)),
+                             b_.Compare(te::CompareOp::kLT, y, b_.Int(xs[2])));
+      y = b_.Max(b_.Int(0), b_.Min(y, b_.Int(xs[2] - 1)));
+    }
+    auto input = [&](const Expr& x) { return Flatten(ValueOf(conv->inputs[0], {n, c, y, x})); };
+    auto guarded = [&](Expr inside, const Expr& value) {
+      if (row_inside) {
+        inside = inside ? b_.Binary(te::BinaryOp::kAnd, row_inside, inside) : row_inside;
+      }
+      return inside ? b_.Select(inside, value, b_.Float(0)) : value;
+    };
+    std::vector<Stmt> columns;
+    if (xhi > xlo) {
+      Var u = b_.NewVar("xq", xhi - xlo), px = b_.NewVar("px", sx);
+      Expr xq = b_.Add(b_.Ref(u), b_.Int(xlo));
+      Expr x = b_.Sub(b_.Add(b_.Mul(xq, b_.Int(sx)), b_.Ref(px)), b_.Int(pl));
+      Stmt copy = MakeStore(padded, PaddedIndex(shape, n, c, py, b_.Ref(px), yq, xq, plane),
+                            guarded(nullptr, input(x)));
+      columns.push_back(MakeFor(u, ForKind::kVectorized, MakeFor(px, ForKind::kUnrolled, copy)));
+    }
+    // Border columns (all of them when no column is wholly inside).
+    std::vector<std::pair<int64_t, int64_t>> borders = {{0, xlo}, {xhi, wq}};
+    if (xhi <= xlo) borders = {{0, wq}};
+    for (auto [from, to] : borders) {
+      if (to <= from) continue;
+      Var u = b_.NewVar("xq", to - from), px = b_.NewVar("px", sx);
+      Expr xq = b_.Add(b_.Ref(u), b_.Int(from));
+      Expr x = b_.Sub(b_.Add(b_.Mul(xq, b_.Int(sx)), b_.Ref(px)), b_.Int(pl));
+      Expr inside = b_.Binary(te::BinaryOp::kAnd, b_.Compare(te::CompareOp::kGE, x, b_.Int(0)),
+                              b_.Compare(te::CompareOp::kLT, x, b_.Int(xs[3])));
+      Expr clamped = b_.Max(b_.Int(0), b_.Min(x, b_.Int(xs[3] - 1)));
+      Stmt store = MakeStore(padded, PaddedIndex(shape, n, c, py, b_.Ref(px), yq, xq, plane),
+                             guarded(inside, input(clamped)));
+      columns.push_back(MakeFor(px, ForKind::kSerial, MakeFor(u, ForKind::kSerial, store)));
+    }
+    return MakeSeq(std::move(columns));
   }
 
   void CollectParams() {

@@ -410,6 +410,31 @@ TEST_F(ContractionScheduleTest, ChannelLanesInKBlocksWithPixelTail) {
   Check(conv.build, conv.x, conv.want, "(channel lanes) (K blocks)", /*tolerance=*/1e-3);
 }
 
+// Padded planes of at least 1024 elements are copied in parallel by rows
+// (images and rows together at batch 2), each element selecting zero in the
+// padding rows: a 3x3 conv with a residual, and a 7x7 stride-2 stem whose
+// phase rows begin and end in padding. A small plane keeps the copy by
+// channels.
+TEST_F(ContractionScheduleTest, LargePlanesArePaddedByRows) {
+  ContractionCase conv = MakeConvResidualCase(2, 3, 34, 8, 60);  // 36 x 36 padded
+  Check(conv.build, conv.x, conv.want, "(padded by rows)");
+
+  const int64_t n = 2, c = 3, h = 66, o = 16;  // phases of 36 x 36
+  auto x = Pseudorandom(n * c * h * h, 61), w = Pseudorandom(o * c * 49, 62);
+  auto bias = Pseudorandom(o, 63);
+  auto build = [&] {
+    Graph g;
+    Node* in = g.AddInput("x", {DType::kFloat32, {n, c, h, h}});
+    g.AddOutput(Op(g, "relu", {AddConv(g, in, w, {o, c, 7, 7}, bias, 2, 3)}));
+    return g;
+  };
+  Check(build, x, Relu(kiln::testing::RefConv2DStrided(x, w, bias, n, c, h, h, o, 7, 7, 2, 3)),
+        "(padded by rows)");
+
+  EXPECT_THAT(ScheduleOf(MakeConvResidualCase(1, 4, 8, 8, 64).build()),
+              Not(HasSubstr("(padded by rows)")));
+}
+
 // A 7x7 stride-2 stem (ResNet's shape, smaller): odd window, padding 3, and
 // an input width that is odd in the phase split.
 TEST_F(ContractionScheduleTest, StemConvSevenBySevenStrideTwo) {
