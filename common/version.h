@@ -6,7 +6,7 @@
 
 namespace kiln {
 
-inline constexpr char kKilnVersion[] = "0.4.11";
+inline constexpr char kKilnVersion[] = "0.4.12";
 
 }  // namespace kiln
 

@@ -207,6 +207,7 @@ class Emitter {
   static bool IsRegisterTile(const Stmt& s) {
     switch (s->kind) {
       case StmtKind::kStore:
+      case StmtKind::kPrefetch:
         return false;
       case StmtKind::kSeq:
         for (const Stmt& c : s->children) {
@@ -251,6 +252,8 @@ class Emitter {
         return absl::OkStatus();
       case StmtKind::kStore:
         return EmitPredicatedStore(s);
+      case StmtKind::kPrefetch:
+        return EmitPrefetch(s);
       case StmtKind::kFor:
         if (lane_var_ != nullptr) {
           return absl::InternalError("a loop inside a vector loop cannot be emitted");
@@ -525,6 +528,17 @@ class Emitter {
       b_.CreateBr(cont);
       b_.SetInsertPoint(cont);
     }
+    return absl::OkStatus();
+  }
+
+  // llvm.prefetch(read, locality 2: into L2, data). Outside vector loops
+  // only: one line per statement.
+  absl::Status EmitPrefetch(const Stmt& s) {
+    if (lane_var_ != nullptr) return absl::InternalError("a prefetch cannot be vectorised");
+    llvm::Type* mem = MemoryType(fn_.buffers[s->buffer].type);
+    llvm::Value* addr = b_.CreateGEP(mem, buffers_[s->buffer], EmitExpr(s->index));
+    b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {addr->getType()},
+                       {addr, b_.getInt32(0), b_.getInt32(2), b_.getInt32(1)});
     return absl::OkStatus();
   }
 

@@ -30,10 +30,20 @@ Stmt MakeSeq(std::vector<Stmt> stmts) {
   return s;
 }
 
+Stmt MakePrefetch(int buffer, te::Expr index) {
+  auto s = std::make_shared<StmtNode>();
+  s->kind = StmtKind::kPrefetch;
+  s->buffer = buffer;
+  s->index = std::move(index);
+  return s;
+}
+
 Stmt MapExprs(const Stmt& s, const std::function<te::Expr(const te::Expr&)>& f) {
   switch (s->kind) {
     case StmtKind::kStore:
       return MakeStore(s->buffer, f(s->index), f(s->value), f(s->predicate));
+    case StmtKind::kPrefetch:
+      return MakePrefetch(s->buffer, f(s->index));
     case StmtKind::kSeq: {
       std::vector<Stmt> children;
       for (const Stmt& c : s->children) children.push_back(MapExprs(c, f));
@@ -54,7 +64,7 @@ bool LoadsBuffer(const te::Expr& e, int buffer) {
 }
 
 bool StmtLoadsBuffer(const Stmt& s, int buffer) {
-  if (s->kind == StmtKind::kStore) {
+  if (s->kind == StmtKind::kStore || s->kind == StmtKind::kPrefetch) {
     for (const te::Expr& e : {s->index, s->value, s->predicate}) {
       if (e && LoadsBuffer(e, buffer)) return true;
     }
@@ -97,6 +107,9 @@ void Print(const Stmt& s, int indent, std::string& out) {
       break;
     case StmtKind::kSeq:
       for (const Stmt& c : s->children) Print(c, indent, out);
+      break;
+    case StmtKind::kPrefetch:
+      absl::StrAppend(&out, pad, "prefetch b", s->buffer, "[", te::ExprToString(s->index), "]\n");
       break;
   }
 }

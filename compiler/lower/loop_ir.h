@@ -40,7 +40,7 @@ enum class ForKind { kSerial, kParallel, kVectorized, kUnrolled, kVector };
 struct StmtNode;
 using Stmt = std::shared_ptr<const StmtNode>;
 
-enum class StmtKind { kFor, kStore, kSeq };
+enum class StmtKind { kFor, kStore, kSeq, kPrefetch };
 
 struct StmtNode {
   StmtKind kind = StmtKind::kSeq;
@@ -50,6 +50,8 @@ struct StmtNode {
   // kStore: buffer[index] = value, only where `predicate` (a bool Expr, or
   // null for always) holds. Loads in `value` are made under the same
   // predicate, so a tile's padding lanes never touch memory.
+  // kPrefetch: a hint to bring the cache line holding buffer[index] into L2
+  // (it never faults, so the index may run past the buffer).
   int buffer = -1;
   te::Expr index;
   te::Expr value;
@@ -61,9 +63,10 @@ struct StmtNode {
 Stmt MakeFor(te::Var var, ForKind kind, Stmt body);
 Stmt MakeStore(int buffer, te::Expr index, te::Expr value, te::Expr predicate = nullptr);
 Stmt MakeSeq(std::vector<Stmt> stmts);
+Stmt MakePrefetch(int buffer, te::Expr index);
 
 // `s` rebuilt with `f` applied to every expression of its stores (index,
-// value, predicate; f sees null for an absent predicate).
+// value, predicate; f sees null for an absent predicate) and prefetches.
 Stmt MapExprs(const Stmt& s, const std::function<te::Expr(const te::Expr&)>& f);
 
 // Whether `e`, or some store expression of `s`, loads from `buffer`.

@@ -37,6 +37,7 @@ class Partitioner {
   Stmt Visit(const Stmt& s) {
     switch (s->kind) {
       case StmtKind::kStore:
+      case StmtKind::kPrefetch:
         return s;
       case StmtKind::kSeq: {
         std::vector<Stmt> children;
@@ -205,6 +206,7 @@ class Partitioner {
   void CollectExprs(const Stmt& s, std::vector<Expr>& out) {
     switch (s->kind) {
       case StmtKind::kStore:
+      case StmtKind::kPrefetch:
         for (const Expr& e : {s->index, s->value, s->predicate}) {
           if (e) out.push_back(e);
         }

@@ -36,6 +36,9 @@ class Reassociator {
         // store only.
         atom_depth_.clear();
         return MakeStore(s->buffer, Index(Loads(s->index)), Loads(s->value), Loads(s->predicate));
+      case StmtKind::kPrefetch:
+        atom_depth_.clear();
+        return MakePrefetch(s->buffer, Index(Loads(s->index)));
       case StmtKind::kSeq: {
         std::vector<Stmt> children;
         for (const Stmt& c : s->children) children.push_back(Visit(c));

@@ -39,6 +39,7 @@ Stmt Rewrite(const Stmt& s, te::ExprBuilder& b) {
       return MakeSeq(std::move(children));
     }
     case StmtKind::kStore:
+    case StmtKind::kPrefetch:
       return s;
     case StmtKind::kFor:
       break;

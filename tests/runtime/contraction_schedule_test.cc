@@ -9,6 +9,7 @@
 #include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "compiler/compile.h"
+#include "compiler/lower/loop_ir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/model_manager.h"
@@ -366,7 +367,8 @@ TEST_F(ContractionScheduleTest, PointwiseConvReadsItsInputWithoutACopy) {
 // with M = 1 and K = the 3x3 window, read in place from a padded copy of its
 // input channel, made just before that channel's rows (FillPerChannel). Two
 // images and stride 2 too: the plane is then an image's channel, split in
-// phases (and wide enough that rows get tiles of their own).
+// phases (and wide enough that rows get tiles of their own). Prefetches
+// change no value, so the check against the reference covers them too.
 TEST_F(ContractionScheduleTest, DepthwiseConvReadsPaddedInputPerChannel) {
   for (const auto& [n, stride] : {std::pair<int64_t, int64_t>{1, 1}, {2, 1}, {2, 2}}) {
     const int64_t c = 16, h = stride == 1 ? 24 : 56;
@@ -389,6 +391,14 @@ TEST_F(ContractionScheduleTest, DepthwiseConvReadsPaddedInputPerChannel) {
     }
     SCOPED_TRACE(absl::StrCat("n=", n, " stride=", stride));
     Check(build, x, want, "(row tiles) (padded per channel)");
+    // The 56 x 56 planes are prefetched one ahead while rows run; 24 x 24
+    // planes are not.
+    const std::string nest = lower::LoopFunctionToString(FirstKernelOf(build()).function);
+    if (h == 56) {
+      EXPECT_THAT(nest, HasSubstr("prefetch"));
+    } else {
+      EXPECT_THAT(nest, Not(HasSubstr("prefetch")));
+    }
   }
 }
 
