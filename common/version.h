@@ -6,7 +6,7 @@
 
 namespace kiln {
 
-inline constexpr char kKilnVersion[] = "0.4.12";
+inline constexpr char kKilnVersion[] = "0.4.13";
 
 }  // namespace kiln
 

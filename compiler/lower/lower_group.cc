@@ -77,6 +77,13 @@ constexpr int64_t kMaxPlaneBytes = 128 << 10;
 
 using VarSet = std::set<const te::VarNode*>;
 
+// Where a fill stores an input channel in the padded buffer: its own image
+// and channel, or the start of a buffer that holds less (one channel, one
+// image).
+struct PaddedPlace {
+  te::Expr n, c;
+};
+
 class GroupLowerer {
  public:
   explicit GroupLowerer(const std::vector<const Node*>& members) : members_(members) {
@@ -186,12 +193,21 @@ class GroupLowerer {
     }
     fn.body = padding_stage ? MakeSeq({padding_stage, schedule->body}) : schedule->body;
     out.schedule = schedule->summary;
-    if (padded_by_rows) out.schedule += " (padded by rows)";
+    // The padded copy is made where its reader runs: per channel for
+    // depthwise row tiles, per image where images run apart, else up front.
+    std::optional<Stmt> per_channel, per_image;
     if (padding_stage && schedule->row_tiles) {
-      if (std::optional<Stmt> body = FillPerChannel(conv, fn, target, schedule->body)) {
-        fn.body = *body;
-        out.schedule += " (padded per channel)";
-      }
+      per_channel = FillPerChannel(conv, fn, target, schedule->body);
+    }
+    if (padding_stage && !per_channel) per_image = FillPerImage(conv, fn, target, schedule->body);
+    if (per_channel) {
+      fn.body = *per_channel;
+      out.schedule += " (padded per channel)";
+    } else if (per_image) {
+      fn.body = *per_image;
+      out.schedule += " (padded per image)";
+    } else if (padded_by_rows) {
+      out.schedule += " (padded by rows)";
     }
     for (auto& [buffer, data] : schedule->packed_constants) {
       auto node = std::make_unique<Node>();
@@ -341,7 +357,7 @@ class GroupLowerer {
         }
         case StmtKind::kFor:
           if (s->var == oc && !in_channel && StmtLoadsBuffer(s, padded)) {
-            Stmt fill = FillChannel(conv, padded, shape, ref(on), ref(oc), /*plane=*/true);
+            Stmt fill = FillChannel(conv, padded, shape, ref(on), ref(oc), {b_.Int(0), b_.Int(0)});
             Stmt body = PrefetchNextPlane(conv, ref(on), ref(oc), rewrite(s->children[0], true));
             return MakeFor(s->var, s->for_kind, MakeSeq({fill, body}));
           }
@@ -365,6 +381,88 @@ class GroupLowerer {
     fn.buffers[padded].num_elements = plane + slack;
     fn.buffers[padded].local = true;
     return rewrite(main, false);
+  }
+
+  // Where the schedule runs a conv's images one at a time (channel lanes'
+  // ImagesApart), each image's padded input is copied just before its tiles,
+  // so they read it from L2 rather than from a copy of every image made up
+  // front. With the image loop serial (all threads on one image's tiles) the
+  // copy is split by rows, as FillPhases splits it, into a buffer of one
+  // image; with it parallel (K blocks), each thread copies its own images
+  // into their places. Returns nothing unless the padded input is read only
+  // inside the image loop.
+  std::optional<Stmt> FillPerImage(const Node* conv, LoopFunction& fn,
+                                   const ContractionTarget& target, const Stmt& main) {
+    const std::vector<int64_t>& xs = conv->inputs[0]->type.shape;
+    if (xs[0] == 1) return std::nullopt;
+    const int padded = target.conv_input;
+    const Var& on = target.out_vars[0];
+    const StmtNode* image_loop = nullptr;
+    bool outside = false;
+    std::function<void(const Stmt&)> find = [&](const Stmt& s) {
+      if (s->kind == StmtKind::kFor && s->var == on) {
+        if (image_loop != nullptr) outside = true;
+        image_loop = s.get();
+        return;
+      }
+      if (s->kind != StmtKind::kFor && s->kind != StmtKind::kSeq) {
+        outside |= StmtLoadsBuffer(s, padded);
+      }
+      for (const Stmt& c : s->children) find(c);
+    };
+    find(main);
+    if (image_loop == nullptr || outside || !StmtLoadsBuffer(image_loop->children[0], padded)) {
+      return std::nullopt;
+    }
+    const bool shared = image_loop->for_kind == ForKind::kSerial;
+    const std::vector<int64_t>& shape = shapes_[padded];
+    const int64_t image = shape[1] * shape[2] * shape[3] * shape[4] * shape[5];
+    // Shared: split by rows, as FillPhases splits it. Per thread: channel by
+    // channel, rows split at compile time (a split by rows with a select per
+    // element made the 7x7 and 14x14 depthwise convs of mobilenet_v2 2-3x
+    // slower).
+    Var pc = b_.NewVar("c", xs[1]);
+    Stmt fill;
+    if (shared) {
+      Var yq = b_.NewVar("yq", shape[4]);
+      std::vector<Stmt> phases;
+      for (int64_t py = 0; py < shape[2]; ++py) {
+        phases.push_back(FillRow(conv, padded, shape, b_.Ref(on), b_.Ref(pc),
+                                 {b_.Int(0), b_.Ref(pc)}, py, b_.Ref(yq),
+                                 /*row_known_inside=*/false));
+      }
+      const bool parallel = image >= kParallelWorkThreshold;
+      fill = MakeFor(yq, parallel ? ForKind::kParallel : ForKind::kSerial,
+                     MakeFor(pc, ForKind::kSerial, MakeSeq(std::move(phases))));
+    } else {
+      fill = MakeFor(
+          pc, ForKind::kSerial,
+          FillChannel(conv, padded, shape, b_.Ref(on), b_.Ref(pc), {b_.Ref(on), b_.Ref(pc)}));
+    }
+
+    Stmt body = image_loop->children[0];
+    if (shared) {
+      const int64_t slack = fn.buffers[padded].num_elements - xs[0] * image;
+      fn.buffers[padded].num_elements = image + slack;
+      body = MapExprs(body, [&](const Expr& e) -> Expr {
+        if (!e) return e;
+        return b_.Rewrite(e, [&](const Expr& x) {
+          if (x->kind != ExprKind::kLoad || x->buffer != padded) return x;
+          return b_.Rebuild(x, {b_.Substitute(x->operands[0], {on}, {b_.Int(0)})});
+        });
+      });
+    }
+    std::function<Stmt(const Stmt&)> rewrite = [&](const Stmt& s) -> Stmt {
+      if (s.get() == image_loop) return MakeFor(s->var, s->for_kind, MakeSeq({fill, body}));
+      if (s->kind == StmtKind::kSeq) {
+        std::vector<Stmt> children;
+        for (const Stmt& c : s->children) children.push_back(rewrite(c));
+        return MakeSeq(std::move(children));
+      }
+      if (s->kind == StmtKind::kFor) return MakeFor(s->var, s->for_kind, rewrite(s->children[0]));
+      return s;
+    };
+    return rewrite(main);
   }
 
   // `rows`, a depthwise conv's loop over the output rows of channel `c` of
@@ -413,8 +511,9 @@ class GroupLowerer {
     const ForKind kind = parallel ? ForKind::kParallel : ForKind::kSerial;
     if (!by_rows) {
       Var pn = b_.NewVar("n", xs[0]), pc = b_.NewVar("c", xs[1]);
-      Stmt fill =
-          MakeFor(pc, kind, FillChannel(conv, padded, shape, b_.Ref(pn), b_.Ref(pc), false));
+      Stmt fill = MakeFor(
+          pc, kind,
+          FillChannel(conv, padded, shape, b_.Ref(pn), b_.Ref(pc), {b_.Ref(pn), b_.Ref(pc)}));
       if (xs[0] != 1) fill = MakeFor(pn, ForKind::kSerial, fill);
       return fill;
     }
@@ -424,19 +523,18 @@ class GroupLowerer {
     Expr yq = xs[0] == 1 ? b_.Ref(rows) : b_.Mod(b_.Ref(rows), b_.Int(hq));
     std::vector<Stmt> phases;
     for (int64_t py = 0; py < shape[2]; ++py) {
-      phases.push_back(FillRow(conv, padded, shape, n, b_.Ref(pc), py, yq, /*plane=*/false,
+      phases.push_back(FillRow(conv, padded, shape, n, b_.Ref(pc), {n, b_.Ref(pc)}, py, yq,
                                /*row_known_inside=*/false));
     }
     return MakeFor(rows, kind, MakeFor(pc, ForKind::kSerial, MakeSeq(std::move(phases))));
   }
 
-  // The phases of input channel `c` of image `n`, stored at that channel's
-  // place in the padded buffer or, for a `plane` buffer that holds one
-  // channel, at its start. Rows are split at compile time into the ranges
+  // The phases of input channel `c` of image `n`, stored at `place` in the
+  // padded buffer. Rows are split at compile time into the ranges
   // that lie wholly inside the input, copied by FillRow, and the padding
   // rows, written with zeros.
-  Stmt FillChannel(const Node* conv, int padded, const std::vector<int64_t>& shape,
-                   const Expr& n, const Expr& c, bool plane) {
+  Stmt FillChannel(const Node* conv, int padded, const std::vector<int64_t>& shape, const Expr& n,
+                   const Expr& c, const PaddedPlace& place) {
     const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv->attrs);
     const std::vector<int64_t>& xs = conv->inputs[0]->type.shape;
     const int64_t sy = shape[2], sx = shape[3], hq = shape[4], wq = shape[5];
@@ -451,10 +549,10 @@ class GroupLowerer {
       for (auto [from, to] : {std::pair<int64_t, int64_t>{0, ylo}, {yhi, hq}}) {
         if (to <= from) continue;
         Var t = b_.NewVar("yq", to - from), px = b_.NewVar("px", sx), xq = b_.NewVar("xq", wq);
-        Stmt zero = MakeStore(padded,
-                              PaddedIndex(shape, n, c, py, b_.Ref(px),
-                                          b_.Add(b_.Ref(t), b_.Int(from)), b_.Ref(xq), plane),
-                              b_.Float(0));
+        Stmt zero = MakeStore(
+            padded,
+            PaddedIndex(shape, place, py, b_.Ref(px), b_.Add(b_.Ref(t), b_.Int(from)), b_.Ref(xq)),
+            b_.Float(0));
         rows.push_back(MakeFor(t, ForKind::kSerial,
                                MakeFor(px, ForKind::kSerial,
                                        MakeFor(xq, ForKind::kVectorized, zero))));
@@ -462,20 +560,20 @@ class GroupLowerer {
       if (yhi <= ylo) continue;
       Var t = b_.NewVar("yq", yhi - ylo);
       rows.push_back(MakeFor(t, ForKind::kSerial,
-                             FillRow(conv, padded, shape, n, c, py, b_.Add(b_.Ref(t), b_.Int(ylo)),
-                                     plane, /*row_known_inside=*/true)));
+                             FillRow(conv, padded, shape, n, c, place, py,
+                                     b_.Add(b_.Ref(t), b_.Int(ylo)), /*row_known_inside=*/true)));
     }
     return MakeSeq(std::move(rows));
   }
 
-  // Element (n, c, py, px, yq, xq) of the padded buffer; see FillChannel for
-  // `plane`.
-  Expr PaddedIndex(const std::vector<int64_t>& shape, const Expr& n, const Expr& c, int64_t py,
-                   const Expr& px, const Expr& yq, const Expr& xq, bool plane) {
-    return FlatIndex(shape, {plane ? b_.Int(0) : n, plane ? b_.Int(0) : c, b_.Int(py), px, yq, xq});
+  // Element (place.n, place.c, py, px, yq, xq) of the padded buffer.
+  Expr PaddedIndex(const std::vector<int64_t>& shape, const PaddedPlace& place, int64_t py,
+                   const Expr& px, const Expr& yq, const Expr& xq) {
+    return FlatIndex(shape, {place.n, place.c, b_.Int(py), px, yq, xq});
   }
 
-  // Row `yq` of phase row `py` of channel `c`: columns split at compile time
+  // Row `yq` of phase row `py` of channel `c` of image `n`, stored at `place`
+  // in the padded buffer: columns split at compile time
   // into the range wholly inside the input, where the sx phases of a column
   // are written by one iteration (px unrolled, so the vectoriser turns the sx
   // strided reads into wide loads and shuffles instead of gathers; stride 1:
@@ -484,7 +582,8 @@ class GroupLowerer {
   // zero there (reading a clamped row meanwhile). Only the padding is written
   // with zeros; the slack after the last row is read only by masked lanes.
   Stmt FillRow(const Node* conv, int padded, const std::vector<int64_t>& shape, const Expr& n,
-               const Expr& c, int64_t py, const Expr& yq, bool plane, bool row_known_inside) {
+               const Expr& c, const PaddedPlace& place, int64_t py, const Expr& yq,
+               bool row_known_inside) {
     const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv->attrs);
     const std::vector<int64_t>& xs = conv->inputs[0]->type.shape;
     const int64_t sy = shape[2], sx = shape[3], wq = shape[5];
@@ -515,7 +614,7 @@ class GroupLowerer {
       Var u = b_.NewVar("xq", xhi - xlo), px = b_.NewVar("px", sx);
       Expr xq = b_.Add(b_.Ref(u), b_.Int(xlo));
       Expr x = b_.Sub(b_.Add(b_.Mul(xq, b_.Int(sx)), b_.Ref(px)), b_.Int(pl));
-      Stmt copy = MakeStore(padded, PaddedIndex(shape, n, c, py, b_.Ref(px), yq, xq, plane),
+      Stmt copy = MakeStore(padded, PaddedIndex(shape, place, py, b_.Ref(px), yq, xq),
                             guarded(nullptr, input(x)));
       columns.push_back(MakeFor(u, ForKind::kVectorized, MakeFor(px, ForKind::kUnrolled, copy)));
     }
@@ -530,7 +629,7 @@ class GroupLowerer {
       Expr inside = b_.Binary(te::BinaryOp::kAnd, b_.Compare(te::CompareOp::kGE, x, b_.Int(0)),
                               b_.Compare(te::CompareOp::kLT, x, b_.Int(xs[3])));
       Expr clamped = b_.Max(b_.Int(0), b_.Min(x, b_.Int(xs[3] - 1)));
-      Stmt store = MakeStore(padded, PaddedIndex(shape, n, c, py, b_.Ref(px), yq, xq, plane),
+      Stmt store = MakeStore(padded, PaddedIndex(shape, place, py, b_.Ref(px), yq, xq),
                              guarded(inside, input(clamped)));
       columns.push_back(MakeFor(px, ForKind::kSerial, MakeFor(u, ForKind::kSerial, store)));
     }

@@ -420,16 +420,16 @@ TEST_F(ContractionScheduleTest, ChannelLanesInKBlocksWithPixelTail) {
   Check(conv.build, conv.x, conv.want, "(channel lanes) (K blocks)", /*tolerance=*/1e-3);
 }
 
-// Padded planes of at least 1024 elements are copied in parallel by rows
-// (images and rows together at batch 2), each element selecting zero in the
-// padding rows: a 3x3 conv with a residual, and a 7x7 stride-2 stem whose
-// phase rows begin and end in padding. A small plane keeps the copy by
-// channels.
+// Padded planes of at least 1024 elements are copied in parallel by rows,
+// each element selecting zero in the padding rows: a 3x3 conv with a
+// residual whose two images join the pixels of channel lanes (so images and
+// rows split together), and a 7x7 stride-2 stem whose phase rows begin and
+// end in padding. A small plane keeps the copy by channels.
 TEST_F(ContractionScheduleTest, LargePlanesArePaddedByRows) {
-  ContractionCase conv = MakeConvResidualCase(2, 3, 34, 8, 60);  // 36 x 36 padded
-  Check(conv.build, conv.x, conv.want, "(padded by rows)");
+  ContractionCase conv = MakeConvResidualCase(2, 16, 32, 64, 60);  // 34 x 34 padded
+  Check(conv.build, conv.x, conv.want, "(channel lanes) (padded by rows)");
 
-  const int64_t n = 2, c = 3, h = 66, o = 16;  // phases of 36 x 36
+  const int64_t n = 1, c = 3, h = 66, o = 16;  // phases of 36 x 36
   auto x = Pseudorandom(n * c * h * h, 61), w = Pseudorandom(o * c * 49, 62);
   auto bias = Pseudorandom(o, 63);
   auto build = [&] {
@@ -443,6 +443,34 @@ TEST_F(ContractionScheduleTest, LargePlanesArePaddedByRows) {
 
   EXPECT_THAT(ScheduleOf(MakeConvResidualCase(1, 4, 8, 8, 64).build()),
               Not(HasSubstr("(padded by rows)")));
+}
+
+// Where all images' padded input outgrows L2, a conv runs image by image and
+// copies each image's padded input just before its tiles: in channel lanes
+// with all threads on one image (into a buffer of one image), in K blocks
+// with images in parallel, and with the usual tiling (a 1x1 stride-2 conv,
+// images in parallel), each thread into its images' places.
+TEST_F(ContractionScheduleTest, LargeBatchesArePaddedPerImage) {
+  ContractionCase lanes = MakeConvResidualCase(2, 64, 48, 64, 70);
+  Check(lanes.build, lanes.x, lanes.want, "(channel lanes) (padded per image)");
+  // One image's padded input (64 x 50 x 50) and its slack, not two.
+  for (const lower::BufferDecl& b : FirstKernelOf(lanes.build()).function.buffers) {
+    if (b.name == "padded_input") EXPECT_LT(b.num_elements, 64 * 50 * 50 + 1000);
+  }
+
+  ContractionCase blocks = MakeConvResidualCase(2, 512, 16, 64, 71);
+  Check(blocks.build, blocks.x, blocks.want, "(K blocks) (padded per image)", /*tolerance=*/1e-3);
+
+  const int64_t n = 2, c = 32, h = 72, o = 64;
+  auto x = Pseudorandom(n * c * h * h, 72), w = Pseudorandom(o * c, 73);
+  auto build = [&] {
+    Graph g;
+    Node* in = g.AddInput("x", {DType::kFloat32, {n, c, h, h}});
+    g.AddOutput(AddConv(g, in, w, {o, c, 1, 1}, {}, 2, 0));
+    return g;
+  };
+  Check(build, x, kiln::testing::RefConv2DStrided(x, w, {}, n, c, h, h, o, 1, 1, 2, 0),
+        "(padded per image)");
 }
 
 // A 7x7 stride-2 stem (ResNet's shape, smaller): odd window, padding 3, and
