@@ -84,7 +84,9 @@
 // transposes the tile in registers; see PlanChannelLanes). Measured on
 // resnet18 b1, 1 thread: the 512-channel 7x7 convs went from 1.72 to 1.43
 // ms, the 14x14 ones from 1.55 to 1.25; at batch 8, where the images join
-// the pixels, the model from 228 to 176 ms.
+// the pixels, the model from 228 to 176 ms. Images with many pixels whose
+// padded input outgrows L2 stay apart instead and run one at a time
+// (ImagesApart), so lowering can pad each just before its tiles.
 #include "compiler/lower/contraction_schedule.h"
 
 #include <algorithm>
