@@ -471,6 +471,7 @@ class Scheduler {
     // The domain narrowing, when there is a store predicate: the padded-row
     // variable and its narrower twin.
     Var wide, narrow;
+    bool images_apart = false;  // see ImagesApart
   };
 
   std::optional<ChannelLanes> PlanChannelLanes() {
@@ -481,9 +482,9 @@ class Scheduler {
       return std::nullopt;
     }
     ChannelLanes plan;
-    images_apart_ = ImagesApart();
+    plan.images_apart = ImagesApart();
     for (const Var& v : batch_vars_)
-      (DependsOn(fa_, v.get()) || images_apart_ ? plan.batch : plan.pixels).push_back(v);
+      (DependsOn(fa_, v.get()) || plan.images_apart ? plan.batch : plan.pixels).push_back(v);
     plan.pixels.insert(plan.pixels.end(), n_vars_.begin(), n_vars_.end());
     if (store_predicate_) {
       const Expr& p = store_predicate_;
@@ -507,8 +508,10 @@ class Scheduler {
   // input of all images outgrows L2 and each image has pixels enough for
   // tiles of its own. Lowering then copies each image's padded input just
   // before its tiles (FillPerImage), so the tiles read it from L2 instead of
-  // from a copy of all images made up front: resnet18 b8, 1 thread, ran its
-  // 56x56 convs at 1.35x their batch-1 time per image.
+  // from a copy of all images made up front. A small gain (resnet18 b8, 1
+  // thread, minimums of 5 runs: 164.6-172.3 ms against 166.4-177.3; 2
+  // threads unchanged): its 56x56 convs still take about 1.3x their batch-1
+  // time per image, which the copy did not explain.
   bool ImagesApart() const {
     if (!t_.conv_input_has_slack || batch_vars_.empty()) return false;
     const int64_t padded_bytes = (*t_.buffers)[t_.conv_input].num_elements * 4;
@@ -536,6 +539,7 @@ class Scheduler {
     tile_ = plan.tile;
     row_tiles_ = false;
     channel_lanes_ = true;
+    images_apart_ = plan.images_apart;
   }
 
   // Whether fb can be loaded by the micro-kernel as it is: a plain load whose
@@ -833,8 +837,7 @@ class Scheduler {
       });
     };
     const bool parallel = m_ * n_ * k_ * Product(batch_vars_) >= kParallelWork;
-    const bool images_apart = channel_lanes_ && images_apart_;
-    if (parallel && (batch_vars_.empty() || images_apart) && span == 0 && nb_ * mb_ > 1) {
+    if (parallel && (batch_vars_.empty() || images_apart_) && span == 0 && nb_ * mb_ > 1) {
       // One parallel loop over all tiles, column-block-major as the serial
       // order: the pool's contiguous chunks then balance to a tile, where
       // sharing out column blocks alone left threads idle when there are few
@@ -930,7 +933,7 @@ class Scheduler {
   bool a_in_place_ = false;
   bool row_tiles_ = false;
   bool channel_lanes_ = false;
-  bool images_apart_ = false;  // see ImagesApart
+  bool images_apart_ = false;  // channel lanes with the images apart (ImagesApart)
   bool k_blocked_ = false;
   // " (cache groups GxR)" when ChooseCacheGroups applied, for the summary.
   std::string cache_groups_;
