@@ -339,12 +339,7 @@ class GroupLowerer {
     const Var& oc = target.out_vars[1];
     auto ref = [&](const Var& v) { return v->extent == 1 ? b_.Int(0) : b_.Ref(v); };
 
-    auto redirect = [&](const Expr& e) {
-      return b_.Rewrite(e, [&](const Expr& x) {
-        if (x->kind != ExprKind::kLoad || x->buffer != padded) return x;
-        return b_.Rebuild(x, {b_.Substitute(x->operands[0], {on, oc}, {b_.Int(0), b_.Int(0)})});
-      });
-    };
+    auto redirect = [&](const Expr& e) { return RedirectLoads(e, padded, {on, oc}); };
     std::function<Stmt(const Stmt&, bool)> rewrite = [&](const Stmt& s, bool in_channel) -> Stmt {
       switch (s->kind) {
         case StmtKind::kStore:
@@ -381,6 +376,17 @@ class GroupLowerer {
     fn.buffers[padded].num_elements = plane + slack;
     fn.buffers[padded].local = true;
     return rewrite(main, false);
+  }
+
+  // `e` (or null) with its loads of `padded` moved to a buffer that holds
+  // less of it (one channel, one image): `vars` read as 0 in their indices.
+  Expr RedirectLoads(const Expr& e, int padded, const std::vector<Var>& vars) {
+    if (!e) return e;
+    const std::vector<Expr> zeros(vars.size(), b_.Int(0));
+    return b_.Rewrite(e, [&](const Expr& x) {
+      if (x->kind != ExprKind::kLoad || x->buffer != padded) return x;
+      return b_.Rebuild(x, {b_.Substitute(x->operands[0], vars, zeros)});
+    });
   }
 
   // Where the schedule runs a conv's images one at a time (channel lanes'
@@ -444,13 +450,7 @@ class GroupLowerer {
     if (shared) {
       const int64_t slack = fn.buffers[padded].num_elements - xs[0] * image;
       fn.buffers[padded].num_elements = image + slack;
-      body = MapExprs(body, [&](const Expr& e) -> Expr {
-        if (!e) return e;
-        return b_.Rewrite(e, [&](const Expr& x) {
-          if (x->kind != ExprKind::kLoad || x->buffer != padded) return x;
-          return b_.Rebuild(x, {b_.Substitute(x->operands[0], {on}, {b_.Int(0)})});
-        });
-      });
+      body = MapExprs(body, [&](const Expr& e) { return RedirectLoads(e, padded, {on}); });
     }
     std::function<Stmt(const Stmt&)> rewrite = [&](const Stmt& s) -> Stmt {
       if (s.get() == image_loop) return MakeFor(s->var, s->for_kind, MakeSeq({fill, body}));
