@@ -69,7 +69,7 @@ Stmt MakePrefetch(int buffer, te::Expr index);
 // value, predicate; f sees null for an absent predicate) and prefetches.
 Stmt MapExprs(const Stmt& s, const std::function<te::Expr(const te::Expr&)>& f);
 
-// Whether `e`, or some store expression of `s`, loads from `buffer`.
+// Whether `e`, or some store or prefetch expression of `s`, loads from `buffer`.
 bool LoadsBuffer(const te::Expr& e, int buffer);
 bool StmtLoadsBuffer(const Stmt& s, int buffer);
 

@@ -427,23 +427,14 @@ class GroupLowerer {
     // channel, rows split at compile time (a split by rows with a select per
     // element made the 7x7 and 14x14 depthwise convs of mobilenet_v2 2-3x
     // slower).
-    Var pc = b_.NewVar("c", xs[1]);
     Stmt fill;
     if (shared) {
       Var yq = b_.NewVar("yq", shape[4]);
-      std::vector<Stmt> phases;
-      for (int64_t py = 0; py < shape[2]; ++py) {
-        phases.push_back(FillRow(conv, padded, shape, b_.Ref(on), b_.Ref(pc),
-                                 {b_.Int(0), b_.Ref(pc)}, py, b_.Ref(yq),
-                                 /*row_known_inside=*/false));
-      }
       const bool parallel = image >= kParallelWorkThreshold;
       fill = MakeFor(yq, parallel ? ForKind::kParallel : ForKind::kSerial,
-                     MakeFor(pc, ForKind::kSerial, MakeSeq(std::move(phases))));
+                     FillRowOfChannels(conv, padded, shape, b_.Ref(on), b_.Int(0), b_.Ref(yq)));
     } else {
-      fill = MakeFor(
-          pc, ForKind::kSerial,
-          FillChannel(conv, padded, shape, b_.Ref(on), b_.Ref(pc), {b_.Ref(on), b_.Ref(pc)}));
+      fill = FillChannels(conv, padded, shape, b_.Ref(on), b_.Ref(on), ForKind::kSerial);
     }
 
     Stmt body = image_loop->children[0];
@@ -510,23 +501,48 @@ class GroupLowerer {
     const std::vector<int64_t>& xs = conv->inputs[0]->type.shape;
     const ForKind kind = parallel ? ForKind::kParallel : ForKind::kSerial;
     if (!by_rows) {
-      Var pn = b_.NewVar("n", xs[0]), pc = b_.NewVar("c", xs[1]);
-      Stmt fill = MakeFor(
-          pc, kind,
-          FillChannel(conv, padded, shape, b_.Ref(pn), b_.Ref(pc), {b_.Ref(pn), b_.Ref(pc)}));
+      Var pn = b_.NewVar("n", xs[0]);
+      Stmt fill = FillChannels(conv, padded, shape, b_.Ref(pn), b_.Ref(pn), kind);
       if (xs[0] != 1) fill = MakeFor(pn, ForKind::kSerial, fill);
       return fill;
     }
     const int64_t hq = shape[4];
-    Var rows = b_.NewVar("nyq", xs[0] * hq), pc = b_.NewVar("c", xs[1]);
+    Var rows = b_.NewVar("nyq", xs[0] * hq);
     Expr n = xs[0] == 1 ? b_.Int(0) : b_.Div(b_.Ref(rows), b_.Int(hq));
     Expr yq = xs[0] == 1 ? b_.Ref(rows) : b_.Mod(b_.Ref(rows), b_.Int(hq));
+    return MakeFor(rows, kind, FillRowOfChannels(conv, padded, shape, n, n, yq));
+  }
+
+  // Every channel of image `n`, channel by channel (a loop of `kind`), into
+  // image `dst_n` of the padded buffer.
+  Stmt FillChannels(const Node* conv, int padded, const std::vector<int64_t>& shape, const Expr& n,
+                    const Expr& dst_n, ForKind kind) {
+    Var c = b_.NewVar("c", conv->inputs[0]->type.shape[1]);
+    return MakeFor(c, kind, FillChannel(conv, padded, shape, n, b_.Ref(c), {dst_n, b_.Ref(c)}));
+  }
+
+  // Padded row `yq` (every phase row) of each channel of image `n`, into
+  // image `dst_n` of the padded buffer; the row may be padding.
+  Stmt FillRowOfChannels(const Node* conv, int padded, const std::vector<int64_t>& shape,
+                         const Expr& n, const Expr& dst_n, const Expr& yq) {
+    Var c = b_.NewVar("c", conv->inputs[0]->type.shape[1]);
     std::vector<Stmt> phases;
     for (int64_t py = 0; py < shape[2]; ++py) {
-      phases.push_back(FillRow(conv, padded, shape, n, b_.Ref(pc), {n, b_.Ref(pc)}, py, yq,
+      phases.push_back(FillRow(conv, padded, shape, n, b_.Ref(c), {dst_n, b_.Ref(c)}, py, yq,
                                /*row_known_inside=*/false));
     }
-    return MakeFor(rows, kind, MakeFor(pc, ForKind::kSerial, MakeSeq(std::move(phases))));
+    return MakeFor(c, ForKind::kSerial, MakeSeq(std::move(phases)));
+  }
+
+  // [lo, hi): the run of indices in [0, n) where `inside` holds (it holds on
+  // one contiguous run, possibly empty, which then starts at n).
+  static std::pair<int64_t, int64_t> InsideRun(int64_t n,
+                                               const std::function<bool(int64_t)>& inside) {
+    int64_t lo = 0;
+    while (lo < n && !inside(lo)) ++lo;
+    int64_t hi = lo;
+    while (hi < n && inside(hi)) ++hi;
+    return {lo, hi};
   }
 
   // The phases of input channel `c` of image `n`, stored at `place` in the
@@ -541,10 +557,10 @@ class GroupLowerer {
     const int64_t pt = a.padding[0];
     std::vector<Stmt> rows;
     for (int64_t py = 0; py < sy; ++py) {
-      int64_t ylo = 0;
-      while (ylo < hq && !(ylo * sy + py - pt >= 0 && ylo * sy + py - pt < xs[2])) ++ylo;
-      int64_t yhi = ylo;
-      while (yhi < hq && yhi * sy + py - pt < xs[2]) ++yhi;
+      auto [ylo, yhi] = InsideRun(hq, [&](int64_t yq) {
+        const int64_t y = yq * sy + py - pt;
+        return y >= 0 && y < xs[2];
+      });
       // Rows wholly outside the input: zeros.
       for (auto [from, to] : {std::pair<int64_t, int64_t>{0, ylo}, {yhi, hq}}) {
         if (to <= from) continue;
@@ -591,10 +607,7 @@ class GroupLowerer {
     auto column_inside = [&](int64_t xq) {  // for every phase px
       return xq * sx - pl >= 0 && xq * sx + sx - 1 - pl < xs[3];
     };
-    int64_t xlo = 0;
-    while (xlo < wq && !column_inside(xlo)) ++xlo;
-    int64_t xhi = xlo;
-    while (xhi < wq && column_inside(xhi)) ++xhi;
+    auto [xlo, xhi] = InsideRun(wq, column_inside);
     Expr y = b_.Sub(b_.Add(b_.Mul(yq, b_.Int(sy)), b_.Int(py)), b_.Int(pt));
     Expr row_inside;
     if (!row_known_inside) {
