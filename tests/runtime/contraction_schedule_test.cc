@@ -4,6 +4,7 @@
 // the padded-row domain, stride 2 (phase-split input), batch > 1, and fused
 // epilogues reading other tensors under the lane mask.
 #include <cmath>
+#include <cstdio>
 #include <functional>
 
 #include "absl/algorithm/container.h"
@@ -486,6 +487,25 @@ TEST_F(ContractionScheduleTest, StemConvSevenBySevenStrideTwo) {
     return g;
   };
   Check(build, x, Relu(kiln::testing::RefConv2DStrided(x, w, bias, 1, c, h, h, o, 7, 7, 2, 3)));
+}
+
+// Channel lanes split their tiles into parts of pixels, so each thread reads
+// the pixels its share of the producer wrote. 784 pixels make 131 tiles of 6,
+// which neither 4 nor 2 parts divide: the parts are rounded up, and the last
+// part redoes the last tile rather than the split falling back to column
+// blocks (each thread then reading the whole input).
+TEST_F(ContractionScheduleTest, ChannelLanesSplitRaggedPixelTilesIntoParts) {
+  ContractionCase conv = MakeConvResidualCase(1, 64, 28, 128, 80);
+  Check(conv.build, conv.x, conv.want, "(channel lanes)");
+  const KernelSpec kernel = FirstKernelOf(conv.build());
+  int mr = 0, nr = 0, m = 0, n = 0;
+  ASSERT_EQ(std::sscanf(kernel.schedule.c_str(), "gemm %dx%d M=%d N=%d", &mr, &nr, &m, &n), 4)
+      << kernel.schedule;
+  const int row_blocks = (m + mr - 1) / mr, col_blocks = (n + nr - 1) / nr;
+  ASSERT_NE(row_blocks % 4, 0) << "the case no longer needs a ragged split";
+  const std::string nest = lower::LoopFunctionToString(kernel.function);
+  EXPECT_THAT(nest, HasSubstr(absl::StrCat("parallel for tile in [0, ",
+                                           col_blocks * 4 * ((row_blocks + 3) / 4), ")")));
 }
 
 }  // namespace
