@@ -6,7 +6,7 @@
 
 namespace kiln {
 
-inline constexpr char kKilnVersion[] = "0.4.13";
+inline constexpr char kKilnVersion[] = "0.4.14";
 
 }  // namespace kiln
 

@@ -838,8 +838,13 @@ class Emitter {
         case BinaryOp::kMul: return b_.CreateFMul(a, c);
         case BinaryOp::kDiv: return b_.CreateFDiv(a, c);
         case BinaryOp::kMod: return b_.CreateFRem(a, c);
-        case BinaryOp::kMin: return CallIntrinsic(llvm::Intrinsic::minnum, {a, c});
-        case BinaryOp::kMax: return CallIntrinsic(llvm::Intrinsic::maxnum, {a, c});
+        // A compare and select, not minnum/maxnum: those must return the
+        // operand that is not NaN, which x86 has no instruction for (three
+        // per vector: max, unordered compare, blend). The select is one
+        // vmaxps/vminps and agrees with minnum/maxnum except when `c` is
+        // NaN; relu and clip, whose `c` is a constant, are unchanged.
+        case BinaryOp::kMin: return b_.CreateSelect(b_.CreateFCmpOLT(a, c), a, c);
+        case BinaryOp::kMax: return b_.CreateSelect(b_.CreateFCmpOGT(a, c), a, c);
         case BinaryOp::kPow: return CallIntrinsic(llvm::Intrinsic::pow, {a, c});
         default: break;
       }
