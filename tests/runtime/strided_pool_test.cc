@@ -2,6 +2,7 @@
 // the short window inside the vector loop (RowAccumulated), so each window
 // position is a separate load of one iteration. Checked against a plain
 // reference loop, with padding that clamps at both edges and an odd width.
+// Pools over large planes also prefetch the next plane.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -100,6 +101,30 @@ TEST(StridedPoolTest, ThreeByThreeStrideTwoIsOnePassWithoutGathers) {
   auto ir = codegen::EmitOptimizedIR(fn, codegen::CodegenOptions{});
   ASSERT_TRUE(ir.ok()) << ir.status();
   EXPECT_THAT(*ir, ::testing::Not(::testing::HasSubstr("gather")));
+}
+
+// A pool over large planes prefetches the next plane while its rows run;
+// over small ones (which come from L2 anyway) it does not. A prefetch changes
+// no value: the reference test above covers a prefetching 21 x 112 plane.
+TEST(StridedPoolTest, LargePlanesPrefetchTheNextPlane) {
+  for (int64_t h : {112, 28}) {
+    SCOPED_TRACE(absl::StrCat("plane ", h, " x ", h));
+    Graph g;
+    Node* in = g.AddInput("x", {DType::kFloat32, {2, 8, h, h}});
+    Pool2DAttrs attrs;
+    attrs.kernel = {3, 3};
+    attrs.strides = {2, 2};
+    attrs.padding = {1, 1, 1, 1};
+    g.AddOutput(Op(g, "max_pool2d", {in}, attrs));
+    auto program = CompileGraph(std::move(g), {});
+    ASSERT_TRUE(program.ok()) << program.status();
+    const std::string nest = lower::LoopFunctionToString(program->kernels[0].function);
+    if (h == 112) {
+      EXPECT_THAT(nest, ::testing::HasSubstr("prefetch"));
+    } else {
+      EXPECT_THAT(nest, ::testing::Not(::testing::HasSubstr("prefetch")));
+    }
+  }
 }
 
 }  // namespace
