@@ -6,7 +6,7 @@
 
 namespace kiln {
 
-inline constexpr char kKilnVersion[] = "0.4.14";
+inline constexpr char kKilnVersion[] = "0.4.15";
 
 }  // namespace kiln
 

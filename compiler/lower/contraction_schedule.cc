@@ -51,10 +51,11 @@
 // (c, kh, kw) is padded[c][kh][kw + n'] -- contiguous in n' across rows. The
 // Wp - OW extra columns per row are masked at the store. That replaces a
 // K x N im2col copy per call (as costly as the multiply-adds for 3x3 convs
-// with 64 channels) by a copy of the input. A 1x1 stride-1 conv without
-// padding needs no copy: its input already is the padded buffer, only
+// with 64 channels) by a copy of the input. A 1x1 conv without padding
+// needs no copy: at stride 1 its input already is the padded buffer, only
 // without slack, so it is read in place where tiles divide N exactly (and by
-// channel lanes, which never overrun), and packed otherwise. The copy had
+// channel lanes, which never overrun, at any stride), and packed otherwise
+// (strided pixels never step by one). The copy had
 // cost mobilenet_v2's pointwise convs a pass over their input, and at two
 // threads a cross-core one (the copy split by channels, the tiles by pixels).
 //

@@ -33,8 +33,8 @@ struct ContractionTarget {
   te::Expr store_predicate;
   // The conv input that the B operand may be read from in place, one row of
   // pixels per reduction step, without packing (-1: none). It is either a
-  // zero-padded copy lowering made, or, for a 1x1 stride-1 conv without
-  // padding, the input itself.
+  // zero-padded copy lowering made, or, for a 1x1 conv without padding (any
+  // stride), the input itself.
   int conv_input = -1;
   // Whether conv_input has at least 64 + 16 readable elements past the last
   // one the expression addresses, so even a tile that hangs over the edge

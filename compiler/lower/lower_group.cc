@@ -245,14 +245,19 @@ class GroupLowerer {
     return conv;
   }
 
-  // A 1x1, stride-1 conv without padding, whose padded input would be an
-  // exact copy of its input.
+  // A 1x1 conv without padding. At stride 1 its padded input would be an
+  // exact copy of its input. Strided, the copy held every phase, all of the
+  // input, for the one phase read; read in place instead, channel lanes
+  // broadcast every other pixel and the usual tiling packs them. resnet18's
+  // 1x1 stride-2 convs alone, 2 threads: on 28x28 inputs (channel lanes)
+  // 0.072-0.074 -> 0.034 ms at batch 1, 0.48-0.50 -> 0.32-0.33 ms at batch 8;
+  // on 56x56 inputs (the usual tiling) 0.061-0.064 -> 0.048 ms at batch 1,
+  // 0.327 -> 0.36-0.37 ms at batch 8.
   static bool IsPointwiseWithoutPadding(const Node* conv) {
     const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv->attrs);
     const std::vector<int64_t>& ws = conv->inputs[1]->type.shape;
     const auto zero = [](int64_t p) { return p == 0; };
-    return ws[2] == 1 && ws[3] == 1 && a.strides == std::vector<int64_t>{1, 1} &&
-           std::all_of(a.padding.begin(), a.padding.end(), zero);
+    return ws[2] == 1 && ws[3] == 1 && std::all_of(a.padding.begin(), a.padding.end(), zero);
   }
 
   // Prepares `conv` for the in-place read (contraction_schedule.cc's design

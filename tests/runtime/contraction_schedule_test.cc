@@ -331,34 +331,38 @@ TEST_F(ContractionScheduleTest, StrideThreeConvFillsPhasesAtEverySize) {
   }
 }
 
-// A 1x1 stride-1 conv without padding reads its input as it is, with no
-// padded copy. The cases: pixels that whole tiles cover (read in place),
-// pixels that leave a tail in the last tile (packed per call, with masked
-// loads past the input's end), and few pixels with many channels (channel
-// lanes broadcasting from the input), each at batch 1 and 2.
+// A 1x1 conv without padding reads its input as it is, with no padded copy.
+// The cases: pixels that whole tiles cover (read in place), pixels that
+// leave a tail in the last tile (packed per call, with masked loads past the
+// input's end), and few pixels with many channels (channel lanes
+// broadcasting from the input); at stride 2, every other pixel, packed by
+// the usual tiling and broadcast by channel lanes; each at batch 1 and 2.
 TEST_F(ContractionScheduleTest, PointwiseConvReadsItsInputWithoutACopy) {
   struct Case {
-    int64_t c, h, o;
+    int64_t c, h, o, stride;
     std::string schedule;
     bool packs_input;
   };
-  for (const Case& k : {Case{16, 16, 24, "gemm", false}, Case{16, 10, 24, "gemm", true},
-                        Case{160, 7, 96, "(channel lanes)", false}}) {
+  for (const Case& k :
+       {Case{16, 16, 24, 1, "gemm", false}, Case{16, 10, 24, 1, "gemm", true},
+        Case{160, 7, 96, 1, "(channel lanes)", false}, Case{16, 16, 24, 2, "gemm", true},
+        Case{160, 14, 96, 2, "(channel lanes)", false}}) {
     for (int64_t n : {1, 2}) {
       auto x = Pseudorandom(n * k.c * k.h * k.h, 15), w = Pseudorandom(k.o * k.c, 16);
       auto bias = Pseudorandom(k.o, 17);
       auto build = [&] {
         Graph g;
         Node* in = g.AddInput("x", {DType::kFloat32, {n, k.c, k.h, k.h}});
-        g.AddOutput(Op(g, "relu", {AddConv(g, in, w, {k.o, k.c, 1, 1}, bias, 1, 0)}));
+        g.AddOutput(Op(g, "relu", {AddConv(g, in, w, {k.o, k.c, 1, 1}, bias, k.stride, 0)}));
         return g;
       };
-      SCOPED_TRACE(absl::StrCat("c=", k.c, " h=", k.h, " o=", k.o, " n=", n));
+      SCOPED_TRACE(absl::StrCat("c=", k.c, " h=", k.h, " o=", k.o, " stride=", k.stride, " n=", n));
       const std::vector<std::string> temps = TempsOf(build());
       EXPECT_THAT(temps, Not(::testing::Contains("padded_input")));
       EXPECT_EQ(absl::c_linear_search(temps, "b_panel"), k.packs_input);
       Check(build, x,
-            Relu(kiln::testing::RefConv2DStrided(x, w, bias, n, k.c, k.h, k.h, k.o, 1, 1, 1, 0)),
+            Relu(kiln::testing::RefConv2DStrided(x, w, bias, n, k.c, k.h, k.h, k.o, 1, 1, k.stride,
+                                                 0)),
             k.schedule);
     }
   }
@@ -449,8 +453,8 @@ TEST_F(ContractionScheduleTest, LargePlanesArePaddedByRows) {
 // Where all images' padded input outgrows L2, a conv runs image by image and
 // copies each image's padded input just before its tiles: in channel lanes
 // with all threads on one image (into a buffer of one image), in K blocks
-// with images in parallel, and with the usual tiling (a 1x1 stride-2 conv,
-// images in parallel), each thread into its images' places.
+// with images in parallel, and with the usual tiling (a 1x1 stride-2 conv
+// with padding, images in parallel), each thread into its images' places.
 TEST_F(ContractionScheduleTest, LargeBatchesArePaddedPerImage) {
   ContractionCase lanes = MakeConvResidualCase(2, 64, 48, 64, 70);
   Check(lanes.build, lanes.x, lanes.want, "(channel lanes) (padded per image)");
@@ -467,10 +471,10 @@ TEST_F(ContractionScheduleTest, LargeBatchesArePaddedPerImage) {
   auto build = [&] {
     Graph g;
     Node* in = g.AddInput("x", {DType::kFloat32, {n, c, h, h}});
-    g.AddOutput(AddConv(g, in, w, {o, c, 1, 1}, {}, 2, 0));
+    g.AddOutput(AddConv(g, in, w, {o, c, 1, 1}, {}, 2, 1));
     return g;
   };
-  Check(build, x, kiln::testing::RefConv2DStrided(x, w, {}, n, c, h, h, o, 1, 1, 2, 0),
+  Check(build, x, kiln::testing::RefConv2DStrided(x, w, {}, n, c, h, h, o, 1, 1, 2, 1),
         "(padded per image)");
 }
 
