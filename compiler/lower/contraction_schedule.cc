@@ -907,10 +907,10 @@ class Scheduler {
   // are the pixels already). Parts that divide the row blocks are preferred;
   // otherwise the last part is padded by redoing its last tile, at most one
   // tile in kMaxRedoneTiles (7x7 outputs: 7 tiles stay whole). Requiring an
-  // exact division had left mobilenet_v2's and resnet18's 28x28 and 14x14
-  // outputs (131 and 33 tiles of 6 pixels) split by channel blocks, so at 2
-  // threads each thread read the whole input, half of it from the other
-  // core (resnet18's stride-2 3x3 convs at batch 8 scaled 1.07x).
+  // exact division had left 28x28 outputs (131 tiles of 6 pixels) split by
+  // column blocks, so at 2 threads each thread read the whole input, half
+  // of it from the other core (resnet18 b8, 2 threads: its stride-2 3x3
+  // convs took 0.82-0.89x their earlier time with the parts).
   int64_t PixelParts() const {
     if (!channel_lanes_) return 1;
     for (int64_t parts : {4, 2}) {
