@@ -641,9 +641,8 @@ class GroupLowerer {
     Expr y = b_.Sub(b_.Add(b_.Mul(yq, b_.Int(sy)), b_.Int(py)), b_.Int(pt));
     Expr row_inside;
     if (!row_known_inside) {
-      row_inside = b_.Binary(te::BinaryOp::kAnd, b_.Compare(te::CompareOp::kGE, y, b_.Int(0)),
-                             b_.Compare(te::CompareOp::kLT, y, b_.Int(xs[2])));
-      y = b_.Max(b_.Int(0), b_.Min(y, b_.Int(xs[2] - 1)));
+      row_inside = b_.InRange(y, xs[2]);
+      y = b_.ClampIndex(y, xs[2]);
     }
     auto input = [&](const Expr& x) { return Flatten(ValueOf(conv->inputs[0], {n, c, y, x})); };
     auto guarded = [&](Expr inside, const Expr& value) {
@@ -669,11 +668,8 @@ class GroupLowerer {
       Var u = b_.NewVar("xq", to - from), px = b_.NewVar("px", sx);
       Expr xq = b_.Add(b_.Ref(u), b_.Int(from));
       Expr x = b_.Sub(b_.Add(b_.Mul(xq, b_.Int(sx)), b_.Ref(px)), b_.Int(pl));
-      Expr inside = b_.Binary(te::BinaryOp::kAnd, b_.Compare(te::CompareOp::kGE, x, b_.Int(0)),
-                              b_.Compare(te::CompareOp::kLT, x, b_.Int(xs[3])));
-      Expr clamped = b_.Max(b_.Int(0), b_.Min(x, b_.Int(xs[3] - 1)));
       Stmt store = MakeStore(padded, PaddedIndex(shape, place, py, b_.Ref(px), yq, xq),
-                             guarded(inside, input(clamped)));
+                             guarded(b_.InRange(x, xs[3]), input(b_.ClampIndex(x, xs[3]))));
       columns.push_back(MakeFor(px, ForKind::kSerial, MakeFor(u, ForKind::kSerial, store)));
     }
     return MakeSeq(std::move(columns));

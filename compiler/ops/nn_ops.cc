@@ -225,13 +225,9 @@ Expr Conv2DCompute(ComputeContext& ctx) {
   Expr data;
   if (padded) {
     // Loads are evaluated eagerly, so clamp the index and select zero outside.
-    auto inside = [&](Expr v, int64_t n) {
-      return b.Binary(te::BinaryOp::kAnd, b.Compare(te::CompareOp::kGE, v, b.Int(0)),
-                      b.Compare(te::CompareOp::kLT, v, b.Int(n)));
-    };
-    auto clamp = [&](Expr v, int64_t n) { return b.Max(b.Int(0), b.Min(v, b.Int(n - 1))); };
-    Expr cond = b.Binary(te::BinaryOp::kAnd, inside(y, xs[2]), inside(x, xs[3]));
-    data = b.Select(cond, ctx.Input(0, {o[0], channel, clamp(y, xs[2]), clamp(x, xs[3])}),
+    Expr cond = b.Binary(te::BinaryOp::kAnd, b.InRange(y, xs[2]), b.InRange(x, xs[3]));
+    data = b.Select(cond,
+                    ctx.Input(0, {o[0], channel, b.ClampIndex(y, xs[2]), b.ClampIndex(x, xs[3])}),
                     b.Float(0));
   } else {
     data = ctx.Input(0, {o[0], channel, y, x});
@@ -384,13 +380,8 @@ void RegisterPool(OpRegistry& r, const char* name, bool average) {
                    b.Int(a.padding[0]));
     Expr x = b.Sub(b.Add(b.Mul(o[3], b.Int(a.strides[1])), b.Mul(b.Ref(kx), b.Int(a.dilation[1]))),
                    b.Int(a.padding[1]));
-    auto inside = [&](Expr v, int64_t n) {
-      return b.Binary(te::BinaryOp::kAnd, b.Compare(te::CompareOp::kGE, v, b.Int(0)),
-                      b.Compare(te::CompareOp::kLT, v, b.Int(n)));
-    };
-    auto clamp = [&](Expr v, int64_t n) { return b.Max(b.Int(0), b.Min(v, b.Int(n - 1))); };
-    Expr valid = b.Binary(te::BinaryOp::kAnd, inside(y, xs[2]), inside(x, xs[3]));
-    Expr value = ctx.Input(0, {o[0], o[1], clamp(y, xs[2]), clamp(x, xs[3])});
+    Expr valid = b.Binary(te::BinaryOp::kAnd, b.InRange(y, xs[2]), b.InRange(x, xs[3]));
+    Expr value = ctx.Input(0, {o[0], o[1], b.ClampIndex(y, xs[2]), b.ClampIndex(x, xs[3])});
     if (!average) {
       return b.Reduce(te::ReduceOp::kMax, {ky, kx}, b.Select(valid, value, b.Float(-INFINITY)));
     }

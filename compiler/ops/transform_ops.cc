@@ -149,7 +149,7 @@ Expr ConcatCompute(ComputeContext& ctx) {
     const int64_t len = ctx.input_type(i).shape[axis];
     if (len == 0) continue;
     std::vector<Expr> idx = ctx.out();
-    idx[axis] = b.Max(b.Int(0), b.Min(b.Sub(pos, b.Int(offsets[i])), b.Int(len - 1)));
+    idx[axis] = b.ClampIndex(b.Sub(pos, b.Int(offsets[i])), len);
     Expr value = ctx.Input(i, idx);
     result = result == nullptr
                  ? value
@@ -231,7 +231,7 @@ void RegisterSliceGatherExpandPad(OpRegistry& r) {
     std::vector<Expr> index_idx(ctx.out().begin() + axis, ctx.out().begin() + axis + index_rank);
     Expr i = ctx.Input(1, index_idx);
     i = b.Select(b.Compare(te::CompareOp::kLT, i, b.Int(0)), b.Add(i, b.Int(n)), i);
-    i = b.Max(b.Int(0), b.Min(i, b.Int(n - 1)));  // out-of-range indices never read outside
+    i = b.ClampIndex(i, n);  // out-of-range indices never read outside
     std::vector<Expr> idx(ctx.out().begin(), ctx.out().begin() + axis);
     idx.push_back(i);
     idx.insert(idx.end(), ctx.out().begin() + axis + index_rank, ctx.out().end());
@@ -291,10 +291,8 @@ void RegisterSliceGatherExpandPad(OpRegistry& r) {
     std::vector<Expr> idx;
     for (int64_t d = 0; d < rank; ++d) {
       Expr i = b.Sub(ctx.out()[d], b.Int(a.pads[d]));
-      valid = b.Binary(te::BinaryOp::kAnd, valid,
-                       b.Binary(te::BinaryOp::kAnd, b.Compare(te::CompareOp::kGE, i, b.Int(0)),
-                                b.Compare(te::CompareOp::kLT, i, b.Int(in[d]))));
-      idx.push_back(b.Max(b.Int(0), b.Min(i, b.Int(std::max<int64_t>(in[d] - 1, 0)))));
+      valid = b.Binary(te::BinaryOp::kAnd, valid, b.InRange(i, in[d]));
+      idx.push_back(b.ClampIndex(i, std::max<int64_t>(in[d], 1)));
     }
     return b.Select(valid, ctx.Input(0, idx), b.Constant(ctx.out_scalar(), a.value));
   };

@@ -38,6 +38,15 @@ class ExprBuilder {
   Expr Cast(ScalarType type, Expr a);
   Expr Reduce(ReduceOp op, std::vector<Var> vars, Expr body);
 
+  // Padded reads: whether index `v` lies in [0, n), and `v` clamped into it.
+  // Loads are evaluated eagerly, so a read that may fall in the padding
+  // selects on the first and loads at the second.
+  Expr InRange(Expr v, int64_t n) {
+    Expr low = Compare(CompareOp::kGE, v, Int(0));
+    return Binary(BinaryOp::kAnd, std::move(low), Compare(CompareOp::kLT, std::move(v), Int(n)));
+  }
+  Expr ClampIndex(Expr v, int64_t n) { return Max(Int(0), Min(std::move(v), Int(n - 1))); }
+
   // A constant of `type` (0/1 style literals for generic op definitions).
   Expr Constant(ScalarType type, double v);
 
