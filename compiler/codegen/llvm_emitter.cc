@@ -829,6 +829,18 @@ class Emitter {
         return is_float ? b_.CreateFCmp(kFloat[op], a, c) : b_.CreateICmp(kInt[op], a, c);
   }
 
+  // Float min and max as a compare and select, not minnum/maxnum: those
+  // must return the operand that is not NaN, which x86 has no instruction
+  // for (three per vector: max, unordered compare, blend). The select is one
+  // vminps/vmaxps and agrees with minnum/maxnum except when `c` is NaN;
+  // relu, clip and exp's clamp, whose `c` is a constant, are unchanged.
+  llvm::Value* FloatMin(llvm::Value* a, llvm::Value* c) {
+    return b_.CreateSelect(b_.CreateFCmpOLT(a, c), a, c);
+  }
+  llvm::Value* FloatMax(llvm::Value* a, llvm::Value* c) {
+    return b_.CreateSelect(b_.CreateFCmpOGT(a, c), a, c);
+  }
+
   llvm::Value* EmitBinaryOn(const Expr& e, llvm::Value* a, llvm::Value* c) {
     using te::BinaryOp;
     if (e->type == ScalarType::kF32) {
@@ -838,13 +850,10 @@ class Emitter {
         case BinaryOp::kMul: return b_.CreateFMul(a, c);
         case BinaryOp::kDiv: return b_.CreateFDiv(a, c);
         case BinaryOp::kMod: return b_.CreateFRem(a, c);
-        // A compare and select, not minnum/maxnum: those must return the
-        // operand that is not NaN, which x86 has no instruction for (three
-        // per vector: max, unordered compare, blend). The select is one
-        // vmaxps/vminps and agrees with minnum/maxnum except when `c` is
-        // NaN; relu and clip, whose `c` is a constant, are unchanged.
-        case BinaryOp::kMin: return b_.CreateSelect(b_.CreateFCmpOLT(a, c), a, c);
-        case BinaryOp::kMax: return b_.CreateSelect(b_.CreateFCmpOGT(a, c), a, c);
+        case BinaryOp::kMin:
+          return FloatMin(a, c);
+        case BinaryOp::kMax:
+          return FloatMax(a, c);
         case BinaryOp::kPow: return CallIntrinsic(llvm::Intrinsic::pow, {a, c});
         default: break;
       }
@@ -924,8 +933,7 @@ class Emitter {
     auto fma = [&](llvm::Value* a, llvm::Value* m, llvm::Value* add) {
       return CallIntrinsic(llvm::Intrinsic::fmuladd, {a, m, add});
     };
-    llvm::Value* xc = CallIntrinsic(
-        llvm::Intrinsic::minnum, {CallIntrinsic(llvm::Intrinsic::maxnum, {x, c(-104.0)}), c(89.0)});
+    llvm::Value* xc = FloatMin(FloatMax(x, c(-104.0)), c(89.0));
     llvm::Value* n =
         CallIntrinsic(llvm::Intrinsic::rint, {b_.CreateFMul(xc, c(1.44269504088896341))});
     llvm::Value* r = fma(n, c(-0.693359375), xc);
