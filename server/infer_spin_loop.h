@@ -7,11 +7,12 @@
 // the sync threads to 95-99 polling (six interleaved runs). The kernels' own
 // time did not improve (35-39 us either way, against 29 in process back to
 // back; in process a 60 us sleep before each run also gives 35), so the gain
-// is the wake-up, not warmer caches. The cost: the thread holds a core for up to the spin time
-// after each call, and calls to ModelInfer run one at a time (the other RPCs keep their sync
-// threads). Like the runtime pool's spin, it trades idle CPU for latency; and like one Triton model
-// instance, it runs calls in turn. On by default (100 us); --infer_spin_us=0 restores the sync
-// threads.
+// is the wake-up, not warmer caches. The cost: the thread holds a core for
+// up to the spin time after each call, and calls to ModelInfer run one at a
+// time (the other RPCs keep their sync threads). Like the runtime pool's
+// spin, it trades idle CPU for latency; and like one Triton model instance,
+// it runs calls in turn. On by default (100 us); --infer_spin_us=0 restores
+// the sync threads.
 #ifndef KILN_SERVER_INFER_SPIN_LOOP_H_
 #define KILN_SERVER_INFER_SPIN_LOOP_H_
 
