@@ -395,14 +395,15 @@ class GroupLowerer {
     });
   }
 
-  // Where the schedule runs a conv's images one at a time (channel lanes'
-  // ImagesApart), each image's padded input is copied just before its tiles,
-  // so they read it from L2 rather than from a copy of every image made up
-  // front. With the image loop serial (all threads on one image's tiles) the
-  // copy is split by rows, as FillPhases splits it, into a buffer of one
-  // image; with it parallel (K blocks), each thread copies its own images
-  // into their places. Returns nothing unless the padded input is read only
-  // inside the image loop.
+  // Where the schedule has a loop over a conv's images (channel lanes'
+  // ImagesApart; also K blocks, row tiles and the usual tiling at batch > 1),
+  // each image's padded input is copied just before its tiles, so they read
+  // it from L2 rather than from a copy of every image made up front. With
+  // the image loop serial (all threads on one image's tiles) the copy is
+  // split by rows, as FillPhases splits it, into a buffer of one image; with
+  // it parallel, each thread copies its own images into their places.
+  // Returns nothing unless the padded input is read only inside the image
+  // loop.
   std::optional<Stmt> FillPerImage(const Node* conv, LoopFunction& fn,
                                    const ContractionTarget& target, const Stmt& main) {
     const std::vector<int64_t>& xs = conv->inputs[0]->type.shape;
