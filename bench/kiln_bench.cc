@@ -6,6 +6,7 @@
 //
 //   kiln-bench MODEL [--batch B] [--threads T] [--iterations N] [--warmup W]
 //              [--compile-threads C] [--json]
+//   kiln-bench MODEL --dump-objects DIR
 //
 // MODEL is an ONNX model (.onnx) or a kiln.v1.Graph (.pbtxt text or binary).
 // --batch rewrites the leading dim of every input (ONNX: as --input-shape
@@ -15,6 +16,7 @@
 // (int64 inputs are zeros).
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -40,7 +42,10 @@ constexpr char kUsage[] =
     "usage: kiln-bench MODEL [--batch B] [--threads T] [--iterations N] [--warmup W]\n"
     "                  [--compile-threads C] [--top K] [--dump-kernel NAME] [--json]\n"
     "  --top K: also list the K kernels with the largest median time\n"
-    "  --dump-kernel NAME: print that kernel's loop nest and optimised LLVM IR\n";
+    "  --dump-kernel NAME: print that kernel's loop nest and optimised LLVM IR\n"
+    "  --dump-objects DIR: write every kernel's object code and optimised IR to DIR\n"
+    "    (NNN_NAME.o, NNN_NAME.ll): diffing two builds' DIRs shows whether a change\n"
+    "    altered any generated code\n";
 
 using Clock = std::chrono::steady_clock;
 
@@ -140,10 +145,29 @@ int DumpKernel(const Program& program, const std::string& name) {
   return Fail(absl::NotFoundError(absl::StrCat("no kernel named '", name, "'")));
 }
 
+// Every kernel's object code and optimised IR as files named by position and
+// kernel name, so two builds' outputs compare with `diff -r` (a refactor that
+// promises unchanged kernels proves it this way).
+int DumpObjects(const Program& program, const std::string& dir) {
+  for (size_t i = 0; i < program.kernels.size(); ++i) {
+    const KernelSpec& k = program.kernels[i];
+    const std::string stem = absl::StrFormat("%s/%03d_%s", dir, i, k.name);
+    absl::StatusOr<std::string> object =
+        codegen::CompileToObject(k.function, codegen::CodegenOptions{});
+    if (!object.ok()) return Fail(object.status());
+    absl::StatusOr<std::string> ir = codegen::EmitOptimizedIR(k.function, codegen::CodegenOptions{});
+    if (!ir.ok()) return Fail(ir.status());
+    std::ofstream(stem + ".o", std::ios::binary) << *object;
+    std::ofstream(stem + ".ll") << *ir;
+  }
+  std::cout << program.kernels.size() << " kernels written to " << dir << "\n";
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   absl::StatusOr<BenchArgs> args =
       ParseBenchArgs(argc, argv, {"batch", "threads", "iterations", "warmup", "compile-threads", "top",
-                      "dump-kernel"},
+                      "dump-kernel", "dump-objects"},
                      {"json", "help"});
   if (!args.ok() || args->Has("help") || args->positional.size() != 1) {
     if (!args.ok()) std::cerr << "kiln-bench: " << args.status().message() << "\n";
@@ -191,6 +215,7 @@ int Main(int argc, char** argv) {
   }
 
   if (!args->Get("dump-kernel").empty()) return DumpKernel(program, args->Get("dump-kernel"));
+  if (!args->Get("dump-objects").empty()) return DumpObjects(program, args->Get("dump-objects"));
 
   absl::StatusOr<std::vector<runtime::Tensor>> inputs = MakeInputs(program);
   if (!inputs.ok()) return Fail(inputs.status());
