@@ -1,7 +1,7 @@
 // ORC LLJIT set-up. Each kernel lives in a JITDylib of its own that links
 // against the main one, which resolves the process's symbols (libc, libm,
-// libmvec) and defines the runtime's entry points (kiln_parallel_for,
-// kiln_workspace_alloc/free). Removing the JITDylib frees the code.
+// libmvec) and defines the runtime's entry points (common/kernel_abi.h).
+// Removing the JITDylib frees the code.
 #include "runtime/jit_engine.h"
 
 #include <cstdlib>
@@ -64,9 +64,9 @@ absl::StatusOr<std::shared_ptr<JitEngine>> JitEngine::Create() {
     runtime_symbols[(*jit)->mangleAndIntern(name)] = llvm::JITEvaluatedSymbol(
         llvm::pointerToJITTargetAddress(function), llvm::JITSymbolFlags::Exported);
   };
-  define("kiln_parallel_for", &kiln_parallel_for);
-  define("kiln_workspace_alloc", &kiln_workspace_alloc);
-  define("kiln_workspace_free", &kiln_workspace_free);
+  define(abi::kParallelFor, &kiln_parallel_for);
+  define(abi::kWorkspaceAlloc, &kiln_workspace_alloc);
+  define(abi::kWorkspaceFree, &kiln_workspace_free);
   if (llvm::Error err = main.define(llvm::orc::absoluteSymbols(std::move(runtime_symbols)))) {
     return FromLlvmError(std::move(err), "defining runtime symbols");
   }

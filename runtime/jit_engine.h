@@ -8,11 +8,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/kernel_abi.h"
 
 namespace kiln::runtime {
 
-// The kernel ABI of compiler/lower/loop_ir.h.
-using KernelFn = void (*)(void** args);
+using KernelFn = abi::KernelFn;
 
 class JitEngine;
 
@@ -34,7 +34,8 @@ class LoadedKernel {
 
 class JitEngine : public std::enable_shared_from_this<JitEngine> {
  public:
-  // One LLJIT resolving libc/libm from the process and kiln_parallel_for.
+  // One LLJIT resolving libc/libm from the process and the runtime's entry
+  // points (common/kernel_abi.h).
   static absl::StatusOr<std::shared_ptr<JitEngine>> Create();
   ~JitEngine();
 

@@ -161,7 +161,7 @@ int GetParallelThreads() { return Pool().num_threads(); }
 
 }  // namespace kiln::runtime
 
-extern "C" void kiln_parallel_for(void (*body)(void*, int64_t, int64_t), void* closure,
+extern "C" void kiln_parallel_for(kiln::abi::ParallelBody body, void* closure,
                                   int64_t extent) {
   kiln::runtime::Pool().ParallelFor(
       extent, [body, closure](int64_t begin, int64_t end) { body(closure, begin, end); });

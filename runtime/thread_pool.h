@@ -1,5 +1,5 @@
 // The pool generated kernels run their parallel loops on, and the C entry
-// point they call (declared in compiler/lower/loop_ir.h's ABI note).
+// point they call (common/kernel_abi.h).
 #ifndef KILN_RUNTIME_THREAD_POOL_H_
 #define KILN_RUNTIME_THREAD_POOL_H_
 
@@ -10,6 +10,8 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "common/kernel_abi.h"
 
 namespace kiln::runtime {
 
@@ -72,7 +74,5 @@ int GetParallelThreads();
 
 }  // namespace kiln::runtime
 
-extern "C" void kiln_parallel_for(void (*body)(void*, int64_t, int64_t), void* closure,
-                                  int64_t extent);
 
 #endif  // KILN_RUNTIME_THREAD_POOL_H_

@@ -42,7 +42,7 @@ void* WorkspacePool::Allocate(int64_t bytes) {
       return block;
     }
   }
-  void* block = std::aligned_alloc(64, static_cast<size_t>(size));
+  void* block = std::aligned_alloc(abi::kWorkspaceAlignment, static_cast<size_t>(size));
   if (block == nullptr) return nullptr;
   absl::MutexLock lock(&mutex_);
   ++stats_.system_allocations;

@@ -1,6 +1,6 @@
 // Scratch memory for kernels' temporaries (padded conv inputs, packed panels,
 // index tables), kept from one call to the next, and the C entry points that
-// generated code calls for it (compiler/lower/loop_ir.h's ABI note).
+// generated code calls for it (common/kernel_abi.h).
 //
 // Why: a kernel allocates its temporaries on entry and frees them on return.
 // glibc serves a block over its mmap threshold (at most 32 MB) with a fresh
@@ -17,6 +17,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "common/kernel_abi.h"
 
 namespace kiln::runtime {
 
@@ -58,7 +59,5 @@ WorkspacePool& KernelWorkspacePool();
 
 }  // namespace kiln::runtime
 
-extern "C" void* kiln_workspace_alloc(int64_t bytes);
-extern "C" void kiln_workspace_free(void* block);
 
 #endif  // KILN_RUNTIME_WORKSPACE_POOL_H_

@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "compiler/codegen/transpose_rows.h"
+#include "common/kernel_abi.h"
 #include "compiler/lower/linear_form.h"
 #include "compiler/lower/reassociate_index.h"
 #include "llvm/IR/IRBuilder.h"
@@ -88,15 +89,16 @@ class Emitter {
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", impl));
     for (int i = 0; i < fn_.num_params; ++i) buffers_.push_back(impl->getArg(i));
     llvm::FunctionCallee alloc = m_.getOrInsertFunction(
-        "kiln_workspace_alloc", llvm::FunctionType::get(ptr, {b_.getInt64Ty()}, false));
+        abi::kWorkspaceAlloc, llvm::FunctionType::get(ptr, {b_.getInt64Ty()}, false));
     // What LLVM knows of aligned_alloc's result, said for the runtime's pool:
     // a fresh block that nothing else points into, 64-byte aligned.
     if (auto* decl = llvm::dyn_cast<llvm::Function>(alloc.getCallee())) {
       decl->addRetAttr(llvm::Attribute::NoAlias);
-      decl->addRetAttr(llvm::Attribute::getWithAlignment(ctx_, llvm::Align(64)));
+      decl->addRetAttr(
+          llvm::Attribute::getWithAlignment(ctx_, llvm::Align(abi::kWorkspaceAlignment)));
     }
     llvm::FunctionCallee release = m_.getOrInsertFunction(
-        "kiln_workspace_free", llvm::FunctionType::get(b_.getVoidTy(), {ptr}, false));
+        abi::kWorkspaceFree, llvm::FunctionType::get(b_.getVoidTy(), {ptr}, false));
     for (size_t i = fn_.num_params; i < fn_.buffers.size(); ++i) {
       if (fn_.buffers[i].local) {
         buffers_.push_back(LocalBuffer(i));
@@ -725,7 +727,7 @@ class Emitter {
     if (!st.ok()) return st;
 
     llvm::FunctionCallee parallel_for = m_.getOrInsertFunction(
-        "kiln_parallel_for",
+        abi::kParallelFor,
         llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, b_.getInt64Ty()}, false));
     b_.CreateCall(parallel_for, {body, closure, b_.getInt64(s->var->extent)});
     return absl::OkStatus();

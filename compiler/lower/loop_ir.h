@@ -1,21 +1,17 @@
 // The loop-nest IR a fused group is lowered to, and what codegen consumes.
 //
 // A LoopFunction computes its output buffer(s) from its input buffers with a
-// statement tree of For / Store / Seq. Expressions are te::Exprs whose Loads have
+// statement tree of For / Store / Seq / Prefetch. Expressions are te::Exprs whose Loads have
 // been flattened to a single element index. Reductions stay as te::kReduce
 // expressions inside a Store's value: codegen emits their loops in place.
 //
-// Kernel ABI (what codegen emits and the runtime calls):
-//   extern "C" void <name>(void** args);
-// args[i] is the data pointer of buffer i for i < num_params (inputs first, then
-// outputs, in the order of `buffers`). Buffers with index >= num_params are
-// temporaries the kernel takes from the runtime on entry and gives back on
-// return (kiln_workspace_alloc / kiln_workspace_free, 64-byte aligned),
-// or, when marked `local`, per-thread stack scratch.
-// A kParallel loop is outlined and run through the runtime's
-//   extern "C" void kiln_parallel_for(void (*body)(void* closure, int64_t begin,
-//                                                  int64_t end),
-//                                     void* closure, int64_t extent);
+// A Prefetch is a hint that a cache line will be read soon.
+//
+// Codegen turns a LoopFunction into a kernel of the ABI in
+// common/kernel_abi.h: buffer i < num_params is args[i] (inputs first, then
+// outputs, in the order of `buffers`); the others are temporaries from the
+// runtime's workspace, or per-thread stack scratch when marked `local`; a
+// kParallel loop runs through the runtime's parallel-for.
 #ifndef KILN_COMPILER_LOWER_LOOP_IR_H_
 #define KILN_COMPILER_LOWER_LOOP_IR_H_
 
