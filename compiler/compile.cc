@@ -10,6 +10,7 @@
 #include "compiler/default_pipeline.h"
 #include "compiler/ir_printer_instrument.h"
 #include "compiler/lower/build_program.h"
+#include "compiler/lower/loop_pipeline.h"
 #include "compiler/timing_instrument.h"
 
 namespace kiln {
@@ -22,7 +23,7 @@ double MsSince(std::chrono::steady_clock::time_point start) {
 
 absl::Status CheckPassNames(const Pass& pipeline, const std::vector<std::string>& names,
                             bool allow_all) {
-  std::vector<std::string> known;
+  std::vector<std::string> known = lower::LoopPassNames();
   pipeline.CollectNames(known);
   std::sort(known.begin(), known.end());
   known.erase(std::unique(known.begin(), known.end()), known.end());
@@ -74,7 +75,7 @@ absl::StatusOr<Program> CompileGraph(Graph graph, const CompileOptions& options)
   }
 
   start = std::chrono::steady_clock::now();
-  KILN_ASSIGN_OR_RETURN(Program program, BuildProgram(graph));
+  KILN_ASSIGN_OR_RETURN(Program program, BuildProgram(graph, ctx));
   program.record.lower_ms = MsSince(start);
   program.record.passes_ms = passes_ms;
   program.record.passes = timing.records();

@@ -2,14 +2,12 @@
 
 #include <algorithm>
 
-#include "compiler/ir/printer.h"
-
 namespace kiln {
 
-void IrPrinterInstrument::RunAfterPass(const Graph& graph, const PassInfo& info, int, bool) {
+void IrPrinterInstrument::RunAfterPass(const PassInfo& info, int, bool, PrintIr print_ir) {
   const bool wanted = std::find(after_.begin(), after_.end(), "all") != after_.end() ||
                       std::find(after_.begin(), after_.end(), info.name) != after_.end();
-  if (wanted) dumps_.push_back({info.name, PrintGraph(graph)});
+  if (wanted) dumps_.push_back({info.name, print_ir()});
 }
 
 }  // namespace kiln

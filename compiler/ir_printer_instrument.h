@@ -1,4 +1,5 @@
-// Prints the graph after chosen passes (or all) into IrDumpRecords.
+// Prints the IR after chosen passes (or all) into IrDumpRecords: the graph
+// after graph passes, the kernels' loop nests after loop passes.
 #ifndef KILN_COMPILER_IR_PRINTER_INSTRUMENT_H_
 #define KILN_COMPILER_IR_PRINTER_INSTRUMENT_H_
 
@@ -14,7 +15,7 @@ class IrPrinterInstrument final : public PassInstrument {
  public:
   // `after`: pass names, or "all".
   explicit IrPrinterInstrument(std::vector<std::string> after) : after_(std::move(after)) {}
-  void RunAfterPass(const Graph& graph, const PassInfo& info, int depth, bool changed) override;
+  void RunAfterPass(const PassInfo& info, int depth, bool changed, PrintIr print_ir) override;
   const std::vector<IrDumpRecord>& dumps() const { return dumps_; }
 
  private:

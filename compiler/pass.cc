@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "compiler/ir/printer.h"
 #include "compiler/ir/verifier.h"
 
 namespace kiln {
@@ -32,13 +33,29 @@ bool PassContext::ShouldRun(const PassInfo& info, std::string* reason) const {
   return true;
 }
 
+bool AdmitPass(const PassInfo& info, const PassContext& ctx, int depth) {
+  std::string reason;
+  if (ctx.ShouldRun(info, &reason)) return true;
+  for (PassInstrument* inst : ctx.instruments) inst->OnSkippedPass(info, depth, reason);
+  return false;
+}
+
+absl::StatusOr<bool> RunInstrumented(const PassInfo& info, const PassContext& ctx, int depth,
+                                     absl::FunctionRef<absl::StatusOr<bool>()> body,
+                                     PrintIr print_ir) {
+  for (PassInstrument* inst : ctx.instruments) inst->RunBeforePass(info, depth);
+  absl::StatusOr<bool> changed = body();
+  if (!changed.ok()) return changed;
+  ctx.completed.insert(info.name);
+  for (PassInstrument* inst : ctx.instruments) {
+    inst->RunAfterPass(info, depth, *changed, print_ir);
+  }
+  return changed;
+}
+
 absl::StatusOr<bool> RunPass(Pass& pass, Graph& graph, const PassContext& ctx, int depth) {
   const PassInfo& info = pass.info();
-  std::string reason;
-  if (!ctx.ShouldRun(info, &reason)) {
-    for (PassInstrument* inst : ctx.instruments) inst->OnSkippedPass(info, depth, reason);
-    return false;
-  }
+  if (!AdmitPass(info, ctx, depth)) return false;
   for (const std::string& prerequisite : info.required) {
     if (ctx.completed.count(prerequisite) || !ctx.pass_factory) continue;
     std::unique_ptr<Pass> before = ctx.pass_factory(prerequisite);
@@ -48,28 +65,28 @@ absl::StatusOr<bool> RunPass(Pass& pass, Graph& graph, const PassContext& ctx, i
     }
     KILN_RETURN_IF_ERROR(RunPass(*before, graph, ctx, depth).status());
   }
-  for (PassInstrument* inst : ctx.instruments) inst->RunBeforePass(graph, info, depth);
-  absl::StatusOr<bool> changed;
-  if (auto* seq = dynamic_cast<Sequential*>(&pass)) {
-    changed = seq->RunAtDepth(graph, ctx, depth + 1);
-  } else {
-    changed = pass.Run(graph, ctx);
-  }
-  if (!changed.ok()) {
-    return absl::Status(changed.status().code(),
-                        absl::StrCat(info.name, ": ", changed.status().message()));
-  }
-  if (*changed) {
-    // Re-verify only when the pass says it changed something (XLA's habit).
-    absl::Status verified = VerifyGraph(graph);
-    if (!verified.ok()) {
-      return absl::InternalError(
-          absl::StrCat("graph invalid after ", info.name, ": ", verified.message()));
+  auto body = [&]() -> absl::StatusOr<bool> {
+    absl::StatusOr<bool> changed;
+    if (auto* seq = dynamic_cast<Sequential*>(&pass)) {
+      changed = seq->RunAtDepth(graph, ctx, depth + 1);
+    } else {
+      changed = pass.Run(graph, ctx);
     }
-  }
-  ctx.completed.insert(info.name);
-  for (PassInstrument* inst : ctx.instruments) inst->RunAfterPass(graph, info, depth, *changed);
-  return *changed;
+    if (!changed.ok()) {
+      return absl::Status(changed.status().code(),
+                          absl::StrCat(info.name, ": ", changed.status().message()));
+    }
+    if (*changed) {
+      // Re-verify only when the pass says it changed something (XLA's habit).
+      absl::Status verified = VerifyGraph(graph);
+      if (!verified.ok()) {
+        return absl::InternalError(
+            absl::StrCat("graph invalid after ", info.name, ": ", verified.message()));
+      }
+    }
+    return changed;
+  };
+  return RunInstrumented(info, ctx, depth, body, [&] { return PrintGraph(graph); });
 }
 
 Sequential::Sequential(std::string name, std::vector<std::unique_ptr<Pass>> passes,

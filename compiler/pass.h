@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "compiler/ir/graph.h"
 
@@ -25,11 +26,15 @@ struct PassInfo {
   std::vector<std::string> required;
 };
 
+// Prints the IR a pass ran over: the graph for graph passes, every kernel's
+// loop nest for loop passes. Instruments call it only when they dump.
+using PrintIr = absl::FunctionRef<std::string()>;
+
 class PassInstrument {
  public:
   virtual ~PassInstrument() = default;
-  virtual void RunBeforePass(const Graph& graph, const PassInfo& info, int depth) {}
-  virtual void RunAfterPass(const Graph& graph, const PassInfo& info, int depth, bool changed) {}
+  virtual void RunBeforePass(const PassInfo& info, int depth) {}
+  virtual void RunAfterPass(const PassInfo& info, int depth, bool changed, PrintIr print_ir) {}
   virtual void OnSkippedPass(const PassInfo& info, int depth, const std::string& reason) {}
 };
 
@@ -66,6 +71,16 @@ class Pass {
     names.push_back(info().name);
   }
 };
+
+// The protocol every pass runs under, graph or loop, in two halves.
+// AdmitPass: whether `info` runs under `ctx`; when not, the instruments are
+// told it was skipped and why.
+bool AdmitPass(const PassInfo& info, const PassContext& ctx, int depth);
+// RunInstrumented: `body` between the instruments' before and after hooks;
+// on success the pass counts as completed. Returns what `body` returns.
+absl::StatusOr<bool> RunInstrumented(const PassInfo& info, const PassContext& ctx, int depth,
+                                     absl::FunctionRef<absl::StatusOr<bool>()> body,
+                                     PrintIr print_ir);
 
 // Runs `pass` under `ctx` at nesting `depth`: gates it, runs its prerequisites
 // that have not run yet, calls the instruments around it, prefixes a failure

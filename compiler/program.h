@@ -40,6 +40,9 @@ struct KernelSpec {
   uint64_t structural_hash = 0;
   // The loop nest; its params are `args` in order (inputs, then the output).
   lower::LoopFunction function;
+  // The loop passes the compile's options disabled, comma-separated; empty
+  // normally. They change the code, not `canonical`, so the cache keys on them.
+  std::string skipped_loop_passes;
   // The special schedule lowering chose ("gemm 8x48 M=.. N=.. K=.."), or empty
   // for the generic loop nest.
   std::string schedule;

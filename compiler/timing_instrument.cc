@@ -2,7 +2,7 @@
 
 namespace kiln {
 
-void TimingInstrument::RunBeforePass(const Graph&, const PassInfo& info, int depth) {
+void TimingInstrument::RunBeforePass(const PassInfo& info, int depth) {
   PassRecord r;
   r.name = info.name;
   r.depth = depth;
@@ -10,7 +10,7 @@ void TimingInstrument::RunBeforePass(const Graph&, const PassInfo& info, int dep
   open_.push_back({records_.size() - 1, std::chrono::steady_clock::now(), 0});
 }
 
-void TimingInstrument::RunAfterPass(const Graph&, const PassInfo&, int, bool changed) {
+void TimingInstrument::RunAfterPass(const PassInfo&, int, bool changed, PrintIr) {
   Open done = open_.back();
   open_.pop_back();
   PassRecord& r = records_[done.index];

@@ -13,8 +13,8 @@ namespace kiln {
 
 class TimingInstrument final : public PassInstrument {
  public:
-  void RunBeforePass(const Graph& graph, const PassInfo& info, int depth) override;
-  void RunAfterPass(const Graph& graph, const PassInfo& info, int depth, bool changed) override;
+  void RunBeforePass(const PassInfo& info, int depth) override;
+  void RunAfterPass(const PassInfo& info, int depth, bool changed, PrintIr print_ir) override;
   void OnSkippedPass(const PassInfo& info, int depth, const std::string& reason) override;
   // In the order passes started (a Sequential before its children).
   const std::vector<PassRecord>& records() const { return records_; }

@@ -7,7 +7,8 @@
 //     parameter and result types (dtype and shape), topology, and the bytes of
 //     constants baked into the code. Never node or value names, never ids;
 //   - the target: triple, CPU name, CPU features, LLVM version, Kiln version;
-//   - the codegen options.
+//   - the codegen options, and the loop passes the compile skipped if any
+//     (they shape the loops codegen emits but not the canonical structure).
 // Each component is length-prefixed before hashing, so no two different
 // component lists hash the same bytes. A key match is not proof: a hit also
 // compares the components themselves (KernelKey::SameIdentity), so a collision
@@ -54,6 +55,9 @@ KernelKey MakeKernelKey(const KernelSpec& spec, const TargetDescription& target,
   key.canonical = spec.canonical;
   key.target = target;
   key.options = options.ToString();
+  if (!spec.skipped_loop_passes.empty()) {
+    absl::StrAppend(&key.options, " without ", spec.skipped_loop_passes);
+  }
   std::string material;
   AppendComponent(material, "format", std::to_string(kCacheFormatVersion));
   AppendComponent(material, "structure", key.canonical);

@@ -32,7 +32,7 @@ struct KernelKey {
   std::string hex;        // SHA-256 of every component below
   std::string canonical;  // the group's canonical structure (KernelSpec::canonical)
   TargetDescription target;
-  std::string options;    // CodegenOptions::ToString()
+  std::string options;    // CodegenOptions::ToString(), and " without <skipped loop passes>"
 
   // The full identity a hit must match, hash aside.
   bool SameIdentity(const KernelKey& o) const {

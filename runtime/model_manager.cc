@@ -30,10 +30,10 @@ namespace {
 class ProgressInstrument final : public PassInstrument {
  public:
   explicit ProgressInstrument(const CompileEventSink& sink) : sink_(sink) {}
-  void RunBeforePass(const Graph&, const PassInfo&, int) override {
+  void RunBeforePass(const PassInfo&, int) override {
     starts_.push_back(std::chrono::steady_clock::now());
   }
-  void RunAfterPass(const Graph&, const PassInfo& info, int, bool changed) override {
+  void RunAfterPass(const PassInfo& info, int, bool changed, PrintIr) override {
     const double ms = MsSince(starts_.back());
     starts_.pop_back();
     sink_({CompileEvent::Kind::kPassDone, info.name, ms, changed ? "changed" : "unchanged"});

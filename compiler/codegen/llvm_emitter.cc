@@ -30,10 +30,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "compiler/codegen/transpose_rows.h"
 #include "common/kernel_abi.h"
+#include "compiler/codegen/transpose_rows.h"
 #include "compiler/lower/linear_form.h"
-#include "compiler/lower/reassociate_index.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Intrinsics.h"
 #include "llvm/IR/MDBuilder.h"
@@ -1064,10 +1063,7 @@ absl::StatusOr<std::unique_ptr<llvm::Module>> EmitModule(const lower::LoopFuncti
   auto module = std::make_unique<llvm::Module>(fn.name, context);
   module->setTargetTriple(target.getTargetTriple().str());
   module->setDataLayout(target.createDataLayout());
-  // Indices regrouped so LLVM hoists what outer loops alone change.
-  lower::LoopFunction regrouped = fn;
-  regrouped.body = lower::ReassociateIndices(fn.body);
-  Emitter emitter(regrouped, context, *module);
+  Emitter emitter(fn, context, *module);
   absl::Status st = emitter.Emit();
   if (!st.ok()) return st;
   return module;

@@ -5,7 +5,9 @@
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "compiler/ir/op_def.h"
+#include "compiler/lower/loop_pipeline.h"
 #include "compiler/lower/lower_group.h"
 
 namespace kiln {
@@ -37,7 +39,7 @@ std::string KernelBaseName(const std::vector<std::string>& ops) {
 
 }  // namespace
 
-absl::StatusOr<Program> BuildProgram(const Graph& graph) {
+absl::StatusOr<Program> BuildProgram(const Graph& graph, const PassContext& ctx) {
   Program program;
   program.name = graph.name;
   std::unordered_map<const Node*, int> value_id;
@@ -72,6 +74,9 @@ absl::StatusOr<Program> BuildProgram(const Graph& graph) {
   }
   // A root comes after all its members in topological order, so kernels run in
   // root order.
+  std::vector<std::unique_ptr<te::ExprBuilder>> builders;
+  std::vector<lower::LoopKernel> loop_kernels;
+  program.kernels.reserve(roots.size());
   for (const Node* root : roots) {
     const std::vector<const Node*>& group = members[root];
     KernelSpec kernel;
@@ -95,7 +100,13 @@ absl::StatusOr<Program> BuildProgram(const Graph& graph) {
     kernel.schedule = std::move(lowered.schedule);
     for (auto& p : lowered.packed_params) packed_params.push_back(std::move(p));
     program.kernels.push_back(std::move(kernel));
+    builders.push_back(std::move(lowered.builder));
+    loop_kernels.push_back(
+        {&program.kernels.back().function, builders.back().get(), lowered.scheduled});
   }
+  KILN_RETURN_IF_ERROR(lower::RunLoopPipeline(loop_kernels, ctx));
+  const std::string skipped = lower::SkippedLoopPasses(ctx);
+  for (KernelSpec& kernel : program.kernels) kernel.skipped_loop_passes = skipped;
   for (const Node* out : graph.outputs()) {
     ValueSpec::Kind kind = out->is_input() ? ValueSpec::Kind::kInput
                            : out->is_constant() ? ValueSpec::Kind::kConstant

@@ -48,9 +48,6 @@
 #include "absl/strings/str_cat.h"
 #include "compiler/ir/op_def.h"
 #include "compiler/lower/contraction_schedule.h"
-#include "compiler/lower/loop_partition.h"
-#include "compiler/lower/simplify_index.h"
-#include "compiler/lower/strided_vector_loops.h"
 #include "compiler/te/compute_context.h"
 #include "compiler/te/expr_builder.h"
 
@@ -116,7 +113,8 @@ class GroupLowerer {
     fn.num_params = static_cast<int>(fn.buffers.size());
 
     if (TryContraction(out, out_vars, value)) {
-      fn.body = SimplifyIndices(b_, fn.body);
+      out.scheduled = true;
+      out.builder = std::move(builder_);
       return out;
     }
 
@@ -147,8 +145,8 @@ class GroupLowerer {
     }
     stages.push_back(PrefetchNextPoolPlane(
         out_vars, LoopNest(out_vars, fn.num_params - 1, Flatten(value), fn.buffers)));
-    fn.body = SimplifyIndices(
-        b_, BlockStridedVectorLoops(PartitionBoundaryLoops(MakeSeq(std::move(stages)), b_), b_));
+    fn.body = MakeSeq(std::move(stages));
+    out.builder = std::move(builder_);
     return out;
   }
 
@@ -1079,7 +1077,9 @@ class GroupLowerer {
   std::unordered_set<const Node*> member_set_;
   std::vector<const Node*> params_;
   std::unordered_map<const Node*, int> param_index_;
-  te::ExprBuilder b_;
+  // Handed to the LoweredGroup with the function (the loop passes build on it).
+  std::unique_ptr<te::ExprBuilder> builder_ = std::make_unique<te::ExprBuilder>();
+  te::ExprBuilder& b_ = *builder_;
   std::map<std::pair<const Node*, std::vector<const te::ExprNode*>>, Expr> memo_;
   std::unordered_map<const te::ExprNode*, VarSet> free_;
   std::vector<Temp> temps_;

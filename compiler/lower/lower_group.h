@@ -8,6 +8,7 @@
 
 #include "compiler/ir/graph.h"
 #include "compiler/lower/loop_ir.h"
+#include "compiler/te/expr_builder.h"
 
 namespace kiln::lower {
 
@@ -22,6 +23,10 @@ struct LoweredGroup {
   std::vector<std::unique_ptr<Node>> packed_params;
   // The schedule applied, when a special one was ("gemm 8x32 M=.. N=.. K=..").
   std::string schedule;
+  // Whether that schedule shaped the loops (see LoopKernel::scheduled).
+  bool scheduled = false;
+  // The builder `function`'s expressions were made by, for the loop passes.
+  std::unique_ptr<te::ExprBuilder> builder;
 };
 
 // `members`: the group's op nodes in topological order; the last is the root,

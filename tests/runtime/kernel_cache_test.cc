@@ -13,11 +13,12 @@ namespace {
 
 using ::kiln::testing::Op;
 
-KernelSpec SingleKernel(const std::string& input_name, std::vector<int64_t> shape) {
+KernelSpec SingleKernel(const std::string& input_name, std::vector<int64_t> shape,
+                        const CompileOptions& options = {}) {
   Graph g;
   Node* x = g.AddInput(input_name, {DType::kFloat32, shape});
   g.AddOutput(Op(g, "relu", {Op(g, "exp", {x})}));
-  auto p = CompileGraph(std::move(g), CompileOptions{});
+  auto p = CompileGraph(std::move(g), options);
   EXPECT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->kernels.size(), 1u);
   return p->kernels[0];
@@ -61,6 +62,21 @@ TEST_F(KernelCacheTest, DifferentCodegenOptionsAreAMiss) {
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_FALSE(b->hit());
   EXPECT_NE(a->key_hex, b->key_hex);
+}
+
+// A disabled loop pass changes the loops, not the canonical structure.
+TEST_F(KernelCacheTest, SkippedLoopPassIsAMissThatSaysSo) {
+  CompileOptions without;
+  without.disabled_passes = {"ReassociateIndices"};
+  auto a = cache_->GetOrCompile(SingleKernel("x", {8}), {});
+  const KernelSpec spec = SingleKernel("x", {8}, without);
+  EXPECT_EQ(spec.skipped_loop_passes, "ReassociateIndices");
+  auto b = cache_->GetOrCompile(spec, {});
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_FALSE(b->hit());
+  EXPECT_NE(a->key_hex, b->key_hex);
+  const KernelKey key = MakeKernelKey(spec, TargetDescription::Host(), {});
+  EXPECT_THAT(key.options, ::testing::HasSubstr("without ReassociateIndices"));
 }
 
 TEST_F(KernelCacheTest, DifferentDtypeIsAMiss) {

@@ -45,36 +45,43 @@ std::vector<float> RefPool(const std::vector<float>& x, int64_t c, int64_t h, in
   return y;
 }
 
+// Also with each loop pass disabled in turn: the pool is where partitioning
+// and strided blocking both apply, and each must change speed, not results.
 TEST(StridedPoolTest, ThreeByThreeStrideTwoMatchesReference) {
   auto manager = ModelManager::Create({});
   ASSERT_TRUE(manager.ok()) << manager.status();
-  for (const char* op : {"max_pool2d", "avg_pool2d"}) {
-    for (int64_t w : {37, 112}) {
-      const int64_t c = 3, h = 21, k = 3, s = 2, p = 1;
-      SCOPED_TRACE(absl::StrCat(op, " width ", w));
-      auto x = Pseudorandom(c * h * w, 50 + w);
-      Graph g;
-      Node* in = g.AddInput("x", {DType::kFloat32, {1, c, h, w}});
-      Pool2DAttrs attrs;
-      attrs.kernel = {k, k};
-      attrs.strides = {s, s};
-      attrs.padding = {p, p, p, p};
-      g.AddOutput(Op(g, op, {in}, attrs));
-      auto compiled = (*manager)->Compile("pool", std::move(g), {});
-      ASSERT_TRUE(compiled.ok()) << compiled.status();
-      auto input = Tensor::FromBytes(
-          {DType::kFloat32, {1, c, h, w}},
-          absl::string_view(reinterpret_cast<const char*>(x.data()), x.size() * 4));
-      ASSERT_TRUE(input.ok());
-      const std::vector<const Tensor*> inputs{&*input};
-      auto result = (*manager)->Find("pool")->Run(inputs);
-      ASSERT_TRUE(result.ok()) << result.status();
-      const std::string name = op;
-      auto want = RefPool(x, c, h, w, k, s, p, name == "avg_pool2d");
-      const float* got = static_cast<const float*>(result->outputs[0].data());
-      ASSERT_EQ(result->outputs[0].type().NumElements(), static_cast<int64_t>(want.size()));
-      for (size_t i = 0; i < want.size(); ++i) {
-        ASSERT_NEAR(got[i], want[i], 1e-5 * std::max(1.0f, std::fabs(want[i]))) << "at " << i;
+  for (const char* disabled : {"", "LowerLoops", "PartitionBoundaryLoops",
+                               "BlockStridedVectorLoops", "SimplifyIndices", "ReassociateIndices"}) {
+    for (const char* op : {"max_pool2d", "avg_pool2d"}) {
+      for (int64_t w : {37, 112}) {
+        const int64_t c = 3, h = 21, k = 3, s = 2, p = 1;
+        SCOPED_TRACE(absl::StrCat(op, " width ", w, " disabled: ", disabled));
+        CompileOptions options;
+        if (*disabled) options.disabled_passes = {disabled};
+        auto x = Pseudorandom(c * h * w, 50 + w);
+        Graph g;
+        Node* in = g.AddInput("x", {DType::kFloat32, {1, c, h, w}});
+        Pool2DAttrs attrs;
+        attrs.kernel = {k, k};
+        attrs.strides = {s, s};
+        attrs.padding = {p, p, p, p};
+        g.AddOutput(Op(g, op, {in}, attrs));
+        auto compiled = (*manager)->Compile("pool", std::move(g), options);
+        ASSERT_TRUE(compiled.ok()) << compiled.status();
+        auto input = Tensor::FromBytes(
+            {DType::kFloat32, {1, c, h, w}},
+            absl::string_view(reinterpret_cast<const char*>(x.data()), x.size() * 4));
+        ASSERT_TRUE(input.ok());
+        const std::vector<const Tensor*> inputs{&*input};
+        auto result = (*manager)->Find("pool")->Run(inputs);
+        ASSERT_TRUE(result.ok()) << result.status();
+        const std::string name = op;
+        auto want = RefPool(x, c, h, w, k, s, p, name == "avg_pool2d");
+        const float* got = static_cast<const float*>(result->outputs[0].data());
+        ASSERT_EQ(result->outputs[0].type().NumElements(), static_cast<int64_t>(want.size()));
+        for (size_t i = 0; i < want.size(); ++i) {
+          ASSERT_NEAR(got[i], want[i], 1e-5 * std::max(1.0f, std::fabs(want[i]))) << "at " << i;
+        }
       }
     }
   }

@@ -71,8 +71,12 @@ TEST(SeedExampleTest, OptLevelThreeWithoutCseKeepsFourAdds) {
 TEST(SeedExampleTest, ReportListsEveryPassInPipelineOrder) {
   absl::StatusOr<Program> p = CompileGraph(SeedExample(), CompileOptions{});
   ASSERT_TRUE(p.ok());
+  // The graph pipeline, then the loop pipeline (loop_pipeline_test.cc).
   std::vector<std::string> names;
-  for (const PassRecord& r : p->record.passes) names.push_back(r.name);
+  for (const PassRecord& r : p->record.passes) {
+    if (r.depth == 0 && !names.empty()) break;
+    names.push_back(r.name);
+  }
   EXPECT_THAT(names, ::testing::ElementsAre("default", "InferType", "SimplifyInference",
                                             "FoldConstant", "FoldScaleAxis",
                                             "EliminateCommonSubexpr", "DeadCodeElimination",
@@ -81,7 +85,7 @@ TEST(SeedExampleTest, ReportListsEveryPassInPipelineOrder) {
   EXPECT_EQ(p->record.passes[1].depth, 1);
   // The pipeline's total covers its passes; its self time is what is left.
   double children = 0;
-  for (size_t i = 1; i < p->record.passes.size(); ++i) children += p->record.passes[i].ms;
+  for (size_t i = 1; i < names.size(); ++i) children += p->record.passes[i].ms;
   EXPECT_GE(p->record.passes[0].ms, children);
   EXPECT_NEAR(p->record.passes[0].self_ms, p->record.passes[0].ms - children, 1e-9);
   EXPECT_EQ(p->record.passes[1].self_ms, p->record.passes[1].ms);

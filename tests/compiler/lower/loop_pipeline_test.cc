@@ -1,0 +1,115 @@
+// The loop pipeline: its passes run in their listed order under the graph
+// passes' PassContext, so timing, IR dumps and disabling work as for graph
+// passes, and the IR dumped after the last of them is what codegen receives.
+#include "compiler/lower/loop_pipeline.h"
+
+#include <string>
+#include <vector>
+
+#include "compiler/compile.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_util/graph_building.h"
+
+namespace kiln::lower {
+namespace {
+
+using ::kiln::testing::Op;
+using ::testing::ElementsAre;
+
+// A padded stride-2 max pool (generic path: partitioning and strided blocking
+// both apply) feeding a relu.
+Graph PoolGraph() {
+  Graph g;
+  Node* in = g.AddInput("x", {DType::kFloat32, {1, 2, 64, 64}});
+  Pool2DAttrs attrs;
+  attrs.kernel = {3, 3};
+  attrs.strides = {2, 2};
+  attrs.padding = {1, 1, 1, 1};
+  g.AddOutput(Op(g, "relu", {Op(g, "max_pool2d", {in}, attrs)}));
+  return g;
+}
+
+std::vector<const PassRecord*> LoopRecords(const Program& p) {
+  std::vector<const PassRecord*> out;
+  bool inside = false;
+  for (const PassRecord& r : p.record.passes) {
+    if (r.depth == 0) inside = r.name == kLoopPipelineName;
+    if (inside) out.push_back(&r);
+  }
+  return out;
+}
+
+TEST(LoopPipelineTest, RunsAfterTheGraphPassesInOrderAndNestsItsPasses) {
+  absl::StatusOr<Program> p = CompileGraph(PoolGraph(), CompileOptions{});
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_FALSE(p->record.passes.empty());
+  EXPECT_EQ(p->record.passes.front().name, "default");
+  std::vector<std::string> names;
+  std::vector<int> depths;
+  for (const PassRecord* r : LoopRecords(*p)) {
+    names.push_back(r->name);
+    depths.push_back(r->depth);
+  }
+  EXPECT_THAT(names, ElementsAre("LowerLoops", "PartitionBoundaryLoops",
+                                 "BlockStridedVectorLoops", "SimplifyIndices",
+                                 "ReassociateIndices"));
+  EXPECT_THAT(depths, ElementsAre(0, 1, 1, 1, 1));
+  // The pool's padded, stride-2 rows are what the first two passes rewrite.
+  EXPECT_TRUE(LoopRecords(*p)[1]->changed);
+  EXPECT_TRUE(LoopRecords(*p)[2]->changed);
+}
+
+TEST(LoopPipelineTest, DumpAfterTheLastPassIsWhatCodegenReceives) {
+  CompileOptions options;
+  options.print_ir_after = {"ReassociateIndices", "PartitionBoundaryLoops"};
+  absl::StatusOr<Program> p = CompileGraph(PoolGraph(), options);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->record.ir_dumps.size(), 2u);
+  EXPECT_EQ(p->record.ir_dumps[0].after_pass, "PartitionBoundaryLoops");
+  EXPECT_EQ(p->record.ir_dumps[1].after_pass, "ReassociateIndices");
+  std::string kernels;
+  for (const KernelSpec& k : p->kernels) kernels += LoopFunctionToString(k.function);
+  EXPECT_EQ(p->record.ir_dumps[1].text, kernels);
+  EXPECT_NE(p->record.ir_dumps[0].text, kernels);
+}
+
+TEST(LoopPipelineTest, DisabledLoopPassIsSkippedAndNamedOnTheKernels) {
+  CompileOptions options;
+  options.disabled_passes = {"BlockStridedVectorLoops"};
+  absl::StatusOr<Program> p = CompileGraph(PoolGraph(), options);
+  ASSERT_TRUE(p.ok()) << p.status();
+  const std::vector<const PassRecord*> loops = LoopRecords(*p);
+  ASSERT_EQ(loops.size(), 5u);
+  EXPECT_TRUE(loops[2]->skipped);
+  EXPECT_EQ(loops[2]->skip_reason, "disabled");
+  EXPECT_FALSE(loops[3]->skipped);
+  for (const KernelSpec& k : p->kernels) {
+    EXPECT_EQ(k.skipped_loop_passes, "BlockStridedVectorLoops");
+    // Without blocking no loop is a kVector block loop.
+    EXPECT_EQ(LoopFunctionToString(k.function).find("vector for"), std::string::npos);
+  }
+}
+
+TEST(LoopPipelineTest, DisablingThePipelineSkipsEveryLoopPass) {
+  CompileOptions options;
+  options.disabled_passes = {"LowerLoops"};
+  absl::StatusOr<Program> p = CompileGraph(PoolGraph(), options);
+  ASSERT_TRUE(p.ok()) << p.status();
+  const std::vector<const PassRecord*> loops = LoopRecords(*p);
+  ASSERT_EQ(loops.size(), 1u);
+  EXPECT_TRUE(loops[0]->skipped);
+  EXPECT_EQ(p->kernels[0].skipped_loop_passes,
+            "PartitionBoundaryLoops,BlockStridedVectorLoops,SimplifyIndices,ReassociateIndices");
+}
+
+TEST(LoopPipelineTest, UnknownPassNamesAreStillRefused) {
+  CompileOptions options;
+  options.disabled_passes = {"PartitionBoundaryLoop"};
+  absl::StatusOr<Program> p = CompileGraph(PoolGraph(), options);
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(p.status().message()), ::testing::HasSubstr("PartitionBoundaryLoops"));
+}
+
+}  // namespace
+}  // namespace kiln::lower
