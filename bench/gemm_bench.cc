@@ -44,7 +44,7 @@
 #include "compiler/ir/graph.h"
 #include "compiler/ops/op_registry.h"
 #include "oneapi/dnnl/dnnl.h"
-#include "runtime/model_manager.h"
+#include "engine/model_manager.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::bench {
@@ -203,10 +203,10 @@ int Main(int argc, char** argv) {
   }
   const bool json = args->Has("json");
 
-  runtime::ModelManagerOptions options;
+  engine::ModelManagerOptions options;
   options.cache.dir.clear();
-  absl::StatusOr<std::unique_ptr<runtime::ModelManager>> manager =
-      runtime::ModelManager::Create(options);
+  absl::StatusOr<std::unique_ptr<engine::ModelManager>> manager =
+      engine::ModelManager::Create(options);
   if (!manager.ok()) {
     std::cerr << "gemm-bench: " << manager.status() << "\n";
     return 1;
@@ -232,7 +232,7 @@ int Main(int argc, char** argv) {
 
     // Kiln: compile once per shape (the kernel does not depend on the thread count).
     const Clock::time_point compile_start = Clock::now();
-    absl::StatusOr<runtime::CompileResult> compiled =
+    absl::StatusOr<engine::CompileResult> compiled =
         (*manager)->Compile("gemm", GemmGraph(s, b), CompileOptions{});
     if (!compiled.ok()) {
       std::cerr << "gemm-bench: kiln compile: " << compiled.status() << "\n";

@@ -32,7 +32,7 @@
 #include "compiler/codegen/codegen.h"
 #include "compiler/lower/loop_ir.h"
 #include "compiler/ops/op_registry.h"
-#include "runtime/model_manager.h"
+#include "engine/model_manager.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::bench {
@@ -191,12 +191,12 @@ int Main(int argc, char** argv) {
   runtime::SetParallelThreads(*threads);
 
   // A fresh manager with a memory-only cache: every kernel is compiled here.
-  runtime::ModelManagerOptions options;
+  engine::ModelManagerOptions options;
   options.compile_threads = *compile_threads;
   options.cache.dir.clear();
   const Clock::time_point jit_start = Clock::now();
-  absl::StatusOr<std::unique_ptr<runtime::ModelManager>> manager =
-      runtime::ModelManager::Create(options);
+  absl::StatusOr<std::unique_ptr<engine::ModelManager>> manager =
+      engine::ModelManager::Create(options);
   if (!manager.ok()) return Fail(manager.status());
   const double jit_ms = MsSince(jit_start);
 
@@ -204,7 +204,7 @@ int Main(int argc, char** argv) {
   absl::StatusOr<Graph> graph = ImportModel(path, *batch_flag);
   if (!graph.ok()) return Fail(graph.status());
   const double import_ms = MsSince(import_start);
-  absl::StatusOr<runtime::CompileResult> compiled =
+  absl::StatusOr<engine::CompileResult> compiled =
       (*manager)->Compile("bench", *std::move(graph), CompileOptions{});
   if (!compiled.ok()) return Fail(compiled.status());
   std::shared_ptr<runtime::CompiledModel> model = (*manager)->Find("bench");

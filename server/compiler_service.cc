@@ -38,7 +38,7 @@ CompileOptions ToCompileOptions(const kiln::v1::CompileOptions& in) {
 }  // namespace
 
 absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
-    const kiln::v1::CompileModelRequest& request, const runtime::CompileEventSink& events,
+    const kiln::v1::CompileModelRequest& request, const engine::CompileEventSink& events,
     absl::Time deadline) {
   const bool onnx = request.model_case() == kiln::v1::CompileModelRequest::kOnnxModel;
   if (!onnx && request.model_case() != kiln::v1::CompileModelRequest::kGraph) {
@@ -66,7 +66,7 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
     graph = ImportKilnGraph(request.graph(), OpRegistry::Default());
   }
   if (!graph.ok()) return graph.status();
-  absl::StatusOr<runtime::CompileResult> result =
+  absl::StatusOr<engine::CompileResult> result =
       models_->Compile(name, *std::move(graph), ToCompileOptions(request.options()), events, deadline);
   if (!result.ok()) return result.status();
   kiln::v1::CompileModelResponse response;
@@ -91,17 +91,17 @@ grpc::Status CompilerService::CompileModelStream(
   // Events come from compile threads; writes are serialised. A client that
   // goes away stops the events, not the compile: its kernels still get cached.
   absl::Mutex write_mutex;
-  runtime::CompileEventSink sink = [&](const runtime::CompileEvent& e) {
+  engine::CompileEventSink sink = [&](const engine::CompileEvent& e) {
     if (context->IsCancelled()) return;
     kiln::v1::CompileProgress progress;
     switch (e.kind) {
-      case runtime::CompileEvent::Kind::kPassDone:
+      case engine::CompileEvent::Kind::kPassDone:
         progress.set_kind(kiln::v1::CompileProgress::PASS_DONE);
         break;
-      case runtime::CompileEvent::Kind::kPassSkipped:
+      case engine::CompileEvent::Kind::kPassSkipped:
         progress.set_kind(kiln::v1::CompileProgress::PASS_SKIPPED);
         break;
-      case runtime::CompileEvent::Kind::kKernelDone:
+      case engine::CompileEvent::Kind::kKernelDone:
         progress.set_kind(kiln::v1::CompileProgress::KERNEL_DONE);
         break;
     }
@@ -126,7 +126,7 @@ grpc::Status CompilerService::CompileModelStream(
 
 grpc::Status CompilerService::ListKernels(grpc::ServerContext*, const kiln::v1::ListKernelsRequest*,
                                           kiln::v1::ListKernelsResponse* response) {
-  for (const runtime::KernelInfo& k : models_->GetCacheStats().entries) {
+  for (const engine::KernelInfo& k : models_->GetCacheStats().entries) {
     kiln::v1::KernelSummary* s = response->add_kernels();
     s->set_key(k.key_hex);
     s->set_symbol(k.symbol);

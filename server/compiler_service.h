@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "proto/kiln_service.grpc.pb.h"
-#include "runtime/model_manager.h"
+#include "engine/model_manager.h"
 
 namespace kiln::server {
 
@@ -13,7 +13,7 @@ class CompilerService final : public kiln::v1::Compiler::Service {
  public:
   // `inference_cpus`: the CPUs CallKernel's and BenchmarkKernel's threads
   // are bound to (see cpu_affinity.h); empty for none.
-  CompilerService(runtime::ModelManager* models, std::vector<int> inference_cpus)
+  CompilerService(engine::ModelManager* models, std::vector<int> inference_cpus)
       : models_(models), inference_cpus_(std::move(inference_cpus)) {}
 
   grpc::Status CompileModel(grpc::ServerContext*, const kiln::v1::CompileModelRequest* request,
@@ -42,10 +42,10 @@ class CompilerService final : public kiln::v1::Compiler::Service {
  private:
   // CompileModel and CompileModelStream share this; `events` may be null.
   absl::StatusOr<kiln::v1::CompileModelResponse> Compile(
-      const kiln::v1::CompileModelRequest& request, const runtime::CompileEventSink& events,
+      const kiln::v1::CompileModelRequest& request, const engine::CompileEventSink& events,
       absl::Time deadline);
 
-  runtime::ModelManager* models_;
+  engine::ModelManager* models_;
   std::vector<int> inference_cpus_;
 };
 

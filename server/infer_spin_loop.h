@@ -30,7 +30,7 @@ namespace kiln::server {
 class AsyncInferenceService final
     : public inference::GRPCInferenceService::WithAsyncMethod_ModelInfer<InferenceService> {
  public:
-  AsyncInferenceService(runtime::ModelManager* models, std::vector<int> inference_cpus) {
+  AsyncInferenceService(engine::ModelManager* models, std::vector<int> inference_cpus) {
     Init(models, std::move(inference_cpus));
   }
 };

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "proto/grpc_service.grpc.pb.h"
-#include "runtime/model_manager.h"
+#include "engine/model_manager.h"
 
 namespace kiln::server {
 
@@ -13,7 +13,7 @@ class InferenceService : public inference::GRPCInferenceService::Service {
  public:
   // `inference_cpus`: the CPUs ModelInfer's threads are bound to (see
   // cpu_affinity.h); empty for none.
-  InferenceService(runtime::ModelManager* models, std::vector<int> inference_cpus)
+  InferenceService(engine::ModelManager* models, std::vector<int> inference_cpus)
       : models_(models), inference_cpus_(std::move(inference_cpus)) {}
 
   grpc::Status ServerLive(grpc::ServerContext*, const inference::ServerLiveRequest*,
@@ -38,13 +38,13 @@ class InferenceService : public inference::GRPCInferenceService::Service {
   // For AsyncInferenceService, whose generated base constructs this one
   // without arguments.
   InferenceService() = default;
-  void Init(runtime::ModelManager* models, std::vector<int> inference_cpus) {
+  void Init(engine::ModelManager* models, std::vector<int> inference_cpus) {
     models_ = models;
     inference_cpus_ = std::move(inference_cpus);
   }
 
  private:
-  runtime::ModelManager* models_ = nullptr;
+  engine::ModelManager* models_ = nullptr;
   std::vector<int> inference_cpus_;
 };
 

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
-#include "runtime/model_manager.h"
+#include "engine/model_manager.h"
 #include "runtime/thread_pool.h"
 #include "server/compiler_service.h"
 #include "server/infer_spin_loop.h"
@@ -19,7 +19,7 @@ namespace {
 // Members in dependency order: the services use the manager, the server the services.
 class KilnServerImpl final : public KilnServer {
  public:
-  KilnServerImpl(std::unique_ptr<runtime::ModelManager> models, const ServerOptions& options)
+  KilnServerImpl(std::unique_ptr<engine::ModelManager> models, const ServerOptions& options)
       : models_(std::move(models)), compiler_(models_.get(), options.inference_cpus) {}
 
   ~KilnServerImpl() override {
@@ -60,7 +60,7 @@ class KilnServerImpl final : public KilnServer {
   void Wait() override { server_->Wait(); }
 
  private:
-  std::unique_ptr<runtime::ModelManager> models_;
+  std::unique_ptr<engine::ModelManager> models_;
   // ModelInfer on gRPC's sync threads, or (an AsyncInferenceService) on the
   // spin loop.
   std::unique_ptr<InferenceService> inference_;
@@ -76,14 +76,14 @@ absl::StatusOr<std::unique_ptr<KilnServer>> StartKilnServer(const ServerOptions&
   runtime::SetParallelThreads(options.threads > 0
                                   ? options.threads
                                   : static_cast<int>(std::thread::hardware_concurrency()));
-  runtime::ModelManagerOptions manager_options;
+  engine::ModelManagerOptions manager_options;
   manager_options.max_models = options.max_models;
   manager_options.compile_threads = options.compile_threads;
   manager_options.cache.dir = options.cache_dir;
   manager_options.cache.max_bytes = options.cache_max_bytes;
   manager_options.cache.min_compile_ms = options.cache_min_compile_ms;
-  absl::StatusOr<std::unique_ptr<runtime::ModelManager>> models =
-      runtime::ModelManager::Create(manager_options);
+  absl::StatusOr<std::unique_ptr<engine::ModelManager>> models =
+      engine::ModelManager::Create(manager_options);
   if (!models.ok()) return models.status();
   auto server = std::make_unique<KilnServerImpl>(*std::move(models), options);
   absl::Status started = server->Start(options);

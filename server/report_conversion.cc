@@ -16,9 +16,9 @@ void FillPassTimings(const CompileRecord& record,
   }
 }
 
-void FillCompileReport(const runtime::CompileResult& result, kiln::v1::CompileReport* report) {
+void FillCompileReport(const engine::CompileResult& result, kiln::v1::CompileReport* report) {
   FillPassTimings(result.record, report->mutable_passes());
-  for (const runtime::KernelCompileReport& k : result.kernels) {
+  for (const engine::KernelCompileReport& k : result.kernels) {
     kiln::v1::KernelReport* kr = report->add_kernels();
     kr->set_name(k.name);
     for (const std::string& op : k.ops) kr->add_ops(op);
@@ -26,7 +26,7 @@ void FillCompileReport(const runtime::CompileResult& result, kiln::v1::CompileRe
     kr->set_key(k.key_hex);
     kr->set_compile_ms(k.compile_ms);
     kr->set_cache_hit(k.cache_hit());
-    kr->set_cache_source(runtime::CacheSourceName(k.source));
+    kr->set_cache_source(engine::CacheSourceName(k.source));
     kr->set_load_ms(k.load_ms);
     kr->set_miss_reason(k.miss_reason);
   }
@@ -44,7 +44,7 @@ void FillCompileReport(const runtime::CompileResult& result, kiln::v1::CompileRe
   }
 }
 
-void FillCacheStats(const runtime::CacheStats& stats, kiln::v1::GetCacheStatsResponse* out) {
+void FillCacheStats(const engine::CacheStats& stats, kiln::v1::GetCacheStatsResponse* out) {
   out->set_entries(stats.memory_entries);
   out->set_hits(stats.memory_hits + stats.disk_hits);
   out->set_misses(stats.misses);
@@ -60,7 +60,7 @@ void FillCacheStats(const runtime::CacheStats& stats, kiln::v1::GetCacheStatsRes
   out->set_corrupt_entries(stats.disk.corrupt);
   out->set_disk_write_failures(stats.disk.write_failures);
   out->set_compiles(stats.compiles);
-  for (const runtime::KernelInfo& e : stats.entries) {
+  for (const engine::KernelInfo& e : stats.entries) {
     kiln::v1::CacheEntry* entry = out->add_entry();
     entry->set_key(e.key_hex);
     for (const std::string& op : e.ops) entry->add_ops(op);
@@ -71,7 +71,7 @@ void FillCacheStats(const runtime::CacheStats& stats, kiln::v1::GetCacheStatsRes
     entry->set_codegen_options(e.options);
     entry->set_object_bytes(e.object_bytes);
     entry->set_last_use_unix_s(e.last_use_unix_s);
-    entry->set_origin(runtime::CacheSourceName(e.origin));
+    entry->set_origin(engine::CacheSourceName(e.origin));
   }
 }
 

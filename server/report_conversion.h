@@ -3,15 +3,15 @@
 #define KILN_SERVER_REPORT_CONVERSION_H_
 
 #include "proto/kiln_service.pb.h"
-#include "runtime/kernel_cache.h"
-#include "runtime/model_manager.h"
+#include "engine/kernel_cache.h"
+#include "engine/model_manager.h"
 
 namespace kiln::server {
 
-void FillCompileReport(const runtime::CompileResult& result, kiln::v1::CompileReport* report);
+void FillCompileReport(const engine::CompileResult& result, kiln::v1::CompileReport* report);
 void FillPassTimings(const CompileRecord& record,
                      google::protobuf::RepeatedPtrField<kiln::v1::PassTiming>* out);
-void FillCacheStats(const runtime::CacheStats& stats, kiln::v1::GetCacheStatsResponse* out);
+void FillCacheStats(const engine::CacheStats& stats, kiln::v1::GetCacheStatsResponse* out);
 void FillModelTiming(const std::string& name, const runtime::CompiledModel& model,
                      kiln::v1::ModelTiming* out);
 void FillKernelTiming(const std::string& name, const runtime::DurationSnapshot& d,

@@ -15,7 +15,6 @@
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/Host.h"
-#include "llvm/Support/SHA256.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
@@ -140,22 +139,6 @@ const HostTarget& GetHostTarget() {
 }
 
 std::string LlvmVersionString() { return LLVM_VERSION_STRING; }
-
-std::string Sha256(absl::string_view data) {
-  std::array<uint8_t, 32> digest = llvm::SHA256::hash(llvm::ArrayRef<uint8_t>(
-      reinterpret_cast<const uint8_t*>(data.data()), data.size()));
-  return std::string(digest.begin(), digest.end());
-}
-
-std::string Sha256Hex(absl::string_view data) {
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : Sha256(data)) {
-    out.push_back(kHex[c >> 4]);
-    out.push_back(kHex[c & 15]);
-  }
-  return out;
-}
 
 std::string CodegenOptions::ToString() const { return absl::StrCat("O", opt_level); }
 

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "compiler/lower/loop_ir.h"
 
 namespace kiln::codegen {
@@ -24,12 +23,6 @@ const HostTarget& GetHostTarget();
 
 // "16.0.6".
 std::string LlvmVersionString();
-
-// SHA-256 of `data` as 64 lowercase hex digits (LLVM's implementation): stable
-// across processes and builds, unlike absl::Hash or std::hash.
-std::string Sha256Hex(absl::string_view data);
-// The raw 32-byte digest.
-std::string Sha256(absl::string_view data);
 
 struct CodegenOptions {
   int opt_level = 3;  // 0..3, LLVM's -O level

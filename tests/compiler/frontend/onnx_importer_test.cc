@@ -9,7 +9,7 @@
 #include "compiler/ops/op_registry.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/model_manager.h"
+#include "engine/model_manager.h"
 #include "tests/test_util/npy_fixture.h"
 
 namespace kiln {
@@ -28,7 +28,7 @@ std::vector<float> RunCase(const std::string& name, int opt_level) {
   auto graph = ImportOnnxModel(Data(name + ".onnx"), OpRegistry::Default(), {});
   EXPECT_TRUE(graph.ok()) << graph.status();
   if (!graph.ok()) return {};
-  auto manager = runtime::ModelManager::Create({});
+  auto manager = engine::ModelManager::Create({});
   EXPECT_TRUE(manager.ok());
   CompileOptions options;
   options.opt_level = opt_level;

@@ -1,6 +1,6 @@
 // The persistent kernel cache: hits across caches (as across restarts), and
 // every kind of bad entry detected, removed and recompiled — never linked.
-#include "runtime/disk_cache.h"
+#include "engine/disk_cache.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,16 +9,18 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/sha256.h"
 #include "compiler/compile.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/kernel_cache.h"
+#include "engine/kernel_cache.h"
 #include "tests/test_util/graph_building.h"
 
-namespace kiln::runtime {
+namespace kiln::engine {
 namespace {
 
 using ::kiln::testing::Op;
+using runtime::JitEngine;
 
 KernelSpec Spec(int64_t n) {
   Graph g;
@@ -111,7 +113,7 @@ TEST_P(DiskCacheDamageTest, DamagedEntryIsCountedRemovedAndRecompiled) {
       const uint32_t other = kCacheFormatVersion + 1;
       std::memcpy(&bytes[8], &other, 4);
       bytes.resize(bytes.size() - 32);
-      bytes += codegen::Sha256(bytes);
+      bytes += Sha256(bytes);
       std::string why;
       ASSERT_FALSE(DecodeDiskEntry(bytes, &why).has_value());
       EXPECT_THAT(why, ::testing::HasSubstr("format version"));
@@ -184,4 +186,4 @@ TEST_F(DiskCacheTest, StaleTempFilesOfDeadWritersAreRemovedAtStart) {
 }
 
 }  // namespace
-}  // namespace kiln::runtime
+}  // namespace kiln::engine

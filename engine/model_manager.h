@@ -1,7 +1,7 @@
 // Models by name: compiles graphs through the kernel cache into CompiledModels
 // and serves them to concurrent callers. What the server is a thin layer over.
-#ifndef KILN_RUNTIME_MODEL_MANAGER_H_
-#define KILN_RUNTIME_MODEL_MANAGER_H_
+#ifndef KILN_ENGINE_MODEL_MANAGER_H_
+#define KILN_ENGINE_MODEL_MANAGER_H_
 
 #include <functional>
 #include <map>
@@ -14,9 +14,9 @@
 #include "absl/time/time.h"
 #include "compiler/compile.h"
 #include "runtime/executor.h"
-#include "runtime/kernel_cache.h"
+#include "engine/kernel_cache.h"
 
-namespace kiln::runtime {
+namespace kiln::engine {
 
 struct KernelCompileReport {
   std::string name;
@@ -76,24 +76,24 @@ class ModelManager {
                                         const CompileEventSink& events = nullptr,
                                         absl::Time deadline = absl::InfiniteFuture());
   // Null when no model has that name.
-  std::shared_ptr<CompiledModel> Find(const std::string& name) const;
-  std::vector<std::pair<std::string, std::shared_ptr<CompiledModel>>> List() const;
+  std::shared_ptr<runtime::CompiledModel> Find(const std::string& name) const;
+  std::vector<std::pair<std::string, std::shared_ptr<runtime::CompiledModel>>> List() const;
   // NotFound when no model has that name.
   absl::Status Unload(const std::string& name);
   CacheStats GetCacheStats() const { return cache_.Stats(); }
   KernelCache& cache() { return cache_; }
 
  private:
-  ModelManager(ModelManagerOptions options, std::shared_ptr<JitEngine> jit)
+  ModelManager(ModelManagerOptions options, std::shared_ptr<runtime::JitEngine> jit)
       : options_(options), jit_(jit), cache_(jit, options.cache) {}
 
   ModelManagerOptions options_;
-  std::shared_ptr<JitEngine> jit_;
+  std::shared_ptr<runtime::JitEngine> jit_;
   KernelCache cache_;
   mutable absl::Mutex mutex_;
-  std::map<std::string, std::shared_ptr<CompiledModel>> models_ ABSL_GUARDED_BY(mutex_);
+  std::map<std::string, std::shared_ptr<runtime::CompiledModel>> models_ ABSL_GUARDED_BY(mutex_);
 };
 
-}  // namespace kiln::runtime
+}  // namespace kiln::engine
 
-#endif  // KILN_RUNTIME_MODEL_MANAGER_H_
+#endif  // KILN_ENGINE_MODEL_MANAGER_H_

@@ -1,8 +1,8 @@
 // Compiled kernels by key, in memory and on disk, so a group compiled once — in
 // this model, another model, or an earlier run of the server — is not compiled
 // again. See kernel_cache.cc for the design and cache_key.cc for the key.
-#ifndef KILN_RUNTIME_KERNEL_CACHE_H_
-#define KILN_RUNTIME_KERNEL_CACHE_H_
+#ifndef KILN_ENGINE_KERNEL_CACHE_H_
+#define KILN_ENGINE_KERNEL_CACHE_H_
 
 #include <cstdint>
 #include <map>
@@ -15,17 +15,17 @@
 #include "absl/time/time.h"
 #include "compiler/codegen/codegen.h"
 #include "compiler/program.h"
-#include "runtime/cache_key.h"
-#include "runtime/disk_cache.h"
+#include "engine/cache_key.h"
+#include "engine/disk_cache.h"
 #include "runtime/jit_engine.h"
 
-namespace kiln::runtime {
+namespace kiln::engine {
 
 enum class CacheSource { kMemory, kDisk, kCompiled };
 const char* CacheSourceName(CacheSource source);  // "memory hit", "disk hit", "compiled"
 
 struct CacheLookup {
-  std::shared_ptr<LoadedKernel> kernel;
+  std::shared_ptr<runtime::LoadedKernel> kernel;
   CacheSource source = CacheSource::kCompiled;
   double compile_ms = 0;  // the original compile (on a hit: what the hit saved)
   double load_ms = 0;     // reading and linking a disk entry
@@ -72,7 +72,7 @@ struct CacheStats {
 
 class KernelCache {
  public:
-  KernelCache(std::shared_ptr<JitEngine> jit, KernelCacheOptions options);
+  KernelCache(std::shared_ptr<runtime::JitEngine> jit, KernelCacheOptions options);
 
   // The kernel for `spec`: from memory, from disk, or compiled — once, however
   // many callers ask at the same time. A waiter whose `deadline` passes gets
@@ -83,14 +83,14 @@ class KernelCache {
   CacheStats Stats() const;
   // A loaded kernel by key or unique key prefix of 8+ digits (NotFound
   // otherwise), for remote calls.
-  absl::StatusOr<std::pair<std::shared_ptr<LoadedKernel>, KernelInfo>> Find(
+  absl::StatusOr<std::pair<std::shared_ptr<runtime::LoadedKernel>, KernelInfo>> Find(
       const std::string& key_hex);
 
  private:
   struct Entry {
     KernelKey key;
     KernelInfo info;
-    std::shared_ptr<LoadedKernel> kernel;
+    std::shared_ptr<runtime::LoadedKernel> kernel;
     absl::Status status;
     bool ready = false;
   };
@@ -99,7 +99,7 @@ class KernelCache {
                                             const codegen::CodegenOptions& options);
   std::string NearestMissReason(const KernelKey& key) const ABSL_SHARED_LOCKS_REQUIRED(mutex_);
 
-  std::shared_ptr<JitEngine> jit_;
+  std::shared_ptr<runtime::JitEngine> jit_;
   KernelCacheOptions options_;
   std::unique_ptr<DiskCache> disk_;
   mutable absl::Mutex mutex_;
@@ -112,6 +112,6 @@ class KernelCache {
   double compile_ms_saved_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
-}  // namespace kiln::runtime
+}  // namespace kiln::engine
 
-#endif  // KILN_RUNTIME_KERNEL_CACHE_H_
+#endif  // KILN_ENGINE_KERNEL_CACHE_H_

@@ -13,12 +13,12 @@
 #include "compiler/lower/loop_ir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/model_manager.h"
+#include "engine/model_manager.h"
 #include "runtime/workspace_pool.h"
 #include "tests/test_util/graph_building.h"
 #include "tests/test_util/reference_ops.h"
 
-namespace kiln::runtime {
+namespace kiln::lower {
 namespace {
 
 using ::kiln::testing::FloatValues;
@@ -26,6 +26,10 @@ using ::kiln::testing::Op;
 using ::kiln::testing::Pseudorandom;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using engine::ModelManager;
+using runtime::Tensor;
+using runtime::KernelWorkspacePool;
+using runtime::WorkspacePool;
 
 class ContractionScheduleTest : public ::testing::Test {
  protected:
@@ -513,4 +517,4 @@ TEST_F(ContractionScheduleTest, ChannelLanesSplitRaggedPixelTilesIntoParts) {
 }
 
 }  // namespace
-}  // namespace kiln::runtime
+}  // namespace kiln::lower

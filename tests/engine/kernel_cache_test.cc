@@ -1,5 +1,5 @@
 // The cache key contract: names never matter; structure, shapes and options do.
-#include "runtime/kernel_cache.h"
+#include "engine/kernel_cache.h"
 
 #include <thread>
 
@@ -8,10 +8,11 @@
 #include "gtest/gtest.h"
 #include "tests/test_util/graph_building.h"
 
-namespace kiln::runtime {
+namespace kiln::engine {
 namespace {
 
 using ::kiln::testing::Op;
+using runtime::JitEngine;
 
 KernelSpec SingleKernel(const std::string& input_name, std::vector<int64_t> shape,
                         const CompileOptions& options = {}) {
@@ -163,4 +164,4 @@ TEST_F(KernelCacheTest, WaiterPastDeadlineGivesUpAndCompileStillLands) {
 }
 
 }  // namespace
-}  // namespace kiln::runtime
+}  // namespace kiln::engine

@@ -13,14 +13,15 @@
 // component lists hash the same bytes. A key match is not proof: a hit also
 // compares the components themselves (KernelKey::SameIdentity), so a collision
 // is a miss.
-#include "runtime/cache_key.h"
+#include "engine/cache_key.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/sha256.h"
 #include "common/version.h"
 
-namespace kiln::runtime {
+namespace kiln::engine {
 namespace {
 
 void AppendComponent(std::string& out, absl::string_view name, absl::string_view value) {
@@ -67,7 +68,7 @@ KernelKey MakeKernelKey(const KernelSpec& spec, const TargetDescription& target,
   AppendComponent(material, "llvm", target.llvm_version);
   AppendComponent(material, "kiln", target.kiln_version);
   AppendComponent(material, "options", key.options);
-  key.hex = codegen::Sha256Hex(material);
+  key.hex = Sha256Hex(material);
   return key;
 }
 
@@ -106,4 +107,4 @@ std::string ExplainDifference(const KernelKey& key, const KernelKey& neighbour) 
   return "same ops, other attributes, shapes or constants";
 }
 
-}  // namespace kiln::runtime
+}  // namespace kiln::engine

@@ -24,7 +24,7 @@
 // never touches kernels already loaded in memory.
 // When the directory cannot be created or written (read-only, disk full), the
 // cache disables itself with one warning and a counter; serving goes on.
-#include "runtime/disk_cache.h"
+#include "engine/disk_cache.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -44,9 +44,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "compiler/codegen/codegen.h"
+#include "common/sha256.h"
 
-namespace kiln::runtime {
+namespace kiln::engine {
 namespace {
 
 constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'K', 'R', 'N', '\0'};
@@ -154,7 +154,7 @@ std::string EncodeDiskEntry(const DiskEntry& e) {
   PutU64(out, static_cast<uint64_t>(e.created_unix_s));
   PutU64(out, e.object.size());
   out += e.object;
-  out += codegen::Sha256(out);
+  out += Sha256(out);
   return out;
 }
 
@@ -164,7 +164,7 @@ std::optional<DiskEntry> DecodeDiskEntry(const std::string& bytes, std::string* 
     return std::nullopt;
   }
   const absl::string_view body(bytes.data(), bytes.size() - 32);
-  if (codegen::Sha256(body) != bytes.substr(bytes.size() - 32)) {
+  if (Sha256(body) != bytes.substr(bytes.size() - 32)) {
     *why = "checksum mismatch";
     return std::nullopt;
   }
@@ -338,4 +338,4 @@ DiskCacheStats DiskCache::Stats() const {
   return s;
 }
 
-}  // namespace kiln::runtime
+}  // namespace kiln::engine

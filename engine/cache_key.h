@@ -1,6 +1,6 @@
 // The kernel cache key and its components (see the contract in cache_key.cc).
-#ifndef KILN_RUNTIME_CACHE_KEY_H_
-#define KILN_RUNTIME_CACHE_KEY_H_
+#ifndef KILN_ENGINE_CACHE_KEY_H_
+#define KILN_ENGINE_CACHE_KEY_H_
 
 #include <string>
 #include <vector>
@@ -8,7 +8,7 @@
 #include "compiler/codegen/codegen.h"
 #include "compiler/program.h"
 
-namespace kiln::runtime {
+namespace kiln::engine {
 
 // Bumped whenever the on-disk entry layout or the key's inputs change.
 inline constexpr int kCacheFormatVersion = 1;
@@ -52,6 +52,6 @@ std::string ExplainDifference(const KernelKey& key, const KernelKey& neighbour);
 // neighbour "the same ops with other shapes".
 std::vector<std::string> CanonicalOps(const std::string& canonical);
 
-}  // namespace kiln::runtime
+}  // namespace kiln::engine
 
-#endif  // KILN_RUNTIME_CACHE_KEY_H_
+#endif  // KILN_ENGINE_CACHE_KEY_H_

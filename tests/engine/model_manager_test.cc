@@ -1,5 +1,5 @@
 // Whole models compiled and run through the JIT, against plain reference loops.
-#include "runtime/model_manager.h"
+#include "engine/model_manager.h"
 
 #include <cstring>
 
@@ -8,12 +8,13 @@
 #include "tests/test_util/graph_building.h"
 #include "tests/test_util/reference_ops.h"
 
-namespace kiln::runtime {
+namespace kiln::engine {
 namespace {
 
 using ::kiln::testing::FloatValues;
 
 using ::kiln::testing::Op;
+using runtime::Tensor;
 using ::kiln::testing::Pseudorandom;
 
 std::vector<float> ToVector(const Tensor& t) {
@@ -210,4 +211,4 @@ TEST_F(ModelManagerTest, ModelLimitIsResourceExhaustedNamingTheFlag) {
 }
 
 }  // namespace
-}  // namespace kiln::runtime
+}  // namespace kiln::engine

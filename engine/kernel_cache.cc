@@ -16,14 +16,14 @@
 // Memory entries are never evicted while the process runs (models hold
 // shared_ptrs to the kernels they use, so nothing in use could be unloaded
 // anyway); the disk cache has a byte budget with LRU eviction.
-#include "runtime/kernel_cache.h"
+#include "engine/kernel_cache.h"
 
 #include <chrono>
 #include <ctime>
 
 #include "absl/strings/str_cat.h"
 
-namespace kiln::runtime {
+namespace kiln::engine {
 namespace {
 
 double MsSince(std::chrono::steady_clock::time_point start) {
@@ -47,7 +47,7 @@ const char* CacheSourceName(CacheSource source) {
   return "?";
 }
 
-KernelCache::KernelCache(std::shared_ptr<JitEngine> jit, KernelCacheOptions options)
+KernelCache::KernelCache(std::shared_ptr<runtime::JitEngine> jit, KernelCacheOptions options)
     : jit_(std::move(jit)), options_(std::move(options)) {
   if (!options_.dir.empty()) disk_ = DiskCache::Open(options_.dir, options_.max_bytes);
 }
@@ -140,7 +140,7 @@ absl::StatusOr<CacheLookup> KernelCache::LoadOrCompile(const KernelSpec& spec,
     const auto start = std::chrono::steady_clock::now();
     std::optional<DiskEntry> stored = disk_->Load(key);
     if (stored) {
-      absl::StatusOr<std::shared_ptr<LoadedKernel>> kernel = jit_->Load(stored->object, stored->symbol);
+      auto kernel = jit_->Load(stored->object, stored->symbol);
       if (kernel.ok()) {
         out.kernel = *kernel;
         out.source = CacheSource::kDisk;
@@ -155,7 +155,7 @@ absl::StatusOr<CacheLookup> KernelCache::LoadOrCompile(const KernelSpec& spec,
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<std::string> object = codegen::CompileToObject(spec.function, options);
   if (!object.ok()) return object.status();
-  absl::StatusOr<std::shared_ptr<LoadedKernel>> kernel = jit_->Load(*object, spec.function.name);
+  auto kernel = jit_->Load(*object, spec.function.name);
   if (!kernel.ok()) return kernel.status();
   out.kernel = *kernel;
   out.source = CacheSource::kCompiled;
@@ -198,7 +198,7 @@ CacheStats KernelCache::Stats() const {
   return stats;
 }
 
-absl::StatusOr<std::pair<std::shared_ptr<LoadedKernel>, KernelInfo>> KernelCache::Find(
+absl::StatusOr<std::pair<std::shared_ptr<runtime::LoadedKernel>, KernelInfo>> KernelCache::Find(
     const std::string& key_hex) {
   absl::MutexLock lock(&mutex_);
   auto it = entries_.find(key_hex);
@@ -220,4 +220,4 @@ absl::StatusOr<std::pair<std::shared_ptr<LoadedKernel>, KernelInfo>> KernelCache
   return std::make_pair(it->second->kernel, it->second->info);
 }
 
-}  // namespace kiln::runtime
+}  // namespace kiln::engine

@@ -1,4 +1,4 @@
-#include "runtime/model_manager.h"
+#include "engine/model_manager.h"
 
 #include <algorithm>
 #include <atomic>
@@ -8,7 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
-namespace kiln::runtime {
+namespace kiln::engine {
 namespace {
 
 double MsSince(std::chrono::steady_clock::time_point start) {
@@ -19,7 +19,7 @@ double MsSince(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ModelManager>> ModelManager::Create(ModelManagerOptions options) {
-  absl::StatusOr<std::shared_ptr<JitEngine>> jit = JitEngine::Create();
+  absl::StatusOr<std::shared_ptr<runtime::JitEngine>> jit = runtime::JitEngine::Create();
   if (!jit.ok()) return jit.status();
   return std::unique_ptr<ModelManager>(new ModelManager(options, *jit));
 }
@@ -97,7 +97,7 @@ absl::StatusOr<CompileResult> ModelManager::Compile(const std::string& name, Gra
   worker();
   for (std::thread& t : pool) t.join();
 
-  std::vector<std::shared_ptr<LoadedKernel>> kernels;
+  std::vector<std::shared_ptr<runtime::LoadedKernel>> kernels;
   for (int k = 0; k < count; ++k) {
     const KernelSpec& spec = program->kernels[k];
     if (!lookups[k].ok()) {
@@ -120,8 +120,8 @@ absl::StatusOr<CompileResult> ModelManager::Compile(const std::string& name, Gra
   }
   result.codegen_ms = MsSince(codegen_start);
   result.record = program->record;
-  absl::StatusOr<std::unique_ptr<CompiledModel>> model =
-      CompiledModel::Create(*std::move(program), std::move(kernels));
+  absl::StatusOr<std::unique_ptr<runtime::CompiledModel>> model =
+      runtime::CompiledModel::Create(*std::move(program), std::move(kernels));
   if (!model.ok()) return model.status();
   result.intermediate_bytes = (*model)->intermediate_bytes();
   result.intermediate_bytes_unplanned = (*model)->unplanned_intermediate_bytes();
@@ -132,17 +132,17 @@ absl::StatusOr<CompileResult> ModelManager::Compile(const std::string& name, Gra
     return absl::ResourceExhaustedError(absl::StrCat(
         "the server already holds ", models_.size(), " models, its limit (--max-models)"));
   }
-  models_[name] = std::shared_ptr<CompiledModel>(std::move(*model));
+  models_[name] = std::shared_ptr<runtime::CompiledModel>(std::move(*model));
   return result;
 }
 
-std::shared_ptr<CompiledModel> ModelManager::Find(const std::string& name) const {
+std::shared_ptr<runtime::CompiledModel> ModelManager::Find(const std::string& name) const {
   absl::MutexLock lock(&mutex_);
   auto it = models_.find(name);
   return it == models_.end() ? nullptr : it->second;
 }
 
-std::vector<std::pair<std::string, std::shared_ptr<CompiledModel>>> ModelManager::List() const {
+std::vector<std::pair<std::string, std::shared_ptr<runtime::CompiledModel>>> ModelManager::List() const {
   absl::MutexLock lock(&mutex_);
   return {models_.begin(), models_.end()};
 }
@@ -155,4 +155,4 @@ absl::Status ModelManager::Unload(const std::string& name) {
   return absl::OkStatus();
 }
 
-}  // namespace kiln::runtime
+}  // namespace kiln::engine

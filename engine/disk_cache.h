@@ -1,8 +1,8 @@
 // Compiled kernels on disk, one file per entry, so a restarted server (or a
 // second one sharing the directory) loads kernels instead of compiling them.
 // Layout, checks and the multi-process story are in disk_cache.cc.
-#ifndef KILN_RUNTIME_DISK_CACHE_H_
-#define KILN_RUNTIME_DISK_CACHE_H_
+#ifndef KILN_ENGINE_DISK_CACHE_H_
+#define KILN_ENGINE_DISK_CACHE_H_
 
 #include <cstdint>
 #include <memory>
@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "runtime/cache_key.h"
+#include "engine/cache_key.h"
 
-namespace kiln::runtime {
+namespace kiln::engine {
 
 struct DiskEntry {
   KernelKey key;
@@ -76,6 +76,6 @@ std::string EncodeDiskEntry(const DiskEntry& entry);
 // nullopt when anything fails to verify; `why` says what.
 std::optional<DiskEntry> DecodeDiskEntry(const std::string& bytes, std::string* why);
 
-}  // namespace kiln::runtime
+}  // namespace kiln::engine
 
-#endif  // KILN_RUNTIME_DISK_CACHE_H_
+#endif  // KILN_ENGINE_DISK_CACHE_H_

@@ -6,17 +6,20 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/model_manager.h"
+#include "engine/model_manager.h"
 #include "tests/test_util/graph_building.h"
 #include "tests/test_util/reference_ops.h"
 
-namespace kiln::runtime {
+namespace kiln {
 namespace {
 
 using ::kiln::testing::FloatValues;
 
 using ::kiln::testing::Op;
 using ::kiln::testing::Pseudorandom;
+using engine::CompileResult;
+using engine::ModelManager;
+using runtime::Tensor;
 
 class PipelineNumericsTest : public ::testing::Test {
  protected:
@@ -194,4 +197,4 @@ TEST_F(PipelineNumericsTest, ThreeHundredAddChainIsRightWithEitherFuseDepth) {
 }
 
 }  // namespace
-}  // namespace kiln::runtime
+}  // namespace kiln

@@ -12,15 +12,17 @@
 #include "compiler/compile.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/model_manager.h"
+#include "engine/model_manager.h"
 #include "tests/test_util/graph_building.h"
 #include "tests/test_util/reference_ops.h"
 
-namespace kiln::runtime {
+namespace kiln::lower {
 namespace {
 
 using ::kiln::testing::Op;
 using ::kiln::testing::Pseudorandom;
+using engine::ModelManager;
+using runtime::Tensor;
 
 // max or average (padding excluded) over a k x k window, stride s, padding p.
 std::vector<float> RefPool(const std::vector<float>& x, int64_t c, int64_t h, int64_t w,
@@ -50,8 +52,8 @@ std::vector<float> RefPool(const std::vector<float>& x, int64_t c, int64_t h, in
 TEST(StridedPoolTest, ThreeByThreeStrideTwoMatchesReference) {
   auto manager = ModelManager::Create({});
   ASSERT_TRUE(manager.ok()) << manager.status();
-  for (const char* disabled : {"", "LowerLoops", "PartitionBoundaryLoops",
-                               "BlockStridedVectorLoops", "SimplifyIndices", "ReassociateIndices"}) {
+  for (const char* disabled : {"", "LowerLoops", "PartitionBoundaryLoops", "BlockStridedVectorLoops",
+                               "SimplifyIndices", "ReassociateIndices"}) {
     for (const char* op : {"max_pool2d", "avg_pool2d"}) {
       for (int64_t w : {37, 112}) {
         const int64_t c = 3, h = 21, k = 3, s = 2, p = 1;
@@ -133,4 +135,4 @@ TEST(StridedPoolTest, LargePlanesPrefetchTheNextPlane) {
 }
 
 }  // namespace
-}  // namespace kiln::runtime
+}  // namespace kiln::lower
