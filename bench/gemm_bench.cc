@@ -242,7 +242,7 @@ int Main(int argc, char** argv) {
         std::chrono::duration<double, std::milli>(Clock::now() - compile_start).count();
     std::shared_ptr<runtime::CompiledModel> model = (*manager)->Find("gemm");
     std::string schedule;
-    for (const KernelSpec& k : model->program().kernels) {
+    for (const engine::KernelCompileReport& k : compiled->kernels) {
       absl::StrAppend(&schedule, schedule.empty() ? "" : "; ",
                       k.schedule.empty() ? k.name : k.schedule);
     }

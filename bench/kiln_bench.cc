@@ -27,9 +27,10 @@
 #include "absl/strings/str_format.h"
 #include "bench/bench_util.h"
 #include "client/model_file.h"
+#include "compiler/codegen/codegen.h"
+#include "compiler/compile.h"
 #include "compiler/frontend/kiln_graph_importer.h"
 #include "compiler/frontend/onnx_importer.h"
-#include "compiler/codegen/codegen.h"
 #include "compiler/lower/loop_ir.h"
 #include "compiler/ops/op_registry.h"
 #include "engine/model_manager.h"
@@ -104,9 +105,9 @@ absl::StatusOr<std::vector<runtime::Tensor>> MakeInputs(const Program& program) 
 
 // Where the time goes: the kernels with the largest steady-state median, with
 // their share of the summed medians and the schedule lowering chose.
-void PrintTopKernels(const runtime::CompiledModel& model, int top) {
+void PrintTopKernels(const runtime::CompiledModel& model, const engine::CompileResult& compiled,
+                     int top) {
   const runtime::ModelTimingStats stats = model.TimingStats();
-  const Program& program = model.program();
   std::vector<int> order(stats.kernels.size());
   double sum_ms = 0;
   for (size_t i = 0; i < order.size(); ++i) {
@@ -122,7 +123,7 @@ void PrintTopKernels(const runtime::CompiledModel& model, int top) {
     const double p50 = stats.kernels[k].durations.p50_ns / 1e6;
     std::cout << absl::StrFormat("    %8.3f ms %5.1f%%  %s  %s\n", p50,
                                  sum_ms > 0 ? 100 * p50 / sum_ms : 0.0, stats.kernels[k].name,
-                                 program.kernels[k].schedule);
+                                 compiled.kernels[k].schedule);
   }
 }
 
@@ -133,8 +134,8 @@ int Fail(const absl::Status& status) {
 
 // What profiling a kernel needs to see: the loop nest lowering made and the
 // LLVM IR the host gets, as TVM's get_source() shows.
-int DumpKernel(const Program& program, const std::string& name) {
-  for (const KernelSpec& k : program.kernels) {
+int DumpKernel(const std::vector<KernelSpec>& kernels, const std::string& name) {
+  for (const KernelSpec& k : kernels) {
     if (k.name != name) continue;
     std::cout << "// " << k.schedule << "\n" << lower::LoopFunctionToString(k.function) << "\n";
     absl::StatusOr<std::string> ir = codegen::EmitOptimizedIR(k.function, codegen::CodegenOptions{});
@@ -148,9 +149,9 @@ int DumpKernel(const Program& program, const std::string& name) {
 // Every kernel's object code and optimised IR as files named by position and
 // kernel name, so two builds' outputs compare with `diff -r` (a refactor that
 // promises unchanged kernels proves it this way).
-int DumpObjects(const Program& program, const std::string& dir) {
-  for (size_t i = 0; i < program.kernels.size(); ++i) {
-    const KernelSpec& k = program.kernels[i];
+int DumpObjects(const std::vector<KernelSpec>& kernels, const std::string& dir) {
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const KernelSpec& k = kernels[i];
     const std::string stem = absl::StrFormat("%s/%03d_%s", dir, i, k.name);
     absl::StatusOr<std::string> object =
         codegen::CompileToObject(k.function, codegen::CodegenOptions{});
@@ -160,7 +161,7 @@ int DumpObjects(const Program& program, const std::string& dir) {
     std::ofstream(stem + ".o", std::ios::binary) << *object;
     std::ofstream(stem + ".ll") << *ir;
   }
-  std::cout << program.kernels.size() << " kernels written to " << dir << "\n";
+  std::cout << kernels.size() << " kernels written to " << dir << "\n";
   return 0;
 }
 
@@ -204,18 +205,23 @@ int Main(int argc, char** argv) {
   absl::StatusOr<Graph> graph = ImportModel(path, *batch_flag);
   if (!graph.ok()) return Fail(graph.status());
   const double import_ms = MsSince(import_start);
+  const std::string dump_kernel = args->Get("dump-kernel"), dump_objects = args->Get("dump-objects");
+  if (!dump_kernel.empty() || !dump_objects.empty()) {
+    // The compiler's own output, as the engine would hand it to codegen.
+    absl::StatusOr<LoweredProgram> lowered = CompileGraph(*std::move(graph), CompileOptions{});
+    if (!lowered.ok()) return Fail(lowered.status());
+    return dump_kernel.empty() ? DumpObjects(lowered->kernels, dump_objects)
+                               : DumpKernel(lowered->kernels, dump_kernel);
+  }
   absl::StatusOr<engine::CompileResult> compiled =
       (*manager)->Compile("bench", *std::move(graph), CompileOptions{});
   if (!compiled.ok()) return Fail(compiled.status());
   std::shared_ptr<runtime::CompiledModel> model = (*manager)->Find("bench");
   const Program& program = model->program();
   int64_t kernel_arg_bytes = 0;
-  for (const KernelSpec& k : program.kernels) {
-    for (const TensorType& t : k.arg_types) kernel_arg_bytes += t.ByteSize();
+  for (const KernelCall& k : program.kernels) {
+    for (int v : k.args) kernel_arg_bytes += program.values[v].type.ByteSize();
   }
-
-  if (!args->Get("dump-kernel").empty()) return DumpKernel(program, args->Get("dump-kernel"));
-  if (!args->Get("dump-objects").empty()) return DumpObjects(program, args->Get("dump-objects"));
 
   absl::StatusOr<std::vector<runtime::Tensor>> inputs = MakeInputs(program);
   if (!inputs.ok()) return Fail(inputs.status());
@@ -297,7 +303,7 @@ int Main(int argc, char** argv) {
       "    throughput  %.1f inferences/s\n",
       *iterations, *warmup, s.p50, s.p90, s.p95, s.p99, s.mean, s.min, s.max, k.p50, k.p99,
       throughput);
-  if (*top > 0) PrintTopKernels(*model, *top);
+  if (*top > 0) PrintTopKernels(*model, *compiled, *top);
   return 0;
 }
 

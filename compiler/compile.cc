@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/ms_since.h"
 #include "common/status_macros.h"
 #include "compiler/default_pipeline.h"
 #include "compiler/ir_printer_instrument.h"
@@ -15,11 +16,6 @@
 
 namespace kiln {
 namespace {
-
-double MsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-      .count();
-}
 
 absl::Status CheckPassNames(const Pass& pipeline, const std::vector<std::string>& names,
                             bool allow_all) {
@@ -39,7 +35,7 @@ absl::Status CheckPassNames(const Pass& pipeline, const std::vector<std::string>
 
 }  // namespace
 
-absl::StatusOr<Program> CompileGraph(Graph graph, const CompileOptions& options) {
+absl::StatusOr<LoweredProgram> CompileGraph(Graph graph, const CompileOptions& options) {
   std::unique_ptr<Sequential> pipeline = DefaultPipeline();
   KILN_RETURN_IF_ERROR(CheckPassNames(*pipeline, options.disabled_passes, false));
   KILN_RETURN_IF_ERROR(CheckPassNames(*pipeline, options.required_passes, false));
@@ -75,12 +71,12 @@ absl::StatusOr<Program> CompileGraph(Graph graph, const CompileOptions& options)
   }
 
   start = std::chrono::steady_clock::now();
-  KILN_ASSIGN_OR_RETURN(Program program, BuildProgram(graph, ctx));
-  program.record.lower_ms = MsSince(start);
-  program.record.passes_ms = passes_ms;
-  program.record.passes = timing.records();
-  program.record.ir_dumps = printer.dumps();
-  return program;
+  KILN_ASSIGN_OR_RETURN(LoweredProgram lowered, BuildProgram(graph, ctx));
+  lowered.record.lower_ms = MsSince(start);
+  lowered.record.passes_ms = passes_ms;
+  lowered.record.passes = timing.records();
+  lowered.record.ir_dumps = printer.dumps();
+  return lowered;
 }
 
 }  // namespace kiln

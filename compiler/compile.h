@@ -8,7 +8,7 @@
 #include "absl/status/statusor.h"
 #include "compiler/ir/graph.h"
 #include "compiler/pass.h"
-#include "compiler/program.h"
+#include "compiler/lowered_program.h"
 
 namespace kiln {
 
@@ -27,7 +27,7 @@ struct CompileOptions {
 // already verified), partitions it into fused groups and lowers each to a loop
 // nest. InvalidArgument for graphs that fail type inference or name unknown
 // passes.
-absl::StatusOr<Program> CompileGraph(Graph graph, const CompileOptions& options);
+absl::StatusOr<LoweredProgram> CompileGraph(Graph graph, const CompileOptions& options);
 
 }  // namespace kiln
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "compiler/codegen/codegen.h"
-#include "compiler/program.h"
+#include "compiler/lowered_program.h"
 
 namespace kiln::engine {
 

@@ -22,14 +22,10 @@
 #include <ctime>
 
 #include "absl/strings/str_cat.h"
+#include "common/ms_since.h"
 
 namespace kiln::engine {
 namespace {
-
-double MsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-      .count();
-}
 
 int64_t NowUnixSeconds() { return static_cast<int64_t>(std::time(nullptr)); }
 

@@ -110,12 +110,12 @@ absl::StatusOr<RunResult> CompiledModel::Run(const std::vector<const Tensor*>& i
   std::vector<void*> args;
   const int64_t start = NowNs();
   for (size_t k = 0; k < kernels_.size(); ++k) {
-    const KernelSpec& spec = program_.kernels[k];
+    const KernelCall& call = program_.kernels[k];
     args.clear();
-    for (int v : spec.args) args.push_back(pointers[v]);
+    for (int v : call.args) args.push_back(pointers[v]);
     const int64_t t0 = NowNs();
     kernels_[k]->fn()(args.data());
-    result.kernel_times.push_back({spec.name, NowNs() - t0});
+    result.kernel_times.push_back({call.name, NowNs() - t0});
   }
   result.total_ns = NowNs() - start;
 

@@ -24,11 +24,11 @@ MemoryPlan PlanMemory(const Program& program) {
   const int end = static_cast<int>(program.kernels.size());
   std::vector<int> first(n, -1), last(n, -1);
   for (int k = 0; k < end; ++k) {
-    const KernelSpec& spec = program.kernels[k];
-    const int out = spec.args.back();
+    const KernelCall& call = program.kernels[k];
+    const int out = call.args.back();
     if (first[out] < 0) first[out] = k;
     last[out] = std::max(last[out], k);
-    for (size_t a = 0; a + 1 < spec.args.size(); ++a) last[spec.args[a]] = k;
+    for (size_t a = 0; a + 1 < call.args.size(); ++a) last[call.args[a]] = k;
   }
   std::vector<bool> is_output(n, false);
   for (int out : program.outputs) is_output[out] = true;

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <iostream>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/version.h"
@@ -272,26 +273,26 @@ grpc::Status CompilerService::GetTimingStats(grpc::ServerContext*,
                                              const kiln::v1::GetTimingStatsRequest* request,
                                              kiln::v1::GetTimingStatsResponse* response) {
   if (!request->model_name().empty()) {
-    auto model = models_->Find(request->model_name());
-    if (!model) {
+    std::optional<engine::ServedModel> served = models_->Get(request->model_name());
+    if (!served) {
       return Fail("GetTimingStats", absl::NotFoundError(absl::StrCat(
                                         "unknown model '", request->model_name(), "'")));
     }
-    FillModelTiming(request->model_name(), *model, response->add_models());
+    FillModelTiming(*served, response->add_models());
     return grpc::Status::OK;
   }
-  for (const auto& [name, model] : models_->List()) {
-    FillModelTiming(name, *model, response->add_models());
+  for (const engine::ServedModel& served : models_->List()) {
+    FillModelTiming(served, response->add_models());
   }
   return grpc::Status::OK;
 }
 
 grpc::Status CompilerService::ListModels(grpc::ServerContext*, const kiln::v1::ListModelsRequest*,
                                          kiln::v1::ListModelsResponse* response) {
-  for (const auto& [name, model] : models_->List()) {
+  for (const engine::ServedModel& served : models_->List()) {
     kiln::v1::ModelSummary* s = response->add_models();
-    const Program& p = model->program();
-    s->set_name(name);
+    const Program& p = served.model->program();
+    s->set_name(served.name);
     s->set_kernels(static_cast<int>(p.kernels.size()));
     for (int v : p.inputs) FillValueInfo(p.values[v], s->add_inputs());
     for (size_t i = 0; i < p.outputs.size(); ++i) {

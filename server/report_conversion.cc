@@ -94,11 +94,10 @@ void FillKernelTiming(const std::string& name, const runtime::DurationSnapshot& 
   kt->set_p99_ns(d.p99_ns);
 }
 
-void FillModelTiming(const std::string& name, const runtime::CompiledModel& model,
-                     kiln::v1::ModelTiming* out) {
-  out->set_model_name(name);
-  FillPassTimings(model.program().record, out->mutable_last_compile_passes());
-  runtime::ModelTimingStats stats = model.TimingStats();
+void FillModelTiming(const engine::ServedModel& served, kiln::v1::ModelTiming* out) {
+  out->set_model_name(served.name);
+  FillPassTimings(*served.compile_record, out->mutable_last_compile_passes());
+  runtime::ModelTimingStats stats = served.model->TimingStats();
   out->set_inference_count(stats.inference.count);
   out->set_inference_total_ns(stats.inference.total_ns);
   FillKernelTiming("inference", stats.inference, out->mutable_inference());

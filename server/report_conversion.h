@@ -2,9 +2,9 @@
 #ifndef KILN_SERVER_REPORT_CONVERSION_H_
 #define KILN_SERVER_REPORT_CONVERSION_H_
 
-#include "proto/kiln_service.pb.h"
 #include "engine/kernel_cache.h"
 #include "engine/model_manager.h"
+#include "proto/kiln_service.pb.h"
 
 namespace kiln::server {
 
@@ -12,8 +12,7 @@ void FillCompileReport(const engine::CompileResult& result, kiln::v1::CompileRep
 void FillPassTimings(const CompileRecord& record,
                      google::protobuf::RepeatedPtrField<kiln::v1::PassTiming>* out);
 void FillCacheStats(const engine::CacheStats& stats, kiln::v1::GetCacheStatsResponse* out);
-void FillModelTiming(const std::string& name, const runtime::CompiledModel& model,
-                     kiln::v1::ModelTiming* out);
+void FillModelTiming(const engine::ServedModel& served, kiln::v1::ModelTiming* out);
 void FillKernelTiming(const std::string& name, const runtime::DurationSnapshot& d,
                       kiln::v1::KernelTiming* out);
 void FillValueInfo(const ValueSpec& value, kiln::v1::ValueInfo* out);

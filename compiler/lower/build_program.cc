@@ -13,16 +13,6 @@
 namespace kiln {
 namespace {
 
-// FNV-1a: stable across processes and builds, unlike absl::Hash / std::hash.
-uint64_t StableHash64(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 // "dense_add_relu", with runs collapsed ("add_x300") so long chains stay readable.
 std::string KernelBaseName(const std::vector<std::string>& ops) {
   std::string name = "fused";
@@ -39,8 +29,9 @@ std::string KernelBaseName(const std::vector<std::string>& ops) {
 
 }  // namespace
 
-absl::StatusOr<Program> BuildProgram(const Graph& graph, const PassContext& ctx) {
-  Program program;
+absl::StatusOr<LoweredProgram> BuildProgram(const Graph& graph, const PassContext& ctx) {
+  LoweredProgram lowered_program;
+  Program& program = lowered_program.program;
   program.name = graph.name;
   std::unordered_map<const Node*, int> value_id;
   // Packed constants live until the program has copied what it needs, so no
@@ -76,7 +67,7 @@ absl::StatusOr<Program> BuildProgram(const Graph& graph, const PassContext& ctx)
   // root order.
   std::vector<std::unique_ptr<te::ExprBuilder>> builders;
   std::vector<lower::LoopKernel> loop_kernels;
-  program.kernels.reserve(roots.size());
+  lowered_program.kernels.reserve(roots.size());
   for (const Node* root : roots) {
     const std::vector<const Node*>& group = members[root];
     KernelSpec kernel;
@@ -84,29 +75,31 @@ absl::StatusOr<Program> BuildProgram(const Graph& graph, const PassContext& ctx)
       kernel.ops.push_back(m->op->name);
       kernel.nodes.push_back(m->name);
     }
-    kernel.name = absl::StrCat(KernelBaseName(kernel.ops), "_", program.kernels.size());
+    KernelCall call;
+    call.name = absl::StrCat(KernelBaseName(kernel.ops), "_", program.kernels.size());
+    kernel.name = call.name;
     lower::LoweredGroup lowered = lower::LowerGroup(group, kernel.name);
     for (const Node* p : lowered.params) {
-      kernel.args.push_back(add_value(
+      call.args.push_back(add_value(
           p, p->is_input() ? ValueSpec::Kind::kInput
                            : (p->is_constant() ? ValueSpec::Kind::kConstant
                                                : ValueSpec::Kind::kIntermediate)));
     }
-    kernel.args.push_back(add_value(root, ValueSpec::Kind::kIntermediate));
-    for (int v : kernel.args) kernel.arg_types.push_back(program.values[v].type);
+    call.args.push_back(add_value(root, ValueSpec::Kind::kIntermediate));
+    for (int v : call.args) kernel.arg_types.push_back(program.values[v].type);
     kernel.canonical = std::move(lowered.canonical);
-    kernel.structural_hash = StableHash64(kernel.canonical);
     kernel.function = std::move(lowered.function);
     kernel.schedule = std::move(lowered.schedule);
     for (auto& p : lowered.packed_params) packed_params.push_back(std::move(p));
-    program.kernels.push_back(std::move(kernel));
+    program.kernels.push_back(std::move(call));
+    lowered_program.kernels.push_back(std::move(kernel));
     builders.push_back(std::move(lowered.builder));
     loop_kernels.push_back(
-        {&program.kernels.back().function, builders.back().get(), lowered.scheduled});
+        {&lowered_program.kernels.back().function, builders.back().get(), lowered.scheduled});
   }
   KILN_RETURN_IF_ERROR(lower::RunLoopPipeline(loop_kernels, ctx));
   const std::string skipped = lower::SkippedLoopPasses(ctx);
-  for (KernelSpec& kernel : program.kernels) kernel.skipped_loop_passes = skipped;
+  for (KernelSpec& kernel : lowered_program.kernels) kernel.skipped_loop_passes = skipped;
   for (const Node* out : graph.outputs()) {
     ValueSpec::Kind kind = out->is_input() ? ValueSpec::Kind::kInput
                            : out->is_constant() ? ValueSpec::Kind::kConstant
@@ -114,7 +107,7 @@ absl::StatusOr<Program> BuildProgram(const Graph& graph, const PassContext& ctx)
     program.outputs.push_back(add_value(out, kind));
   }
   program.output_names = graph.output_names();
-  return program;
+  return lowered_program;
 }
 
 }  // namespace kiln

@@ -7,13 +7,13 @@
 #include "absl/status/statusor.h"
 #include "compiler/ir/graph.h"
 #include "compiler/pass.h"
-#include "compiler/program.h"
+#include "compiler/lowered_program.h"
 
 namespace kiln {
 
 // Every op node belongs to the group of its group_root (itself when null).
 // The loop passes (loop_pipeline.h) run over the kernels under `ctx`.
-absl::StatusOr<Program> BuildProgram(const Graph& graph, const PassContext& ctx);
+absl::StatusOr<LoweredProgram> BuildProgram(const Graph& graph, const PassContext& ctx);
 
 }  // namespace kiln
 

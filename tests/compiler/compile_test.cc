@@ -54,7 +54,7 @@ kiln::v1::Graph Mlp() {
 TEST(CompileTest, FusesDenseWithItsReluAndKeepsSoftmaxApart) {
   absl::StatusOr<Graph> graph = ImportKilnGraph(Mlp(), OpRegistry::Default());
   ASSERT_TRUE(graph.ok()) << graph.status();
-  absl::StatusOr<Program> program = CompileGraph(*std::move(graph), CompileOptions{});
+  absl::StatusOr<LoweredProgram> program = CompileGraph(*std::move(graph), CompileOptions{});
   ASSERT_TRUE(program.ok()) << program.status();
   // As TVM: dense absorbs its elementwise consumer; softmax is not elementwise,
   // so the last dense stands alone.
@@ -65,9 +65,15 @@ TEST(CompileTest, FusesDenseWithItsReluAndKeepsSoftmaxApart) {
   EXPECT_THAT(program->kernels[3].ops, ElementsAre("softmax"));
   // The two hidden layers differ in shape: different structure, different key.
   EXPECT_NE(program->kernels[0].canonical, program->kernels[1].canonical);
-  for (const KernelSpec& k : program->kernels) {
+  // The program calls each kernel by its name, with one value per parameter.
+  ASSERT_EQ(program->program.kernels.size(), program->kernels.size());
+  for (size_t i = 0; i < program->kernels.size(); ++i) {
+    const KernelSpec& k = program->kernels[i];
     SCOPED_TRACE(lower::LoopFunctionToString(k.function));
-    EXPECT_EQ(k.args.size(), static_cast<size_t>(k.function.num_params));
+    EXPECT_EQ(program->program.kernels[i].name, k.name);
+    EXPECT_EQ(k.function.name, k.name);
+    EXPECT_EQ(program->program.kernels[i].args.size(), static_cast<size_t>(k.function.num_params));
+    EXPECT_EQ(k.arg_types.size(), static_cast<size_t>(k.function.num_params));
   }
 }
 
@@ -76,7 +82,7 @@ TEST(CompileTest, AtOptLevelZeroEveryOpIsItsOwnKernel) {
   ASSERT_TRUE(graph.ok());
   CompileOptions options;
   options.opt_level = 0;
-  absl::StatusOr<Program> program = CompileGraph(*std::move(graph), options);
+  absl::StatusOr<LoweredProgram> program = CompileGraph(*std::move(graph), options);
   ASSERT_TRUE(program.ok()) << program.status();
   EXPECT_EQ(program->kernels.size(), 6u);
   bool fuse_skipped = false;
@@ -91,7 +97,7 @@ TEST(CompileTest, UnknownPassNameIsInvalidArgumentListingKnownPasses) {
   ASSERT_TRUE(graph.ok());
   CompileOptions options;
   options.disabled_passes = {"NoSuchPass"};
-  absl::StatusOr<Program> program = CompileGraph(*std::move(graph), options);
+  absl::StatusOr<LoweredProgram> program = CompileGraph(*std::move(graph), options);
   EXPECT_EQ(program.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(program.status().message()), ::testing::HasSubstr("FuseOps"));
 }
@@ -99,7 +105,7 @@ TEST(CompileTest, UnknownPassNameIsInvalidArgumentListingKnownPasses) {
 TEST(CompileTest, SoftmaxRowStatisticsAreHoistedIntoTemporaries) {
   absl::StatusOr<Graph> graph = ImportKilnGraph(Mlp(), OpRegistry::Default());
   ASSERT_TRUE(graph.ok());
-  absl::StatusOr<Program> program = CompileGraph(*std::move(graph), CompileOptions{});
+  absl::StatusOr<LoweredProgram> program = CompileGraph(*std::move(graph), CompileOptions{});
   ASSERT_TRUE(program.ok());
   const lower::LoopFunction& fn = program->kernels[3].function;
   // Row max and row sum: two temporaries of one element per row (4 rows).
@@ -114,7 +120,7 @@ TEST(CompileTest, ShapeMismatchNamesTheNode) {
   *g.mutable_constants(0) = Zeros("w1", {32, 15});
   absl::StatusOr<Graph> graph = ImportKilnGraph(g, OpRegistry::Default());
   ASSERT_TRUE(graph.ok());
-  absl::StatusOr<Program> program = CompileGraph(*std::move(graph), CompileOptions{});
+  absl::StatusOr<LoweredProgram> program = CompileGraph(*std::move(graph), CompileOptions{});
   EXPECT_EQ(program.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(program.status().message()), ::testing::HasSubstr("'d1'"));
 }

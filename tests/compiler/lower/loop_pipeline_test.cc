@@ -30,7 +30,7 @@ Graph PoolGraph() {
   return g;
 }
 
-std::vector<const PassRecord*> LoopRecords(const Program& p) {
+std::vector<const PassRecord*> LoopRecords(const LoweredProgram& p) {
   std::vector<const PassRecord*> out;
   bool inside = false;
   for (const PassRecord& r : p.record.passes) {
@@ -41,7 +41,7 @@ std::vector<const PassRecord*> LoopRecords(const Program& p) {
 }
 
 TEST(LoopPipelineTest, RunsAfterTheGraphPassesInOrderAndNestsItsPasses) {
-  absl::StatusOr<Program> p = CompileGraph(PoolGraph(), CompileOptions{});
+  absl::StatusOr<LoweredProgram> p = CompileGraph(PoolGraph(), CompileOptions{});
   ASSERT_TRUE(p.ok()) << p.status();
   ASSERT_FALSE(p->record.passes.empty());
   EXPECT_EQ(p->record.passes.front().name, "default");
@@ -63,7 +63,7 @@ TEST(LoopPipelineTest, RunsAfterTheGraphPassesInOrderAndNestsItsPasses) {
 TEST(LoopPipelineTest, DumpAfterTheLastPassIsWhatCodegenReceives) {
   CompileOptions options;
   options.print_ir_after = {"ReassociateIndices", "PartitionBoundaryLoops"};
-  absl::StatusOr<Program> p = CompileGraph(PoolGraph(), options);
+  absl::StatusOr<LoweredProgram> p = CompileGraph(PoolGraph(), options);
   ASSERT_TRUE(p.ok()) << p.status();
   ASSERT_EQ(p->record.ir_dumps.size(), 2u);
   EXPECT_EQ(p->record.ir_dumps[0].after_pass, "PartitionBoundaryLoops");
@@ -77,7 +77,7 @@ TEST(LoopPipelineTest, DumpAfterTheLastPassIsWhatCodegenReceives) {
 TEST(LoopPipelineTest, DisabledLoopPassIsSkippedAndNamedOnTheKernels) {
   CompileOptions options;
   options.disabled_passes = {"BlockStridedVectorLoops"};
-  absl::StatusOr<Program> p = CompileGraph(PoolGraph(), options);
+  absl::StatusOr<LoweredProgram> p = CompileGraph(PoolGraph(), options);
   ASSERT_TRUE(p.ok()) << p.status();
   const std::vector<const PassRecord*> loops = LoopRecords(*p);
   ASSERT_EQ(loops.size(), 5u);
@@ -94,7 +94,7 @@ TEST(LoopPipelineTest, DisabledLoopPassIsSkippedAndNamedOnTheKernels) {
 TEST(LoopPipelineTest, DisablingThePipelineSkipsEveryLoopPass) {
   CompileOptions options;
   options.disabled_passes = {"LowerLoops"};
-  absl::StatusOr<Program> p = CompileGraph(PoolGraph(), options);
+  absl::StatusOr<LoweredProgram> p = CompileGraph(PoolGraph(), options);
   ASSERT_TRUE(p.ok()) << p.status();
   const std::vector<const PassRecord*> loops = LoopRecords(*p);
   ASSERT_EQ(loops.size(), 1u);
@@ -106,7 +106,7 @@ TEST(LoopPipelineTest, DisablingThePipelineSkipsEveryLoopPass) {
 TEST(LoopPipelineTest, UnknownPassNamesAreStillRefused) {
   CompileOptions options;
   options.disabled_passes = {"PartitionBoundaryLoop"};
-  absl::StatusOr<Program> p = CompileGraph(PoolGraph(), options);
+  absl::StatusOr<LoweredProgram> p = CompileGraph(PoolGraph(), options);
   EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(p.status().message()), ::testing::HasSubstr("PartitionBoundaryLoops"));
 }

@@ -21,10 +21,10 @@ std::vector<float> Fold(const std::function<Node*(Graph&)>& build, TensorType* t
   Graph g;
   g.AddInput("unused", {DType::kFloat32, {1}});
   g.AddOutput(build(g));
-  absl::StatusOr<Program> p = CompileGraph(std::move(g), CompileOptions{});
+  absl::StatusOr<LoweredProgram> p = CompileGraph(std::move(g), CompileOptions{});
   EXPECT_TRUE(p.ok()) << p.status();
   if (!p.ok()) return {};
-  const ValueSpec& out = p->values[p->outputs[0]];
+  const ValueSpec& out = p->program.values[p->program.outputs[0]];
   EXPECT_EQ(out.kind, ValueSpec::Kind::kConstant);
   if (type) *type = out.type;
   const float* d = out.constant->data<float>();

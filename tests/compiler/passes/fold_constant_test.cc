@@ -17,11 +17,11 @@ TEST(FoldConstantTest, ConstantSubgraphBecomesOneConstantWithItsValue) {
   Node* two = g.AddConstant("two", FloatConstant({}, 2.0f));
   Node* folded = Op(g, "mul", {Op(g, "add", {c, c}), two});  // (1.5 + 1.5) * 2 = 6
   g.AddOutput(Op(g, "add", {x, folded}));
-  absl::StatusOr<Program> program = CompileGraph(std::move(g), CompileOptions{});
+  absl::StatusOr<LoweredProgram> program = CompileGraph(std::move(g), CompileOptions{});
   ASSERT_TRUE(program.ok()) << program.status();
   ASSERT_EQ(program->kernels.size(), 1u);
   EXPECT_EQ(program->kernels[0].ops, std::vector<std::string>{"add"});
-  const ValueSpec& arg = program->values[program->kernels[0].args[1]];
+  const ValueSpec& arg = program->program.values[program->program.kernels[0].args[1]];
   ASSERT_EQ(arg.kind, ValueSpec::Kind::kConstant);
   ASSERT_EQ(arg.type.NumElements(), 6);
   for (int i = 0; i < 6; ++i) EXPECT_EQ(arg.constant->data<float>()[i], 6.0f);
@@ -34,7 +34,7 @@ TEST(FoldConstantTest, SkippedBelowOptLevelTwo) {
   g.AddOutput(Op(g, "add", {x, Op(g, "exp", {c})}));
   CompileOptions options;
   options.opt_level = 1;
-  absl::StatusOr<Program> program = CompileGraph(std::move(g), options);
+  absl::StatusOr<LoweredProgram> program = CompileGraph(std::move(g), options);
   ASSERT_TRUE(program.ok()) << program.status();
   // exp(c) was not folded: it fuses with the add into one kernel of two ops.
   ASSERT_EQ(program->kernels.size(), 1u);

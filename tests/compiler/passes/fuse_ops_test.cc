@@ -14,7 +14,7 @@ using ::kiln::testing::Op;
 using ::testing::ElementsAre;
 
 std::vector<std::vector<std::string>> KernelOps(Graph graph, CompileOptions options = {}) {
-  absl::StatusOr<Program> program = CompileGraph(std::move(graph), options);
+  absl::StatusOr<LoweredProgram> program = CompileGraph(std::move(graph), options);
   EXPECT_TRUE(program.ok()) << program.status();
   std::vector<std::vector<std::string>> ops;
   if (!program.ok()) return ops;

@@ -27,7 +27,7 @@ Graph SeedExample() {
   return g;
 }
 
-const PassRecord* Find(const Program& p, const std::string& name) {
+const PassRecord* Find(const LoweredProgram& p, const std::string& name) {
   for (const PassRecord& r : p.record.passes) {
     if (r.name == name) return &r;
   }
@@ -35,7 +35,7 @@ const PassRecord* Find(const Program& p, const std::string& name) {
 }
 
 TEST(SeedExampleTest, OptLevelTwoFoldsConstantsAndFusesConvWithFourAdds) {
-  absl::StatusOr<Program> p = CompileGraph(SeedExample(), CompileOptions{});
+  absl::StatusOr<LoweredProgram> p = CompileGraph(SeedExample(), CompileOptions{});
   ASSERT_TRUE(p.ok()) << p.status();
   ASSERT_EQ(p->kernels.size(), 1u);
   EXPECT_THAT(p->kernels[0].ops,
@@ -50,7 +50,7 @@ TEST(SeedExampleTest, OptLevelTwoFoldsConstantsAndFusesConvWithFourAdds) {
 TEST(SeedExampleTest, OptLevelThreeMergesTheTwinAdds) {
   CompileOptions options;
   options.opt_level = 3;
-  absl::StatusOr<Program> p = CompileGraph(SeedExample(), options);
+  absl::StatusOr<LoweredProgram> p = CompileGraph(SeedExample(), options);
   ASSERT_TRUE(p.ok()) << p.status();
   ASSERT_EQ(p->kernels.size(), 1u);
   EXPECT_THAT(p->kernels[0].ops, ::testing::ElementsAre("conv2d", "add", "add", "add"));
@@ -61,7 +61,7 @@ TEST(SeedExampleTest, OptLevelThreeWithoutCseKeepsFourAdds) {
   CompileOptions options;
   options.opt_level = 3;
   options.disabled_passes = {"EliminateCommonSubexpr"};
-  absl::StatusOr<Program> p = CompileGraph(SeedExample(), options);
+  absl::StatusOr<LoweredProgram> p = CompileGraph(SeedExample(), options);
   ASSERT_TRUE(p.ok()) << p.status();
   ASSERT_EQ(p->kernels.size(), 1u);
   EXPECT_EQ(p->kernels[0].ops.size(), 5u);
@@ -69,7 +69,7 @@ TEST(SeedExampleTest, OptLevelThreeWithoutCseKeepsFourAdds) {
 }
 
 TEST(SeedExampleTest, ReportListsEveryPassInPipelineOrder) {
-  absl::StatusOr<Program> p = CompileGraph(SeedExample(), CompileOptions{});
+  absl::StatusOr<LoweredProgram> p = CompileGraph(SeedExample(), CompileOptions{});
   ASSERT_TRUE(p.ok());
   // The graph pipeline, then the loop pipeline (loop_pipeline_test.cc).
   std::vector<std::string> names;
@@ -100,7 +100,7 @@ namespace {
 TEST(PassContextTest, PassWhosePrerequisiteIsDisabledIsSkippedWithReason) {
   CompileOptions options;
   options.disabled_passes = {"InferType"};
-  absl::StatusOr<Program> p = CompileGraph(SeedExample(), options);
+  absl::StatusOr<LoweredProgram> p = CompileGraph(SeedExample(), options);
   // Without types nothing can be lowered: a clear error, not a crash.
   EXPECT_EQ(p.status().code(), absl::StatusCode::kFailedPrecondition);
 }
@@ -109,7 +109,7 @@ TEST(PassContextTest, RequiredPassRunsAboveItsOptLevel) {
   CompileOptions options;
   options.opt_level = 2;
   options.required_passes = {"EliminateCommonSubexpr"};
-  absl::StatusOr<Program> p = CompileGraph(SeedExample(), options);
+  absl::StatusOr<LoweredProgram> p = CompileGraph(SeedExample(), options);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_FALSE(Find(*p, "EliminateCommonSubexpr")->skipped);
   EXPECT_EQ(p->kernels[0].ops.size(), 4u);

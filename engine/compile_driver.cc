@@ -1,0 +1,114 @@
+#include "engine/compile_driver.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/ms_since.h"
+
+namespace kiln::engine {
+namespace {
+
+// Forwards pass completions to a CompileEventSink.
+class ProgressInstrument final : public PassInstrument {
+ public:
+  explicit ProgressInstrument(const CompileEventSink& sink) : sink_(sink) {}
+  void RunBeforePass(const PassInfo&, int) override {
+    starts_.push_back(std::chrono::steady_clock::now());
+  }
+  void RunAfterPass(const PassInfo& info, int, bool changed, PrintIr) override {
+    const double ms = MsSince(starts_.back());
+    starts_.pop_back();
+    sink_({CompileEvent::Kind::kPassDone, info.name, ms, changed ? "changed" : "unchanged"});
+  }
+  void OnSkippedPass(const PassInfo& info, int, const std::string& reason) override {
+    sink_({CompileEvent::Kind::kPassSkipped, info.name, 0, reason});
+  }
+
+ private:
+  const CompileEventSink& sink_;
+  std::vector<std::chrono::steady_clock::time_point> starts_;
+};
+
+}  // namespace
+
+absl::StatusOr<CompiledModelAndReport> CompileModel(const std::string& name, Graph graph,
+                                                    const CompileOptions& options_in,
+                                                    const CompileDriverOptions& driver,
+                                                    KernelCache& cache,
+                                                    const CompileEventSink& events,
+                                                    absl::Time deadline) {
+  CompileOptions options = options_in;
+  std::unique_ptr<ProgressInstrument> progress;
+  if (events) {
+    progress = std::make_unique<ProgressInstrument>(events);
+    options.progress = progress.get();
+  }
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<LoweredProgram> lowered = CompileGraph(std::move(graph), options);
+  if (!lowered.ok()) return lowered.status();
+
+  CompileResult result;
+  result.model_name = name;
+  const auto codegen_start = std::chrono::steady_clock::now();
+  // Distinct kernels compile in parallel on at most compile_threads threads
+  // (LLVM's own dispatchers have no cap; this is the cap).
+  const std::vector<KernelSpec>& specs = lowered->kernels;
+  const int count = static_cast<int>(specs.size());
+  std::vector<absl::StatusOr<CacheLookup>> lookups(count, absl::UnknownError("not run"));
+  std::atomic<int> next{0};
+  std::atomic<int> done{0};
+  auto worker = [&] {
+    for (int k = next++; k < count; k = next++) {
+      lookups[k] = cache.GetOrCompile(specs[k], driver.codegen, deadline);
+      const int finished = ++done;
+      if (events && lookups[k].ok()) {
+        events({CompileEvent::Kind::kKernelDone, specs[k].name,
+                lookups[k]->hit() ? lookups[k]->load_ms : lookups[k]->compile_ms,
+                CacheSourceName(lookups[k]->source), finished, count});
+      }
+    }
+  };
+  const int threads = std::max(1, std::min(driver.compile_threads, count));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+
+  std::vector<std::shared_ptr<runtime::LoadedKernel>> kernels;
+  for (int k = 0; k < count; ++k) {
+    const KernelSpec& spec = specs[k];
+    if (!lookups[k].ok()) {
+      return absl::Status(lookups[k].status().code(),
+                          absl::StrCat("kernel ", spec.name, ": ", lookups[k].status().message()));
+    }
+    const CacheLookup& lookup = *lookups[k];
+    kernels.push_back(lookup.kernel);
+    KernelCompileReport report;
+    report.name = spec.name;
+    report.ops = spec.ops;
+    report.nodes = spec.nodes;
+    report.schedule = spec.schedule;
+    report.key_hex = lookup.key_hex;
+    report.compile_ms = lookup.compile_ms;
+    report.load_ms = lookup.load_ms;
+    report.source = lookup.source;
+    report.miss_reason = lookup.miss_reason;
+    result.kernels.push_back(std::move(report));
+    (lookup.hit() ? result.cache_hits : result.cache_misses)++;
+  }
+  result.codegen_ms = MsSince(codegen_start);
+  result.record = std::move(lowered->record);
+  absl::StatusOr<std::unique_ptr<runtime::CompiledModel>> model =
+      runtime::CompiledModel::Create(std::move(lowered->program), std::move(kernels));
+  if (!model.ok()) return model.status();
+  result.intermediate_bytes = (*model)->intermediate_bytes();
+  result.intermediate_bytes_unplanned = (*model)->unplanned_intermediate_bytes();
+  result.total_ms = MsSince(start);
+  return CompiledModelAndReport{*std::move(model), std::move(result)};
+}
+
+}  // namespace kiln::engine
