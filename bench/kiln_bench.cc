@@ -28,7 +28,7 @@
 #include "bench/bench_util.h"
 #include "client/model_file.h"
 #include "compiler/codegen/codegen.h"
-#include "compiler/compile.h"
+#include "compiler/driver/compile.h"
 #include "compiler/frontend/kiln_graph_importer.h"
 #include "compiler/frontend/onnx_importer.h"
 #include "compiler/lower/loop_ir.h"

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "compiler/codegen/codegen.h"
-#include "compiler/lowered_program.h"
+#include "compiler/lower/lowered_program.h"
 
 namespace kiln::engine {
 

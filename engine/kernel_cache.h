@@ -14,7 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "compiler/codegen/codegen.h"
-#include "compiler/lowered_program.h"
+#include "compiler/lower/lowered_program.h"
 #include "engine/cache_key.h"
 #include "engine/disk_cache.h"
 #include "runtime/jit_engine.h"

@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "compiler/compile.h"
+#include "compiler/driver/compile.h"
 #include "engine/compile_driver.h"
 #include "engine/kernel_cache.h"
 #include "runtime/executor.h"

@@ -6,8 +6,8 @@
 
 #include "absl/status/statusor.h"
 #include "compiler/ir/graph.h"
-#include "compiler/pass.h"
-#include "compiler/lowered_program.h"
+#include "compiler/pass/pass.h"
+#include "compiler/lower/lowered_program.h"
 
 namespace kiln {
 

@@ -16,7 +16,7 @@
 
 #include "absl/status/status.h"
 #include "compiler/lower/loop_ir.h"
-#include "compiler/pass.h"
+#include "compiler/pass/pass.h"
 #include "compiler/te/expr_builder.h"
 
 namespace kiln::lower {

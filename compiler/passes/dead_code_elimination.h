@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "compiler/pass.h"
+#include "compiler/pass/pass.h"
 
 namespace kiln {
 

@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "compiler/pass.h"
+#include "compiler/pass/pass.h"
 
 namespace kiln {
 

@@ -6,7 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "compiler/ir/graph.h"
-#include "compiler/pass.h"
+#include "compiler/pass/pass.h"
 
 namespace kiln {
 

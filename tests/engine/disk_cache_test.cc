@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "common/sha256.h"
-#include "compiler/compile.h"
+#include "compiler/driver/compile.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "engine/kernel_cache.h"

@@ -3,7 +3,7 @@
 
 #include <thread>
 
-#include "compiler/compile.h"
+#include "compiler/driver/compile.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_util/graph_building.h"

@@ -9,7 +9,7 @@
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
-#include "compiler/compile.h"
+#include "compiler/driver/compile.h"
 #include "compiler/lower/loop_ir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

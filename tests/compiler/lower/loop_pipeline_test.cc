@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/compile.h"
+#include "compiler/driver/compile.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_util/graph_building.h"

@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "compiler/codegen/codegen.h"
-#include "compiler/compile.h"
+#include "compiler/driver/compile.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "engine/model_manager.h"

@@ -2,7 +2,7 @@
 // FoldConstant uses), against values worked out by hand.
 #include <cmath>
 
-#include "compiler/compile.h"
+#include "compiler/driver/compile.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_util/graph_building.h"

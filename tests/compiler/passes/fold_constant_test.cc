@@ -1,6 +1,6 @@
 #include "compiler/passes/fold_constant.h"
 
-#include "compiler/compile.h"
+#include "compiler/driver/compile.h"
 #include "gtest/gtest.h"
 #include "tests/test_util/graph_building.h"
 

@@ -1,7 +1,7 @@
 // FuseOps decisions, checked through the kernels CompileGraph produces.
 #include "compiler/passes/fuse_ops.h"
 
-#include "compiler/compile.h"
+#include "compiler/driver/compile.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_util/graph_building.h"

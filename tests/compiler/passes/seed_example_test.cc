@@ -1,7 +1,7 @@
 // Issue 3's seed example: the pipeline's decisions at opt levels 2 and 3.
 //   y = add(c, c); y = mul(y, 2); y = add(conv2d(x, w), y);
 //   z = add(y, c); z1 = add(y, c); z2 = add(z, z1)  -> z2
-#include "compiler/compile.h"
+#include "compiler/driver/compile.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_util/graph_building.h"

@@ -1,13 +1,13 @@
 // Prints the IR after chosen passes (or all) into IrDumpRecords: the graph
 // after graph passes, the kernels' loop nests after loop passes.
-#ifndef KILN_COMPILER_IR_PRINTER_INSTRUMENT_H_
-#define KILN_COMPILER_IR_PRINTER_INSTRUMENT_H_
+#ifndef KILN_COMPILER_PASS_IR_PRINTER_INSTRUMENT_H_
+#define KILN_COMPILER_PASS_IR_PRINTER_INSTRUMENT_H_
 
 #include <string>
 #include <vector>
 
-#include "compiler/pass.h"
-#include "compiler/pass_report.h"
+#include "compiler/pass/pass.h"
+#include "compiler/pass/pass_report.h"
 
 namespace kiln {
 
@@ -25,4 +25,4 @@ class IrPrinterInstrument final : public PassInstrument {
 
 }  // namespace kiln
 
-#endif  // KILN_COMPILER_IR_PRINTER_INSTRUMENT_H_
+#endif  // KILN_COMPILER_PASS_IR_PRINTER_INSTRUMENT_H_

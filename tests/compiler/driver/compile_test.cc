@@ -1,6 +1,6 @@
 // CompileGraph end to end up to the loop nests: fusion decisions, canonical
 // forms and what the compile record says.
-#include "compiler/compile.h"
+#include "compiler/driver/compile.h"
 
 #include <cstring>
 

@@ -1,13 +1,13 @@
 // Records every pass — run or skipped — with wall time, nesting depth and
 // whether it changed the graph; the compile report is built from these.
-#ifndef KILN_COMPILER_TIMING_INSTRUMENT_H_
-#define KILN_COMPILER_TIMING_INSTRUMENT_H_
+#ifndef KILN_COMPILER_PASS_TIMING_INSTRUMENT_H_
+#define KILN_COMPILER_PASS_TIMING_INSTRUMENT_H_
 
 #include <chrono>
 #include <vector>
 
-#include "compiler/pass.h"
-#include "compiler/pass_report.h"
+#include "compiler/pass/pass.h"
+#include "compiler/pass/pass_report.h"
 
 namespace kiln {
 
@@ -32,4 +32,4 @@ class TimingInstrument final : public PassInstrument {
 
 }  // namespace kiln
 
-#endif  // KILN_COMPILER_TIMING_INSTRUMENT_H_
+#endif  // KILN_COMPILER_PASS_TIMING_INSTRUMENT_H_

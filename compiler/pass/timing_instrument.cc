@@ -1,4 +1,4 @@
-#include "compiler/timing_instrument.h"
+#include "compiler/pass/timing_instrument.h"
 
 namespace kiln {
 

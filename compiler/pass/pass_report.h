@@ -1,7 +1,7 @@
 // What a compile did and cost: one record per pass (run or skipped), in order,
 // and the IR dumps that were asked for. Filled by the pass instruments.
-#ifndef KILN_COMPILER_PASS_REPORT_H_
-#define KILN_COMPILER_PASS_REPORT_H_
+#ifndef KILN_COMPILER_PASS_PASS_REPORT_H_
+#define KILN_COMPILER_PASS_PASS_REPORT_H_
 
 #include <string>
 #include <vector>
@@ -32,4 +32,4 @@ struct CompileRecord {
 
 }  // namespace kiln
 
-#endif  // KILN_COMPILER_PASS_REPORT_H_
+#endif  // KILN_COMPILER_PASS_PASS_REPORT_H_

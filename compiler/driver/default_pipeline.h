@@ -1,11 +1,11 @@
 // THE ordered list of passes Kiln runs on every graph.
-#ifndef KILN_COMPILER_DEFAULT_PIPELINE_H_
-#define KILN_COMPILER_DEFAULT_PIPELINE_H_
+#ifndef KILN_COMPILER_DRIVER_DEFAULT_PIPELINE_H_
+#define KILN_COMPILER_DRIVER_DEFAULT_PIPELINE_H_
 
 #include <memory>
 #include <string>
 
-#include "compiler/pass.h"
+#include "compiler/pass/pass.h"
 
 namespace kiln {
 
@@ -16,4 +16,4 @@ std::unique_ptr<Pass> CreatePassByName(const std::string& name);
 
 }  // namespace kiln
 
-#endif  // KILN_COMPILER_DEFAULT_PIPELINE_H_
+#endif  // KILN_COMPILER_DRIVER_DEFAULT_PIPELINE_H_

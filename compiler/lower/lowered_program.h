@@ -1,15 +1,15 @@
 // What the compiler hands the engine: the program the runtime will run, and
 // for each kernel it calls, the lowered loop nest codegen compiles and what
 // the kernel cache keys it by.
-#ifndef KILN_COMPILER_LOWERED_PROGRAM_H_
-#define KILN_COMPILER_LOWERED_PROGRAM_H_
+#ifndef KILN_COMPILER_LOWER_LOWERED_PROGRAM_H_
+#define KILN_COMPILER_LOWER_LOWERED_PROGRAM_H_
 
 #include <string>
 #include <vector>
 
 #include "compiler/ir/tensor_type.h"
 #include "compiler/lower/loop_ir.h"
-#include "compiler/pass_report.h"
+#include "compiler/pass/pass_report.h"
 #include "compiler/program.h"
 
 namespace kiln {
@@ -46,4 +46,4 @@ struct LoweredProgram {
 
 }  // namespace kiln
 
-#endif  // KILN_COMPILER_LOWERED_PROGRAM_H_
+#endif  // KILN_COMPILER_LOWER_LOWERED_PROGRAM_H_

@@ -1,4 +1,4 @@
-#include "compiler/compile.h"
+#include "compiler/driver/compile.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,11 +8,11 @@
 #include "absl/strings/str_join.h"
 #include "common/ms_since.h"
 #include "common/status_macros.h"
-#include "compiler/default_pipeline.h"
-#include "compiler/ir_printer_instrument.h"
+#include "compiler/driver/default_pipeline.h"
+#include "compiler/pass/ir_printer_instrument.h"
 #include "compiler/lower/build_program.h"
 #include "compiler/lower/loop_pipeline.h"
-#include "compiler/timing_instrument.h"
+#include "compiler/pass/timing_instrument.h"
 
 namespace kiln {
 namespace {

@@ -1,14 +1,14 @@
 // The compiler's entry point: graph in, lowered program out.
-#ifndef KILN_COMPILER_COMPILE_H_
-#define KILN_COMPILER_COMPILE_H_
+#ifndef KILN_COMPILER_DRIVER_COMPILE_H_
+#define KILN_COMPILER_DRIVER_COMPILE_H_
 
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "compiler/ir/graph.h"
-#include "compiler/pass.h"
-#include "compiler/lowered_program.h"
+#include "compiler/pass/pass.h"
+#include "compiler/lower/lowered_program.h"
 
 namespace kiln {
 
@@ -31,4 +31,4 @@ absl::StatusOr<LoweredProgram> CompileGraph(Graph graph, const CompileOptions& o
 
 }  // namespace kiln
 
-#endif  // KILN_COMPILER_COMPILE_H_
+#endif  // KILN_COMPILER_DRIVER_COMPILE_H_

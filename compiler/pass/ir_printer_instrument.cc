@@ -1,4 +1,4 @@
-#include "compiler/ir_printer_instrument.h"
+#include "compiler/pass/ir_printer_instrument.h"
 
 #include <algorithm>
 

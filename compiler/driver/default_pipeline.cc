@@ -1,4 +1,4 @@
-#include "compiler/default_pipeline.h"
+#include "compiler/driver/default_pipeline.h"
 
 #include <vector>
 

@@ -2,8 +2,8 @@
 // opt_level and prerequisites; a PassContext decides which passes run; the
 // instruments see every pass before and after (timing and IR dumps live there,
 // not in the passes).
-#ifndef KILN_COMPILER_PASS_H_
-#define KILN_COMPILER_PASS_H_
+#ifndef KILN_COMPILER_PASS_PASS_H_
+#define KILN_COMPILER_PASS_PASS_H_
 
 #include <functional>
 #include <memory>
@@ -119,4 +119,4 @@ class FunctionPass final : public Pass {
 
 }  // namespace kiln
 
-#endif  // KILN_COMPILER_PASS_H_
+#endif  // KILN_COMPILER_PASS_PASS_H_

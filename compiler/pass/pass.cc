@@ -1,4 +1,4 @@
-#include "compiler/pass.h"
+#include "compiler/pass/pass.h"
 
 #include <algorithm>
 
