@@ -40,6 +40,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/bench_util.h"
+#include "client/cli_args.h"
 #include "cblas.h"
 #include "compiler/ir/graph.h"
 #include "compiler/ops/op_registry.h"
@@ -183,8 +184,8 @@ absl::StatusOr<std::vector<int>> ParseInts(const std::string& spec) {
 }
 
 int Main(int argc, char** argv) {
-  absl::StatusOr<BenchArgs> args =
-      ParseBenchArgs(argc, argv, {"threads", "shapes", "repeats", "min-repeat-ms"}, {"json"});
+  absl::StatusOr<client::CliArgs> args =
+      client::ParseCliArgs(argc, argv, {"threads", "shapes", "repeats", "min-repeat-ms"}, {"json"});
   if (!args.ok() || !args->positional.empty()) {
     if (!args.ok()) std::cerr << "gemm-bench: " << args.status().message() << "\n";
     std::cerr << kUsage;

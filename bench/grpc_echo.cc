@@ -25,6 +25,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "bench/bench_util.h"
+#include "client/cli_args.h"
 #include "client/kiln_client.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
@@ -114,13 +115,10 @@ absl::StatusOr<EchoServer> StartEchoServer(std::vector<int64_t> output_shape, in
   return s;
 }
 
-int Fail(const absl::Status& status) {
-  std::cerr << "grpc-echo: " << status << "\n";
-  return 1;
-}
+int Fail(const absl::Status& status) { return client::PrintFailure("grpc-echo", status); }
 
 int Main(int argc, char** argv) {
-  absl::StatusOr<BenchArgs> args = ParseBenchArgs(
+  absl::StatusOr<client::CliArgs> args = client::ParseCliArgs(
       argc, argv, {"input", "output", "iterations", "warmup", "port", "server", "busy-us"},
       {"serve", "json"});
   if (!args.ok() || !args->positional.empty()) {

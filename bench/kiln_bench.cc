@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/bench_util.h"
+#include "client/cli_args.h"
 #include "client/model_file.h"
 #include "compiler/codegen/codegen.h"
 #include "compiler/driver/compile.h"
@@ -127,10 +128,7 @@ void PrintTopKernels(const runtime::CompiledModel& model, const engine::CompileR
   }
 }
 
-int Fail(const absl::Status& status) {
-  std::cerr << "kiln-bench: " << status << "\n";
-  return 1;
-}
+int Fail(const absl::Status& status) { return client::PrintFailure("kiln-bench", status); }
 
 // What profiling a kernel needs to see: the loop nest lowering made and the
 // LLVM IR the host gets, as TVM's get_source() shows.
@@ -166,8 +164,8 @@ int DumpObjects(const std::vector<KernelSpec>& kernels, const std::string& dir) 
 }
 
 int Main(int argc, char** argv) {
-  absl::StatusOr<BenchArgs> args =
-      ParseBenchArgs(argc, argv, {"batch", "threads", "iterations", "warmup", "compile-threads", "top",
+  absl::StatusOr<client::CliArgs> args =
+      client::ParseCliArgs(argc, argv, {"batch", "threads", "iterations", "warmup", "compile-threads", "top",
                       "dump-kernel", "dump-objects"},
                      {"json", "help"});
   if (!args.ok() || args->Has("help") || args->positional.size() != 1) {

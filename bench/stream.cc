@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_format.h"
 #include "bench/bench_util.h"
+#include "client/cli_args.h"
 
 namespace kiln::bench {
 namespace {
@@ -46,8 +47,8 @@ void Split(int threads, int64_t n, const F& body) {
 }
 
 int Main(int argc, char** argv) {
-  absl::StatusOr<BenchArgs> args =
-      ParseBenchArgs(argc, argv, {"threads", "mib", "repeats"}, {"json"});
+  absl::StatusOr<client::CliArgs> args =
+      client::ParseCliArgs(argc, argv, {"threads", "mib", "repeats"}, {"json"});
   absl::StatusOr<int> threads = args.ok() ? args->GetInt("threads", 1, 1) : args.status();
   absl::StatusOr<int> mib = args.ok() ? args->GetInt("mib", 256, 1) : args.status();
   absl::StatusOr<int> repeats = args.ok() ? args->GetInt("repeats", 10, 1) : args.status();

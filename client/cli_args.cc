@@ -1,7 +1,11 @@
 #include "client/cli_args.h"
 
+#include <algorithm>
+#include <iostream>
+
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace kiln::client {
@@ -18,6 +22,17 @@ std::vector<std::string> CliArgs::GetAll(const std::string& name) const {
   auto range = flags.equal_range(name);
   for (auto it = range.first; it != range.second; ++it) values.push_back(it->second);
   return values;
+}
+
+absl::StatusOr<int> CliArgs::GetInt(const std::string& name, int fallback, int min) const {
+  if (flags.count(name) == 0) return fallback;
+  const std::string text = Get(name);
+  int v;
+  if (!absl::SimpleAtoi(text, &v) || v < min) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, " takes an integer >= ", min, ", got '", text, "'"));
+  }
+  return v;
 }
 
 absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args,
@@ -56,6 +71,19 @@ absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args,
     out.flags.emplace(name, value);
   }
   return out;
+}
+
+absl::StatusOr<CliArgs> ParseCliArgs(int argc, char** argv,
+                                     const std::set<std::string>& value_flags,
+                                     const std::set<std::string>& boolean_flags) {
+  return ParseCliArgs(std::vector<std::string>(argv + std::min(argc, 1), argv + argc), value_flags,
+                      boolean_flags);
+}
+
+int PrintFailure(absl::string_view program, const absl::Status& status) {
+  std::cerr << program << ": " << absl::StatusCodeToString(status.code()) << ": "
+            << status.message() << "\n";
+  return 1;
 }
 
 }  // namespace kiln::client

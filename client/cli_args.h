@@ -1,5 +1,6 @@
-// Command-line parsing for `kiln`: a command, positional words, and flags in
-// `--name value` or `--name=value` form (boolean flags take no value).
+// The command-line conventions of `kiln` and the bench tools, in one place:
+// positional words and flags in `--name value` or `--name=value` form
+// (boolean flags take no value), and how a failed call is reported.
 #ifndef KILN_CLIENT_CLI_ARGS_H_
 #define KILN_CLIENT_CLI_ARGS_H_
 
@@ -8,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace kiln::client {
 
@@ -21,12 +24,24 @@ struct CliArgs {
   // The last value given for `name`, or `fallback`.
   std::string Get(const std::string& name, const std::string& fallback = "") const;
   std::vector<std::string> GetAll(const std::string& name) const;
+  // The last value of `name` as an integer, or `fallback` when not given;
+  // InvalidArgument when it is not an integer >= `min`.
+  absl::StatusOr<int> GetInt(const std::string& name, int fallback, int min) const;
 };
 
 // InvalidArgument for a value flag with no value or an unknown flag.
 absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args,
                                      const std::set<std::string>& value_flags,
                                      const std::set<std::string>& boolean_flags);
+
+// As above, from main's arguments (argv[0], the program, skipped).
+absl::StatusOr<CliArgs> ParseCliArgs(int argc, char** argv,
+                                     const std::set<std::string>& value_flags,
+                                     const std::set<std::string>& boolean_flags);
+
+// Prints "<program>: <CODE>: <message>" to stderr and returns 1, the exit
+// status of a call that failed.
+int PrintFailure(absl::string_view program, const absl::Status& status);
 
 }  // namespace kiln::client
 

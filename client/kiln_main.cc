@@ -48,11 +48,8 @@ KEY is a kernel's cache key or a unique prefix of at least 8 digits (see `kiln k
 FILE is a Kiln graph (.pbtxt text or binary protobuf) or an ONNX model (.onnx).
 )";
 
-int Fail(const absl::Status& status) {
-  std::cerr << "error: " << absl::StatusCodeToString(status.code()) << ": " << status.message()
-            << "\n";
-  return 1;
-}
+// Prints the failure as every kiln command does and returns the exit status.
+int Fail(const absl::Status& status) { return PrintFailure("kiln", status); }
 
 int Usage(const std::string& problem) {
   if (!problem.empty()) std::cerr << "kiln: " << problem << "\n";

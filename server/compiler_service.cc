@@ -1,7 +1,6 @@
 #include "server/compiler_service.h"
 
 #include <chrono>
-#include <iostream>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -20,11 +19,6 @@
 
 namespace kiln::server {
 namespace {
-
-grpc::Status Fail(const char* rpc, const absl::Status& status) {
-  std::cerr << "kiln-server: " << rpc << ": " << status << "\n";
-  return ToGrpcStatus(status);
-}
 
 CompileOptions ToCompileOptions(const kiln::v1::CompileOptions& in) {
   CompileOptions out;

@@ -1,7 +1,5 @@
 #include "server/inference_service.h"
 
-#include <iostream>
-
 #include "absl/strings/str_cat.h"
 #include "common/version.h"
 #include "server/cpu_affinity.h"
@@ -10,11 +8,6 @@
 
 namespace kiln::server {
 namespace {
-
-grpc::Status Fail(const char* rpc, const absl::Status& status) {
-  std::cerr << "kiln-server: " << rpc << ": " << status << "\n";
-  return ToGrpcStatus(status);
-}
 
 absl::Status UnknownModel(const std::string& name) {
   return absl::NotFoundError(

@@ -1,5 +1,6 @@
 #include "server/status_conversion.h"
 
+#include <iostream>
 #include <string>
 
 namespace kiln::server {
@@ -9,6 +10,11 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   // absl and gRPC share the canonical code numbering.
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
                       std::string(status.message()));
+}
+
+grpc::Status Fail(const char* rpc, const absl::Status& status) {
+  std::cerr << "kiln-server: " << rpc << ": " << status << "\n";
+  return ToGrpcStatus(status);
 }
 
 }  // namespace kiln::server

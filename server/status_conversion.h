@@ -9,6 +9,10 @@ namespace kiln::server {
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
+// How an RPC handler fails: the error logged to stderr with the RPC's name,
+// and returned as the grpc::Status the client sees.
+grpc::Status Fail(const char* rpc, const absl::Status& status);
+
 }  // namespace kiln::server
 
 #endif  // KILN_SERVER_STATUS_CONVERSION_H_

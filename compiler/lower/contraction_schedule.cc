@@ -45,10 +45,12 @@
 //
 // B is read in place, unpacked, when its index already steps by one element
 // along N and the tile may overrun the end (see ContractionTarget::
-// conv_input). Lowering sets this up for stride-1 conv2d: it copies the
-// input once into a zero-padded buffer and computes the output over padded
-// rows, so the im2col element for pixel n' = oh * Wp + ow and window offset
-// (c, kh, kw) is padded[c][kh][kw + n'] -- contiguous in n' across rows. The
+// conv_input). Lowering sets this up for conv2d of any stride up to 4
+// (conv_padding.cc): it copies the input once into a zero-padded buffer and
+// computes the output over padded rows, so at stride 1 the im2col element
+// for pixel n' = oh * Wp + ow and window offset (c, kh, kw) is
+// padded[c][kh][kw + n'] -- contiguous in n' across rows; a strided conv's
+// copy is split into stride phases, each of which reads the same way. The
 // Wp - OW extra columns per row are masked at the store. That replaces a
 // K x N im2col copy per call (as costly as the multiply-adds for 3x3 convs
 // with 64 channels) by a copy of the input. A 1x1 conv without padding
@@ -98,6 +100,7 @@
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
+#include "common/int_math.h"
 #include "compiler/lower/linear_form.h"
 
 namespace kiln::lower {
@@ -119,8 +122,6 @@ struct Tile {
   double cost = 0;  // estimated cycles, from ChooseTile
   int nr() const { return nv * kLanes; }
 };
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Cycles an epilogue spends per output vector: a contiguous masked store, or
 // a scatter through per-lane row digits (two 8-lane scatters with their

@@ -11,6 +11,7 @@
 #include <utility>
 #include <variant>
 
+#include "common/int_math.h"
 #include "compiler/ir/op_def.h"
 #include "compiler/lower/plane_prefetch.h"
 
@@ -59,7 +60,7 @@ class ConvPadder {
     // holding rows py, py + sy, ... and columns px, px + sx, ...; input row
     // oh * sy + kh is then row oh + kh / sy of phase kh % sy, so a strided
     // conv reads each phase with stride 1, like a stride-1 conv.
-    const int64_t hq = (hp + sy - 1) / sy, wq = (wp + sx - 1) / sx;
+    const int64_t hq = CeilDiv(hp, sy), wq = CeilDiv(wp, sx);
     const std::vector<int64_t> shape{xs[0], xs[1], sy, sx, hq, wq};
     const int padded = static_cast<int>(fn.buffers.size());
     // Slack: a 64-lane tile overrunning the last row, plus the window.

@@ -8,6 +8,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/int_math.h"
 #include "compiler/lower/linear_form.h"
 
 namespace kiln::lower {
@@ -18,11 +19,6 @@ using te::CompareOp;
 using te::Expr;
 using te::ExprKind;
 using te::Var;
-
-int64_t FloorDiv(int64_t a, int64_t b) {  // b > 0
-  return a >= 0 ? a / b : -((-a + b - 1) / b);
-}
-int64_t CeilDiv(int64_t a, int64_t b) { return -FloorDiv(-a, b); }
 
 // Inclusive range of the loop variable.
 struct Interval {

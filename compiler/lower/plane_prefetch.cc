@@ -2,6 +2,7 @@
 
 #include <functional>
 
+#include "common/int_math.h"
 #include "compiler/ir/op_def.h"
 
 namespace kiln::lower {
@@ -37,8 +38,8 @@ Stmt PrefetchNextPlane(GroupContext& g, const Node* op, const Expr& n, const Exp
     return rows;
   }
   constexpr int64_t kLineFloats = 16;
-  const int64_t lines = (plane + kLineFloats - 1) / kLineFloats;
-  const int64_t per_row = (lines + rows->var->extent - 1) / rows->var->extent;
+  const int64_t lines = CeilDiv(plane, kLineFloats);
+  const int64_t per_row = CeilDiv(lines, rows->var->extent);
   Var line = b.NewVar("line", per_row);
   Expr next = b.Add(b.Add(b.Mul(n, b.Int(xs[1])), c), b.Int(1));
   Expr offset = b.Mul(b.Add(b.Mul(b.Ref(rows->var), b.Int(per_row)), b.Ref(line)),

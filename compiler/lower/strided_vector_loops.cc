@@ -5,6 +5,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/int_math.h"
 #include "compiler/lower/linear_form.h"
 
 namespace kiln::lower {
@@ -51,7 +52,7 @@ Stmt Rewrite(const Stmt& s, te::ExprBuilder& b) {
       !HasSmallStridedLoad(body->value, x.get())) {
     return MakeFor(s->var, s->for_kind, Rewrite(body, b));
   }
-  const int64_t blocks = (x->extent + kStridedBlockLanes - 1) / kStridedBlockLanes;
+  const int64_t blocks = CeilDiv(x->extent, kStridedBlockLanes);
   te::Var block = b.NewVar(x->name + "b", blocks);
   te::Var lane = b.NewVar(x->name + "v", kStridedBlockLanes);
   Expr at = b.Add(b.Mul(b.Ref(block), b.Int(kStridedBlockLanes)), b.Ref(lane));
