@@ -41,6 +41,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/bench_util.h"
 #include "client/cli_args.h"
+#include "common/ms_since.h"
 #include "cblas.h"
 #include "compiler/ir/graph.h"
 #include "compiler/ops/op_registry.h"
@@ -239,8 +240,7 @@ int Main(int argc, char** argv) {
       std::cerr << "gemm-bench: kiln compile: " << compiled.status() << "\n";
       return 1;
     }
-    const double compile_ms =
-        std::chrono::duration<double, std::milli>(Clock::now() - compile_start).count();
+    const double compile_ms = MsSince(compile_start);
     std::shared_ptr<runtime::CompiledModel> model = (*manager)->Find("gemm");
     std::string schedule;
     for (const engine::KernelCompileReport& k : compiled->kernels) {

@@ -26,6 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "bench/bench_util.h"
 #include "client/cli_args.h"
+#include "common/ms_since.h"
 #include "client/kiln_client.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
@@ -177,8 +178,7 @@ int Main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     absl::StatusOr<client::InferResult> r = (*client)->Infer("echo", inputs, true);
     if (!r.ok()) return Fail(r.status());
-    ms.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    ms.push_back(MsSince(t0));
   }
   const double wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -28,6 +28,7 @@
 #include "bench/bench_util.h"
 #include "client/cli_args.h"
 #include "client/model_file.h"
+#include "common/ms_since.h"
 #include "compiler/codegen/codegen.h"
 #include "compiler/driver/compile.h"
 #include "compiler/frontend/kiln_graph_importer.h"
@@ -50,10 +51,6 @@ constexpr char kUsage[] =
     "    altered any generated code\n";
 
 using Clock = std::chrono::steady_clock;
-
-double MsSince(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
 
 std::string JsonString(const std::string& s) {
   std::string out = "\"";

@@ -1,5 +1,7 @@
 #include "compiler/pass/timing_instrument.h"
 
+#include "common/ms_since.h"
+
 namespace kiln {
 
 void TimingInstrument::RunBeforePass(const PassInfo& info, int depth) {
@@ -14,8 +16,7 @@ void TimingInstrument::RunAfterPass(const PassInfo&, int, bool changed, PrintIr)
   Open done = open_.back();
   open_.pop_back();
   PassRecord& r = records_[done.index];
-  r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - done.start)
-             .count();
+  r.ms = MsSince(done.start);
   r.self_ms = r.ms - done.children_ms;
   r.changed = changed;
   if (!open_.empty()) open_.back().children_ms += r.ms;
