@@ -1,0 +1,504 @@
+#include "compiler/lower/contraction_emit.h"
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/int_math.h"
+#include "compiler/lower/linear_form.h"
+
+namespace kiln::lower {
+namespace {
+
+using te::Expr;
+using te::ExprKind;
+using te::Var;
+using LoopOrder = ContractionPlan::LoopOrder;
+
+int CountLoadsOf(const Expr& e, int buffer) {
+  std::unordered_set<const te::ExprNode*> seen;
+  int count = 0;
+  std::function<void(const Expr&)> visit = [&](const Expr& x) {
+    if (!seen.insert(x.get()).second) return;
+    if (x->kind == ExprKind::kLoad && x->buffer == buffer) ++count;
+    for (const Expr& o : x->operands) visit(o);
+  };
+  visit(e);
+  return count;
+}
+
+class Emitter {
+ public:
+  Emitter(const ContractionTarget& t, const ContractionOperands& ops, const ContractionPlan& plan,
+          const ContractionKnobs& knobs)
+      : t_(t),
+        b_(*t.builder),
+        plan_(plan),
+        knobs_(knobs),
+        value_(ops.value),
+        out_index_(ops.out_index),
+        store_predicate_(ops.store_predicate),
+        reduce_(ops.reduce),
+        fa_(ops.fa),
+        fb_(ops.fb),
+        m_vars_(ops.m_vars),
+        n_vars_(ops.n_vars),
+        k_vars_(ops.k_vars),
+        batch_vars_(ops.batch_vars),
+        m_(plan.m),
+        n_(plan.n),
+        k_(plan.k),
+        mb_(plan.mb),
+        nb_(plan.nb),
+        tile_(plan.tile) {}
+
+  ContractionSchedule Run() {
+    ContractionSchedule out;
+    std::vector<Stmt> stages;
+    if (!plan_.a_in_place) a_buffer_ = PackOperand(/*is_a=*/true, out, stages);
+    if (!plan_.b_in_place) b_buffer_ = PackOperand(/*is_a=*/false, out, stages);
+    TileCode tile = BuildTile(stages);
+    switch (plan_.loop_order) {
+      case LoopOrder::kTilesInParallel:
+        stages.push_back(TilesInParallel(tile));
+        break;
+      case LoopOrder::kCacheGroups:
+        stages.push_back(AroundBatch(CacheGroupLoops(tile), tile));
+        break;
+      case LoopOrder::kBlocks:
+        stages.push_back(AroundBatch(BlockLoops(tile), tile));
+        break;
+    }
+    out.body = MakeSeq(std::move(stages));
+    out.summary = plan_.Summary();
+    out.row_tiles = plan_.layout == ContractionPlan::Layout::kRowTiles;
+    return out;
+  }
+
+ private:
+  struct TileCode {
+    std::vector<Stmt> stmts;
+    Var jb, ib;
+    Var kc;  // the K block loop's variable; null without K blocks
+  };
+
+  std::vector<Expr> Split(const Expr& flat, const std::vector<Var>& vars) {
+    return SplitIndex(b_, flat, vars);
+  }
+
+  bool StepsByOne(const Expr& index, const std::vector<Var>& vars, int64_t extent) {
+    return lower::StepsByOne(b_, index, vars, extent);
+  }
+
+  Expr Flat(const std::vector<Var>& vars) {
+    Expr flat = b_.Int(0);
+    for (const Var& v : vars) flat = b_.Add(b_.Mul(flat, b_.Int(v->extent)), b_.Ref(v));
+    return flat;
+  }
+
+  std::vector<Var> BatchVarsOf(const Expr& e) {
+    std::vector<Var> vars;
+    for (const Var& v : batch_vars_) {
+      if (DependsOn(e, v.get())) vars.push_back(v);
+    }
+    return vars;
+  }
+
+  // Packs fa (is_a) or fb into its panel buffer; returns the buffer id.
+  int PackOperand(bool is_a, ContractionSchedule& out, std::vector<Stmt>& stages) {
+    const Expr& f = is_a ? fa_ : fb_;
+    const std::vector<Var>& rows = is_a ? m_vars_ : n_vars_;
+    const int64_t extent = is_a ? m_ : n_;
+    const int64_t blocks = is_a ? mb_ : nb_;
+    const int width = is_a ? tile_.mr : tile_.nr();
+    std::vector<Var> batch = BatchVarsOf(f);
+    (is_a ? a_batch_ : b_batch_) = batch;
+    const int64_t elements = Product(batch) * blocks * k_ * width;
+
+    if (batch.empty()) {
+      if (auto packed = PackConstant(f, rows, blocks, width)) {
+        (*t_.buffers)[f->buffer].num_elements = elements;
+        (*t_.buffers)[f->buffer].name += ".packed";
+        out.packed_constants.emplace_back(f->buffer, std::move(packed));
+        return f->buffer;
+      }
+    }
+
+    const int buffer = static_cast<int>(t_.buffers->size());
+    t_.buffers->push_back({is_a ? "a_panel" : "b_panel", te::ScalarType::kF32, elements});
+    Var block = b_.NewVar(is_a ? "ib" : "jb", blocks);
+    Var k = b_.NewVar("k", k_);
+    // Panels as wide as whole registers are packed with explicit vectors.
+    const bool whole_vectors = width % kLanes == 0;
+    Var lane_block = b_.NewVar(is_a ? "rr" : "vv", width / kLanes);
+    Var lane = b_.NewVar(is_a ? "r" : "v", whole_vectors ? kLanes : width);
+    Expr lane_ref = whole_vectors ? b_.Add(b_.Mul(b_.Ref(lane_block), b_.Int(kLanes)), b_.Ref(lane))
+                                  : b_.Ref(lane);
+    Expr row = b_.Add(b_.Mul(b_.Ref(block), b_.Int(width)), lane_ref);
+    const bool padded = blocks * width != extent;
+    // A contiguous operand is copied with vector loads; past the last row
+    // they would read beyond the buffer, so they are masked there instead of
+    // clamped (a clamp would make them gathers) and the rows filled with zeros.
+    const bool contiguous = ContiguousAlong(f, rows);
+    std::vector<Var> from = rows;
+    std::vector<Expr> to = contiguous ? Split(row, rows)
+                                      : RowDigits(row, rows, blocks * width, extent, stages);
+    std::vector<Expr> k_parts = Split(b_.Ref(k), k_vars_);
+    from.insert(from.end(), k_vars_.begin(), k_vars_.end());
+    to.insert(to.end(), k_parts.begin(), k_parts.end());
+    Expr value = b_.Substitute(f, from, to);
+    Expr inside = padded ? b_.Compare(te::CompareOp::kLT, row, b_.Int(extent)) : nullptr;
+    if (padded && !contiguous) value = b_.Select(inside, value, b_.Float(0));
+    std::vector<Var> loops = batch;
+    loops.push_back(block);
+    Expr index = b_.Add(b_.Mul(b_.Add(b_.Mul(Flat(loops), b_.Int(k_)), b_.Ref(k)),
+                               b_.Int(width)),
+                        lane_ref);
+    Stmt store = MakeStore(buffer, index, value);
+    if (padded && contiguous) {
+      store = MakeSeq({MakeStore(buffer, index, b_.Float(0)),
+                       MakeStore(buffer, index, value, inside)});
+    }
+    Stmt body;
+    if (whole_vectors) {
+      body = MakeFor(lane_block, ForKind::kUnrolled, MakeFor(lane, ForKind::kVector, store));
+    } else {
+      body = MakeFor(lane, ForKind::kVectorized, store);
+    }
+    body = MakeFor(k, ForKind::kSerial, body);
+    for (size_t i = loops.size(); i-- > 0;) {
+      const bool parallel = i == 0 && elements >= knobs_.parallel_work;
+      body = MakeFor(loops[i], parallel ? ForKind::kParallel : ForKind::kSerial, body);
+    }
+    stages.push_back(body);
+    return buffer;
+  }
+
+  // Whether `f`'s index steps by one element along `rows` flattened: its
+  // digits then fold back into the flat row, so packing needs no digit tables
+  // (a 1x1 conv's input over its pixels).
+  bool ContiguousAlong(const Expr& f, const std::vector<Var>& rows) {
+    if (f->kind != ExprKind::kLoad || rows.size() <= 1) return false;
+    return StepsByOne(f->operands[0], rows, Product(rows));
+  }
+
+  // The per-variable digits of `row` (a flat index over `rows`, up to
+  // `padded_extent`, clamped to `extent` - 1). With several variables the
+  // digits come from small i64 tables filled by a stage of their own, so the
+  // vectorised packing loop does no 64-bit division (which AVX-512 lacks).
+  std::vector<Expr> RowDigits(const Expr& row, const std::vector<Var>& rows,
+                              int64_t padded_extent, int64_t extent, std::vector<Stmt>& stages) {
+    const bool padded = padded_extent != extent;
+    if (rows.size() <= 1) return Split(padded ? b_.Min(row, b_.Int(extent - 1)) : row, rows);
+    Var t = b_.NewVar("t", padded_extent);
+    Expr clamped = padded ? b_.Min(b_.Ref(t), b_.Int(extent - 1)) : b_.Ref(t);
+    std::vector<Expr> digits = Split(clamped, rows);
+    std::vector<Expr> loads;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const int table = static_cast<int>(t_.buffers->size());
+      t_.buffers->push_back({absl::StrCat(rows[i]->name, "_of_row"), te::ScalarType::kI64,
+                             padded_extent});
+      stages.push_back(MakeFor(t, ForKind::kSerial, MakeStore(table, b_.Ref(t), digits[i])));
+      loads.push_back(b_.Load(table, te::ScalarType::kI64, {row}));
+    }
+    return loads;
+  }
+
+  // The packed panels of `f` when it is a plain load of a constant at an
+  // index affine in the loop variables; null otherwise.
+  std::shared_ptr<const ConstantData> PackConstant(const Expr& f, const std::vector<Var>& rows,
+                                                   int64_t blocks, int width) {
+    if (f->kind != ExprKind::kLoad || f->type != te::ScalarType::kF32) return nullptr;
+    const ConstantData* data = t_.constant_of(f->buffer);
+    if (data == nullptr || CountLoadsOf(t_.value, f->buffer) != 1) return nullptr;
+    std::optional<LinearForm> form = AffineInVars(f->operands[0]);
+    if (!form) return nullptr;
+    auto coefficient = [&](const Var& v) -> int64_t {
+      auto it = form->terms.find(b_.Ref(v).get());
+      return it == form->terms.end() ? 0 : it->second;
+    };
+    // Offsets of each flattened row and k, summed per element.
+    auto offsets = [&](const std::vector<Var>& vars, int64_t count) {
+      std::vector<int64_t> off(count, 0);
+      for (int64_t flat = 0; flat < count; ++flat) {
+        int64_t rest = flat, sum = 0;
+        for (size_t i = vars.size(); i-- > 0;) {
+          sum += coefficient(vars[i]) * (rest % vars[i]->extent);
+          rest /= vars[i]->extent;
+        }
+        off[flat] = sum;
+      }
+      return off;
+    };
+    const int64_t extent = Product(rows);
+    std::vector<int64_t> row_off = offsets(rows, extent);
+    std::vector<int64_t> k_off = offsets(k_vars_, k_);
+    const int64_t source_elements = data->type.NumElements();
+    const float* src = data->data<float>();
+    auto packed = std::make_shared<ConstantData>();
+    const int64_t elements = blocks * k_ * width;
+    packed->type = TensorType{DType::kFloat32, {blocks, k_, width}};
+    packed->bytes.assign(static_cast<size_t>(elements) * sizeof(float), '\0');
+    float* dst = reinterpret_cast<float*>(packed->bytes.data());
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      for (int64_t k = 0; k < k_; ++k) {
+        for (int lane = 0; lane < width; ++lane) {
+          const int64_t row = blk * width + lane;
+          if (row >= extent) continue;
+          const int64_t at = form->constant + row_off[row] + k_off[k];
+          if (at < 0 || at >= source_elements) return nullptr;  // not a plain read after all
+          dst[(blk * k_ + k) * width + lane] = src[at];
+        }
+      }
+    }
+    return packed;
+  }
+
+  // A tile's statements, over column block jb and row block ib: the
+  // accumulators' init, the K loops, between K blocks the partial sums, and
+  // the epilogue's masked store.
+  TileCode BuildTile(std::vector<Stmt>& stages) {
+    const int mr = tile_.mr, nr = tile_.nr();
+    Var jb = b_.NewVar("jb", nb_);
+    Var ib = b_.NewVar("ib", mb_);
+    Var r = b_.NewVar("r", mr);
+    // A tile row is NV registers of kLanes: vectors wider than a register
+    // (and not a power of two) legalise poorly.
+    Var vv = b_.NewVar("vv", tile_.nv);
+    Var lane = b_.NewVar("v", kLanes);
+    Expr v_ref = b_.Add(b_.Mul(b_.Ref(vv), b_.Int(kLanes)), b_.Ref(lane));
+    const int acc = static_cast<int>(t_.buffers->size());
+    t_.buffers->push_back({"acc", te::ScalarType::kF32, int64_t{mr} * nr, /*local=*/true});
+    Expr acc_index = b_.Add(b_.Mul(b_.Ref(r), b_.Int(nr)), v_ref);
+    Expr acc_value = b_.Load(acc, te::ScalarType::kF32, {acc_index});
+
+    auto panel_index = [&](const std::vector<Var>& batch, const Var& block, int width,
+                           const Expr& offset) {
+      std::vector<Var> outer = batch;
+      outer.push_back(block);
+      return b_.Add(b_.Mul(b_.Add(b_.Mul(Flat(outer), b_.Int(k_)), Flat(k_vars_)), b_.Int(width)),
+                    offset);
+    };
+    Expr m = b_.Add(b_.Mul(b_.Ref(ib), b_.Int(mr)), b_.Ref(r));
+    Expr n = b_.Add(b_.Mul(b_.Ref(jb), b_.Int(nr)), v_ref);
+    // Read in place, the tail tile's extra rows reread the last one.
+    Expr pixel = mb_ * mr == m_ ? m : b_.Min(m, b_.Int(m_ - 1));
+    Expr a = plan_.a_in_place ? b_.Substitute(fa_, m_vars_, Split(pixel, m_vars_))
+                         : b_.Load(a_buffer_, te::ScalarType::kF32,
+                                   {panel_index(a_batch_, ib, mr, b_.Ref(r))});
+    Expr bv = plan_.b_in_place
+                  ? b_.Substitute(fb_, n_vars_, Split(n, n_vars_))
+                  : b_.Load(b_buffer_, te::ScalarType::kF32, {panel_index(b_batch_, jb, nr, v_ref)});
+
+    auto tile_loop = [&](Stmt s) {
+      return MakeFor(r, ForKind::kUnrolled,
+                     MakeFor(vv, ForKind::kUnrolled, MakeFor(lane, ForKind::kVector, std::move(s))));
+    };
+    // K blocking (KBlockSpan): the outermost reduction variable becomes
+    // kc * span + kci, kc a serial loop between the column and row blocks.
+    const int64_t span = plan_.k_block_span;
+    Var kc;
+    std::vector<Var> k_loops = k_vars_;
+    if (span > 0) {
+      kc = b_.NewVar("kc", k_vars_[0]->extent / span);
+      k_loops[0] = b_.NewVar("kci", span);
+      Expr outer_k = b_.Add(b_.Mul(b_.Ref(kc), b_.Int(span)), b_.Ref(k_loops[0]));
+      a = b_.Substitute(a, {k_vars_[0]}, {outer_k});
+      bv = b_.Substitute(bv, {k_vars_[0]}, {outer_k});
+    }
+    // The partial sums of a tile between K blocks: [batch][jb][ib][r][NR].
+    int partial = -1;
+    Expr partial_index, last_block;
+    Expr init_value = b_.Float(0);
+    if (span > 0) {
+      partial = static_cast<int>(t_.buffers->size());
+      t_.buffers->push_back({"partial_sums", te::ScalarType::kF32,
+                             Product(batch_vars_) * nb_ * mb_ * mr * nr});
+      std::vector<Var> tile_vars = batch_vars_;
+      tile_vars.push_back(jb);
+      tile_vars.push_back(ib);
+      partial_index = b_.Add(b_.Mul(Flat(tile_vars), b_.Int(int64_t{mr} * nr)), acc_index);
+      last_block = b_.Compare(te::CompareOp::kEQ, b_.Ref(kc), b_.Int(kc->extent - 1));
+      init_value = b_.Select(b_.Compare(te::CompareOp::kEQ, b_.Ref(kc), b_.Int(0)), init_value,
+                             b_.Load(partial, te::ScalarType::kF32, {partial_index}));
+    }
+    Stmt init = tile_loop(MakeStore(acc, acc_index, init_value));
+    // One loop per reduction variable, so window offsets stay affine in
+    // loop variables (no division per step).
+    Stmt update = tile_loop(MakeStore(acc, acc_index, b_.Add(acc_value, b_.Mul(a, bv))));
+    for (size_t i = k_loops.size(); i-- > 0;) update = MakeFor(k_loops[i], ForKind::kSerial, update);
+
+    // The epilogue: the output element with the reduction read from acc and
+    // the output variables rebuilt from the tile position.
+    std::vector<Var> from = m_vars_;
+    std::vector<Expr> to = Split(m, m_vars_);
+    std::vector<Expr> n_parts = Split(n, n_vars_);
+    // When the output is not contiguous along the tile's lanes (conv over
+    // padded rows), its digits come from tables: a scatter with per-lane
+    // 64-bit division would cost as much as the tile's multiply-adds.
+    if (n_vars_.size() > 1 &&
+        StrideAlong(b_.Substitute(out_index_, n_vars_, n_parts), lane.get()) != 1) {
+      n_parts = RowDigits(n, n_vars_, nb_ * nr, n_, stages);
+    }
+    from.insert(from.end(), n_vars_.begin(), n_vars_.end());
+    to.insert(to.end(), n_parts.begin(), n_parts.end());
+    Expr epilogue = b_.Substitute(b_.Replace(value_, reduce_, acc_value), from, to);
+    Expr out_index = b_.Substitute(out_index_, from, to);
+    Expr predicate;
+    auto conjoin = [&](Expr c) {
+      predicate = predicate ? b_.Binary(te::BinaryOp::kAnd, predicate, c) : c;
+    };
+    if (mb_ * mr != m_) conjoin(b_.Compare(te::CompareOp::kLT, m, b_.Int(m_)));
+    if (nb_ * nr != n_) conjoin(b_.Compare(te::CompareOp::kLT, n, b_.Int(n_)));
+    if (store_predicate_) conjoin(b_.Substitute(store_predicate_, from, to));
+    if (span > 0) conjoin(last_block);
+    Stmt store = tile_loop(MakeStore(t_.out_buffer, out_index, epilogue, predicate));
+
+    std::vector<Stmt> tile = {init, update};
+    if (span > 0) {
+      tile.push_back(tile_loop(MakeStore(partial, partial_index, acc_value,
+                                         b_.Unary(te::UnaryOp::kNot, last_block))));
+    }
+    tile.push_back(store);
+    return {std::move(tile), jb, ib, kc};
+  }
+
+  // The tile's statements at column block `jb_of` and row block `ib_of`
+  // (for loops that reach the blocks through other variables).
+  Stmt TileAt(TileCode& tile, const Expr& jb_of, const Expr& ib_of) {
+    return MapExprs(MakeSeq(std::move(tile.stmts)), [&](const Expr& e) {
+      return e ? b_.Substitute(e, {tile.jb, tile.ib}, {jb_of, ib_of}) : e;
+    });
+  }
+
+  // One parallel loop over all tiles, column-block-major as the serial
+  // order: the pool's contiguous chunks then balance to a tile, where
+  // sharing out column blocks alone left threads idle when there are few
+  // (resnet18's 256-channel 3x3 convs: 5 blocks for 2 threads).
+  // With channel lanes the row blocks are pixels: split into parts
+  // outside the column blocks, a thread's tiles cover the pixels (and
+  // images) that its share of the producer wrote, as flat tiles do.
+  // (With one part, the index simplifier folds the part away.) Where the
+  // parts do not divide the row blocks, the last part's few extra tiles
+  // redo the last row block: the same values to the same places, which
+  // costs less than handing a thread whole column blocks of pixels the
+  // other thread wrote.
+  Stmt TilesInParallel(TileCode& tile) {
+    const int64_t parts = plan_.pixel_parts;
+    const int64_t per_part = CeilDiv(mb_, parts);
+    Var t = b_.NewVar("tile", nb_ * per_part * parts);
+    Expr part = b_.Div(b_.Ref(t), b_.Int(nb_ * per_part));
+    Expr rest = b_.Mod(b_.Ref(t), b_.Int(nb_ * per_part));
+    Expr jb_of = b_.Div(rest, b_.Int(per_part));
+    Expr ib_of = b_.Add(b_.Mul(part, b_.Int(per_part)), b_.Mod(rest, b_.Int(per_part)));
+    if (per_part * parts != mb_) ib_of = b_.Min(ib_of, b_.Int(mb_ - 1));
+    // Images kept apart run in turn, each with all threads on its tiles.
+    Stmt flat = MakeFor(t, ForKind::kParallel, TileAt(tile, jb_of, ib_of));
+    for (size_t i = batch_vars_.size(); i-- > 0;) {
+      flat = MakeFor(batch_vars_[i], ForKind::kSerial, flat);
+    }
+    return flat;
+  }
+
+  // jb = jg * G + jbi, ib = ig * R + ibi:  jg, ig, kc, jbi, ibi (the cache
+  // groups of contraction_plan.cc).
+  Stmt CacheGroupLoops(TileCode& tile) {
+    const int64_t g = plan_.group_col_blocks, r = plan_.group_row_blocks;
+    Var jg = b_.NewVar("jg", nb_ / g);
+    Var jbi = b_.NewVar("jbi", g);
+    Var ig = b_.NewVar("ig", mb_ / r);
+    Var ibi = b_.NewVar("ibi", r);
+    Expr jb_of = b_.Add(b_.Mul(b_.Ref(jg), b_.Int(g)), b_.Ref(jbi));
+    Expr ib_of = b_.Add(b_.Mul(b_.Ref(ig), b_.Int(r)), b_.Ref(ibi));
+    Stmt body = MakeFor(ibi, ForKind::kSerial, TileAt(tile, jb_of, ib_of));
+    body = MakeFor(jbi, ForKind::kSerial, body);
+    body = MakeFor(tile.kc, ForKind::kSerial, body);
+    body = MakeFor(ig, ForKind::kSerial, body);
+    return MakeFor(jg, ForKind::kSerial, body);
+  }
+
+  // jb, then the K blocks if any, then ib.
+  Stmt BlockLoops(TileCode& tile) {
+    Stmt body = MakeFor(tile.ib, ForKind::kSerial, MakeSeq(std::move(tile.stmts)));
+    if (tile.kc) body = MakeFor(tile.kc, ForKind::kSerial, body);
+    return MakeFor(tile.jb, ForKind::kSerial, body);
+  }
+
+  // `body` inside the batch loops, its outermost loop that may be parallel
+  // made so.
+  Stmt AroundBatch(Stmt body, const TileCode& tile) {
+    for (size_t i = batch_vars_.size(); i-- > 0;) {
+      body = MakeFor(batch_vars_[i], ForKind::kSerial, body);
+    }
+    if (plan_.parallel) {
+      bool placed = false;
+      body = MarkFirstParallel(body, tile.kc.get(), placed);
+    }
+    return body;
+  }
+
+  // `s` with the outermost loop of extent > 1 made parallel, looking no
+  // deeper than `stop` (the K block loop, whose blocks must run in order).
+  static Stmt MarkFirstParallel(const Stmt& s, const te::VarNode* stop, bool& placed) {
+    if (placed || s->kind != StmtKind::kFor || s->for_kind != ForKind::kSerial) return s;
+    if (s->var.get() == stop) return s;
+    if (s->var->extent > 1) {
+      placed = true;
+      return MakeFor(s->var, ForKind::kParallel, s->children[0]);
+    }
+    return MakeFor(s->var, s->for_kind, MarkFirstParallel(s->children[0], stop, placed));
+  }
+
+  const ContractionTarget& t_;
+  te::ExprBuilder& b_;
+  const ContractionPlan& plan_;
+  const ContractionKnobs& knobs_;
+  const Expr value_, out_index_, store_predicate_;
+  const Expr reduce_, fa_, fb_;
+  const std::vector<Var> m_vars_, n_vars_, k_vars_, batch_vars_;
+  std::vector<Var> a_batch_, b_batch_;
+  const int64_t m_, n_, k_, mb_, nb_;
+  const Tile tile_;
+  int a_buffer_ = -1, b_buffer_ = -1;
+};
+
+}  // namespace
+
+int64_t Product(const std::vector<Var>& vars) {
+  int64_t p = 1;
+  for (const Var& v : vars) p *= v->extent;
+  return p;
+}
+
+std::vector<Expr> SplitIndex(te::ExprBuilder& b, const Expr& flat, const std::vector<Var>& vars) {
+  std::vector<Expr> parts(vars.size());
+  Expr rest = flat;
+  for (size_t i = vars.size(); i-- > 0;) {
+    if (i == 0) {
+      parts[i] = rest;
+    } else {
+      parts[i] = b.Mod(rest, b.Int(vars[i]->extent));
+      rest = b.Div(rest, b.Int(vars[i]->extent));
+    }
+  }
+  return parts;
+}
+
+bool StepsByOne(te::ExprBuilder& b, const Expr& index, const std::vector<Var>& vars,
+                int64_t extent) {
+  Var probe = b.NewVar("probe", extent);
+  Expr at = b.Substitute(index, vars, SplitIndex(b, b.Ref(probe), vars));
+  return StrideAlong(at, probe.get()) == 1;
+}
+
+ContractionSchedule EmitContraction(const ContractionTarget& target,
+                                    const ContractionOperands& operands,
+                                    const ContractionPlan& plan, const ContractionKnobs& knobs) {
+  return Emitter(target, operands, plan, knobs).Run();
+}
+
+}  // namespace kiln::lower

@@ -1,0 +1,241 @@
+#include "compiler/lower/contraction_plan.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/int_math.h"
+
+namespace kiln::lower {
+namespace {
+
+using Layout = ContractionPlan::Layout;
+using LoopOrder = ContractionPlan::LoopOrder;
+
+// Whether channel lanes keep the images apart, as a batch dimension run
+// image by image, instead of joining them to the pixels: where the padded
+// input of all images outgrows L2 and each image has pixels enough for
+// tiles of its own. Lowering then copies each image's padded input just
+// before its tiles (FillPerImage), so the tiles read it from L2 instead of
+// from a copy of all images made up front. A small gain (resnet18 b8, 1
+// thread, minimums of 5 runs: 164.6-172.3 ms against 166.4-177.3; 2
+// threads unchanged): its 56x56 convs still take about 1.3x their batch-1
+// time per image, which the copy did not explain.
+bool ImagesApart(const ContractionShape& s, const ContractionKnobs& knobs) {
+  if (!s.conv_input_has_slack || s.batch == 1) return false;
+  return s.conv_input_bytes > knobs.images_apart_bytes && s.n >= knobs.images_apart_pixels;
+}
+
+// How many values of the outermost reduction variable one K block spans,
+// or 0 for no blocking. Without blocks, every column block streams all of
+// Ap (M x K) past its B panel: once Ap outgrows L2, a pass over L3 (or
+// memory) per column block. In K blocks of KC rows (a KC x NR block of B
+// in L1, 24 KB) only an M x KC slice of Ap is live; the partial sums go
+// to a buffer between blocks. Measured on 1 thread, five interleaved runs
+// each: 2048^3 (16 MB of Ap) went from 134-137 to 129-195 GFLOPS (median
+// 160); 1024^3 (4 MB) from 211-213 to 202-205, and resnet18's 256-channel
+// 3x3 convs (2.4 MB, 5 column blocks) from 1.42 to 1.70 ms. So blocking
+// takes Ap past 8 MB and 8 or more column blocks re-reading it. Blocks
+// split the outermost reduction variable (conv's input channel) so inner
+// window offsets stay affine, and must divide it exactly. The column
+// blocks (with the batch) are also what the pool shares out: the K block
+// loop itself is serial.
+// With channel lanes the streamed operand is the other one: each row tile
+// rereads the K x NR weight panel, so K blocks keep a 128 KB block of it
+// in L2 for all the row tiles once the panel passes 256 KB (resnet18's
+// 7x7 convs: 1.78 -> 1.43 ms, 14x14: 1.61 -> 1.25, in one run).
+int64_t KBlockSpan(const ContractionPlan& p, const ContractionKnobs& knobs) {
+  const int nr = p.tile.nr();
+  int64_t target = knobs.k_block_bytes / (nr * 4);
+  if (p.layout == Layout::kChannelLanes) {
+    if (p.k * nr * 4 <= knobs.lane_panel_bytes || p.mb < 2) return 0;
+    target = knobs.lane_block_bytes / (nr * 4);
+  } else {
+    if (p.mb * p.tile.mr * p.k * 4 <= knobs.k_block_ap_bytes) return 0;
+    if (p.batch * p.nb < 8) return 0;
+  }
+  const int64_t outer = p.k_outer;
+  const int64_t inner = p.k / outer;
+  int64_t span = 0;
+  for (int64_t d = 1; d < outer; ++d) {
+    if (outer % d == 0 && d * inner <= target) span = d;
+  }
+  if (span * inner * 2 < target) return 0;  // blocks too short to pay for the partial sums
+  const int64_t partial_bytes = p.batch * p.nb * p.mb * p.tile.mr * nr * 4;
+  if (partial_bytes > knobs.max_partial_bytes) return 0;
+  return span;
+}
+
+// K blocks alone keep a K block of B in L1 and one column block's partial
+// sums in L2, but every column block streams all of Ap past them again:
+// at 2048^3 that is 16 MB from L3 per 64 columns. Cache groups share each
+// K block of Ap among G column blocks and cut it to R row blocks, so the
+// group's partial sums and its slice of Ap stay in L2 across the K blocks:
+//     for jg (parallel), ig:  for kc:  for jbi < G:  for ibi < R:  tile
+// G and R divide the block counts (loops have fixed extents). Measured on
+// 2048^3, interleaved runs: 1 thread 137-141 -> 181-191 GFLOPS, 2 threads
+// 285-297 -> 352-372 with G = 8 and 512 KB; G = 4 gave 163-169 / 317-340,
+// G = 16 or budgets of 384 KB to 1 MB about the same as G = 8.
+// `kc_rows`: the reduction rows of one K block.
+void ChooseCacheGroups(int64_t kc_rows, const ContractionKnobs& knobs, ContractionPlan& p) {
+  p.group_col_blocks = p.group_row_blocks = 1;
+  if (p.layout == Layout::kChannelLanes) return;
+  const int64_t mr = p.tile.mr, nr = p.tile.nr();
+  // At least two groups of columns, for the pool to share out.
+  for (int64_t d = 1; d <= std::min(p.nb / 2, knobs.cache_group_column_blocks); ++d) {
+    if (p.nb % d == 0) p.group_col_blocks = d;
+  }
+  for (int64_t d = 1; d <= p.mb; ++d) {
+    const int64_t rows = d * mr;
+    const int64_t bytes = rows * (p.group_col_blocks * nr + kc_rows) * 4;  // partial sums + Ap
+    if (p.mb % d == 0 && bytes <= knobs.cache_group_bytes) p.group_row_blocks = d;
+  }
+}
+
+// How many parts the flat tile loop splits the row blocks into: with
+// channel lanes, enough for a thread's tiles to keep to its pixels at 2 or
+// 4 threads, each part at least 2 tiles; otherwise 1 (the column blocks
+// are the pixels already). Parts that divide the row blocks are preferred;
+// otherwise the last part is padded by redoing its last tile, at most one
+// tile in max_redone_tiles (7x7 outputs: 7 tiles stay whole). Requiring an
+// exact division had left 28x28 outputs (131 tiles of 6 pixels) split by
+// column blocks, so at 2 threads each thread read the whole input, half
+// of it from the other core (resnet18 b8, 2 threads: its stride-2 3x3
+// convs took 0.82-0.89x their earlier time with the parts).
+int64_t PixelParts(const ContractionPlan& p, const ContractionKnobs& knobs) {
+  if (p.layout != Layout::kChannelLanes) return 1;
+  for (int64_t parts : {4, 2}) {
+    if (p.mb % parts == 0 && p.mb / parts >= 2) return parts;
+  }
+  for (int64_t parts : {4, 2}) {
+    const int64_t redone = CeilDiv(p.mb, parts) * parts - p.mb;
+    if (p.mb / parts >= 2 && redone * knobs.max_redone_tiles <= p.mb) return parts;
+  }
+  return 1;
+}
+
+}  // namespace
+
+// Ties go to the tile that pads less (zero rows still cost packing and
+// stores), then to the larger tile (less loop overhead per multiply-add).
+Tile ChooseTile(int64_t m, int64_t n, int64_t k, int64_t rows, double store_cycles,
+                const ContractionKnobs& knobs) {
+  Tile best;
+  int64_t best_area = 0;
+  for (int mr = 1; mr <= 8; ++mr) {
+    for (int nv = 1; nv <= 4; ++nv) {
+      if (mr * nv + nv > 30) continue;  // accumulators + B vectors in 32 registers
+      // FMAs issue on two ports; the MR broadcasts and NV loads measured as
+      // if on one (8x32 tiles ran 10-15% slower than 6x64 at equal FMAs per
+      // cycle in theory); four cycles of FMA latency per accumulator chain.
+      double per_k = std::max({mr * nv / 2.0, (mr + nv) * 1.0, 4.0});
+      // A K x NR panel of B beyond L1 streams from L2 once per tile: about
+      // 24 bytes a cycle, which wide-and-short tiles (4x64) hit first.
+      if (k * nv * kLanes * 4 > knobs.l1_bytes) per_k = std::max(per_k, nv * 64 / 24.0);
+      const double tiles = static_cast<double>(CeilDiv(m, mr) * CeilDiv(n, nv * kLanes) * rows);
+      const double cost = tiles * (k * per_k + mr * nv * store_cycles);
+      const int64_t area = CeilDiv(m, mr) * mr * CeilDiv(n, nv * kLanes) * nv * kLanes;
+      bool better = best.cost == 0 || cost < best.cost * 0.999;
+      if (!better && cost <= best.cost * 1.001) {
+        better = area < best_area || (area == best_area && mr * nv > best.mr * best.nv);
+      }
+      if (better) {
+        best = {mr, nv, cost};
+        best_area = area;
+      }
+    }
+  }
+  return best;
+}
+
+ContractionPlan PlanContraction(const ContractionShape& s, const ContractionKnobs& knobs) {
+  ContractionPlan p;
+  p.m = s.m;
+  p.n = s.n;
+  p.k = s.k;
+  p.batch = s.batch;
+  p.k_outer = s.k_outer;
+  p.tile = ChooseTile(s.m, s.n, s.k, 1, s.flat_store_scatters ? knobs.scatter_cycles
+                                                               : knobs.store_cycles, knobs);
+
+  // Channel lanes (the design note), planned on the flat classification.
+  bool lanes = false, lanes_apart = false;
+  Tile lanes_tile;
+  const ContractionShape::Lanes* lanes_shape = nullptr;
+  if (s.channel_lanes_apply) {
+    lanes_apart = ImagesApart(s, knobs);
+    lanes_shape = lanes_apart ? &s.lanes_apart : &s.lanes_joined;
+    if (lanes_shape->applies) {
+      lanes = true;
+      lanes_tile = ChooseTile(lanes_shape->pixels, s.m, s.k, lanes_shape->batch,
+                              knobs.transposed_store_cycles, knobs);
+    }
+  }
+  // Row tiles: N is only the innermost N dimension and the outer ones become
+  // loops around the tiles, so a tile row is one contiguous run of an output
+  // row (a masked store, no scatter) at the price of padding each row to
+  // whole tiles. Taken when B is read in place along that row and the
+  // estimate beats the flat tiles -- always for depthwise convs, where K = 9
+  // multiply-adds per output cannot hide a scatter.
+  if (s.flat_store_scatters && s.row_tiles_apply) {
+    const int64_t rows = s.n / s.n_inner;
+    const Tile row = ChooseTile(s.m, s.n_inner, s.k, rows, knobs.store_cycles, knobs);
+    if (row.cost < p.tile.cost) {
+      p.layout = Layout::kRowTiles;
+      p.batch = s.batch * rows;
+      p.n = s.n_inner;
+      p.tile = row;
+    }
+  }
+  const int64_t output_bytes = s.m * s.n * s.batch * 4;
+  if (lanes && p.layout == Layout::kRowTiles && output_bytes > knobs.lanes_store_cache_bytes) {
+    lanes = false;
+  }
+  // Tile costs are per batch element; the channel lanes' cover the batch.
+  if (lanes && lanes_tile.cost < p.tile.cost * s.batch) {
+    p.layout = Layout::kChannelLanes;
+    p.n = s.m;
+    p.m = lanes_shape->pixels;
+    p.batch = lanes_shape->batch;
+    p.tile = lanes_tile;
+    p.images_apart = lanes_apart;
+  }
+  p.mb = CeilDiv(p.m, p.tile.mr);
+  p.nb = CeilDiv(p.n, p.tile.nr());
+  p.k_block_span = KBlockSpan(p, knobs);
+  p.parallel = p.m * p.n * p.k * p.batch >= knobs.parallel_work;
+  // One parallel loop over all tiles where nothing else must order them:
+  // the pool's contiguous chunks then balance to a tile (see
+  // contraction_emit.cc's TilesInParallel).
+  if (p.parallel && (p.batch == 1 || p.images_apart) && p.k_block_span == 0 && p.nb * p.mb > 1) {
+    p.loop_order = LoopOrder::kTilesInParallel;
+    p.pixel_parts = PixelParts(p, knobs);
+    return p;
+  }
+  if (p.k_block_span > 0) ChooseCacheGroups(p.k_block_span * (p.k / p.k_outer), knobs, p);
+  p.loop_order = p.group_col_blocks > 1 || p.group_row_blocks > 1 ? LoopOrder::kCacheGroups
+                                                                    : LoopOrder::kBlocks;
+  return p;
+}
+
+void ChooseOperandAccess(const OperandFacts& facts, ContractionPlan& p) {
+  // Where the reduction runs in K blocks, packed panels were measured (the
+  // cache groups); A in place there gave mixed results at 2048^3.
+  p.a_in_place = p.layout == Layout::kChannelLanes ||
+                 (facts.a_broadcastable && p.k_block_span == 0);
+  const bool exact = p.nb * p.tile.nr() == p.n;
+  p.b_in_place = facts.b_plain_activation_load && (facts.b_may_overrun || exact) &&
+                 facts.b_steps_by_one;
+}
+
+std::string ContractionPlan::Summary() const {
+  std::string cache_groups;
+  if (loop_order == LoopOrder::kCacheGroups) {
+    cache_groups = absl::StrCat(" (cache groups ", group_col_blocks, "x", group_row_blocks, ")");
+  }
+  return absl::StrCat("gemm ", tile.mr, "x", tile.nr(), " M=", m, " N=", n, " K=", k,
+                      " batch=", batch, layout == Layout::kRowTiles ? " (row tiles)" : "",
+                      layout == Layout::kChannelLanes ? " (channel lanes)" : "",
+                      k_block_span > 0 ? " (K blocks)" : "", cache_groups);
+}
+
+}  // namespace kiln::lower

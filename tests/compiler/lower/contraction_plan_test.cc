@@ -1,0 +1,229 @@
+// The contraction plan without loops or LLVM: each rule checked on a shape
+// whose answer follows by hand from the rule's statement (contraction_plan.h
+// and the design note in contraction_schedule.cc), and the analysis checked
+// to hand the plan the shape a plain matmul has.
+#include "compiler/lower/contraction_plan.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+#include "compiler/driver/compile.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_util/graph_building.h"
+
+namespace kiln::lower {
+namespace {
+
+using Layout = ContractionPlan::Layout;
+using LoopOrder = ContractionPlan::LoopOrder;
+
+ContractionShape Gemm(int64_t m, int64_t n, int64_t k) {
+  ContractionShape s;
+  s.m = m;
+  s.n = n;
+  s.k = k;
+  s.k_outer = k;
+  return s;
+}
+
+// m = 1, n = k = 64: one tile row, so a taller tile only adds work; NV = 4
+// covers N in one tile: per k step max(4 / 2, 1 + 4, 4) = 5 cycles, so
+// 64 * 5 + 1 * 4 stores = 324. NV = 2 needs two tiles of max(1, 3, 4) = 4
+// per step: 2 * (256 + 2) = 516; NV = 3 also two: 2 * (256 + 3) = 518.
+TEST(ContractionPlanTest, ChooseTileByHand) {
+  const Tile t = ChooseTile(1, 64, 64, 1, /*store_cycles=*/1);
+  EXPECT_EQ(t.mr, 1);
+  EXPECT_EQ(t.nr(), 64);
+  EXPECT_DOUBLE_EQ(t.cost, 324);
+}
+
+// K blocks pay only once packed A passes 8 MB: 1024^3 has about 4 MB of A,
+// 2048^3 about 16 MB with 32 column blocks re-reading it.
+TEST(ContractionPlanTest, KBlocksOnlyPastEightMegabytesOfA) {
+  const ContractionPlan small = PlanContraction(Gemm(1024, 1024, 1024));
+  EXPECT_EQ(small.k_block_span, 0);
+  EXPECT_THAT(small.Summary(), ::testing::Not(::testing::HasSubstr("K blocks")));
+
+  const ContractionPlan big = PlanContraction(Gemm(2048, 2048, 2048));
+  ASSERT_GT(big.k_block_span, 0);
+  // A K block keeps 24 KB of B (NR floats a row) in L1: the span is the
+  // largest divisor of K below 2048 that fits, and at least half of it.
+  const int64_t rows_in_l1 = (24 << 10) / (big.tile.nr() * 4);
+  EXPECT_EQ(2048 % big.k_block_span, 0);
+  EXPECT_LE(big.k_block_span, rows_in_l1);
+  EXPECT_GT(big.k_block_span * 2, rows_in_l1);
+  // Cache groups: 8 of the column blocks (at least two groups remain), and
+  // row blocks dividing the row blocks whose partial sums and K block of A
+  // fit 512 KB.
+  EXPECT_EQ(big.loop_order, LoopOrder::kCacheGroups);
+  EXPECT_EQ(big.group_col_blocks, 8);
+  EXPECT_EQ(big.mb % big.group_row_blocks, 0);
+  const int64_t group_bytes = big.group_row_blocks * big.tile.mr *
+                              (8 * big.tile.nr() + big.k_block_span) * 4;
+  EXPECT_LE(group_bytes, 512 << 10);
+  EXPECT_THAT(big.Summary(), ::testing::EndsWith(absl::StrCat(
+                                 " (K blocks) (cache groups 8x", big.group_row_blocks, ")")));
+}
+
+TEST(ContractionPlanTest, KnobsAreHonoured) {
+  ContractionKnobs knobs;
+  knobs.k_block_ap_bytes = 1 << 20;  // K blocks from 1 MB of A
+  EXPECT_GT(PlanContraction(Gemm(1024, 1024, 1024), knobs).k_block_span, 0);
+  knobs = {};
+  knobs.parallel_work = int64_t{1} << 40;  // nothing is worth threads
+  const ContractionPlan serial = PlanContraction(Gemm(256, 256, 256), knobs);
+  EXPECT_FALSE(serial.parallel);
+  EXPECT_EQ(serial.loop_order, LoopOrder::kBlocks);
+  EXPECT_TRUE(PlanContraction(Gemm(256, 256, 256)).parallel);
+}
+
+// Work enough for threads, one image, no K blocks: every tile in one
+// parallel loop.
+TEST(ContractionPlanTest, OneParallelLoopOverAllTiles) {
+  const ContractionPlan p = PlanContraction(Gemm(256, 256, 256));
+  EXPECT_EQ(p.loop_order, LoopOrder::kTilesInParallel);
+  EXPECT_EQ(p.pixel_parts, 1);  // without channel lanes the columns are the pixels
+  EXPECT_EQ(p.mb, (256 + p.tile.mr - 1) / p.tile.mr);
+  EXPECT_EQ(p.nb, (256 + p.tile.nr() - 1) / p.tile.nr());
+}
+
+// A depthwise conv over padded rows: M = 1 channel, K = 9, N = 112 rows of
+// 114 padded columns; flat tiles would scatter every output vector, which
+// K = 9 cannot hide, so each row is tiled on its own.
+TEST(ContractionPlanTest, DepthwiseConvTakesRowTiles) {
+  ContractionShape s = Gemm(1, 112 * 114, 9);
+  s.k_outer = 3;
+  s.batch = 32;  // the channels
+  s.flat_store_scatters = true;
+  s.row_tiles_apply = true;
+  s.n_inner = 114;
+  const ContractionPlan p = PlanContraction(s);
+  EXPECT_EQ(p.layout, Layout::kRowTiles);
+  EXPECT_EQ(p.n, 114);
+  EXPECT_EQ(p.batch, 32 * 112);
+  EXPECT_THAT(p.Summary(), ::testing::HasSubstr("N=114 K=9 batch=3584 (row tiles)"));
+  s.row_tiles_apply = false;  // B not readable along the row: flat tiles stay
+  EXPECT_EQ(PlanContraction(s).layout, Layout::kFlatTiles);
+}
+
+// resnet18's 512-channel 3x3 conv on a 7x7 output: over padded rows the
+// pixels fill 49 of 63 lanes and scatter; channel lanes put the 512 output
+// channels on the lanes and the 49 pixels on the rows.
+ContractionShape SmallPlaneConv(int64_t images) {
+  ContractionShape s = Gemm(512, 7 * 9, 512 * 9);
+  s.k_outer = 512;
+  s.batch = images;
+  s.flat_store_scatters = true;
+  s.row_tiles_apply = true;
+  s.n_inner = 9;
+  s.channel_lanes_apply = true;
+  s.lanes_joined = {true, 49 * images, 1};
+  s.lanes_apart = {true, 49, images};
+  s.conv_input_has_slack = true;
+  s.conv_input_bytes = images * 512 * 9 * 9 * 4;
+  return s;
+}
+
+TEST(ContractionPlanTest, SmallPlanesTakeChannelLanes) {
+  const ContractionPlan p = PlanContraction(SmallPlaneConv(1));
+  ASSERT_EQ(p.layout, Layout::kChannelLanes);
+  EXPECT_EQ(p.m, 49);   // pixels on the tile's rows
+  EXPECT_EQ(p.n, 512);  // output channels on its lanes
+  EXPECT_THAT(p.Summary(), ::testing::HasSubstr("(channel lanes)"));
+  ContractionShape no_lanes = SmallPlaneConv(1);
+  no_lanes.channel_lanes_apply = false;
+  EXPECT_NE(PlanContraction(no_lanes).layout, Layout::kChannelLanes);
+}
+
+// Images stay apart where the padded input of all of them passes 1 MB and
+// each has 256 pixels or more; then the lanes' batch is the images.
+TEST(ContractionPlanTest, ImagesApartByTheirRule) {
+  ContractionShape s = Gemm(64, 56 * 58, 64 * 9);
+  s.k_outer = 64;
+  s.batch = 8;
+  s.flat_store_scatters = true;
+  s.channel_lanes_apply = true;
+  s.lanes_joined = {true, 8 * 56 * 56, 1};
+  s.lanes_apart = {true, 56 * 56, 8};
+  s.conv_input_has_slack = true;
+  s.conv_input_bytes = 8 * 64 * 58 * 58 * 4;  // 6.9 MB
+  const ContractionPlan apart = PlanContraction(s);
+  if (apart.layout == Layout::kChannelLanes) {
+    EXPECT_TRUE(apart.images_apart);
+    EXPECT_EQ(apart.batch, 8);
+    EXPECT_EQ(apart.m, 56 * 56);
+  }
+  s.conv_input_bytes = 1 << 20;  // not past 1 MB: the images join the pixels
+  const ContractionPlan joined = PlanContraction(s);
+  if (joined.layout == Layout::kChannelLanes) {
+    EXPECT_FALSE(joined.images_apart);
+    EXPECT_EQ(joined.batch, 1);
+    EXPECT_EQ(joined.m, 8 * 56 * 56);
+  }
+  EXPECT_TRUE(apart.layout == Layout::kChannelLanes || joined.layout == Layout::kChannelLanes);
+}
+
+// Channel lanes split the row blocks (pixels) into 4 or 2 parts of at
+// least 2 blocks each: exactly where they divide, else with the last part
+// redoing at most 1 tile in 32; 4 parts whenever 4 divide.
+TEST(ContractionPlanTest, PixelPartsFollowTheRowBlocks) {
+  for (int64_t side : {7, 14, 28, 56}) {
+    SCOPED_TRACE(side);
+    ContractionShape s = SmallPlaneConv(1);
+    s.lanes_joined = s.lanes_apart = {true, side * side, 1};
+    s.m = 128;
+    s.k = 128 * 9;
+    s.k_outer = 128;
+    const ContractionPlan p = PlanContraction(s);
+    if (p.layout != Layout::kChannelLanes || p.loop_order != LoopOrder::kTilesInParallel) continue;
+    const int64_t parts = p.pixel_parts, mb = p.mb;
+    ASSERT_TRUE(parts == 1 || parts == 2 || parts == 4);
+    if (mb % 4 == 0 && mb / 4 >= 2) {
+      EXPECT_EQ(parts, 4);
+    }
+    if (parts > 1) {
+      EXPECT_GE(mb / parts, 2);
+      const int64_t redone = (mb + parts - 1) / parts * parts - mb;
+      EXPECT_TRUE(mb % parts == 0 || redone * 32 <= mb);
+    }
+  }
+}
+
+TEST(ContractionPlanTest, OperandAccessRules) {
+  ContractionPlan p = PlanContraction(Gemm(256, 256, 256));
+  OperandFacts f;
+  f.a_broadcastable = true;
+  f.b_plain_activation_load = true;
+  f.b_steps_by_one = true;
+  ChooseOperandAccess(f, p);
+  EXPECT_TRUE(p.a_in_place);
+  EXPECT_EQ(p.b_in_place, p.nb * p.tile.nr() == 256);  // no overrun allowed: tiles must fit
+  f.b_may_overrun = true;
+  ChooseOperandAccess(f, p);
+  EXPECT_TRUE(p.b_in_place);
+  f.b_plain_activation_load = false;  // a constant: packed once at compile time instead
+  ChooseOperandAccess(f, p);
+  EXPECT_FALSE(p.b_in_place);
+  // K blocks measured better with A packed.
+  ContractionPlan blocked = PlanContraction(Gemm(2048, 2048, 2048));
+  ChooseOperandAccess(f, blocked);
+  EXPECT_FALSE(blocked.a_in_place);
+}
+
+// The analysis hands the plan a plain matmul's shape: the schedule lowering
+// reports is the plan of M, N, K as written.
+TEST(ContractionPlanTest, AnalysisReadsAMatmulsShape) {
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {96, 200}});
+  Node* w = g.AddConstant("w", testing::FloatConstant({200, 144}, 0.5f));
+  g.AddOutput(testing::Op(g, "matmul", {x, w}));
+  absl::StatusOr<LoweredProgram> lowered = CompileGraph(std::move(g), CompileOptions{});
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  ASSERT_EQ(lowered->kernels.size(), 1u);
+  EXPECT_EQ(lowered->kernels[0].schedule, PlanContraction(Gemm(96, 144, 200)).Summary());
+}
+
+}  // namespace
+}  // namespace kiln::lower
