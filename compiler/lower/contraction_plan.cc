@@ -1,6 +1,7 @@
 #include "compiler/lower/contraction_plan.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "common/int_math.h"
@@ -148,12 +149,8 @@ Tile ChooseTile(int64_t m, int64_t n, int64_t k, int64_t rows, double store_cycl
 }
 
 ContractionPlan PlanContraction(const ContractionShape& s, const ContractionKnobs& knobs) {
-  ContractionPlan p;
-  p.m = s.m;
-  p.n = s.n;
-  p.k = s.k;
-  p.batch = s.batch;
-  p.k_outer = s.k_outer;
+  ContractionPlan p;  // flat tiles over the shape as read, until a layout wins
+  std::tie(p.m, p.n, p.k, p.batch, p.k_outer) = std::tie(s.m, s.n, s.k, s.batch, s.k_outer);
   p.tile = ChooseTile(s.m, s.n, s.k, 1, s.flat_store_scatters ? knobs.scatter_cycles
                                                                : knobs.store_cycles, knobs);
 

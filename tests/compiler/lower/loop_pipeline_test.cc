@@ -74,10 +74,14 @@ TEST(LoopPipelineTest, DumpAfterTheLastPassIsWhatCodegenReceives) {
   EXPECT_NE(p->record.ir_dumps[0].text, kernels);
 }
 
-TEST(LoopPipelineTest, DisabledLoopPassIsSkippedAndNamedOnTheKernels) {
+absl::StatusOr<LoweredProgram> CompileWithout(const std::string& pass) {
   CompileOptions options;
-  options.disabled_passes = {"BlockStridedVectorLoops"};
-  absl::StatusOr<LoweredProgram> p = CompileGraph(PoolGraph(), options);
+  options.disabled_passes = {pass};
+  return CompileGraph(PoolGraph(), options);
+}
+
+TEST(LoopPipelineTest, DisabledLoopPassIsSkippedAndNamedOnTheKernels) {
+  absl::StatusOr<LoweredProgram> p = CompileWithout("BlockStridedVectorLoops");
   ASSERT_TRUE(p.ok()) << p.status();
   const std::vector<const PassRecord*> loops = LoopRecords(*p);
   ASSERT_EQ(loops.size(), 5u);
@@ -92,21 +96,16 @@ TEST(LoopPipelineTest, DisabledLoopPassIsSkippedAndNamedOnTheKernels) {
 }
 
 TEST(LoopPipelineTest, DisablingThePipelineSkipsEveryLoopPass) {
-  CompileOptions options;
-  options.disabled_passes = {"LowerLoops"};
-  absl::StatusOr<LoweredProgram> p = CompileGraph(PoolGraph(), options);
+  absl::StatusOr<LoweredProgram> p = CompileWithout("LowerLoops");
   ASSERT_TRUE(p.ok()) << p.status();
-  const std::vector<const PassRecord*> loops = LoopRecords(*p);
-  ASSERT_EQ(loops.size(), 1u);
-  EXPECT_TRUE(loops[0]->skipped);
+  ASSERT_EQ(LoopRecords(*p).size(), 1u);
+  EXPECT_TRUE(LoopRecords(*p)[0]->skipped);
   EXPECT_EQ(p->kernels[0].skipped_loop_passes,
             "PartitionBoundaryLoops,BlockStridedVectorLoops,SimplifyIndices,ReassociateIndices");
 }
 
 TEST(LoopPipelineTest, UnknownPassNamesAreStillRefused) {
-  CompileOptions options;
-  options.disabled_passes = {"PartitionBoundaryLoop"};
-  absl::StatusOr<LoweredProgram> p = CompileGraph(PoolGraph(), options);
+  absl::StatusOr<LoweredProgram> p = CompileWithout("PartitionBoundaryLoop");
   EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(p.status().message()), ::testing::HasSubstr("PartitionBoundaryLoops"));
 }
