@@ -1,11 +1,11 @@
 // The loop-nest IR a fused group is lowered to, and what codegen consumes.
 //
 // A LoopFunction computes its output buffer(s) from its input buffers with a
-// statement tree of For / Store / Seq / Prefetch. Expressions are te::Exprs whose Loads have
-// been flattened to a single element index. Reductions stay as te::kReduce
+// statement tree of For / Store / Seq / Prefetch (a hint that a cache line
+// will be read soon). Expressions are te::Exprs whose Loads have been
+// flattened to a single element index. Reductions stay as te::kReduce
 // expressions inside a Store's value: codegen emits their loops in place.
-//
-// A Prefetch is a hint that a cache line will be read soon.
+// The loop passes that rewrite it are listed in loop_pipeline.h.
 //
 // Codegen turns a LoopFunction into a kernel of the ABI in
 // common/kernel_abi.h: buffer i < num_params is args[i] (inputs first, then
