@@ -1,5 +1,9 @@
 #include "compiler/lower/loop_ir.h"
 
+#include <cstring>
+#include <set>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 
 namespace kiln::lower {
@@ -114,6 +118,49 @@ void Print(const Stmt& s, int indent, std::string& out) {
   }
 }
 }  // namespace
+
+namespace {
+
+// Node pairs found equal, so shared subexpressions are compared once.
+using EqualPairs = std::set<std::pair<const te::ExprNode*, const te::ExprNode*>>;
+
+bool SameExpr(const te::Expr& a, const te::Expr& b, EqualPairs& equal) {
+  if (a == b) return true;
+  if (!a || !b) return false;
+  if (equal.count({a.get(), b.get()})) return true;
+  if (a->kind != b->kind || a->type != b->type || a->int_value != b->int_value ||
+      std::memcmp(&a->float_value, &b->float_value, sizeof a->float_value) != 0 ||
+      a->op != b->op || a->var != b->var || a->buffer != b->buffer ||
+      a->reduce_vars != b->reduce_vars || a->operands.size() != b->operands.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a->operands.size(); ++i) {
+    if (!SameExpr(a->operands[i], b->operands[i], equal)) return false;
+  }
+  equal.insert({a.get(), b.get()});
+  return true;
+}
+
+bool SameStmt(const Stmt& a, const Stmt& b, EqualPairs& equal) {
+  if (a == b) return true;
+  if (a->kind != b->kind || a->var != b->var || a->for_kind != b->for_kind ||
+      a->buffer != b->buffer || a->children.size() != b->children.size() ||
+      !SameExpr(a->index, b->index, equal) || !SameExpr(a->value, b->value, equal) ||
+      !SameExpr(a->predicate, b->predicate, equal)) {
+    return false;
+  }
+  for (size_t i = 0; i < a->children.size(); ++i) {
+    if (!SameStmt(a->children[i], b->children[i], equal)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool SameStmt(const Stmt& a, const Stmt& b) {
+  EqualPairs equal;
+  return SameStmt(a, b, equal);
+}
 
 std::string LoopFunctionToString(const LoopFunction& fn) {
   std::string out = absl::StrCat("func ", fn.name, "(");

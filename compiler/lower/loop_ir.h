@@ -90,6 +90,11 @@ struct LoopFunction {
 // Indented pseudo-code, for IR dumps and tests.
 std::string LoopFunctionToString(const LoopFunction& fn);
 
+// Whether `a` and `b` are the same statements over the same variables and
+// buffers, their expressions equal node for node (though built apart): what
+// "a pass changed nothing" means for loop passes.
+bool SameStmt(const Stmt& a, const Stmt& b);
+
 }  // namespace kiln::lower
 
 #endif  // KILN_COMPILER_LOWER_LOOP_IR_H_

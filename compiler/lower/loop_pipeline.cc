@@ -43,14 +43,14 @@ std::string PrintKernels(const std::vector<LoopKernel>& kernels) {
 }
 
 // Whether the pass rewrote some kernel. Passes rebuild the statements they
-// visit, so equality is judged on the printed form.
+// visit, so a new tree is compared with the old one node for node.
 absl::StatusOr<bool> RunOverKernels(const LoopPass& pass, std::vector<LoopKernel>& kernels) {
   bool changed = false;
   for (LoopKernel& k : kernels) {
     if (pass.generic_only && k.scheduled) continue;
-    const std::string before = LoopFunctionToString(*k.function);
-    k.function->body = pass.run(k.function->body, *k.builder);
-    changed |= LoopFunctionToString(*k.function) != before;
+    const Stmt before = k.function->body;
+    k.function->body = pass.run(before, *k.builder);
+    changed |= !SameStmt(before, k.function->body);
   }
   return changed;
 }

@@ -60,6 +60,32 @@ TEST(LoopPipelineTest, RunsAfterTheGraphPassesInOrderAndNestsItsPasses) {
   EXPECT_TRUE(LoopRecords(*p)[2]->changed);
 }
 
+// An elementwise op has no padded reads and no strides: those passes have
+// nothing to do and say so (their rebuilt trees compare equal).
+TEST(LoopPipelineTest, PassWithNothingToDoReportsUnchanged) {
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {4, 64}});
+  g.AddOutput(Op(g, "relu", {x}));
+  absl::StatusOr<LoweredProgram> p = CompileGraph(std::move(g), CompileOptions{});
+  ASSERT_TRUE(p.ok()) << p.status();
+  const std::vector<const PassRecord*> loops = LoopRecords(*p);
+  ASSERT_EQ(loops.size(), 5u);
+  EXPECT_FALSE(loops[1]->changed);  // PartitionBoundaryLoops
+  EXPECT_FALSE(loops[2]->changed);  // BlockStridedVectorLoops
+}
+
+TEST(LoopPipelineTest, SameStmtComparesStructureNotPointers) {
+  te::ExprBuilder b1, b2;
+  te::Var i = b1.NewVar("i", 16);
+  auto nest = [&](te::ExprBuilder& b, int64_t offset) {
+    return MakeFor(i, ForKind::kVectorized,
+                   MakeStore(1, b.Ref(i), b.Add(b.Load(0, te::ScalarType::kF32, {b.Ref(i)}),
+                                                b.Float(static_cast<double>(offset)))));
+  };
+  EXPECT_TRUE(SameStmt(nest(b1, 1), nest(b2, 1)));  // built apart, equal
+  EXPECT_FALSE(SameStmt(nest(b1, 1), nest(b2, 2)));
+}
+
 TEST(LoopPipelineTest, DumpAfterTheLastPassIsWhatCodegenReceives) {
   CompileOptions options;
   options.print_ir_after = {"ReassociateIndices", "PartitionBoundaryLoops"};
