@@ -237,7 +237,9 @@ int BenchCommand(KilnClient& client, const CliArgs& args) {
     // The input names are known now: recompile with the batch as the first dim.
     for (const auto& in : meta->inputs()) {
       kiln::v1::IntList& dims = (*request.mutable_options()->mutable_input_shapes())[in.name()];
-      for (int d = 0; d < in.shape_size(); ++d) dims.add_values(d == 0 ? batch : in.shape(d));
+      for (int d = 0; d < in.shape_size(); ++d) {
+        dims.add_values(d == 0 ? batch : std::max<int64_t>(in.shape(d), 1));  // -1: any; use 1
+      }
     }
     auto again = timed_compile(&compile_ms);
     if (!again.ok()) return Fail(again.status());
@@ -250,9 +252,11 @@ int BenchCommand(KilnClient& client, const CliArgs& args) {
     NpyArray a;
     a.datatype = in.datatype();
     int64_t n = 1;
-    for (int64_t d : in.shape()) {
-      a.shape.push_back(d);
-      n *= d;
+    for (int d = 0; d < in.shape_size(); ++d) {
+      // A symbolic dim (-1) is the batch when it leads, else 1.
+      const int64_t size = in.shape(d) >= 0 ? in.shape(d) : (d == 0 ? batch : 1);
+      a.shape.push_back(size);
+      n *= size;
     }
     if (a.datatype == "FP32") {
       std::vector<float> v(n);

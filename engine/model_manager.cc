@@ -11,10 +11,42 @@ absl::StatusOr<std::unique_ptr<ModelManager>> ModelManager::Create(ModelManagerO
   return std::unique_ptr<ModelManager>(new ModelManager(options, *jit));
 }
 
+CompileDriverOptions ModelManager::DriverOptions() const {
+  CompileDriverOptions driver;
+  driver.compile_threads = options_.compile_threads;
+  driver.codegen = options_.codegen;
+  return driver;
+}
+
 absl::StatusOr<CompileResult> ModelManager::Compile(const std::string& name, Graph graph,
                                                     const CompileOptions& options,
                                                     const CompileEventSink& events,
                                                     absl::Time deadline) {
+  return CompileAndStore(name, std::move(graph), options, events, deadline, nullptr);
+}
+
+absl::StatusOr<CompileResult> ModelManager::CompileWithShapes(
+    const std::string& name, Graph graph, ModelSignature signature, GraphForShapes graph_for,
+    const CompileOptions& options, const CompileEventSink& events, absl::Time deadline) {
+  // Variants compile like the first, without progress events or deadline:
+  // the request that triggers one waits for it.
+  CompileVariant compile = [this, name, options](Graph g)
+      -> absl::StatusOr<std::unique_ptr<runtime::CompiledModel>> {
+    absl::StatusOr<CompiledModelAndReport> compiled = CompileModel(
+        name, std::move(g), options, DriverOptions(), cache_, nullptr, absl::InfiniteFuture());
+    if (!compiled.ok()) return compiled.status();
+    return std::move(compiled->model);
+  };
+  auto variants = std::make_shared<ShapeVariants>(std::move(signature), std::move(graph_for),
+                                                  std::move(compile),
+                                                  options_.max_shape_variants);
+  return CompileAndStore(name, std::move(graph), options, events, deadline, std::move(variants));
+}
+
+absl::StatusOr<CompileResult> ModelManager::CompileAndStore(
+    const std::string& name, Graph graph, const CompileOptions& options,
+    const CompileEventSink& events, absl::Time deadline,
+    std::shared_ptr<ShapeVariants> variants) {
   {
     absl::MutexLock lock(&mutex_);
     if (!models_.count(name) && static_cast<int>(models_.size()) >= options_.max_models) {
@@ -23,17 +55,21 @@ absl::StatusOr<CompileResult> ModelManager::Compile(const std::string& name, Gra
                        " models, its limit (--max-models); unload one first"));
     }
   }
-  CompileDriverOptions driver;
-  driver.compile_threads = options_.compile_threads;
-  driver.codegen = options_.codegen;
   absl::StatusOr<CompiledModelAndReport> compiled =
-      CompileModel(name, std::move(graph), options, driver, cache_, events, deadline);
+      CompileModel(name, std::move(graph), options, DriverOptions(), cache_, events, deadline);
   if (!compiled.ok()) return compiled.status();
 
   ServedModel served;
   served.name = name;
   served.model = std::move(compiled->model);
   served.compile_record = std::make_shared<const CompileRecord>(compiled->report.record);
+  if (variants) {
+    const Program& p = served.model->program();
+    std::vector<std::vector<int64_t>> shapes;
+    for (int v : p.inputs) shapes.push_back(p.values[v].type.shape);
+    variants->Add(shapes, served.model);
+    served.variants = std::move(variants);
+  }
   absl::MutexLock lock(&mutex_);
   if (!models_.count(name) && static_cast<int>(models_.size()) >= options_.max_models) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -41,6 +77,21 @@ absl::StatusOr<CompileResult> ModelManager::Compile(const std::string& name, Gra
   }
   models_[name] = std::move(served);
   return std::move(compiled->report);
+}
+
+absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> ModelManager::FindForShapes(
+    const std::string& name, const std::vector<std::vector<int64_t>>& shapes) const {
+  std::shared_ptr<ShapeVariants> variants;
+  {
+    absl::MutexLock lock(&mutex_);
+    auto it = models_.find(name);
+    if (it == models_.end()) {
+      return absl::NotFoundError(absl::StrCat("no model named '", name, "'"));
+    }
+    if (!it->second.variants) return it->second.model;
+    variants = it->second.variants;
+  }
+  return variants->Get(shapes);  // may compile: outside the manager's lock
 }
 
 std::shared_ptr<runtime::CompiledModel> ModelManager::Find(const std::string& name) const {

@@ -15,6 +15,7 @@
 #include "compiler/driver/compile.h"
 #include "engine/compile_driver.h"
 #include "engine/kernel_cache.h"
+#include "engine/shape_variants.h"
 #include "runtime/executor.h"
 
 namespace kiln::engine {
@@ -24,6 +25,8 @@ struct ModelManagerOptions {
   int compile_threads = 2;  // distinct kernels of one model compile in parallel (--compile-threads)
   codegen::CodegenOptions codegen;
   KernelCacheOptions cache;
+  // Shapes of one model with symbolic dims kept compiled (--max-shape-variants).
+  int max_shape_variants = 8;
 };
 
 // A model being served and what its compile did.
@@ -31,6 +34,9 @@ struct ServedModel {
   std::string name;
   std::shared_ptr<runtime::CompiledModel> model;
   std::shared_ptr<const CompileRecord> compile_record;
+  // For a model whose inputs have symbolic dims, its other shapes; null
+  // otherwise. `model` is the variant compiled at load.
+  std::shared_ptr<ShapeVariants> variants;
 };
 
 class ModelManager {
@@ -43,8 +49,23 @@ class ModelManager {
                                         const CompileOptions& options,
                                         const CompileEventSink& events = nullptr,
                                         absl::Time deadline = absl::InfiniteFuture());
+  // As Compile, for a model whose inputs have symbolic dims (`signature`):
+  // `graph` is its variant for the shapes in it, served at once; other
+  // shapes compile on first use (FindForShapes) from `graph_for`.
+  absl::StatusOr<CompileResult> CompileWithShapes(const std::string& name, Graph graph,
+                                                  ModelSignature signature,
+                                                  GraphForShapes graph_for,
+                                                  const CompileOptions& options,
+                                                  const CompileEventSink& events = nullptr,
+                                                  absl::Time deadline = absl::InfiniteFuture());
   // Null when no model has that name.
   std::shared_ptr<runtime::CompiledModel> Find(const std::string& name) const;
+  // The model compiled for these input shapes (one per input, in order):
+  // for a model with symbolic dims its variant for them, compiled now if
+  // new; otherwise the model itself (whose Run checks the shapes).
+  // NotFound for an unknown name; InvalidArgument as ShapeVariants::Get.
+  absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> FindForShapes(
+      const std::string& name, const std::vector<std::vector<int64_t>>& shapes) const;
   // The model and its compile record; nullopt when no model has that name.
   std::optional<ServedModel> Get(const std::string& name) const;
   // Every model, by name.
@@ -57,6 +78,14 @@ class ModelManager {
  private:
   ModelManager(ModelManagerOptions options, std::shared_ptr<runtime::JitEngine> jit)
       : options_(options), jit_(jit), cache_(jit, options.cache) {}
+
+  // Compile and CompileWithShapes: the model compiled and stored as `name`.
+  absl::StatusOr<CompileResult> CompileAndStore(const std::string& name, Graph graph,
+                                                const CompileOptions& options,
+                                                const CompileEventSink& events,
+                                                absl::Time deadline,
+                                                std::shared_ptr<ShapeVariants> variants);
+  CompileDriverOptions DriverOptions() const;
 
   ModelManagerOptions options_;
   std::shared_ptr<runtime::JitEngine> jit_;

@@ -51,8 +51,8 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
         absl::StrCat("opt_level ", request.options().opt_level(), " is outside 0..3"));
   }
   absl::StatusOr<Graph> graph;
+  OnnxImportOptions import_options;
   if (onnx) {
-    OnnxImportOptions import_options;
     for (const auto& [input, dims] : request.options().input_shapes()) {
       import_options.input_shapes[input].assign(dims.values().begin(), dims.values().end());
     }
@@ -61,8 +61,25 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
     graph = ImportKilnGraph(request.graph(), OpRegistry::Default());
   }
   if (!graph.ok()) return graph.status();
-  absl::StatusOr<engine::CompileResult> result =
-      models_->Compile(name, *std::move(graph), ToCompileOptions(request.options()), events, deadline);
+  const CompileOptions options = ToCompileOptions(request.options());
+  absl::StatusOr<engine::CompileResult> result;
+  absl::StatusOr<ModelSignature> signature =
+      onnx ? ReadOnnxSignature(request.onnx_model(), import_options) : ModelSignature{};
+  if (!signature.ok()) return signature.status();
+  if (signature->IsSymbolic()) {
+    // The graph just imported is the variant with each symbolic dim at 1;
+    // other shapes are imported again, with those shapes fixed, on first use.
+    engine::GraphForShapes graph_for = [bytes = request.onnx_model(), import_options](
+                                           const engine::ShapeBinding& shapes) {
+      OnnxImportOptions fixed = import_options;
+      for (const auto& [input, dims] : shapes) fixed.input_shapes[input] = dims;
+      return ImportOnnxModel(bytes, OpRegistry::Default(), fixed);
+    };
+    result = models_->CompileWithShapes(name, *std::move(graph), *std::move(signature),
+                                        std::move(graph_for), options, events, deadline);
+  } else {
+    result = models_->Compile(name, *std::move(graph), options, events, deadline);
+  }
   if (!result.ok()) return result.status();
   kiln::v1::CompileModelResponse response;
   response.set_model_name(name);

@@ -1,5 +1,7 @@
 #include "server/inference_service.h"
 
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "common/version.h"
 #include "server/cpu_affinity.h"
@@ -49,24 +51,40 @@ grpc::Status InferenceService::ServerMetadata(grpc::ServerContext*,
 grpc::Status InferenceService::ModelMetadata(grpc::ServerContext*,
                                              const inference::ModelMetadataRequest* request,
                                              inference::ModelMetadataResponse* response) {
-  auto model = models_->Find(request->name());
-  if (!model) return Fail("ModelMetadata", UnknownModel(request->name()));
-  const Program& p = model->program();
+  std::optional<engine::ServedModel> served = models_->Get(request->name());
+  if (!served) return Fail("ModelMetadata", UnknownModel(request->name()));
+  const Program& p = served->model->program();
+  // A model with symbolic dims reports them as -1, as KServe clients expect.
+  const ModelSignature* signature =
+      served->variants ? &served->variants->signature() : nullptr;
+  auto dims_of = [&](const std::vector<TensorSignature>* declared, size_t i,
+                     const std::vector<int64_t>& compiled) {
+    if (declared != nullptr && i < declared->size() && (*declared)[i].has_shape &&
+        (*declared)[i].dims.size() == compiled.size()) {
+      return (*declared)[i].dims;
+    }
+    return compiled;
+  };
   response->set_name(request->name());
   response->add_versions("1");
   response->set_platform("kiln");
-  for (int v : p.inputs) {
+  for (size_t i = 0; i < p.inputs.size(); ++i) {
+    const ValueSpec& v = p.values[p.inputs[i]];
     auto* t = response->add_inputs();
-    t->set_name(p.values[v].name);
-    t->set_datatype(DatatypeName(p.values[v].type.dtype));
-    for (int64_t d : p.values[v].type.shape) t->add_shape(d);
+    t->set_name(v.name);
+    t->set_datatype(DatatypeName(v.type.dtype));
+    for (int64_t d : dims_of(signature ? &signature->inputs : nullptr, i, v.type.shape)) {
+      t->add_shape(d);
+    }
   }
   for (size_t i = 0; i < p.outputs.size(); ++i) {
     const ValueSpec& v = p.values[p.outputs[i]];
     auto* t = response->add_outputs();
     t->set_name(p.output_names[i]);
     t->set_datatype(DatatypeName(v.type.dtype));
-    for (int64_t d : v.type.shape) t->add_shape(d);
+    for (int64_t d : dims_of(signature ? &signature->outputs : nullptr, i, v.type.shape)) {
+      t->add_shape(d);
+    }
   }
   return grpc::Status::OK;
 }
@@ -82,6 +100,22 @@ grpc::Status InferenceService::Infer(const inference::ModelInferRequest& request
   BindHandlerThreadOrWarn(inference_cpus_, "ModelInfer");
   auto model = models_->Find(request.model_name());
   if (!model) return Fail("ModelInfer", UnknownModel(request.model_name()));
+  // The variant for the request's shapes (compiled now if the model has
+  // symbolic dims and this shape is new); a missing input is left to
+  // DecodeInputs to name.
+  std::vector<std::vector<int64_t>> shapes;
+  for (int v : model->program().inputs) {
+    const std::string& name = model->program().values[v].name;
+    for (const auto& in : request.inputs()) {
+      if (in.name() == name) shapes.emplace_back(in.shape().begin(), in.shape().end());
+    }
+  }
+  if (shapes.size() == model->program().inputs.size()) {
+    absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> variant =
+        models_->FindForShapes(request.model_name(), shapes);
+    if (!variant.ok()) return Fail("ModelInfer", variant.status());
+    model = *std::move(variant);
+  }
   const Program& program = model->program();
   absl::StatusOr<std::vector<runtime::Tensor>> inputs = DecodeInputs(program, request);
   if (!inputs.ok()) return Fail("ModelInfer", inputs.status());

@@ -78,6 +78,7 @@ absl::StatusOr<std::unique_ptr<KilnServer>> StartKilnServer(const ServerOptions&
                                   : static_cast<int>(std::thread::hardware_concurrency()));
   engine::ModelManagerOptions manager_options;
   manager_options.max_models = options.max_models;
+  manager_options.max_shape_variants = options.max_shape_variants;
   manager_options.compile_threads = options.compile_threads;
   manager_options.cache.dir = options.cache_dir;
   manager_options.cache.max_bytes = options.cache_max_bytes;

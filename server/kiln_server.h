@@ -17,6 +17,7 @@ struct ServerOptions {
   int port = 50051;  // 0 picks a free port
   int threads = 0;   // kernel parallelism; 0 = hardware concurrency
   int max_models = 64;
+  int max_shape_variants = 8;
   int max_message_mb = 256;
   int compile_threads = 2;
   std::string cache_dir;  // empty: memory-only kernel cache

@@ -18,6 +18,8 @@ ABSL_FLAG(std::string, address, "127.0.0.1", "address to bind");
 ABSL_FLAG(int, port, 50051, "port to listen on (0 picks a free one)");
 ABSL_FLAG(int, threads, 0, "threads for kernels' parallel loops (0: one per core)");
 ABSL_FLAG(int, max_models, 64, "models held at once; more is RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, max_shape_variants, 8,
+          "shapes of one model with symbolic dims kept compiled (least recently used go first)");
 ABSL_FLAG(int, max_message_mb, 256, "largest gRPC message in MiB (models carry weights)");
 ABSL_FLAG(int, compile_threads, 2, "kernels of one model compiled at once");
 ABSL_FLAG(std::string, cache_dir, "",
@@ -61,6 +63,11 @@ int main(int argc, char** argv) {
   options.port = absl::GetFlag(FLAGS_port);
   options.threads = absl::GetFlag(FLAGS_threads);
   options.max_models = absl::GetFlag(FLAGS_max_models);
+  options.max_shape_variants = absl::GetFlag(FLAGS_max_shape_variants);
+  if (options.max_shape_variants < 1) {
+    std::cerr << "kiln-server: --max-shape-variants must be at least 1\n";
+    return 2;
+  }
   options.max_message_mb = absl::GetFlag(FLAGS_max_message_mb);
   options.compile_threads = absl::GetFlag(FLAGS_compile_threads);
   options.cache_dir = absl::GetFlag(FLAGS_cache_dir);

@@ -869,8 +869,9 @@ std::vector<std::string> SupportedOnnxOps() {
   return names;
 }
 
-absl::StatusOr<Graph> ImportOnnxModel(absl::string_view bytes, const OpRegistry& ops,
-                                      const OnnxImportOptions& options) {
+namespace {
+
+absl::StatusOr<onnx::ModelProto> ParseModel(absl::string_view bytes) {
   if (static_cast<int64_t>(bytes.size()) > kMaxModelBytes) {
     return absl::InvalidArgumentError("ONNX model is larger than 2 GiB");
   }
@@ -882,6 +883,59 @@ absl::StatusOr<Graph> ImportOnnxModel(absl::string_view bytes, const OpRegistry&
     return absl::InvalidArgumentError("the bytes are not an ONNX ModelProto");
   }
   if (!model.has_graph()) return absl::InvalidArgumentError("the ONNX model has no graph");
+  return model;
+}
+
+}  // namespace
+
+absl::StatusOr<ModelSignature> ReadOnnxSignature(absl::string_view bytes,
+                                                 const OnnxImportOptions& options) {
+  KILN_ASSIGN_OR_RETURN(onnx::ModelProto model, ParseModel(bytes));
+  std::set<std::string> initializers;
+  for (const onnx::TensorProto& t : model.graph().initializer()) initializers.insert(t.name());
+  // `fixed`: the dims the user gave for this tensor, if any.
+  auto read = [](const onnx::ValueInfoProto& v,
+                 const std::vector<int64_t>* fixed) -> absl::StatusOr<TensorSignature> {
+    TensorSignature sig;
+    sig.name = v.name();
+    const auto& tt = v.type().tensor_type();
+    KILN_ASSIGN_OR_RETURN(sig.dtype, ConvertElemType(tt.elem_type(), "'" + v.name() + "'"));
+    sig.has_shape = tt.has_shape();
+    for (int i = 0; i < tt.shape().dim_size(); ++i) {
+      const auto& d = tt.shape().dim(i);
+      if (fixed != nullptr && i < static_cast<int>(fixed->size())) {
+        sig.dims.push_back((*fixed)[i]);
+        sig.symbols.emplace_back();
+      } else if (d.has_dim_value() && d.dim_value() > 0) {
+        sig.dims.push_back(d.dim_value());
+        sig.symbols.emplace_back();
+      } else {
+        sig.dims.push_back(TensorSignature::kSymbolicDim);
+        sig.symbols.push_back(d.has_dim_param() ? d.dim_param() : "");
+      }
+    }
+    return sig;
+  };
+  ModelSignature out;
+  for (const onnx::ValueInfoProto& in : model.graph().input()) {
+    if (initializers.count(in.name()) || !in.type().has_tensor_type()) continue;
+    auto given = options.input_shapes.find(in.name());
+    KILN_ASSIGN_OR_RETURN(
+        TensorSignature sig,
+        read(in, given == options.input_shapes.end() ? nullptr : &given->second));
+    out.inputs.push_back(std::move(sig));
+  }
+  for (const onnx::ValueInfoProto& o : model.graph().output()) {
+    if (!o.type().has_tensor_type()) continue;
+    KILN_ASSIGN_OR_RETURN(TensorSignature sig, read(o, nullptr));
+    out.outputs.push_back(std::move(sig));
+  }
+  return out;
+}
+
+absl::StatusOr<Graph> ImportOnnxModel(absl::string_view bytes, const OpRegistry& ops,
+                                      const OnnxImportOptions& options) {
+  KILN_ASSIGN_OR_RETURN(onnx::ModelProto model, ParseModel(bytes));
   for (const onnx::TensorProto& t : model.graph().initializer()) {
     if (t.data_location() == onnx::TensorProto::EXTERNAL || t.external_data_size() > 0) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "compiler/frontend/model_signature.h"
 #include "compiler/ir/graph.h"
 
 namespace kiln {
@@ -29,6 +30,12 @@ struct OnnxImportOptions {
 
 absl::StatusOr<Graph> ImportOnnxModel(absl::string_view bytes, const OpRegistry& ops,
                                       const OnnxImportOptions& options);
+
+// The model's graph inputs (initializers excluded) and outputs with their
+// symbolic dims, after `options.input_shapes` fixed the inputs the user
+// fixed. InvalidArgument as ImportOnnxModel for bytes that are not a model.
+absl::StatusOr<ModelSignature> ReadOnnxSignature(absl::string_view bytes,
+                                                 const OnnxImportOptions& options);
 
 // The ONNX operator types the importer converts, sorted.
 std::vector<std::string> SupportedOnnxOps();

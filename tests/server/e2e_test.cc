@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -468,6 +469,62 @@ TEST_F(EndToEndTest, GarbageOnnxBytesAreInvalidArgument) {
   grpc::ClientContext ctx;
   EXPECT_EQ(compiler_->CompileModel(&ctx, request, &response).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
+  ExpectServerStillLive();
+}
+
+// --- Shapes on demand. ---
+
+// An ONNX MLP with a symbolic batch ("batch", as PyTorch's dynamic_axes
+// exports it): one loaded model serves every batch, each row as NumPy
+// computes it (tests/compiler/frontend/data/make_onnx_fixtures.py).
+TEST_F(EndToEndTest, DynamicBatchOnnxModelServesEveryBatch) {
+  const std::string dir = "tests/compiler/frontend/data/";
+  std::ifstream in(dir + "mlp_dynamic.onnx", std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  kiln::v1::CompileModelRequest request;
+  request.set_model_name("mlp_dynamic");
+  request.set_onnx_model(bytes.str());
+  kiln::v1::CompileModelResponse compiled;
+  {
+    grpc::ClientContext ctx;
+    grpc::Status s = compiler_->CompileModel(&ctx, request, &compiled);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  {
+    grpc::ClientContext ctx;
+    inference::ModelMetadataRequest meta_request;
+    meta_request.set_name("mlp_dynamic");
+    inference::ModelMetadataResponse meta;
+    ASSERT_TRUE(inference_->ModelMetadata(&ctx, meta_request, &meta).ok());
+    EXPECT_THAT(meta.inputs(0).shape(), ElementsAre(-1, 16));  // KServe's "any"
+    EXPECT_THAT(meta.outputs(0).shape(), ElementsAre(-1, 5));
+  }
+  absl::StatusOr<NpyFloat32> x = ReadNpyFloat32(dir + "mlp_dynamic_x.npy");
+  absl::StatusOr<NpyFloat32> y = ReadNpyFloat32(dir + "mlp_dynamic_y.npy");
+  ASSERT_TRUE(x.ok() && y.ok());
+  for (int64_t batch : {1, 4, 7, 1}) {
+    SCOPED_TRACE(batch);
+    inference::ModelInferRequest r;
+    r.set_model_name("mlp_dynamic");
+    AddInput(r, "x", "FP32", {batch, 16});
+    r.add_raw_input_contents(x->bytes().substr(0, batch * 16 * sizeof(float)));
+    inference::ModelInferResponse response;
+    grpc::Status s = Infer(r, &response);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_THAT(response.outputs(0).shape(), ElementsAre(batch, 5));
+    std::vector<float> got = Floats(response.raw_output_contents(0));
+    ASSERT_EQ(got.size(), static_cast<size_t>(batch * 5));
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], y->values[i], 1e-5) << i;
+  }
+  // A fixed dim stays fixed.
+  inference::ModelInferRequest wrong;
+  wrong.set_model_name("mlp_dynamic");
+  AddInput(wrong, "x", "FP32", {2, 15});
+  wrong.add_raw_input_contents(std::string(2 * 15 * sizeof(float), '\0'));
+  grpc::Status s = Infer(wrong);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("input 'x' dim 1 is 16 in the model, got 15"));
   ExpectServerStillLive();
 }
 

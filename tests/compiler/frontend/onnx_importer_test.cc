@@ -113,5 +113,27 @@ TEST(OnnxImporterTest, GarbageBytesAreInvalidArgument) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(OnnxImporterTest, SignatureKeepsSymbolicDimsUnlessTheUserFixesThem) {
+  const std::string bytes = Data("mlp_dynamic.onnx");
+  absl::StatusOr<ModelSignature> sig = ReadOnnxSignature(bytes, {});
+  ASSERT_TRUE(sig.ok()) << sig.status();
+  ASSERT_EQ(sig->inputs.size(), 1u);  // initializers are not inputs
+  EXPECT_EQ(sig->inputs[0].name, "x");
+  EXPECT_THAT(sig->inputs[0].dims, ::testing::ElementsAre(-1, 16));
+  EXPECT_THAT(sig->inputs[0].symbols, ::testing::ElementsAre("batch", ""));
+  ASSERT_EQ(sig->outputs.size(), 1u);
+  EXPECT_THAT(sig->outputs[0].dims, ::testing::ElementsAre(-1, 5));
+  EXPECT_TRUE(sig->IsSymbolic());
+
+  OnnxImportOptions fixed;
+  fixed.input_shapes["x"] = {3, 16};
+  sig = ReadOnnxSignature(bytes, fixed);
+  ASSERT_TRUE(sig.ok()) << sig.status();
+  EXPECT_THAT(sig->inputs[0].dims, ::testing::ElementsAre(3, 16));
+  EXPECT_FALSE(sig->IsSymbolic());
+  EXPECT_FALSE(ReadOnnxSignature(Data("matmul_mix.onnx"), {})->IsSymbolic());
+  EXPECT_EQ(ReadOnnxSignature("garbage", {}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace kiln

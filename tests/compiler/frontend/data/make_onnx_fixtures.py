@@ -135,8 +135,38 @@ def external_data():
         f.write(model.SerializeToString())
 
 
+def mlp_dynamic():
+    """An MLP with a symbolic batch ("batch"), as PyTorch's dynamic_axes
+    exports it; x holds 7 rows, and rows are independent, so y's first r
+    rows are the output for x's first r."""
+    r = np.random.default_rng(11)
+    x = r.standard_normal((7, 16)).astype(np.float32)
+    w1 = (r.standard_normal((16, 32)) * 0.3).astype(np.float32)
+    b1 = (r.standard_normal(32) * 0.1).astype(np.float32)
+    w2 = (r.standard_normal((32, 5)) * 0.3).astype(np.float32)
+    b2 = (r.standard_normal(5) * 0.1).astype(np.float32)
+    h = np.maximum(x.astype(np.float64) @ w1 + b1, 0)
+    z = h @ w2 + b2
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    y = e / e.sum(axis=1, keepdims=True)
+    inits = [numpy_helper.from_array(a, n) for a, n in
+             [(w1, "w1"), (b1, "b1"), (w2, "w2"), (b2, "b2")]]
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w1"], ["m1"]),
+         helper.make_node("Add", ["m1", "b1"], ["a1"]),
+         helper.make_node("Relu", ["a1"], ["h"]),
+         helper.make_node("MatMul", ["h", "w2"], ["m2"]),
+         helper.make_node("Add", ["m2", "b2"], ["z"]),
+         helper.make_node("Softmax", ["z"], ["y"], axis=1)],
+        "mlp_dynamic",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 5])], inits)
+    save("mlp_dynamic", graph, x, y)
+
+
 if __name__ == "__main__":
     small_cnn()
     matmul_mix()
     unsupported_op()
     external_data()
+    mlp_dynamic()

@@ -1,0 +1,52 @@
+// A model's inputs and outputs as the model declares them, symbolic
+// dimensions included (ONNX dim_param, or a dim with no value): what shapes
+// a request may bring, and what KServe's ModelMetadata reports (-1 for a
+// symbolic dim). The graph a model compiles to has concrete shapes only; the
+// engine keeps this beside it to compile other shapes on demand.
+#ifndef KILN_COMPILER_FRONTEND_MODEL_SIGNATURE_H_
+#define KILN_COMPILER_FRONTEND_MODEL_SIGNATURE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compiler/ir/tensor_type.h"
+
+namespace kiln {
+
+struct TensorSignature {
+  static constexpr int64_t kSymbolicDim = -1;
+
+  std::string name;
+  DType dtype = DType::kFloat32;
+  // A dim's size, or kSymbolicDim where the model leaves it open.
+  std::vector<int64_t> dims;
+  // Per dim, the symbol's name ("batch"), empty for a fixed dim or an
+  // unnamed symbolic one. Input dims that share a name must agree.
+  std::vector<std::string> symbols;
+  // Whether `dims` is known at all (an ONNX output may declare no shape).
+  bool has_shape = true;
+
+  bool IsSymbolic() const {
+    for (int64_t d : dims) {
+      if (d == kSymbolicDim) return true;
+    }
+    return false;
+  }
+};
+
+struct ModelSignature {
+  std::vector<TensorSignature> inputs;   // in the model's order, initializers excluded
+  std::vector<TensorSignature> outputs;  // in the model's order
+
+  bool IsSymbolic() const {
+    for (const TensorSignature& t : inputs) {
+      if (t.IsSymbolic()) return true;
+    }
+    return false;
+  }
+};
+
+}  // namespace kiln
+
+#endif  // KILN_COMPILER_FRONTEND_MODEL_SIGNATURE_H_

@@ -1,0 +1,157 @@
+#include "engine/shape_variants.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace kiln::engine {
+
+ShapeVariants::ShapeVariants(ModelSignature signature, GraphForShapes graph_for,
+                             CompileVariant compile, int max_variants)
+    : signature_(std::move(signature)),
+      graph_for_(std::move(graph_for)),
+      compile_(std::move(compile)),
+      max_variants_(std::max(1, max_variants)) {}
+
+void ShapeVariants::Add(const std::vector<std::vector<int64_t>>& shapes,
+                        std::shared_ptr<runtime::CompiledModel> model) {
+  auto slot = std::make_shared<Slot>();
+  slot->ready = true;
+  slot->model = std::move(model);
+  absl::MutexLock lock(&mutex_);
+  slot->last_use = ++clock_;
+  slots_[shapes] = std::move(slot);
+  EvictBeyondBound();
+}
+
+absl::Status ShapeVariants::Check(const std::vector<std::vector<int64_t>>& shapes) const {
+  if (shapes.size() != signature_.inputs.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("the model has ", signature_.inputs.size(),
+                                                   " inputs; got ", shapes.size()));
+  }
+  std::map<std::string, std::pair<int64_t, std::string>> bound;  // symbol -> (size, where)
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const TensorSignature& in = signature_.inputs[i];
+    const std::vector<int64_t>& shape = shapes[i];
+    if (shape.size() != in.dims.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("input '", in.name, "' has rank ",
+                                                     in.dims.size(), ", got shape ",
+                                                     ShapeToString(shape)));
+    }
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (in.dims[d] != TensorSignature::kSymbolicDim) {
+        if (shape[d] != in.dims[d]) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("input '", in.name, "' dim ", d, " is ", in.dims[d],
+                           " in the model, got ", shape[d], " (shape ", ShapeToString(shape),
+                           ")"));
+        }
+        continue;
+      }
+      const std::string& symbol = in.symbols[d];
+      const std::string named = symbol.empty() ? "" : absl::StrCat(" ('", symbol, "')");
+      if (shape[d] < 1) {
+        return absl::InvalidArgumentError(absl::StrCat("input '", in.name, "' dim ", d, named,
+                                                       " must be at least 1, got ", shape[d]));
+      }
+      if (symbol.empty()) continue;
+      const std::string where = absl::StrCat("input '", in.name, "' dim ", d);
+      auto [it, fresh] = bound.emplace(symbol, std::make_pair(shape[d], where));
+      if (!fresh && it->second.first != shape[d]) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, named, " is ", shape[d], " but ", it->second.second, " gives '", symbol,
+            "' as ", it->second.first));
+      }
+    }
+    absl::StatusOr<int64_t> n = CheckedNumElements(shape);
+    if (!n.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("input '", in.name, "': ", n.status().message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> ShapeVariants::Get(
+    const std::vector<std::vector<int64_t>>& shapes) {
+  std::shared_ptr<Slot> slot;
+  {
+    absl::MutexLock lock(&mutex_);
+    auto it = slots_.find(shapes);
+    if (it != slots_.end()) {
+      slot = it->second;
+      while (!slot->ready) compiled_.Wait(&mutex_);
+      if (!slot->status.ok()) return slot->status;
+      slot->last_use = ++clock_;
+      return slot->model;
+    }
+  }
+  absl::Status valid = Check(shapes);
+  if (!valid.ok()) return valid;
+  {
+    absl::MutexLock lock(&mutex_);
+    auto [it, fresh] = slots_.emplace(shapes, nullptr);
+    if (!fresh) {  // another caller started this shape meanwhile: wait for it
+      slot = it->second;
+      while (!slot->ready) compiled_.Wait(&mutex_);
+      if (!slot->status.ok()) return slot->status;
+      slot->last_use = ++clock_;
+      return slot->model;
+    }
+    it->second = slot = std::make_shared<Slot>();
+    ++compiles_;
+  }
+  // Compile outside the lock: other shapes are served meanwhile.
+  ShapeBinding binding;
+  for (size_t i = 0; i < shapes.size(); ++i) binding[signature_.inputs[i].name] = shapes[i];
+  absl::StatusOr<std::unique_ptr<runtime::CompiledModel>> model = [&]() {
+    absl::StatusOr<Graph> graph = graph_for_(binding);
+    if (!graph.ok()) {
+      return absl::StatusOr<std::unique_ptr<runtime::CompiledModel>>(graph.status());
+    }
+    return compile_(*std::move(graph));
+  }();
+  absl::MutexLock lock(&mutex_);
+  slot->ready = true;
+  if (model.ok()) {
+    slot->model = std::shared_ptr<runtime::CompiledModel>(*std::move(model));
+    slot->last_use = ++clock_;
+  } else {
+    slot->status = model.status();
+    slots_.erase(shapes);  // a later request tries again
+  }
+  compiled_.SignalAll();
+  EvictBeyondBound();
+  if (!slot->status.ok()) return slot->status;
+  return slot->model;
+}
+
+void ShapeVariants::EvictBeyondBound() {
+  while (true) {
+    int ready = 0;
+    auto oldest = slots_.end();
+    for (auto it = slots_.begin(); it != slots_.end(); ++it) {
+      if (!it->second->ready) continue;
+      ++ready;
+      if (oldest == slots_.end() || it->second->last_use < oldest->second->last_use) oldest = it;
+    }
+    if (ready <= max_variants_) return;
+    slots_.erase(oldest);  // callers still running on it hold their own reference
+  }
+}
+
+int64_t ShapeVariants::compiles() const {
+  absl::MutexLock lock(&mutex_);
+  return compiles_;
+}
+
+int ShapeVariants::loaded() const {
+  absl::MutexLock lock(&mutex_);
+  int n = 0;
+  for (const auto& [shapes, slot] : slots_) n += slot->ready && slot->status.ok();
+  return n;
+}
+
+}  // namespace kiln::engine

@@ -1,0 +1,85 @@
+// A model whose inputs have symbolic dims, compiled once per concrete input
+// shape, on first use (TorchInductor's and JAX's per-shape specialisation,
+// with Kiln's kernel cache underneath: a shape whose kernels were compiled
+// before, here, by another replica or before a restart, costs a load).
+//
+// Concurrent first requests for one shape compile it once; the others wait
+// for that compile, and requests for shapes already compiled are served
+// meanwhile. At most `max_variants` stay loaded: beyond that the least
+// recently used one is dropped, and a call still running on it keeps it
+// alive until it returns.
+#ifndef KILN_ENGINE_SHAPE_VARIANTS_H_
+#define KILN_ENGINE_SHAPE_VARIANTS_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "compiler/frontend/model_signature.h"
+#include "compiler/ir/graph.h"
+#include "runtime/executor.h"
+
+namespace kiln::engine {
+
+// Concrete shapes by input name.
+using ShapeBinding = std::map<std::string, std::vector<int64_t>>;
+// The model's graph with its inputs at the given shapes (the importer, run
+// again with those shapes fixed).
+using GraphForShapes = std::function<absl::StatusOr<Graph>(const ShapeBinding& shapes)>;
+// Compiles a graph into a servable model (through the kernel cache).
+using CompileVariant =
+    std::function<absl::StatusOr<std::unique_ptr<runtime::CompiledModel>>(Graph graph)>;
+
+class ShapeVariants {
+ public:
+  ShapeVariants(ModelSignature signature, GraphForShapes graph_for, CompileVariant compile,
+                int max_variants);
+
+  const ModelSignature& signature() const { return signature_; }
+
+  // Registers `model`, compiled for `shapes` (one per input, in order).
+  void Add(const std::vector<std::vector<int64_t>>& shapes,
+           std::shared_ptr<runtime::CompiledModel> model);
+
+  // The model for `shapes` (one per input, in the signature's order),
+  // compiled now if no variant has them. InvalidArgument, naming the input
+  // and the dim, when they cannot be the model's: another rank, a fixed dim
+  // that differs, a symbolic dim below 1, or one symbol bound two ways.
+  absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> Get(
+      const std::vector<std::vector<int64_t>>& shapes);
+
+  // Variants compiled on demand so far (not counting Add), and loaded now.
+  int64_t compiles() const;
+  int loaded() const;
+
+ private:
+  struct Slot {
+    bool ready = false;
+    absl::Status status;
+    std::shared_ptr<runtime::CompiledModel> model;
+    uint64_t last_use = 0;
+  };
+
+  absl::Status Check(const std::vector<std::vector<int64_t>>& shapes) const;
+  void EvictBeyondBound() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  const ModelSignature signature_;
+  const GraphForShapes graph_for_;
+  const CompileVariant compile_;
+  const int max_variants_;
+
+  mutable absl::Mutex mutex_;
+  absl::CondVar compiled_;
+  std::map<std::vector<std::vector<int64_t>>, std::shared_ptr<Slot>> slots_ ABSL_GUARDED_BY(mutex_);
+  uint64_t clock_ ABSL_GUARDED_BY(mutex_) = 0;
+  int64_t compiles_ ABSL_GUARDED_BY(mutex_) = 0;
+};
+
+}  // namespace kiln::engine
+
+#endif  // KILN_ENGINE_SHAPE_VARIANTS_H_

@@ -1,0 +1,165 @@
+// Shapes on demand through ModelManager: a model with a symbolic batch is
+// compiled per shape on first use, once however many callers ask, bounded
+// by LRU, and each variant computes what a plain loop does.
+#include "engine/shape_variants.h"
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+#include "engine/model_manager.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_util/graph_building.h"
+#include "tests/test_util/reference_ops.h"
+
+namespace kiln::engine {
+namespace {
+
+using ::kiln::testing::Op;
+using ::kiln::testing::Pseudorandom;
+using ::testing::HasSubstr;
+using runtime::Tensor;
+
+constexpr int64_t kWidth = 24;
+
+// y = relu(x) * 2 with x: [batch, 24]; `a` and `b` both [batch, 24] when
+// `two_inputs` (y = relu(a) + b), sharing the symbol "batch".
+ModelSignature Signature(bool two_inputs) {
+  ModelSignature s;
+  for (const char* name : two_inputs ? std::vector<const char*>{"a", "b"}
+                                     : std::vector<const char*>{"x"}) {
+    s.inputs.push_back({name, DType::kFloat32, {-1, kWidth}, {"batch", ""}});
+  }
+  s.outputs.push_back({"y", DType::kFloat32, {-1, kWidth}, {"batch", ""}});
+  return s;
+}
+
+absl::StatusOr<Graph> GraphFor(const ShapeBinding& shapes, std::atomic<int>* builds) {
+  if (builds) ++*builds;
+  Graph g;
+  if (shapes.count("a")) {
+    Node* a = g.AddInput("a", {DType::kFloat32, shapes.at("a")});
+    Node* b = g.AddInput("b", {DType::kFloat32, shapes.at("b")});
+    g.AddOutput(Op(g, "add", {Op(g, "relu", {a}), b}), "y");
+    return g;
+  }
+  Node* x = g.AddInput("x", {DType::kFloat32, shapes.at("x")});
+  Node* two = g.AddConstant("two", testing::FloatValues({}, {2.0f}));
+  g.AddOutput(Op(g, "mul", {Op(g, "relu", {x}), two}), "y");
+  return g;
+}
+
+class ShapeVariantsTest : public ::testing::Test {
+ protected:
+  void Load(bool two_inputs, int max_variants = 8) {
+    ModelManagerOptions options;
+    options.cache.dir.clear();
+    options.max_shape_variants = max_variants;
+    auto m = ModelManager::Create(options);
+    ASSERT_TRUE(m.ok()) << m.status();
+    manager_ = *std::move(m);
+    ShapeBinding first;
+    for (const TensorSignature& in : Signature(two_inputs).inputs) first[in.name] = {1, kWidth};
+    absl::StatusOr<Graph> g = GraphFor(first, nullptr);
+    ASSERT_TRUE(g.ok());
+    auto compiled = manager_->CompileWithShapes(
+        "m", *std::move(g), Signature(two_inputs),
+        [this](const ShapeBinding& s) { return GraphFor(s, &builds_); }, CompileOptions{});
+    ASSERT_TRUE(compiled.ok()) << compiled.status();
+  }
+
+  // Runs the single-input model at `batch` rows and checks relu(x) * 2.
+  void ExpectComputes(int64_t batch) {
+    SCOPED_TRACE(batch);
+    auto model = manager_->FindForShapes("m", {{batch, kWidth}});
+    ASSERT_TRUE(model.ok()) << model.status();
+    std::vector<float> x = Pseudorandom(batch * kWidth, static_cast<uint32_t>(batch));
+    auto input = Tensor::FromBytes({DType::kFloat32, {batch, kWidth}},
+                                   absl::string_view(reinterpret_cast<const char*>(x.data()),
+                                                     x.size() * sizeof(float)));
+    ASSERT_TRUE(input.ok());
+    auto result = (*model)->Run({&*input});
+    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_EQ(result->outputs[0].type().shape, (std::vector<int64_t>{batch, kWidth}));
+    const float* y = static_cast<const float*>(result->outputs[0].data());
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], std::max(0.0f, x[i]) * 2) << i;
+  }
+
+  ShapeVariants& variants() { return *manager_->Get("m")->variants; }
+
+  std::unique_ptr<ModelManager> manager_;
+  std::atomic<int> builds_{0};
+};
+
+TEST_F(ShapeVariantsTest, EveryBatchComputesWhatTheLoopDoes) {
+  Load(/*two_inputs=*/false);
+  for (int64_t batch : {1, 2, 7, 32}) ExpectComputes(batch);
+  EXPECT_EQ(variants().compiles(), 3);  // batch 1 was compiled at load
+  ExpectComputes(7);                    // compiled already
+  EXPECT_EQ(variants().compiles(), 3);
+}
+
+TEST_F(ShapeVariantsTest, ConcurrentFirstRequestsCompileOnce) {
+  Load(/*two_inputs=*/false);
+  std::vector<std::thread> callers;
+  std::vector<std::shared_ptr<runtime::CompiledModel>> got(8);
+  for (int i = 0; i < 8; ++i) {
+    callers.emplace_back([this, i, &got] {
+      auto model = manager_->FindForShapes("m", {{5, kWidth}});
+      if (model.ok()) got[i] = *model;
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  EXPECT_EQ(variants().compiles(), 1);
+  EXPECT_EQ(builds_.load(), 1);
+  for (const auto& m : got) {
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(m, got[0]);
+  }
+}
+
+TEST_F(ShapeVariantsTest, LeastRecentlyUsedVariantGoesButARunningCallerKeepsIt) {
+  Load(/*two_inputs=*/false, /*max_variants=*/2);
+  auto held = manager_->FindForShapes("m", {{3, kWidth}});  // batch 1 and 3 loaded
+  ASSERT_TRUE(held.ok());
+  ASSERT_TRUE(manager_->FindForShapes("m", {{4, kWidth}}).ok());  // evicts batch 1
+  EXPECT_EQ(variants().loaded(), 2);
+  ASSERT_TRUE(manager_->FindForShapes("m", {{5, kWidth}}).ok());  // evicts batch 3
+  EXPECT_EQ(variants().loaded(), 2);
+  // Batch 3's model is gone from the set but still runs for its holder.
+  std::vector<float> x(3 * kWidth, -1.0f);
+  auto input = Tensor::FromBytes({DType::kFloat32, {3, kWidth}},
+                                 absl::string_view(reinterpret_cast<const char*>(x.data()),
+                                                   x.size() * sizeof(float)));
+  ASSERT_TRUE(input.ok());
+  EXPECT_TRUE((*held)->Run({&*input}).ok());
+  const int64_t before = variants().compiles();
+  ExpectComputes(3);  // asked again: compiled again
+  EXPECT_EQ(variants().compiles(), before + 1);
+}
+
+TEST_F(ShapeVariantsTest, ShapesThatCannotBeTheModelsAreInvalidArgument) {
+  Load(/*two_inputs=*/true);
+  auto status = [&](std::vector<std::vector<int64_t>> shapes) {
+    return manager_->FindForShapes("m", shapes).status();
+  };
+  absl::Status rank = status({{2, kWidth, 1}, {2, kWidth}});
+  EXPECT_EQ(rank.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(rank.message()), HasSubstr("input 'a' has rank 2"));
+  absl::Status fixed = status({{2, kWidth + 1}, {2, kWidth}});
+  EXPECT_EQ(fixed.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(fixed.message()), HasSubstr("input 'a' dim 1 is 24 in the model"));
+  absl::Status zero = status({{0, kWidth}, {0, kWidth}});
+  EXPECT_THAT(std::string(zero.message()), HasSubstr("must be at least 1"));
+  absl::Status disagree = status({{2, kWidth}, {3, kWidth}});
+  EXPECT_EQ(disagree.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(disagree.message()), HasSubstr("'batch'"));
+  EXPECT_EQ(variants().compiles(), 0);  // nothing was compiled for them
+  EXPECT_TRUE(status({{3, kWidth}, {3, kWidth}}).ok());
+  EXPECT_EQ(manager_->FindForShapes("nope", {{1, kWidth}}).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace kiln::engine
