@@ -74,31 +74,43 @@ absl::Status ShapeVariants::Check(const std::vector<std::vector<int64_t>>& shape
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> ShapeVariants::Await(Slot& slot) {
+  while (!slot.ready) compiled_.Wait(&mutex_);
+  if (!slot.status.ok()) return slot.status;
+  slot.last_use = ++clock_;
+  return slot.model;
+}
+
+namespace {
+
+// Errors that the same shape would meet again (the model cannot take it),
+// as against ones a later try may not (a limit, a deadline).
+bool Deterministic(const absl::Status& s) {
+  return absl::IsInvalidArgument(s) || absl::IsUnimplemented(s) ||
+         absl::IsFailedPrecondition(s) || absl::IsOutOfRange(s);
+}
+
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> ShapeVariants::Get(
     const std::vector<std::vector<int64_t>>& shapes) {
-  std::shared_ptr<Slot> slot;
   {
     absl::MutexLock lock(&mutex_);
     auto it = slots_.find(shapes);
     if (it != slots_.end()) {
-      slot = it->second;
-      while (!slot->ready) compiled_.Wait(&mutex_);
-      if (!slot->status.ok()) return slot->status;
-      slot->last_use = ++clock_;
-      return slot->model;
+      std::shared_ptr<Slot> slot = it->second;
+      return Await(*slot);
     }
   }
   absl::Status valid = Check(shapes);
   if (!valid.ok()) return valid;
+  std::shared_ptr<Slot> slot;
   {
     absl::MutexLock lock(&mutex_);
     auto [it, fresh] = slots_.emplace(shapes, nullptr);
-    if (!fresh) {  // another caller started this shape meanwhile: wait for it
+    if (!fresh) {  // another caller started this shape meanwhile
       slot = it->second;
-      while (!slot->ready) compiled_.Wait(&mutex_);
-      if (!slot->status.ok()) return slot->status;
-      slot->last_use = ++clock_;
-      return slot->model;
+      return Await(*slot);
     }
     it->second = slot = std::make_shared<Slot>();
     ++compiles_;
@@ -115,12 +127,15 @@ absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> ShapeVariants::Get(
   }();
   absl::MutexLock lock(&mutex_);
   slot->ready = true;
+  slot->last_use = ++clock_;
   if (model.ok()) {
     slot->model = std::shared_ptr<runtime::CompiledModel>(*std::move(model));
-    slot->last_use = ++clock_;
   } else {
     slot->status = model.status();
-    slots_.erase(shapes);  // a later request tries again
+    // A shape the model cannot take stays refused (as a variant, so the
+    // bound covers it) rather than compiled again per request; after a
+    // transient failure a later request tries again.
+    if (!Deterministic(slot->status)) slots_.erase(shapes);
   }
   compiled_.SignalAll();
   EvictBeyondBound();

@@ -7,7 +7,8 @@
 // for that compile, and requests for shapes already compiled are served
 // meanwhile. At most `max_variants` stay loaded: beyond that the least
 // recently used one is dropped, and a call still running on it keeps it
-// alive until it returns.
+// alive until it returns. A shape whose compile fails for good (the model
+// cannot take it) is remembered with its error, not compiled per request.
 #ifndef KILN_ENGINE_SHAPE_VARIANTS_H_
 #define KILN_ENGINE_SHAPE_VARIANTS_H_
 
@@ -66,6 +67,9 @@ class ShapeVariants {
   };
 
   absl::Status Check(const std::vector<std::vector<int64_t>>& shapes) const;
+  // `slot`'s model once its compile is done (waiting for it), or its error.
+  absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> Await(Slot& slot)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void EvictBeyondBound() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const ModelSignature signature_;

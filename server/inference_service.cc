@@ -98,23 +98,24 @@ grpc::Status InferenceService::ModelInfer(grpc::ServerContext*,
 grpc::Status InferenceService::Infer(const inference::ModelInferRequest& request,
                                      inference::ModelInferResponse* response) {
   BindHandlerThreadOrWarn(inference_cpus_, "ModelInfer");
-  auto model = models_->Find(request.model_name());
-  if (!model) return Fail("ModelInfer", UnknownModel(request.model_name()));
-  // The variant for the request's shapes (compiled now if the model has
-  // symbolic dims and this shape is new); a missing input is left to
-  // DecodeInputs to name.
-  std::vector<std::vector<int64_t>> shapes;
-  for (int v : model->program().inputs) {
-    const std::string& name = model->program().values[v].name;
-    for (const auto& in : request.inputs()) {
-      if (in.name() == name) shapes.emplace_back(in.shape().begin(), in.shape().end());
+  std::optional<engine::ServedModel> served = models_->Get(request.model_name());
+  if (!served) return Fail("ModelInfer", UnknownModel(request.model_name()));
+  std::shared_ptr<runtime::CompiledModel> model = served->model;
+  if (served->variants) {
+    // The variant for the request's shapes, compiled now if new; a missing
+    // input is left to DecodeInputs to name.
+    std::vector<std::vector<int64_t>> shapes;
+    for (const TensorSignature& input : served->variants->signature().inputs) {
+      for (const auto& in : request.inputs()) {
+        if (in.name() == input.name) shapes.emplace_back(in.shape().begin(), in.shape().end());
+      }
     }
-  }
-  if (shapes.size() == model->program().inputs.size()) {
-    absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> variant =
-        models_->FindForShapes(request.model_name(), shapes);
-    if (!variant.ok()) return Fail("ModelInfer", variant.status());
-    model = *std::move(variant);
+    if (shapes.size() == served->variants->signature().inputs.size()) {
+      absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> variant =
+          served->variants->Get(shapes);
+      if (!variant.ok()) return Fail("ModelInfer", variant.status());
+      model = *std::move(variant);
+    }
   }
   const Program& program = model->program();
   absl::StatusOr<std::vector<runtime::Tensor>> inputs = DecodeInputs(program, request);

@@ -37,6 +37,13 @@ ModelSignature Signature(bool two_inputs) {
 
 absl::StatusOr<Graph> GraphFor(const ShapeBinding& shapes, std::atomic<int>* builds) {
   if (builds) ++*builds;
+  // Two batches the "importer" refuses: for good, and for now.
+  if (shapes.count("x") && shapes.at("x")[0] == 13) {
+    return absl::InvalidArgumentError("batch 13 is not for this model");
+  }
+  if (shapes.count("x") && shapes.at("x")[0] == 17) {
+    return absl::ResourceExhaustedError("no room for batch 17 right now");
+  }
   Graph g;
   if (shapes.count("a")) {
     Node* a = g.AddInput("a", {DType::kFloat32, shapes.at("a")});
@@ -137,6 +144,22 @@ TEST_F(ShapeVariantsTest, LeastRecentlyUsedVariantGoesButARunningCallerKeepsIt) 
   const int64_t before = variants().compiles();
   ExpectComputes(3);  // asked again: compiled again
   EXPECT_EQ(variants().compiles(), before + 1);
+}
+
+TEST_F(ShapeVariantsTest, AShapeThatFailsForGoodIsNotCompiledAgain) {
+  Load(/*two_inputs=*/false);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(manager_->FindForShapes("m", {{13, kWidth}}).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ(builds_.load(), 1);
+  // A transient failure is tried again by the next request.
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(manager_->FindForShapes("m", {{17, kWidth}}).status().code(),
+              absl::StatusCode::kResourceExhausted);
+  }
+  EXPECT_EQ(builds_.load(), 3);
+  ExpectComputes(4);  // and the model still serves
 }
 
 TEST_F(ShapeVariantsTest, ShapesThatCannotBeTheModelsAreInvalidArgument) {
