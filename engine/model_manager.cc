@@ -22,12 +22,16 @@ absl::StatusOr<CompileResult> ModelManager::Compile(const std::string& name, Gra
                                                     const CompileOptions& options,
                                                     const CompileEventSink& events,
                                                     absl::Time deadline) {
-  return CompileAndStore(name, std::move(graph), options, events, deadline, nullptr);
+  return CompileAndStore(name, std::move(graph), options, events, deadline, nullptr, {});
 }
 
 absl::StatusOr<CompileResult> ModelManager::CompileWithShapes(
     const std::string& name, Graph graph, ModelSignature signature, GraphForShapes graph_for,
-    const CompileOptions& options, const CompileEventSink& events, absl::Time deadline) {
+    const CompileOptions& options, const DynamicBatchingConfig& batching,
+    const CompileEventSink& events, absl::Time deadline) {
+  if (absl::Status valid = ValidateDynamicBatching(batching, signature); !valid.ok()) {
+    return valid;
+  }
   // Variants compile like the first, without progress events or deadline:
   // the request that triggers one waits for it.
   CompileVariant compile = [this, name, options](Graph g)
@@ -40,13 +44,14 @@ absl::StatusOr<CompileResult> ModelManager::CompileWithShapes(
   auto variants = std::make_shared<ShapeVariants>(std::move(signature), std::move(graph_for),
                                                   std::move(compile),
                                                   options_.max_shape_variants);
-  return CompileAndStore(name, std::move(graph), options, events, deadline, std::move(variants));
+  return CompileAndStore(name, std::move(graph), options, events, deadline, std::move(variants),
+                         batching);
 }
 
 absl::StatusOr<CompileResult> ModelManager::CompileAndStore(
     const std::string& name, Graph graph, const CompileOptions& options,
-    const CompileEventSink& events, absl::Time deadline,
-    std::shared_ptr<ShapeVariants> variants) {
+    const CompileEventSink& events, absl::Time deadline, std::shared_ptr<ShapeVariants> variants,
+    const DynamicBatchingConfig& batching) {
   {
     absl::MutexLock lock(&mutex_);
     if (!models_.count(name) && static_cast<int>(models_.size()) >= options_.max_models) {
@@ -69,6 +74,15 @@ absl::StatusOr<CompileResult> ModelManager::CompileAndStore(
     for (int v : p.inputs) shapes.push_back(p.values[v].type.shape);
     variants->Add(shapes, served.model);
     served.variants = std::move(variants);
+  }
+  served.batch_stats = std::make_shared<BatchStatistics>();
+  if (batching.enabled() && served.variants) {
+    served.batcher = std::make_shared<DynamicBatcher>(
+        batching,
+        [variants = served.variants](const std::vector<std::vector<int64_t>>& shapes) {
+          return variants->Get(shapes);
+        },
+        served.batch_stats);
   }
   absl::MutexLock lock(&mutex_);
   if (!models_.count(name) && static_cast<int>(models_.size()) >= options_.max_models) {

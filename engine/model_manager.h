@@ -13,7 +13,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "compiler/driver/compile.h"
+#include "engine/batch_statistics.h"
 #include "engine/compile_driver.h"
+#include "engine/dynamic_batcher.h"
+#include "engine/dynamic_batching.h"
 #include "engine/kernel_cache.h"
 #include "engine/shape_variants.h"
 #include "runtime/executor.h"
@@ -37,6 +40,11 @@ struct ServedModel {
   // For a model whose inputs have symbolic dims, its other shapes; null
   // otherwise. `model` is the variant compiled at load.
   std::shared_ptr<ShapeVariants> variants;
+  // Executions by batch size and queue time (every model has them).
+  std::shared_ptr<BatchStatistics> batch_stats;
+  // Joins concurrent requests into one run when the model was loaded with
+  // dynamic batching; null otherwise.
+  std::shared_ptr<DynamicBatcher> batcher;
 };
 
 class ModelManager {
@@ -51,11 +59,14 @@ class ModelManager {
                                         absl::Time deadline = absl::InfiniteFuture());
   // As Compile, for a model whose inputs have symbolic dims (`signature`):
   // `graph` is its variant for the shapes in it, served at once; other
-  // shapes compile on first use (FindForShapes) from `graph_for`.
+  // shapes compile on first use (FindForShapes) from `graph_for`. With
+  // `batching` enabled, requests are joined along the batch axis
+  // (dynamic_batcher.h); InvalidArgument when the model has none.
   absl::StatusOr<CompileResult> CompileWithShapes(const std::string& name, Graph graph,
                                                   ModelSignature signature,
                                                   GraphForShapes graph_for,
                                                   const CompileOptions& options,
+                                                  const DynamicBatchingConfig& batching = {},
                                                   const CompileEventSink& events = nullptr,
                                                   absl::Time deadline = absl::InfiniteFuture());
   // Null when no model has that name.
@@ -84,7 +95,8 @@ class ModelManager {
                                                 const CompileOptions& options,
                                                 const CompileEventSink& events,
                                                 absl::Time deadline,
-                                                std::shared_ptr<ShapeVariants> variants);
+                                                std::shared_ptr<ShapeVariants> variants,
+                                                const DynamicBatchingConfig& batching);
   CompileDriverOptions DriverOptions() const;
 
   ModelManagerOptions options_;

@@ -143,6 +143,15 @@ absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> ShapeVariants::Get(
   return slot->model;
 }
 
+std::shared_ptr<runtime::CompiledModel> ShapeVariants::Peek(
+    const std::vector<std::vector<int64_t>>& shapes) {
+  absl::MutexLock lock(&mutex_);
+  auto it = slots_.find(shapes);
+  if (it == slots_.end() || !it->second->ready || !it->second->status.ok()) return nullptr;
+  it->second->last_use = ++clock_;
+  return it->second->model;
+}
+
 void ShapeVariants::EvictBeyondBound() {
   while (true) {
     int ready = 0;

@@ -54,6 +54,14 @@ class ShapeVariants {
   absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> Get(
       const std::vector<std::vector<int64_t>>& shapes);
 
+  // The variant for `shapes` if it is compiled and loaded; null otherwise
+  // (never compiles, never waits).
+  std::shared_ptr<runtime::CompiledModel> Peek(const std::vector<std::vector<int64_t>>& shapes);
+
+  // OkStatus when `shapes` could be the model's; else the InvalidArgument
+  // Get would give.
+  absl::Status Check(const std::vector<std::vector<int64_t>>& shapes) const;
+
   // Variants compiled on demand so far (not counting Add), and loaded now.
   int64_t compiles() const;
   int loaded() const;
@@ -66,7 +74,6 @@ class ShapeVariants {
     uint64_t last_use = 0;
   };
 
-  absl::Status Check(const std::vector<std::vector<int64_t>>& shapes) const;
   // `slot`'s model once its compile is done (waiting for it), or its error.
   absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> Await(Slot& slot)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);

@@ -126,6 +126,7 @@ absl::StatusOr<RunResult> CompiledModel::Run(const std::vector<const Tensor*>& i
   }
   ReturnWorkspace(*std::move(ws));
 
+  last_run_ns_.store(result.total_ns, std::memory_order_relaxed);
   absl::MutexLock lock(&stats_mutex_);
   inference_stats_.Add(result.total_ns);
   for (size_t k = 0; k < result.kernel_times.size(); ++k) {

@@ -2,6 +2,7 @@
 #ifndef KILN_RUNTIME_EXECUTOR_H_
 #define KILN_RUNTIME_EXECUTOR_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -51,6 +52,9 @@ class CompiledModel {
   absl::StatusOr<RunResult> Run(const std::vector<const Tensor*>& inputs);
 
   ModelTimingStats TimingStats() const;
+  // The last call's kernel time (0 before any): a cheap guess at the next
+  // one's, for a dispatcher deciding where to run it.
+  int64_t last_run_ns() const { return last_run_ns_.load(std::memory_order_relaxed); }
   // Bytes one call needs for intermediates, after and before liveness sharing.
   int64_t intermediate_bytes() const { return plan_.arena_bytes; }
   int64_t unplanned_intermediate_bytes() const { return plan_.naive_bytes; }
@@ -75,6 +79,7 @@ class CompiledModel {
   absl::Mutex workspace_mutex_;
   std::vector<std::unique_ptr<Workspace>> free_workspaces_ ABSL_GUARDED_BY(workspace_mutex_);
 
+  std::atomic<int64_t> last_run_ns_{0};
   mutable absl::Mutex stats_mutex_;
   DurationStats inference_stats_ ABSL_GUARDED_BY(stats_mutex_);
   std::vector<DurationStats> kernel_stats_ ABSL_GUARDED_BY(stats_mutex_);

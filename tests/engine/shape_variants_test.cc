@@ -10,52 +10,16 @@
 #include "engine/model_manager.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/engine/symbolic_batch_model.h"
 #include "tests/test_util/graph_building.h"
 #include "tests/test_util/reference_ops.h"
 
 namespace kiln::engine {
 namespace {
 
-using ::kiln::testing::Op;
 using ::kiln::testing::Pseudorandom;
 using ::testing::HasSubstr;
 using runtime::Tensor;
-
-constexpr int64_t kWidth = 24;
-
-// y = relu(x) * 2 with x: [batch, 24]; `a` and `b` both [batch, 24] when
-// `two_inputs` (y = relu(a) + b), sharing the symbol "batch".
-ModelSignature Signature(bool two_inputs) {
-  ModelSignature s;
-  for (const char* name : two_inputs ? std::vector<const char*>{"a", "b"}
-                                     : std::vector<const char*>{"x"}) {
-    s.inputs.push_back({name, DType::kFloat32, {-1, kWidth}, {"batch", ""}});
-  }
-  s.outputs.push_back({"y", DType::kFloat32, {-1, kWidth}, {"batch", ""}});
-  return s;
-}
-
-absl::StatusOr<Graph> GraphFor(const ShapeBinding& shapes, std::atomic<int>* builds) {
-  if (builds) ++*builds;
-  // Two batches the "importer" refuses: for good, and for now.
-  if (shapes.count("x") && shapes.at("x")[0] == 13) {
-    return absl::InvalidArgumentError("batch 13 is not for this model");
-  }
-  if (shapes.count("x") && shapes.at("x")[0] == 17) {
-    return absl::ResourceExhaustedError("no room for batch 17 right now");
-  }
-  Graph g;
-  if (shapes.count("a")) {
-    Node* a = g.AddInput("a", {DType::kFloat32, shapes.at("a")});
-    Node* b = g.AddInput("b", {DType::kFloat32, shapes.at("b")});
-    g.AddOutput(Op(g, "add", {Op(g, "relu", {a}), b}), "y");
-    return g;
-  }
-  Node* x = g.AddInput("x", {DType::kFloat32, shapes.at("x")});
-  Node* two = g.AddConstant("two", testing::FloatValues({}, {2.0f}));
-  g.AddOutput(Op(g, "mul", {Op(g, "relu", {x}), two}), "y");
-  return g;
-}
 
 class ShapeVariantsTest : public ::testing::Test {
  protected:
@@ -67,12 +31,12 @@ class ShapeVariantsTest : public ::testing::Test {
     ASSERT_TRUE(m.ok()) << m.status();
     manager_ = *std::move(m);
     ShapeBinding first;
-    for (const TensorSignature& in : Signature(two_inputs).inputs) first[in.name] = {1, kWidth};
-    absl::StatusOr<Graph> g = GraphFor(first, nullptr);
+    for (const TensorSignature& in : BatchModelSignature(two_inputs).inputs) first[in.name] = {1, kWidth};
+    absl::StatusOr<Graph> g = BatchModelGraph(first, nullptr);
     ASSERT_TRUE(g.ok());
     auto compiled = manager_->CompileWithShapes(
-        "m", *std::move(g), Signature(two_inputs),
-        [this](const ShapeBinding& s) { return GraphFor(s, &builds_); }, CompileOptions{});
+        "m", *std::move(g), BatchModelSignature(two_inputs),
+        [this](const ShapeBinding& s) { return BatchModelGraph(s, &builds_); }, CompileOptions{});
     ASSERT_TRUE(compiled.ok()) << compiled.status();
   }
 

@@ -1,0 +1,261 @@
+#include "engine/dynamic_batcher.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace kiln::engine {
+namespace {
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+class DynamicBatcher::Core {
+ public:
+  Core(DynamicBatchingConfig config, ModelForShapes model_for,
+       std::shared_ptr<BatchStatistics> stats);
+
+  void Submit(std::vector<runtime::Tensor> inputs, Done done);
+  void Stop();
+  // Until stopped with an empty queue.
+  void Loop();
+
+ private:
+  struct Request {
+    std::vector<runtime::Tensor> inputs;
+    Done done;
+    int64_t rows = 0;
+    int64_t arrived_ns = 0;
+  };
+
+  // Whether `r` can share a run with `first`: same dtypes, same dims past 0.
+  static bool Joins(const Request& first, const Request& r);
+  // The rows a batch of `rows` runs at: the smallest preferred size that
+  // holds it, or `rows` itself.
+  int64_t PaddedRows(int64_t rows) const;
+  void Execute(std::vector<Request> batch);
+
+  const DynamicBatchingConfig config_;
+  const ModelForShapes model_for_;
+  const std::shared_ptr<BatchStatistics> stats_;
+  int64_t target_rows_ = 0;  // a batch this large runs without waiting
+
+  absl::Mutex mutex_;
+  absl::CondVar changed_;
+  std::deque<Request> queue_ ABSL_GUARDED_BY(mutex_);
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+};
+
+DynamicBatcher::DynamicBatcher(DynamicBatchingConfig config, ModelForShapes model_for,
+                               std::shared_ptr<BatchStatistics> stats)
+    : config_(config),
+      core_(std::make_shared<Core>(std::move(config), std::move(model_for), std::move(stats))) {
+  thread_ = std::thread([core = core_] { core->Loop(); });
+}
+
+DynamicBatcher::~DynamicBatcher() {
+  core_->Stop();
+  if (thread_.get_id() == std::this_thread::get_id()) {
+    thread_.detach();  // the loop holds the core; it ends once the queue is empty
+  } else {
+    thread_.join();
+  }
+}
+
+void DynamicBatcher::Submit(std::vector<runtime::Tensor> inputs, Done done) {
+  core_->Submit(std::move(inputs), std::move(done));
+}
+
+DynamicBatcher::Core::Core(DynamicBatchingConfig config, ModelForShapes model_for,
+                           std::shared_ptr<BatchStatistics> stats)
+    : config_(std::move(config)), model_for_(std::move(model_for)), stats_(std::move(stats)) {
+  target_rows_ = config_.preferred_batch_sizes.empty()
+                     ? config_.max_batch_size
+                     : *std::max_element(config_.preferred_batch_sizes.begin(),
+                                         config_.preferred_batch_sizes.end());
+}
+
+void DynamicBatcher::Core::Stop() {
+  absl::MutexLock lock(&mutex_);
+  stopping_ = true;
+  changed_.SignalAll();
+}
+
+void DynamicBatcher::Core::Submit(std::vector<runtime::Tensor> inputs, Done done) {
+  Request r;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::vector<int64_t>& shape = inputs[i].type().shape;
+    const int64_t rows = shape.empty() ? 0 : shape[0];
+    if (i == 0) r.rows = rows;
+    if (shape.empty() || rows != r.rows) {
+      done(absl::InvalidArgumentError(absl::StrCat(
+          "dynamic batching joins requests along dim 0, so every input needs the same first "
+          "dim; input ", i, " has shape ", ShapeToString(shape), ", input 0 ",
+          ShapeToString(inputs[0].type().shape))));
+      return;
+    }
+  }
+  if (r.rows < 1 || r.rows > config_.max_batch_size) {
+    done(absl::InvalidArgumentError(absl::StrCat("the request's batch of ", r.rows,
+                                                 " rows is outside 1..max_batch_size (",
+                                                 config_.max_batch_size, ")")));
+    return;
+  }
+  r.inputs = std::move(inputs);
+  r.done = std::move(done);
+  r.arrived_ns = NowNs();
+  {
+    absl::MutexLock lock(&mutex_);
+    if (!stopping_) {
+      queue_.push_back(std::move(r));
+      changed_.Signal();
+      return;
+    }
+  }
+  r.done(absl::UnavailableError("the model is being unloaded or replaced; try again"));
+}
+
+bool DynamicBatcher::Core::Joins(const Request& first, const Request& r) {
+  if (r.inputs.size() != first.inputs.size()) return false;
+  for (size_t i = 0; i < r.inputs.size(); ++i) {
+    const TensorType& a = first.inputs[i].type();
+    const TensorType& b = r.inputs[i].type();
+    if (a.dtype != b.dtype || a.shape.size() != b.shape.size() ||
+        !std::equal(a.shape.begin() + 1, a.shape.end(), b.shape.begin() + 1)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+int64_t DynamicBatcher::Core::PaddedRows(int64_t rows) const {
+  int64_t best = 0;
+  for (int64_t p : config_.preferred_batch_sizes) {
+    if (p >= rows && (best == 0 || p < best)) best = p;
+  }
+  return best == 0 ? rows : best;
+}
+
+void DynamicBatcher::Core::Loop() {
+  const int64_t delay_ns = config_.max_queue_delay_us * 1000;
+  mutex_.Lock();
+  for (;;) {
+    while (queue_.empty() && !stopping_) changed_.Wait(&mutex_);
+    if (queue_.empty()) break;
+    size_t take = 0;
+    int64_t rows = 0;
+    for (; take < queue_.size(); ++take) {
+      if (take > 0 && !Joins(queue_.front(), queue_[take])) break;
+      if (rows + queue_[take].rows > config_.max_batch_size) break;
+      rows += queue_[take].rows;
+    }
+    const bool blocked = take < queue_.size();  // waiting cannot grow this batch
+    const int64_t wait_ns = queue_.front().arrived_ns + delay_ns - NowNs();
+    if (rows < target_rows_ && !blocked && !stopping_ && wait_ns > 0) {
+      changed_.WaitWithTimeout(&mutex_, absl::Nanoseconds(wait_ns));
+      continue;
+    }
+    std::vector<Request> batch;
+    batch.reserve(take);
+    for (size_t i = 0; i < take; ++i) {
+      batch.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    mutex_.Unlock();
+    Execute(std::move(batch));
+    mutex_.Lock();
+  }
+  mutex_.Unlock();
+}
+
+void DynamicBatcher::Core::Execute(std::vector<Request> batch) {
+  const int64_t start = NowNs();
+  int64_t rows = 0;
+  for (const Request& r : batch) {
+    stats_->RecordQueue(start - r.arrived_ns);
+    rows += r.rows;
+  }
+  const int64_t run_rows = PaddedRows(rows);
+  auto fail_all = [&](const absl::Status& status) {
+    for (Request& r : batch) r.done(status);
+  };
+
+  // One request that needs no padding runs on its own tensors.
+  const bool alone = batch.size() == 1 && run_rows == rows;
+  std::vector<runtime::Tensor> joined;
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<const runtime::Tensor*> pointers;
+  for (size_t i = 0; i < batch[0].inputs.size(); ++i) {
+    TensorType type = batch[0].inputs[i].type();
+    type.shape[0] = run_rows;
+    shapes.push_back(type.shape);
+    if (alone) {
+      pointers.push_back(&batch[0].inputs[i]);
+      continue;
+    }
+    absl::StatusOr<runtime::Tensor> t = runtime::Tensor::AllocateUninitialized(type);
+    if (!t.ok()) return fail_all(t.status());
+    char* out = static_cast<char*>(t->data());
+    for (const Request& r : batch) {
+      const absl::string_view bytes = r.inputs[i].bytes();
+      std::memcpy(out, bytes.data(), bytes.size());
+      out += bytes.size();
+    }
+    std::memset(out, 0, static_cast<char*>(t->data()) + t->byte_size() - out);
+    joined.push_back(*std::move(t));
+  }
+  for (const runtime::Tensor& t : joined) pointers.push_back(&t);
+  const int64_t gathered = NowNs();
+
+  absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> model = model_for_(shapes);
+  if (!model.ok()) return fail_all(model.status());
+  absl::StatusOr<runtime::RunResult> result = (*model)->Run(pointers);
+  if (!result.ok()) return fail_all(result.status());
+  const int64_t ran = NowNs();
+
+  std::vector<runtime::RunResult> split(batch.size());
+  if (alone) {
+    split[0] = *std::move(result);
+  } else {
+    const Program& program = (*model)->program();
+    for (size_t o = 0; o < result->outputs.size(); ++o) {
+      const runtime::Tensor& out = result->outputs[o];
+      if (out.type().shape.empty() || out.type().shape[0] != run_rows) {
+        return fail_all(absl::InternalError(absl::StrCat(
+            "output '", program.output_names[o], "' has shape ", ShapeToString(out.type().shape),
+            " for a batch of ", run_rows, " rows: its dim 0 is not the batch axis")));
+      }
+      const int64_t row_bytes = out.byte_size() / run_rows;
+      int64_t row = 0;
+      for (size_t b = 0; b < batch.size(); ++b) {
+        TensorType type = out.type();
+        type.shape[0] = batch[b].rows;
+        absl::StatusOr<runtime::Tensor> part = runtime::Tensor::FromBytes(
+            type, out.bytes().substr(row * row_bytes, batch[b].rows * row_bytes));
+        if (!part.ok()) return fail_all(part.status());
+        split[b].outputs.push_back(*std::move(part));
+        row += batch[b].rows;
+      }
+    }
+    for (runtime::RunResult& r : split) {
+      r.kernel_times = result->kernel_times;
+      r.total_ns = result->total_ns;
+    }
+  }
+  stats_->RecordExecution(rows, gathered - start, ran - gathered, NowNs() - ran, run_rows - rows);
+  for (size_t b = 0; b < batch.size(); ++b) batch[b].done(std::move(split[b]));
+}
+
+}  // namespace kiln::engine
