@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "client/bench_command.h"
 #include "client/cli_args.h"
 #include "client/kiln_client.h"
 #include "client/model_file.h"
@@ -30,6 +31,8 @@ constexpr char kUsage[] = R"(usage: kiln COMMAND [--server HOST:PORT] ...
   compile FILE [--name NAME] [--opt-level N] [--disable PASS]... [--require PASS]...
                [--max-fuse-depth N] [--print-ir-after PASS|all]...
                [--input-shape INPUT=1x3x224x224]... [--json]
+               [--max-batch-size N [--preferred-batch-size N]... [--max-queue-delay-us US]]
+                             dynamic batching (Triton's): concurrent requests run as one
   infer NAME --input INPUT=FILE.npy ... [--output-dir DIR] [--profile] [--json]
   stats cache [--json]
   stats timing [NAME] [--json]
@@ -38,8 +41,9 @@ constexpr char kUsage[] = R"(usage: kiln COMMAND [--server HOST:PORT] ...
   info [--json]
   onnx-test CASE_DIR... [--model-tolerance]
                              ONNX test cases; ends "N passed, N failed, N unsupported"
-  bench FILE [--batch B] [--iterations N] [--warmup W] [--json]
-                             compile, then latency percentiles through the server
+  bench FILE [--batch B] [--concurrency C] [--iterations N] [--warmup W] [--json]
+             [--max-batch-size N [--preferred-batch-size N]... [--max-queue-delay-us US]]
+                             compile, then C clients' latency percentiles and throughput
   kernels [--json]
   call-kernel KEY --input FILE.npy ... [--output FILE.npy] [--json]
   bench-kernel KEY [--number N] [--repeat R] [--min-repeat-ms MS] [--warmup W]
@@ -65,17 +69,32 @@ std::string SafeFileName(const std::string& name) {
   return out;
 }
 
-// An ONNX file travels as bytes (the server parses it); anything else is a Kiln graph.
-absl::Status LoadModelInto(const std::string& path, kiln::v1::CompileModelRequest* request) {
-  if (absl::EndsWith(path, ".onnx")) {
-    auto bytes = ReadFileBytes(path);
-    if (!bytes.ok()) return bytes.status();
-    request->set_onnx_model(*bytes);
-    return absl::OkStatus();
+// --max-batch-size, --preferred-batch-size and --max-queue-delay-us into
+// the compile options; the server judges the values.
+absl::Status ParseBatchingFlags(const CliArgs& args, kiln::v1::CompileOptions* options) {
+  const bool any = args.flags.count("max-batch-size") || args.flags.count("preferred-batch-size") ||
+                   args.flags.count("max-queue-delay-us");
+  if (!any) return absl::OkStatus();
+  kiln::v1::DynamicBatching* batching = options->mutable_dynamic_batching();
+  int64_t v = 0;
+  if (args.flags.count("max-batch-size")) {
+    if (!absl::SimpleAtoi(args.Get("max-batch-size"), &v)) {
+      return absl::InvalidArgumentError("--max-batch-size takes a number");
+    }
+    batching->set_max_batch_size(v);
   }
-  auto graph = LoadGraphFile(path);
-  if (!graph.ok()) return graph.status();
-  *request->mutable_graph() = *std::move(graph);
+  for (const std::string& p : args.GetAll("preferred-batch-size")) {
+    if (!absl::SimpleAtoi(p, &v)) {
+      return absl::InvalidArgumentError("--preferred-batch-size takes a number");
+    }
+    batching->add_preferred_batch_size(v);
+  }
+  if (args.flags.count("max-queue-delay-us")) {
+    if (!absl::SimpleAtoi(args.Get("max-queue-delay-us"), &v)) {
+      return absl::InvalidArgumentError("--max-queue-delay-us takes a number");
+    }
+    batching->set_max_queue_delay_microseconds(v);
+  }
   return absl::OkStatus();
 }
 
@@ -117,6 +136,9 @@ int Compile(KilnClient& client, const CliArgs& args) {
       if (!absl::SimpleAtoi(d, &v)) return Usage("--input-shape wants NAME=D1xD2x...");
       dims.add_values(v);
     }
+  }
+  if (absl::Status batching = ParseBatchingFlags(args, options); !batching.ok()) {
+    return Usage(std::string(batching.message()));
   }
   // Progress goes to stderr when it is a terminal and the compile takes more
   // than a moment; scripts and pipes see only the report.
@@ -205,109 +227,27 @@ int Infer(KilnClient& client, const CliArgs& args) {
 template <typename T, typename F>
 int Print(const absl::StatusOr<T>& response, const CliArgs& args, F format);
 
-// kiln bench MODEL_FILE: compile (timed apart, as onnxruntime_perf_test
-// separates session creation), then warm-up and timed inferences through the
-// server with perf_analyzer-style latency percentiles.
 int BenchCommand(KilnClient& client, const CliArgs& args) {
   if (args.positional.size() != 2) return Usage("bench takes one model FILE");
-  const std::string& path = args.positional[1];
-  int batch = 1, iterations = 100, warmup = 10;
-  if (!absl::SimpleAtoi(args.Get("batch", "1"), &batch) ||
-      !absl::SimpleAtoi(args.Get("iterations", "100"), &iterations) ||
-      !absl::SimpleAtoi(args.Get("warmup", "10"), &warmup) || batch < 1 || iterations < 1) {
-    return Usage("--batch, --iterations and --warmup take positive numbers");
+  BenchOptions options;
+  options.path = args.positional[1];
+  options.json = args.Has("json");
+  auto batch = args.GetInt("batch", 1, 1);
+  auto concurrency = args.GetInt("concurrency", 1, 1);
+  auto iterations = args.GetInt("iterations", 100, 1);
+  auto warmup = args.GetInt("warmup", 10, 0);
+  if (!batch.ok() || !concurrency.ok() || !iterations.ok() || !warmup.ok()) {
+    return Usage("--batch, --concurrency and --iterations take positive numbers, --warmup >= 0");
   }
-  kiln::v1::CompileModelRequest request;
-  if (absl::Status loaded = LoadModelInto(path, &request); !loaded.ok()) return Fail(loaded);
-  const std::string name = absl::StrCat("bench_b", batch);
-  request.set_model_name(name);
-  auto timed_compile = [&](double* ms) {
-    const auto start = std::chrono::steady_clock::now();
-    auto r = client.Compile(request);
-    *ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-              .count();
-    return r;
-  };
-  double compile_ms = 0;
-  auto compiled = timed_compile(&compile_ms);
-  if (!compiled.ok()) return Fail(compiled.status());
-  auto meta = client.ModelMetadata(name);
-  if (!meta.ok()) return Fail(meta.status());
-  if (batch != 1 && request.has_onnx_model()) {
-    // The input names are known now: recompile with the batch as the first dim.
-    for (const auto& in : meta->inputs()) {
-      kiln::v1::IntList& dims = (*request.mutable_options()->mutable_input_shapes())[in.name()];
-      for (int d = 0; d < in.shape_size(); ++d) {
-        dims.add_values(d == 0 ? batch : std::max<int64_t>(in.shape(d), 1));  // -1: any; use 1
-      }
-    }
-    auto again = timed_compile(&compile_ms);
-    if (!again.ok()) return Fail(again.status());
-    meta = client.ModelMetadata(name);
-    if (!meta.ok()) return Fail(meta.status());
+  options.batch = *batch;
+  options.concurrency = *concurrency;
+  options.iterations = *iterations;
+  options.warmup = *warmup;
+  if (absl::Status batching = ParseBatchingFlags(args, &options.compile); !batching.ok()) {
+    return Usage(std::string(batching.message()));
   }
-  std::vector<std::pair<std::string, NpyArray>> inputs;
-  uint32_t seed = 12345;
-  for (const auto& in : meta->inputs()) {
-    NpyArray a;
-    a.datatype = in.datatype();
-    int64_t n = 1;
-    for (int d = 0; d < in.shape_size(); ++d) {
-      // A symbolic dim (-1) is the batch when it leads, else 1.
-      const int64_t size = in.shape(d) >= 0 ? in.shape(d) : (d == 0 ? batch : 1);
-      a.shape.push_back(size);
-      n *= size;
-    }
-    if (a.datatype == "FP32") {
-      std::vector<float> v(n);
-      for (float& f : v) {
-        seed = seed * 1664525u + 1013904223u;
-        f = static_cast<float>(seed >> 8) / static_cast<float>(1 << 24) - 0.5f;
-      }
-      a.data.assign(reinterpret_cast<const char*>(v.data()), v.size() * 4);
-    } else {
-      a.data.assign(n * (a.datatype == "INT64" ? 8 : 1), '\0');
-    }
-    inputs.push_back({in.name(), std::move(a)});
-  }
-  for (int i = 0; i < warmup; ++i) {
-    auto r = client.Infer(name, inputs, false);
-    if (!r.ok()) return Fail(r.status());
-  }
-  std::vector<double> ms;
-  std::vector<double> server_ms;
-  const auto bench_start = std::chrono::steady_clock::now();
-  for (int i = 0; i < iterations; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    auto r = client.Infer(name, inputs, true);
-    if (!r.ok()) return Fail(r.status());
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    server_ms.push_back(r->total_ns / 1e6);
-  }
-  const double wall_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - bench_start).count();
-  std::sort(ms.begin(), ms.end());
-  std::sort(server_ms.begin(), server_ms.end());
-  auto pct = [](const std::vector<double>& v, double q) {
-    return v[std::min(v.size() - 1, static_cast<size_t>(std::ceil(q * v.size())) - 1)];
-  };
-  const double throughput = iterations * batch / wall_s;
-  if (args.Has("json")) {
-    std::cout << absl::StrFormat(
-        "{\"model\": \"%s\", \"batch\": %d, \"compile_ms\": %.3f, \"iterations\": %d, "
-        "\"p50_ms\": %.4f, \"p90_ms\": %.4f, \"p95_ms\": %.4f, \"p99_ms\": %.4f, "
-        "\"server_p50_ms\": %.4f, \"throughput_per_s\": %.1f}\n",
-        path, batch, compile_ms, iterations, pct(ms, 0.5), pct(ms, 0.9), pct(ms, 0.95),
-        pct(ms, 0.99), pct(server_ms, 0.5), throughput);
-  } else {
-    std::cout << absl::StrFormat(
-        "%s batch %d: compile %.1f ms; %d inferences: p50 %.3f ms, p90 %.3f ms, p95 %.3f ms, "
-        "p99 %.3f ms (kernels alone p50 %.3f ms); %.1f inferences/s\n",
-        path, batch, compile_ms, iterations, pct(ms, 0.5), pct(ms, 0.9), pct(ms, 0.95),
-        pct(ms, 0.99), pct(server_ms, 0.5), throughput);
-  }
-  (void)client.UnloadModel(name);
-  return 0;
+  absl::Status ran = RunBench(client, options, std::cout);
+  return ran.ok() ? 0 : Fail(ran);
 }
 
 absl::StatusOr<std::vector<kiln::v1::TensorValue>> ReadTensorValues(const CliArgs& args) {
@@ -384,7 +324,7 @@ int Main(int argc, char** argv) {
   auto args = ParseCliArgs(
       words,
       {"server", "name", "opt-level", "disable", "require", "max-fuse-depth", "print-ir-after",
-       "input", "output-dir", "output", "input-shape", "batch", "iterations", "number", "repeat", "warmup", "min-repeat-ms"},
+       "input", "output-dir", "output", "input-shape", "batch", "concurrency", "iterations", "max-batch-size", "preferred-batch-size", "max-queue-delay-us", "number", "repeat", "warmup", "min-repeat-ms"},
       {"json", "profile", "help", "model-tolerance"});
   if (!args.ok()) return Usage(std::string(args.status().message()));
   if (args->Has("help") || args->positional.empty()) return Usage("");

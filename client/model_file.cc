@@ -50,4 +50,17 @@ absl::StatusOr<kiln::v1::Graph> LoadGraphFile(const std::string& path) {
   return graph;
 }
 
+absl::Status LoadModelInto(const std::string& path, kiln::v1::CompileModelRequest* request) {
+  if (absl::EndsWith(path, ".onnx")) {
+    auto bytes = ReadFileBytes(path);
+    if (!bytes.ok()) return bytes.status();
+    request->set_onnx_model(*bytes);
+    return absl::OkStatus();
+  }
+  auto graph = LoadGraphFile(path);
+  if (!graph.ok()) return graph.status();
+  *request->mutable_graph() = *std::move(graph);
+  return absl::OkStatus();
+}
+
 }  // namespace kiln::client

@@ -1,5 +1,7 @@
 #include "client/report_format.h"
 
+#include <algorithm>
+
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -119,6 +121,26 @@ std::string FormatTimingStats(const kiln::v1::GetTimingStatsResponse& stats) {
                                             k->mean_ns() / 1e3, k->p50_ns() / 1e3,
                                             k->p90_ns() / 1e3, k->p99_ns() / 1e3,
                                             k->max_ns() / 1e3));
+    }
+    if (m.batch_stats_size() > 0) {
+      absl::StrAppend(&out, "  batches:");
+      for (const auto& b : m.batch_stats()) {
+        const uint64_t n = std::max<uint64_t>(1, b.compute_infer().count());
+        absl::StrAppend(&out, absl::StrFormat(" %d x%d (run mean %.3f ms)", b.batch_size(),
+                                              b.compute_infer().count(),
+                                              b.compute_infer().ns() / 1e6 / n));
+      }
+      absl::StrAppend(&out, "\n");
+    }
+    if (m.has_queue() && m.queue().count() > 0) {
+      absl::StrAppend(&out, absl::StrFormat(
+                                "  queue: %d requests, p50 %.3f us, p99 %.3f us; %d padded rows\n",
+                                m.queue().count(), m.queue().p50_ns() / 1e3,
+                                m.queue().p99_ns() / 1e3, m.padded_rows()));
+    }
+    if (m.shape_compiles() > 0 || m.shape_variants_loaded() > 0) {
+      absl::StrAppend(&out, "  shapes: ", m.shape_compiles(), " compiled on first use, ",
+                      m.shape_variants_loaded(), " loaded\n");
     }
     absl::StrAppend(&out, "  last compile:");
     for (const auto& p : m.last_compile_passes()) {

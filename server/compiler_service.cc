@@ -30,6 +30,15 @@ CompileOptions ToCompileOptions(const kiln::v1::CompileOptions& in) {
   return out;
 }
 
+engine::DynamicBatchingConfig ToBatchingConfig(const kiln::v1::DynamicBatching& in) {
+  engine::DynamicBatchingConfig out;
+  out.max_batch_size = in.max_batch_size();
+  out.preferred_batch_sizes.assign(in.preferred_batch_size().begin(),
+                                   in.preferred_batch_size().end());
+  out.max_queue_delay_us = in.max_queue_delay_microseconds();
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
@@ -62,10 +71,25 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
   }
   if (!graph.ok()) return graph.status();
   const CompileOptions options = ToCompileOptions(request.options());
+  const engine::DynamicBatchingConfig batching =
+      ToBatchingConfig(request.options().dynamic_batching());
   absl::StatusOr<engine::CompileResult> result;
   absl::StatusOr<ModelSignature> signature =
       onnx ? ReadOnnxSignature(request.onnx_model(), import_options) : ModelSignature{};
   if (!signature.ok()) return signature.status();
+  if (request.options().has_dynamic_batching()) {
+    // Checked before compiling.
+    if (batching.enabled() && !signature->IsSymbolic()) {
+      return absl::InvalidArgumentError(
+          onnx ? "dynamic batching needs inputs with a symbolic dim 0 (a dynamic batch axis); "
+                 "this model's input shapes are all fixed"
+               : "dynamic batching needs inputs with a symbolic dim 0; a kiln.v1.Graph cannot "
+                 "declare one yet, so send the model as ONNX with a dynamic batch axis");
+    }
+    if (absl::Status valid = engine::ValidateDynamicBatching(batching, *signature); !valid.ok()) {
+      return valid;
+    }
+  }
   if (signature->IsSymbolic()) {
     // The graph just imported is the variant with each symbolic dim at 1;
     // other shapes are imported again, with those shapes fixed, on first use.
@@ -76,7 +100,8 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
       return ImportOnnxModel(bytes, OpRegistry::Default(), fixed);
     };
     result = models_->CompileWithShapes(name, *std::move(graph), *std::move(signature),
-                                        std::move(graph_for), options, events, deadline);
+                                        std::move(graph_for), options, batching, events,
+                                        deadline);
   } else {
     result = models_->Compile(name, *std::move(graph), options, events, deadline);
   }

@@ -53,7 +53,8 @@ std::string DatatypeName(DType dtype) {
 }
 
 absl::StatusOr<std::vector<runtime::Tensor>> DecodeInputs(
-    const Program& program, const inference::ModelInferRequest& request) {
+    const Program& program, const inference::ModelInferRequest& request,
+    const std::vector<std::vector<int64_t>>* shapes) {
   const bool raw = request.raw_input_contents_size() > 0;
   if (raw && request.raw_input_contents_size() != request.inputs_size()) {
     return absl::InvalidArgumentError(
@@ -74,8 +75,9 @@ absl::StatusOr<std::vector<runtime::Tensor>> DecodeInputs(
     }
   }
   std::vector<runtime::Tensor> tensors;
-  for (int v : program.inputs) {
-    const ValueSpec& spec = program.values[v];
+  for (size_t k = 0; k < program.inputs.size(); ++k) {
+    ValueSpec spec = program.values[program.inputs[k]];
+    if (shapes != nullptr) spec.type.shape = (*shapes)[k];
     auto it = by_name.find(spec.name);
     if (it == by_name.end()) {
       return absl::InvalidArgumentError(

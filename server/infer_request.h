@@ -17,9 +17,12 @@ namespace kiln::server {
 std::string DatatypeName(DType dtype);
 
 // The request's inputs as tensors in the model's input order. InvalidArgument
-// naming the input and saying what was expected and what came.
+// naming the input and saying what was expected and what came. `shapes`,
+// when given, are the shapes to expect (one per program input, in order)
+// instead of the program's: a model with symbolic dims, already checked.
 absl::StatusOr<std::vector<runtime::Tensor>> DecodeInputs(
-    const Program& program, const inference::ModelInferRequest& request);
+    const Program& program, const inference::ModelInferRequest& request,
+    const std::vector<std::vector<int64_t>>* shapes = nullptr);
 
 // Fills outputs (those requested, or all) and, when asked, the profile.
 absl::Status EncodeOutputs(const Program& program, const inference::ModelInferRequest& request,

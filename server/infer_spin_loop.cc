@@ -1,6 +1,54 @@
 #include "server/infer_spin_loop.h"
 
+#include <deque>
+#include <functional>
+
 namespace kiln::server {
+
+// Threads that run the calls the loop does not answer itself, in arrival order.
+class InferSpinLoop::Workers {
+ public:
+  explicit Workers(int count) {
+    for (int i = 0; i < count; ++i) threads_.emplace_back([this] { Work(); });
+  }
+  // Finishes what is queued, then joins.
+  ~Workers() {
+    {
+      absl::MutexLock lock(&mutex_);
+      stopping_ = true;
+    }
+    for (std::thread& t : threads_) t.join();
+  }
+
+  void Run(std::function<void()> task) {
+    absl::MutexLock lock(&mutex_);
+    tasks_.push_back(std::move(task));
+  }
+
+ private:
+  void Work() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        absl::MutexLock lock(&mutex_);
+        auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mutex_) {
+          return stopping_ || !tasks_.empty();
+        };
+        mutex_.Await(absl::Condition(&ready));
+        if (tasks_.empty()) return;
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      task();
+    }
+  }
+
+  absl::Mutex mutex_;
+  std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mutex_);
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  std::vector<std::thread> threads_;
+};
+
 namespace {
 
 // One ModelInfer call from arrival to its answer being sent.
@@ -19,8 +67,13 @@ constexpr auto kBlockingWait = std::chrono::milliseconds(100);
 }  // namespace
 
 InferSpinLoop::InferSpinLoop(grpc::ServerBuilder& builder, AsyncInferenceService* service,
-                             std::chrono::microseconds spin)
-    : service_(service), spin_(spin), queue_(builder.AddCompletionQueue()) {}
+                             std::chrono::microseconds spin,
+                             std::chrono::microseconds inline_budget, int workers)
+    : service_(service),
+      spin_(spin),
+      inline_budget_ns_(std::chrono::nanoseconds(inline_budget).count()),
+      workers_(std::make_unique<Workers>(std::max(1, workers))),
+      queue_(builder.AddCompletionQueue()) {}
 
 InferSpinLoop::~InferSpinLoop() { Stop(); }
 
@@ -31,7 +84,14 @@ void InferSpinLoop::Start() {
 
 void InferSpinLoop::Stop() {
   if (!queue_) return;
+  {
+    // Their answers still go through the queue.
+    absl::MutexLock lock(&in_flight_mutex_);
+    auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(in_flight_mutex_) { return in_flight_ == 0; };
+    in_flight_mutex_.Await(absl::Condition(&idle));
+  }
   queue_->Shutdown();
+  workers_.reset();
   if (thread_.joinable()) {
     thread_.join();
   } else {
@@ -71,12 +131,27 @@ void InferSpinLoop::Run() {
       continue;
     }
     if (accepting) RequestNextCall();
-    const grpc::Status answer = service_->Infer(call->request, &call->response);
-    call->answered = true;
-    if (answer.ok()) {
-      call->responder.Finish(call->response, answer, call);
+    {
+      absl::MutexLock lock(&in_flight_mutex_);
+      ++in_flight_;
+    }
+    // Runs on whichever thread answers: this one, a worker, or a batcher.
+    auto done = [this, call](const grpc::Status& answer) {
+      call->answered = true;
+      if (answer.ok()) {
+        call->responder.Finish(call->response, answer, call);
+      } else {
+        call->responder.FinishWithError(answer, call);
+      }
+      absl::MutexLock lock(&in_flight_mutex_);
+      --in_flight_;
+    };
+    if (service_->AnswersQuickly(call->request, inline_budget_ns_)) {
+      service_->StartInfer(call->request, &call->response, std::move(done));
     } else {
-      call->responder.FinishWithError(answer, call);
+      workers_->Run([this, call, done = std::move(done)]() mutable {
+        service_->StartInfer(call->request, &call->response, std::move(done));
+      });
     }
     last_call = Clock::now();
   }

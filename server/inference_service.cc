@@ -1,8 +1,10 @@
 #include "server/inference_service.h"
 
+#include <chrono>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/version.h"
 #include "server/cpu_affinity.h"
 #include "server/infer_request.h"
@@ -92,44 +94,149 @@ grpc::Status InferenceService::ModelMetadata(grpc::ServerContext*,
 grpc::Status InferenceService::ModelInfer(grpc::ServerContext*,
                                           const inference::ModelInferRequest* request,
                                           inference::ModelInferResponse* response) {
-  return Infer(*request, response);
+  absl::Notification finished;
+  grpc::Status status;
+  StartInfer(*request, response, [&](const grpc::Status& s) {
+    status = s;
+    finished.Notify();
+  });
+  finished.WaitForNotification();
+  return status;
 }
 
-grpc::Status InferenceService::Infer(const inference::ModelInferRequest& request,
-                                     inference::ModelInferResponse* response) {
+namespace {
+
+// The request's input shapes in the order of `inputs`; nullopt when one is
+// missing (DecodeInputs then names it).
+std::optional<std::vector<std::vector<int64_t>>> RequestShapes(
+    const std::vector<TensorSignature>& inputs, const inference::ModelInferRequest& request) {
+  std::vector<std::vector<int64_t>> shapes;
+  for (const TensorSignature& input : inputs) {
+    for (const auto& in : request.inputs()) {
+      if (in.name() == input.name) {
+        shapes.emplace_back(in.shape().begin(), in.shape().end());
+        break;
+      }
+    }
+  }
+  if (shapes.size() != inputs.size()) return std::nullopt;
+  return shapes;
+}
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// The rows of a request: its first input's dim 0 (1 for a scalar input).
+int64_t RequestRows(const std::vector<runtime::Tensor>& inputs) {
+  if (inputs.empty() || inputs[0].type().shape.empty()) return 1;
+  return inputs[0].type().shape[0];
+}
+
+}  // namespace
+
+bool InferenceService::AnswersQuickly(const inference::ModelInferRequest& request,
+                                      int64_t budget_ns) const {
+  std::optional<engine::ServedModel> served = models_->Get(request.model_name());
+  if (!served) return true;  // NotFound at once
+  if (served->batcher) return true;
+  std::shared_ptr<runtime::CompiledModel> model = served->model;
+  if (served->variants) {
+    std::optional<std::vector<std::vector<int64_t>>> shapes =
+        RequestShapes(served->variants->signature().inputs, request);
+    if (!shapes) return true;  // refused at once
+    model = served->variants->Peek(*shapes);
+    if (!model) return false;  // a compile, or a refusal already known: not worth guessing
+  }
+  return model->last_run_ns() <= budget_ns;
+}
+
+void InferenceService::StartInfer(const inference::ModelInferRequest& request,
+                                  inference::ModelInferResponse* response, InferDone done) {
   BindHandlerThreadOrWarn(inference_cpus_, "ModelInfer");
   std::optional<engine::ServedModel> served = models_->Get(request.model_name());
-  if (!served) return Fail("ModelInfer", UnknownModel(request.model_name()));
+  if (!served) return done(Fail("ModelInfer", UnknownModel(request.model_name())));
   std::shared_ptr<runtime::CompiledModel> model = served->model;
+  std::optional<std::vector<std::vector<int64_t>>> shapes;
   if (served->variants) {
     // The variant for the request's shapes, compiled now if new; a missing
     // input is left to DecodeInputs to name.
-    std::vector<std::vector<int64_t>> shapes;
-    for (const TensorSignature& input : served->variants->signature().inputs) {
-      for (const auto& in : request.inputs()) {
-        if (in.name() == input.name) shapes.emplace_back(in.shape().begin(), in.shape().end());
+    shapes = RequestShapes(served->variants->signature().inputs, request);
+    if (shapes && served->batcher) {
+      if (absl::Status valid = served->variants->Check(*shapes); !valid.ok()) {
+        return done(Fail("ModelInfer", valid));
       }
+      return SubmitToBatcher(*served, *shapes, request, response, std::move(done));
     }
-    if (shapes.size() == served->variants->signature().inputs.size()) {
+    if (shapes) {
       absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> variant =
-          served->variants->Get(shapes);
-      if (!variant.ok()) return Fail("ModelInfer", variant.status());
+          served->variants->Get(*shapes);
+      if (!variant.ok()) return done(Fail("ModelInfer", variant.status()));
       model = *std::move(variant);
     }
   }
+  const int64_t start = NowNs();
   const Program& program = model->program();
   absl::StatusOr<std::vector<runtime::Tensor>> inputs = DecodeInputs(program, request);
-  if (!inputs.ok()) return Fail("ModelInfer", inputs.status());
+  if (!inputs.ok()) return done(Fail("ModelInfer", inputs.status()));
   std::vector<const runtime::Tensor*> pointers;
   for (const runtime::Tensor& t : *inputs) pointers.push_back(&t);
+  const int64_t decoded = NowNs();
   absl::StatusOr<runtime::RunResult> result = model->Run(pointers);
-  if (!result.ok()) return Fail("ModelInfer", result.status());
+  if (!result.ok()) return done(Fail("ModelInfer", result.status()));
+  const int64_t ran = NowNs();
+  absl::Status encoded = Answer(program, request, *std::move(result), response);
+  if (!encoded.ok()) return done(Fail("ModelInfer", encoded));
+  served->batch_stats->RecordExecution(RequestRows(*inputs), decoded - start, ran - decoded,
+                                       NowNs() - ran);
+  done(grpc::Status::OK);
+}
+
+absl::Status InferenceService::Answer(const Program& program,
+                                      const inference::ModelInferRequest& request,
+                                      runtime::RunResult result,
+                                      inference::ModelInferResponse* response) {
   response->set_model_name(request.model_name());
   response->set_model_version("1");
   response->set_id(request.id());
-  absl::Status encoded = EncodeOutputs(program, request, *std::move(result), response);
-  if (!encoded.ok()) return Fail("ModelInfer", encoded);
-  return grpc::Status::OK;
+  return EncodeOutputs(program, request, std::move(result), response);
+}
+
+void InferenceService::SubmitToBatcher(const engine::ServedModel& served,
+                                       const std::vector<std::vector<int64_t>>& shapes,
+                                       const inference::ModelInferRequest& request,
+                                       inference::ModelInferResponse* response,
+                                       InferDone done) {
+  // The load-time variant's program names the inputs, dtypes and outputs
+  // (every variant shares them); the shapes are the request's, checked.
+  const Program& program = served.model->program();
+  std::vector<std::vector<int64_t>> program_shapes;
+  for (int v : program.inputs) {
+    for (size_t i = 0; i < served.variants->signature().inputs.size(); ++i) {
+      if (served.variants->signature().inputs[i].name == program.values[v].name) {
+        program_shapes.push_back(shapes[i]);
+      }
+    }
+  }
+  if (program_shapes.size() != program.inputs.size()) {
+    return done(Fail("ModelInfer", absl::InternalError("the model's inputs and signature differ")));
+  }
+  absl::StatusOr<std::vector<runtime::Tensor>> inputs =
+      DecodeInputs(program, request, &program_shapes);
+  if (!inputs.ok()) return done(Fail("ModelInfer", inputs.status()));
+  // The callback holds the model, not the served entry: dropping the last
+  // reference to the batcher from its own thread is what it must not do.
+  served.batcher->Submit(
+      *std::move(inputs),
+      [model = served.model, &request, response,
+       done = std::move(done)](absl::StatusOr<runtime::RunResult> result) {
+        if (!result.ok()) return done(Fail("ModelInfer", result.status()));
+        absl::Status encoded = Answer(model->program(), request, *std::move(result), response);
+        if (!encoded.ok()) return done(Fail("ModelInfer", encoded));
+        done(grpc::Status::OK);
+      });
 }
 
 }  // namespace kiln::server

@@ -2,6 +2,7 @@
 #ifndef KILN_SERVER_INFERENCE_SERVICE_H_
 #define KILN_SERVER_INFERENCE_SERVICE_H_
 
+#include <functional>
 #include <vector>
 
 #include "proto/grpc_service.grpc.pb.h"
@@ -30,9 +31,20 @@ class InferenceService : public inference::GRPCInferenceService::Service {
                           inference::ModelInferResponse* response) override;
 
   // ModelInfer's work, for the sync method above and the spinning loop's
-  // async one (infer_spin_loop.h).
-  grpc::Status Infer(const inference::ModelInferRequest& request,
-                     inference::ModelInferResponse* response);
+  // async one (infer_spin_loop.h). `done` gets the call's status once
+  // `response` is filled: on this thread, or for a model with dynamic
+  // batching on its batcher's; `request` and `response` must live till then.
+  using InferDone = std::function<void(const grpc::Status&)>;
+  void StartInfer(const inference::ModelInferRequest& request,
+                  inference::ModelInferResponse* response, InferDone done);
+
+  // Whether StartInfer would return within about `budget_ns`: the model
+  // (its variant for the request's shapes) is compiled and its last run
+  // took no longer, or it only queues the request for its batcher. What
+  // lets the polling thread answer small calls itself and hand long ones
+  // (a first-use compile, a large model) to workers, so they do not hold
+  // up the calls behind them.
+  bool AnswersQuickly(const inference::ModelInferRequest& request, int64_t budget_ns) const;
 
  protected:
   // For AsyncInferenceService, whose generated base constructs this one
@@ -44,6 +56,16 @@ class InferenceService : public inference::GRPCInferenceService::Service {
   }
 
  private:
+  // Fills the response's header and outputs.
+  static absl::Status Answer(const Program& program, const inference::ModelInferRequest& request,
+                             runtime::RunResult result, inference::ModelInferResponse* response);
+  // StartInfer for a model with dynamic batching: decode, queue, answer
+  // from the batcher's thread. `shapes` in the signature's order, checked.
+  void SubmitToBatcher(const engine::ServedModel& served,
+                       const std::vector<std::vector<int64_t>>& shapes,
+                       const inference::ModelInferRequest& request,
+                       inference::ModelInferResponse* response, InferDone done);
+
   engine::ModelManager* models_ = nullptr;
   std::vector<int> inference_cpus_;
 };

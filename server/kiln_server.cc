@@ -36,7 +36,8 @@ class KilnServerImpl final : public KilnServer {
     if (options.infer_spin_us > 0) {
       auto async = std::make_unique<AsyncInferenceService>(models_.get(), options.inference_cpus);
       spin_loop_ = std::make_unique<InferSpinLoop>(
-          builder, async.get(), std::chrono::microseconds(options.infer_spin_us));
+          builder, async.get(), std::chrono::microseconds(options.infer_spin_us),
+          std::chrono::microseconds(options.infer_inline_us), options.infer_workers);
       inference_ = std::move(async);
     } else {
       inference_ = std::make_unique<InferenceService>(models_.get(), options.inference_cpus);

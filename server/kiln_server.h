@@ -29,6 +29,10 @@ struct ServerOptions {
   // > 0: ModelInfer runs on one thread that polls for the next call this
   // long after each one (infer_spin_loop.h); 0: on gRPC's sync threads.
   int infer_spin_us = 100;
+  // With the polling thread: calls it answers itself (the model's last run
+  // took at most this long), and the threads running the rest.
+  int infer_inline_us = 1000;
+  int infer_workers = 4;
 };
 
 class KilnServer {

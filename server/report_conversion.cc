@@ -104,6 +104,25 @@ void FillModelTiming(const engine::ServedModel& served, kiln::v1::ModelTiming* o
   for (const runtime::KernelTimingStats& k : stats.kernels) {
     FillKernelTiming(k.name, k.durations, out->add_kernels());
   }
+  if (served.batch_stats) {
+    const engine::BatchStatisticsSnapshot batches = served.batch_stats->Snapshot();
+    for (const engine::BatchSizeStatistics& b : batches.batches) {
+      kiln::v1::InferBatchStatistics* bs = out->add_batch_stats();
+      bs->set_batch_size(b.batch_size);
+      for (auto [phase, ns] : {std::make_pair(bs->mutable_compute_input(), b.compute_input_ns),
+                               std::make_pair(bs->mutable_compute_infer(), b.compute_infer_ns),
+                               std::make_pair(bs->mutable_compute_output(), b.compute_output_ns)}) {
+        phase->set_count(b.count);
+        phase->set_ns(ns);
+      }
+    }
+    if (batches.queue.count > 0) FillKernelTiming("queue", batches.queue, out->mutable_queue());
+    out->set_padded_rows(batches.padded_rows);
+  }
+  if (served.variants) {
+    out->set_shape_compiles(served.variants->compiles());
+    out->set_shape_variants_loaded(served.variants->loaded());
+  }
 }
 
 void FillValueInfo(const ValueSpec& value, kiln::v1::ValueInfo* out) {

@@ -30,8 +30,13 @@ ABSL_FLAG(std::string, inference_cpus, "",
           "CPUs the threads running inference are bound to, e.g. 1 or 0-3 (default: unbound; "
           "bound threads share those CPUs when calls arrive concurrently)");
 ABSL_FLAG(int, infer_spin_us, 100,
-          "> 0: ModelInfer runs on one thread that keeps polling this many us after each call "
-          "(lower latency, a busy core meanwhile, calls one at a time); 0: gRPC's sync threads");
+          "> 0: ModelInfer calls arrive on one thread that keeps polling this many us after each "
+          "call (lower latency, a busy core meanwhile); 0: gRPC's sync threads");
+ABSL_FLAG(int, infer_inline_us, 1000,
+          "with --infer_spin_us > 0: the polling thread answers a call itself when the model's "
+          "last run took at most this long; longer ones and first-use compiles go to workers");
+ABSL_FLAG(int, infer_workers, 4,
+          "with --infer_spin_us > 0: threads running the calls the polling thread hands off");
 ABSL_FLAG(double, cache_min_compile_ms, 0,
           "kernels that compile faster than this are not written to disk");
 
@@ -94,6 +99,12 @@ int main(int argc, char** argv) {
   options.infer_spin_us = absl::GetFlag(FLAGS_infer_spin_us);
   if (options.infer_spin_us < 0 || options.infer_spin_us > 1000000) {
     std::cerr << "kiln-server: --infer_spin_us must be 0..1000000\n";
+    return 2;
+  }
+  options.infer_inline_us = absl::GetFlag(FLAGS_infer_inline_us);
+  options.infer_workers = absl::GetFlag(FLAGS_infer_workers);
+  if (options.infer_inline_us < 0 || options.infer_workers < 1 || options.infer_workers > 256) {
+    std::cerr << "kiln-server: --infer_inline_us must be >= 0 and --infer_workers 1..256\n";
     return 2;
   }
   auto server = kiln::server::StartKilnServer(options);

@@ -528,6 +528,86 @@ TEST_F(EndToEndTest, DynamicBatchOnnxModelServesEveryBatch) {
   ExpectServerStillLive();
 }
 
+// Dynamic batching on the same ONNX MLP: five clients send 1 to 3 rows
+// each at once; with a preferred size of 8 and a delay no test waits for,
+// the server runs them as one batch of 8, and every client gets exactly
+// its own rows as NumPy computes them.
+TEST_F(EndToEndTest, DynamicBatchingJoinsConcurrentRequestsAndSplitsTheirRows) {
+  const std::string dir = "tests/compiler/frontend/data/";
+  std::ifstream in(dir + "mlp_dynamic.onnx", std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  kiln::v1::CompileModelRequest request;
+  request.set_model_name("mlp_batched");
+  request.set_onnx_model(bytes.str());
+  kiln::v1::DynamicBatching* batching = request.mutable_options()->mutable_dynamic_batching();
+  batching->set_max_batch_size(16);
+  batching->add_preferred_batch_size(8);
+  batching->set_max_queue_delay_microseconds(10'000'000);
+  {
+    kiln::v1::CompileModelResponse compiled;
+    grpc::ClientContext ctx;
+    grpc::Status s = compiler_->CompileModel(&ctx, request, &compiled);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  absl::StatusOr<NpyFloat32> x = ReadNpyFloat32(dir + "mlp_dynamic_x.npy");
+  absl::StatusOr<NpyFloat32> y = ReadNpyFloat32(dir + "mlp_dynamic_y.npy");
+  ASSERT_TRUE(x.ok() && y.ok());
+  // (first row in the fixture, rows): 8 rows in all.
+  const std::vector<std::pair<int64_t, int64_t>> calls = {{0, 1}, {1, 2}, {6, 1}, {3, 3}, {2, 1}};
+  std::vector<grpc::Status> status(calls.size());
+  std::vector<inference::ModelInferResponse> responses(calls.size());
+  std::vector<std::thread> clients;
+  for (size_t c = 0; c < calls.size(); ++c) {
+    clients.emplace_back([&, c] {
+      const auto [first, rows] = calls[c];
+      inference::ModelInferRequest r;
+      r.set_model_name("mlp_batched");
+      AddInput(r, "x", "FP32", {rows, 16});
+      r.add_raw_input_contents(x->bytes().substr(first * 16 * sizeof(float),
+                                                 rows * 16 * sizeof(float)));
+      grpc::ClientContext ctx;
+      status[c] = inference_->ModelInfer(&ctx, r, &responses[c]);
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  for (size_t c = 0; c < calls.size(); ++c) {
+    SCOPED_TRACE(c);
+    const auto [first, rows] = calls[c];
+    ASSERT_TRUE(status[c].ok()) << status[c].error_message();
+    EXPECT_THAT(responses[c].outputs(0).shape(), ElementsAre(rows, 5));
+    std::vector<float> got = Floats(responses[c].raw_output_contents(0));
+    ASSERT_EQ(got.size(), static_cast<size_t>(rows * 5));
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_NEAR(got[i], y->values[first * 5 + i], 1e-5) << i;
+    }
+  }
+  kiln::v1::GetTimingStatsRequest stats_request;
+  stats_request.set_model_name("mlp_batched");
+  kiln::v1::GetTimingStatsResponse stats;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(compiler_->GetTimingStats(&ctx, stats_request, &stats).ok());
+  ASSERT_EQ(stats.models_size(), 1);
+  const kiln::v1::ModelTiming& m = stats.models(0);
+  ASSERT_EQ(m.batch_stats_size(), 1);
+  EXPECT_EQ(m.batch_stats(0).batch_size(), 8u);
+  EXPECT_EQ(m.batch_stats(0).compute_infer().count(), 1u);
+  EXPECT_EQ(m.queue().count(), 5);
+  EXPECT_EQ(m.shape_compiles(), 1);  // batch 8; batch 1 was compiled at load
+}
+
+TEST_F(EndToEndTest, DynamicBatchingNeedsABatchAxis) {
+  kiln::v1::CompileModelRequest request;
+  *request.mutable_graph() = MlpGraph();  // x is fixed at [4, 16]
+  request.set_model_name("mlp_fixed_batched");
+  request.mutable_options()->mutable_dynamic_batching()->set_max_batch_size(8);
+  kiln::v1::CompileModelResponse compiled;
+  grpc::ClientContext ctx;
+  grpc::Status s = compiler_->CompileModel(&ctx, request, &compiled);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("symbolic dim 0"));
+}
+
 // --- Inference errors. ---
 
 class InferErrorsTest : public EndToEndTest {

@@ -1,0 +1,180 @@
+#include "client/bench_command.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "client/model_file.h"
+
+namespace kiln::client {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MsBetween(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// Pseudorandom inputs for the model's inputs at batch `batch`: a symbolic
+// (-1) dim is the batch when it leads, else 1.
+std::vector<std::pair<std::string, NpyArray>> MakeInputs(
+    const inference::ModelMetadataResponse& meta, int batch) {
+  std::vector<std::pair<std::string, NpyArray>> inputs;
+  uint32_t seed = 12345;
+  for (const auto& in : meta.inputs()) {
+    NpyArray a;
+    a.datatype = in.datatype();
+    int64_t n = 1;
+    for (int d = 0; d < in.shape_size(); ++d) {
+      const int64_t size = in.shape(d) >= 0 ? in.shape(d) : (d == 0 ? batch : 1);
+      a.shape.push_back(size);
+      n *= size;
+    }
+    if (a.datatype == "FP32") {
+      std::vector<float> v(n);
+      for (float& f : v) {
+        seed = seed * 1664525u + 1013904223u;
+        f = static_cast<float>(seed >> 8) / static_cast<float>(1 << 24) - 0.5f;
+      }
+      a.data.assign(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+    } else {
+      a.data.assign(n * (a.datatype == "INT64" ? 8 : 1), '\0');
+    }
+    inputs.push_back({in.name(), std::move(a)});
+  }
+  return inputs;
+}
+
+double Percentile(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  const size_t rank = static_cast<size_t>(std::ceil(q * sorted.size()));
+  return sorted[std::min(sorted.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+}  // namespace
+
+absl::Status RunBench(KilnClient& client, const BenchOptions& options, std::ostream& out) {
+  kiln::v1::CompileModelRequest request;
+  if (absl::Status loaded = LoadModelInto(options.path, &request); !loaded.ok()) return loaded;
+  const std::string name =
+      absl::StrCat("bench_b", options.batch, "_c", options.concurrency);
+  request.set_model_name(name);
+  *request.mutable_options() = options.compile;
+  double compile_ms = 0;
+  auto timed_compile = [&]() {
+    const auto start = Clock::now();
+    auto r = client.Compile(request);
+    compile_ms = MsBetween(start, Clock::now());
+    return r;
+  };
+  auto compiled = timed_compile();
+  if (!compiled.ok()) return compiled.status();
+  auto meta = client.ModelMetadata(name);
+  if (!meta.ok()) return meta.status();
+  bool batch_is_symbolic = false;
+  for (const auto& in : meta->inputs()) {
+    batch_is_symbolic |= in.shape_size() > 0 && in.shape(0) < 0;
+  }
+  if (options.batch != 1 && request.has_onnx_model() && !batch_is_symbolic) {
+    // A model frozen at one shape: compile it again with the batch as dim 0.
+    for (const auto& in : meta->inputs()) {
+      kiln::v1::IntList& dims = (*request.mutable_options()->mutable_input_shapes())[in.name()];
+      for (int d = 0; d < in.shape_size(); ++d) {
+        dims.add_values(d == 0 ? options.batch : std::max<int64_t>(in.shape(d), 1));
+      }
+    }
+    compiled = timed_compile();
+    if (!compiled.ok()) return compiled.status();
+    meta = client.ModelMetadata(name);
+    if (!meta.ok()) return meta.status();
+  }
+  const std::vector<std::pair<std::string, NpyArray>> inputs = MakeInputs(*meta, options.batch);
+
+  // The first request of a new shape compiles it: timed apart.
+  const auto first_start = Clock::now();
+  if (auto r = client.Infer(name, inputs, false); !r.ok()) return r.status();
+  const double first_ms = MsBetween(first_start, Clock::now());
+
+  absl::Mutex mutex;
+  absl::Status failure;
+  std::vector<double> ms;
+  std::vector<double> server_ms;
+  auto run_client = [&](int iterations, bool record) {
+    std::vector<double> mine, mine_server;
+    for (int i = 0; i < iterations; ++i) {
+      const auto t0 = Clock::now();
+      auto r = client.Infer(name, inputs, true);
+      if (!r.ok()) {
+        absl::MutexLock lock(&mutex);
+        failure.Update(r.status());
+        return;
+      }
+      mine.push_back(MsBetween(t0, Clock::now()));
+      mine_server.push_back(r->total_ns / 1e6);
+    }
+    if (!record) return;
+    absl::MutexLock lock(&mutex);
+    ms.insert(ms.end(), mine.begin(), mine.end());
+    server_ms.insert(server_ms.end(), mine_server.begin(), mine_server.end());
+  };
+  auto run_all = [&](int iterations, bool record) {
+    std::vector<std::thread> clients;
+    for (int c = 0; c < options.concurrency; ++c) {
+      clients.emplace_back(run_client, iterations, record);
+    }
+    for (std::thread& t : clients) t.join();
+  };
+  run_all(options.warmup, false);
+  auto warm_stats = client.GetTimingStats(name);
+  const auto bench_start = Clock::now();
+  run_all(options.iterations, true);
+  const double wall_s = MsBetween(bench_start, Clock::now()) / 1e3;
+  if (!failure.ok()) return failure;
+  auto stats = client.GetTimingStats(name);
+  (void)client.UnloadModel(name);
+
+  // Batches the server formed during the timed part: counts after minus before.
+  double runs = 0, rows = 0;
+  if (stats.ok() && warm_stats.ok() && stats->models_size() == 1 &&
+      warm_stats->models_size() == 1) {
+    for (const auto& b : stats->models(0).batch_stats()) {
+      double n = b.compute_infer().count();
+      for (const auto& w : warm_stats->models(0).batch_stats()) {
+        if (w.batch_size() == b.batch_size()) n -= w.compute_infer().count();
+      }
+      runs += n;
+      rows += n * b.batch_size();
+    }
+  }
+  std::sort(ms.begin(), ms.end());
+  std::sort(server_ms.begin(), server_ms.end());
+  const int requests = options.iterations * options.concurrency;
+  const double throughput = requests * options.batch / wall_s;
+  const double mean_batch = runs > 0 ? rows / runs : 0;
+  if (options.json) {
+    out << absl::StrFormat(
+        "{\"model\": \"%s\", \"batch\": %d, \"concurrency\": %d, \"compile_ms\": %.3f, "
+        "\"first_request_ms\": %.3f, \"requests\": %d, \"p50_ms\": %.4f, \"p90_ms\": %.4f, "
+        "\"p95_ms\": %.4f, \"p99_ms\": %.4f, \"server_p50_ms\": %.4f, "
+        "\"throughput_per_s\": %.1f, \"server_runs\": %.0f, \"mean_server_batch\": %.2f}\n",
+        options.path, options.batch, options.concurrency, compile_ms, first_ms, requests,
+        Percentile(ms, 0.5), Percentile(ms, 0.9), Percentile(ms, 0.95), Percentile(ms, 0.99),
+        Percentile(server_ms, 0.5), throughput, runs, mean_batch);
+  } else {
+    out << absl::StrFormat(
+        "%s batch %d, concurrency %d: compile %.1f ms, first request %.1f ms; %d inferences: "
+        "p50 %.3f ms, p90 %.3f ms, p95 %.3f ms, p99 %.3f ms (kernels alone p50 %.3f ms); "
+        "%.1f rows/s; server ran %.0f batches of %.2f rows on average\n",
+        options.path, options.batch, options.concurrency, compile_ms, first_ms, requests,
+        Percentile(ms, 0.5), Percentile(ms, 0.9), Percentile(ms, 0.95), Percentile(ms, 0.99),
+        Percentile(server_ms, 0.5), throughput, runs, mean_batch);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kiln::client
