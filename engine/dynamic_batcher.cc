@@ -141,6 +141,11 @@ bool DynamicBatcher::Core::Joins(const Request& first, const Request& r) {
 }
 
 int64_t DynamicBatcher::Core::PaddedRows(int64_t rows) const {
+  if (config_.preferred_batch_sizes.empty()) {
+    int64_t bucket = 1;
+    while (bucket < rows) bucket *= 2;
+    return std::min(bucket, config_.max_batch_size);
+  }
   int64_t best = 0;
   for (int64_t p : config_.preferred_batch_sizes) {
     if (p >= rows && (best == 0 || p < best)) best = p;

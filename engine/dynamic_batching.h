@@ -16,7 +16,8 @@ struct DynamicBatchingConfig {
   int64_t max_batch_size = 0;
   // Batch sizes to form when the queue allows. A batch is also padded up to
   // the smallest of these that holds it, so the model compiles only these
-  // shapes (and any larger batch's exact size) however traffic mixes.
+  // shapes (and any larger batch's exact size) however traffic mixes; with
+  // none, batches are padded to powers of two.
   std::vector<int64_t> preferred_batch_sizes;
   // How long the first request of a batch may wait for others to join it.
   int64_t max_queue_delay_us = 0;

@@ -119,14 +119,16 @@ TEST_F(DynamicBatcherTest, ABatchIsPaddedToTheSmallestPreferredSizeThatHoldsIt) 
 TEST_F(DynamicBatcherTest, ARequestThatDoesNotFitStartsTheNextBatch) {
   auto batcher = MakeBatcher({/*max_batch_size=*/8, /*preferred=*/{}, kLongDelayUs});
   std::vector<Call> calls(3);
-  // 5 + 4 > 8: the first runs alone as soon as the second cannot join; the
-  // second and third (4 + 4) fill the next batch.
+  // 5 + 4 > 8: the first runs alone (padded to 8, the next power of two)
+  // as soon as the second cannot join; the second and third (4 + 4) fill
+  // the next batch.
   Submit(*batcher, calls[0], 5, 1);
   Submit(*batcher, calls[1], 4, 2);
   Submit(*batcher, calls[2], 4, 3);
   batcher.reset();
   for (const Call& c : calls) ExpectOwnRows(c);
-  EXPECT_EQ(runs_by_rows_, (std::map<int64_t, int>{{5, 1}, {8, 1}}));
+  EXPECT_EQ(runs_by_rows_, (std::map<int64_t, int>{{8, 2}}));
+  EXPECT_EQ(stats_->Snapshot().padded_rows, 3);
 }
 
 TEST_F(DynamicBatcherTest, AFailedRunAnswersEveryCallerInItWithTheError) {
@@ -171,7 +173,7 @@ TEST_F(DynamicBatcherTest, WhatIsQueuedWhenTheBatcherGoesIsStillAnswered) {
   Submit(*batcher, calls[1], 3, 2);
   batcher.reset();
   for (const Call& c : calls) ExpectOwnRows(c);
-  EXPECT_EQ(runs_by_rows_, (std::map<int64_t, int>{{5, 1}}));
+  EXPECT_EQ(runs_by_rows_, (std::map<int64_t, int>{{8, 1}}));
 }
 
 TEST_F(DynamicBatcherTest, AModelWithoutABatchAxisCannotBeBatched) {
