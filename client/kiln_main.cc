@@ -33,6 +33,8 @@ constexpr char kUsage[] = R"(usage: kiln COMMAND [--server HOST:PORT] ...
                [--input-shape INPUT=1x3x224x224]... [--json]
                [--max-batch-size N [--preferred-batch-size N]... [--max-queue-delay-us US]]
                              dynamic batching (Triton's): concurrent requests run as one
+               [--symbol-range SYMBOL=MIN:MAX]... [--eager-shape SYMBOL=N[,SYMBOL=N]...]...
+                             sizes a symbolic dim may take; shapes compiled at load
   infer NAME --input INPUT=FILE.npy ... [--output-dir DIR] [--profile] [--json]
   stats cache [--json]
   stats timing [NAME] [--json]
@@ -67,6 +69,35 @@ std::string SafeFileName(const std::string& name) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) c = '_';
   }
   return out;
+}
+
+// --symbol-range and --eager-shape into the compile options.
+absl::Status ParseSymbolFlags(const CliArgs& args, kiln::v1::CompileOptions* options) {
+  for (const std::string& spec : args.GetAll("symbol-range")) {
+    // batch=1:32
+    std::vector<std::string> parts = absl::StrSplit(spec, absl::ByAnyChar("=:"));
+    int64_t min = 0, max = 0;
+    if (parts.size() != 3 || parts[0].empty() || !absl::SimpleAtoi(parts[1], &min) ||
+        !absl::SimpleAtoi(parts[2], &max)) {
+      return absl::InvalidArgumentError("--symbol-range wants SYMBOL=MIN:MAX, e.g. batch=1:32");
+    }
+    kiln::v1::SymbolRange& range = (*options->mutable_symbol_ranges())[parts[0]];
+    range.set_min(min);
+    range.set_max(max);
+  }
+  for (const std::string& spec : args.GetAll("eager-shape")) {
+    // batch=8,seq=128
+    kiln::v1::SymbolSizes* shape = options->add_eager_shapes();
+    for (absl::string_view binding : absl::StrSplit(spec, ',')) {
+      std::vector<std::string> parts = absl::StrSplit(binding, '=');
+      int64_t size = 0;
+      if (parts.size() != 2 || parts[0].empty() || !absl::SimpleAtoi(parts[1], &size)) {
+        return absl::InvalidArgumentError("--eager-shape wants SYMBOL=N[,SYMBOL=N...]");
+      }
+      (*shape->mutable_sizes())[parts[0]] = size;
+    }
+  }
+  return absl::OkStatus();
 }
 
 // --max-batch-size, --preferred-batch-size and --max-queue-delay-us into
@@ -139,6 +170,9 @@ int Compile(KilnClient& client, const CliArgs& args) {
   }
   if (absl::Status batching = ParseBatchingFlags(args, options); !batching.ok()) {
     return Usage(std::string(batching.message()));
+  }
+  if (absl::Status symbols = ParseSymbolFlags(args, options); !symbols.ok()) {
+    return Usage(std::string(symbols.message()));
   }
   // Progress goes to stderr when it is a terminal and the compile takes more
   // than a moment; scripts and pipes see only the report.
@@ -324,7 +358,7 @@ int Main(int argc, char** argv) {
   auto args = ParseCliArgs(
       words,
       {"server", "name", "opt-level", "disable", "require", "max-fuse-depth", "print-ir-after",
-       "input", "output-dir", "output", "input-shape", "batch", "concurrency", "iterations", "max-batch-size", "preferred-batch-size", "max-queue-delay-us", "number", "repeat", "warmup", "min-repeat-ms"},
+       "input", "output-dir", "output", "input-shape", "batch", "concurrency", "iterations", "max-batch-size", "preferred-batch-size", "max-queue-delay-us", "symbol-range", "eager-shape", "number", "repeat", "warmup", "min-repeat-ms"},
       {"json", "profile", "help", "model-tolerance"});
   if (!args.ok()) return Usage(std::string(args.status().message()));
   if (args->Has("help") || args->positional.empty()) return Usage("");

@@ -25,12 +25,16 @@ absl::StatusOr<CompileResult> ModelManager::Compile(const std::string& name, Gra
   return CompileAndStore(name, std::move(graph), options, events, deadline, nullptr, {});
 }
 
-absl::StatusOr<CompileResult> ModelManager::CompileWithShapes(
-    const std::string& name, Graph graph, ModelSignature signature, GraphForShapes graph_for,
-    const CompileOptions& options, const DynamicBatchingConfig& batching,
-    const CompileEventSink& events, absl::Time deadline) {
-  if (absl::Status valid = ValidateDynamicBatching(batching, signature); !valid.ok()) {
-    return valid;
+absl::StatusOr<CompileResult> ModelManager::CompileWithShapes(const std::string& name,
+                                                              Graph graph, SymbolicModel symbolic,
+                                                              const CompileOptions& options,
+                                                              const CompileEventSink& events,
+                                                              absl::Time deadline) {
+  if (absl::Status s = ValidateSymbolRanges(symbolic.signature, symbolic.ranges); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ValidateDynamicBatching(symbolic.batching, symbolic.signature); !s.ok()) {
+    return s;
   }
   // Variants compile like the first, without progress events or deadline:
   // the request that triggers one waits for it.
@@ -41,17 +45,28 @@ absl::StatusOr<CompileResult> ModelManager::CompileWithShapes(
     if (!compiled.ok()) return compiled.status();
     return std::move(compiled->model);
   };
-  auto variants = std::make_shared<ShapeVariants>(std::move(signature), std::move(graph_for),
-                                                  std::move(compile),
+  auto variants = std::make_shared<ShapeVariants>(symbolic.signature, symbolic.ranges,
+                                                  symbolic.graph_for, std::move(compile),
                                                   options_.max_shape_variants);
+  if (static_cast<int>(symbolic.eager.size()) + 1 > options_.max_shape_variants) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        symbolic.eager.size(), " eager shapes and the load-time one exceed the server's bound of ",
+        options_.max_shape_variants, " shapes per model (--max-shape-variants)"));
+  }
+  for (const SymbolBinding& binding : symbolic.eager) {
+    absl::StatusOr<std::vector<std::vector<int64_t>>> shapes =
+        BindSymbols(symbolic.signature, binding);
+    if (!shapes.ok()) return shapes.status();
+    if (absl::Status s = variants->Check(*shapes); !s.ok()) return s;
+  }
   return CompileAndStore(name, std::move(graph), options, events, deadline, std::move(variants),
-                         batching);
+                         symbolic);
 }
 
 absl::StatusOr<CompileResult> ModelManager::CompileAndStore(
     const std::string& name, Graph graph, const CompileOptions& options,
     const CompileEventSink& events, absl::Time deadline, std::shared_ptr<ShapeVariants> variants,
-    const DynamicBatchingConfig& batching) {
+    const SymbolicModel& symbolic) {
   {
     absl::MutexLock lock(&mutex_);
     if (!models_.count(name) && static_cast<int>(models_.size()) >= options_.max_models) {
@@ -72,13 +87,24 @@ absl::StatusOr<CompileResult> ModelManager::CompileAndStore(
     const Program& p = served.model->program();
     std::vector<std::vector<int64_t>> shapes;
     for (int v : p.inputs) shapes.push_back(p.values[v].type.shape);
+    if (absl::Status s = variants->Check(shapes); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the shape the model was loaded at: ", s.message()));
+    }
     variants->Add(shapes, served.model);
+    for (const SymbolBinding& binding : symbolic.eager) {
+      absl::StatusOr<std::vector<std::vector<int64_t>>> eager =
+          BindSymbols(variants->signature(), binding);
+      if (!eager.ok()) return eager.status();
+      absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> compiled = variants->Get(*eager);
+      if (!compiled.ok()) return compiled.status();
+    }
     served.variants = std::move(variants);
   }
   served.batch_stats = std::make_shared<BatchStatistics>();
-  if (batching.enabled() && served.variants) {
+  if (symbolic.batching.enabled() && served.variants) {
     served.batcher = std::make_shared<DynamicBatcher>(
-        batching,
+        symbolic.batching,
         [variants = served.variants](const std::vector<std::vector<int64_t>>& shapes) {
           return variants->Get(shapes);
         },

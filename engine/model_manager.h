@@ -32,6 +32,21 @@ struct ModelManagerOptions {
   int max_shape_variants = 8;
 };
 
+// What a model with symbolic dims is served from, beside the graph of its
+// load-time shape.
+struct SymbolicModel {
+  ModelSignature signature;
+  // The model's graph at other shapes (the importer run again).
+  GraphForShapes graph_for;
+  // Sizes a symbol may take; a request outside is InvalidArgument.
+  SymbolRanges ranges;
+  // Shapes compiled at load besides the load-time one (TensorRT's profile
+  // shapes): their first requests find them ready.
+  std::vector<SymbolBinding> eager;
+  // Off unless max_batch_size > 0.
+  DynamicBatchingConfig batching;
+};
+
 // A model being served and what its compile did.
 struct ServedModel {
   std::string name;
@@ -57,16 +72,15 @@ class ModelManager {
                                         const CompileOptions& options,
                                         const CompileEventSink& events = nullptr,
                                         absl::Time deadline = absl::InfiniteFuture());
-  // As Compile, for a model whose inputs have symbolic dims (`signature`):
-  // `graph` is its variant for the shapes in it, served at once; other
-  // shapes compile on first use (FindForShapes) from `graph_for`. With
-  // `batching` enabled, requests are joined along the batch axis
-  // (dynamic_batcher.h); InvalidArgument when the model has none.
+  // As Compile, for a model whose inputs have symbolic dims: `graph` is its
+  // variant for the shapes in it; the eager shapes compile too before the
+  // model is served; other shapes compile on first use (FindForShapes).
+  // With batching enabled, requests are joined along the batch axis
+  // (dynamic_batcher.h). InvalidArgument for ranges, eager shapes or
+  // batching the model's signature cannot take.
   absl::StatusOr<CompileResult> CompileWithShapes(const std::string& name, Graph graph,
-                                                  ModelSignature signature,
-                                                  GraphForShapes graph_for,
+                                                  SymbolicModel symbolic,
                                                   const CompileOptions& options,
-                                                  const DynamicBatchingConfig& batching = {},
                                                   const CompileEventSink& events = nullptr,
                                                   absl::Time deadline = absl::InfiniteFuture());
   // Null when no model has that name.
@@ -96,7 +110,7 @@ class ModelManager {
                                                 const CompileEventSink& events,
                                                 absl::Time deadline,
                                                 std::shared_ptr<ShapeVariants> variants,
-                                                const DynamicBatchingConfig& batching);
+                                                const SymbolicModel& symbolic);
   CompileDriverOptions DriverOptions() const;
 
   ModelManagerOptions options_;

@@ -1,16 +1,73 @@
 #include "engine/shape_variants.h"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace kiln::engine {
 
-ShapeVariants::ShapeVariants(ModelSignature signature, GraphForShapes graph_for,
-                             CompileVariant compile, int max_variants)
+absl::StatusOr<std::vector<std::vector<int64_t>>> BindSymbols(const ModelSignature& signature,
+                                                              const SymbolBinding& binding) {
+  std::set<std::string> used;
+  std::vector<std::vector<int64_t>> shapes;
+  for (const TensorSignature& in : signature.inputs) {
+    std::vector<int64_t> shape = in.dims;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] != TensorSignature::kSymbolicDim) continue;
+      if (in.symbols[d].empty()) {
+        shape[d] = 1;
+        continue;
+      }
+      auto it = binding.find(in.symbols[d]);
+      if (it == binding.end()) {
+        return absl::InvalidArgumentError(absl::StrCat("no size for symbol '", in.symbols[d],
+                                                       "' (input '", in.name, "' dim ", d, ")"));
+      }
+      shape[d] = it->second;
+      used.insert(it->first);
+    }
+    shapes.push_back(std::move(shape));
+  }
+  for (const auto& [symbol, size] : binding) {
+    if (!used.count(symbol)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the model's inputs have no symbolic dim named '", symbol, "'"));
+    }
+  }
+  return shapes;
+}
+
+absl::Status ValidateSymbolRanges(const ModelSignature& signature, const SymbolRanges& ranges) {
+  std::set<std::string> symbols;
+  for (const TensorSignature& in : signature.inputs) {
+    for (const std::string& s : in.symbols) {
+      if (!s.empty()) symbols.insert(s);
+    }
+  }
+  for (const auto& [symbol, range] : ranges) {
+    if (!symbols.count(symbol)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a range for '", symbol, "', but the model's inputs have no symbolic dim of that name",
+          symbols.empty() ? std::string(" (they have none)")
+                          : absl::StrCat(" (they have: ", absl::StrJoin(symbols, ", "), ")")));
+    }
+    if (range.min < 1 || range.max < range.min) {
+      return absl::InvalidArgumentError(absl::StrCat("the range of '", symbol, "' is ", range.min,
+                                                     "..", range.max,
+                                                     "; it needs 1 <= min <= max"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+ShapeVariants::ShapeVariants(ModelSignature signature, SymbolRanges ranges,
+                             GraphForShapes graph_for, CompileVariant compile, int max_variants)
     : signature_(std::move(signature)),
+      ranges_(std::move(ranges)),
       graph_for_(std::move(graph_for)),
       compile_(std::move(compile)),
       max_variants_(std::max(1, max_variants)) {}
@@ -58,6 +115,13 @@ absl::Status ShapeVariants::Check(const std::vector<std::vector<int64_t>>& shape
       }
       if (symbol.empty()) continue;
       const std::string where = absl::StrCat("input '", in.name, "' dim ", d);
+      if (auto range = ranges_.find(symbol); range != ranges_.end() &&
+                                             (shape[d] < range->second.min ||
+                                              shape[d] > range->second.max)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, named, " is ", shape[d], ", outside the model's declared range ",
+            range->second.min, "..", range->second.max));
+      }
       auto [it, fresh] = bound.emplace(symbol, std::make_pair(shape[d], where));
       if (!fresh && it->second.first != shape[d]) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -169,6 +233,17 @@ void ShapeVariants::EvictBeyondBound() {
 int64_t ShapeVariants::compiles() const {
   absl::MutexLock lock(&mutex_);
   return compiles_;
+}
+
+std::vector<std::pair<std::vector<std::vector<int64_t>>, std::shared_ptr<runtime::CompiledModel>>>
+ShapeVariants::Loaded() const {
+  absl::MutexLock lock(&mutex_);
+  std::vector<std::pair<std::vector<std::vector<int64_t>>, std::shared_ptr<runtime::CompiledModel>>>
+      out;
+  for (const auto& [shapes, slot] : slots_) {
+    if (slot->ready && slot->status.ok()) out.emplace_back(shapes, slot->model);
+  }
+  return out;
 }
 
 int ShapeVariants::loaded() const {

@@ -36,10 +36,31 @@ using GraphForShapes = std::function<absl::StatusOr<Graph>(const ShapeBinding& s
 using CompileVariant =
     std::function<absl::StatusOr<std::unique_ptr<runtime::CompiledModel>>(Graph graph)>;
 
+// The sizes a named symbol ("batch") may take, both ends included
+// (TensorRT's optimisation-profile min and max).
+struct SymbolRange {
+  int64_t min = 1;
+  int64_t max = 0;
+};
+using SymbolRanges = std::map<std::string, SymbolRange>;
+// Sizes by symbol name: one concrete shape of the model.
+using SymbolBinding = std::map<std::string, int64_t>;
+
+// The input shapes (in the signature's order) `binding` gives: each named
+// symbolic dim its symbol's size, an unnamed one 1. InvalidArgument naming
+// a symbol the binding lacks or one the model does not have.
+absl::StatusOr<std::vector<std::vector<int64_t>>> BindSymbols(const ModelSignature& signature,
+                                                              const SymbolBinding& binding);
+
+// InvalidArgument unless every range names a symbol of `signature` and
+// has 1 <= min <= max.
+absl::Status ValidateSymbolRanges(const ModelSignature& signature, const SymbolRanges& ranges);
+
 class ShapeVariants {
  public:
-  ShapeVariants(ModelSignature signature, GraphForShapes graph_for, CompileVariant compile,
-                int max_variants);
+  // A request whose named symbol falls outside `ranges` is refused.
+  ShapeVariants(ModelSignature signature, SymbolRanges ranges, GraphForShapes graph_for,
+                CompileVariant compile, int max_variants);
 
   const ModelSignature& signature() const { return signature_; }
 
@@ -59,8 +80,13 @@ class ShapeVariants {
   std::shared_ptr<runtime::CompiledModel> Peek(const std::vector<std::vector<int64_t>>& shapes);
 
   // OkStatus when `shapes` could be the model's; else the InvalidArgument
-  // Get would give.
+  // Get would give (naming the input, the dim and, for a declared range,
+  // the range).
   absl::Status Check(const std::vector<std::vector<int64_t>>& shapes) const;
+
+  // The variants loaded now (compiled and not evicted), by input shapes.
+  std::vector<std::pair<std::vector<std::vector<int64_t>>, std::shared_ptr<runtime::CompiledModel>>>
+  Loaded() const;
 
   // Variants compiled on demand so far (not counting Add), and loaded now.
   int64_t compiles() const;
@@ -80,6 +106,7 @@ class ShapeVariants {
   void EvictBeyondBound() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const ModelSignature signature_;
+  const SymbolRanges ranges_;
   const GraphForShapes graph_for_;
   const CompileVariant compile_;
   const int max_variants_;

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/version.h"
 #include "compiler/codegen/codegen.h"
+#include "compiler/driver/output_dims.h"
 #include "compiler/frontend/kiln_graph_importer.h"
 #include "compiler/frontend/onnx_importer.h"
 #include "compiler/ops/op_registry.h"
@@ -30,13 +31,59 @@ CompileOptions ToCompileOptions(const kiln::v1::CompileOptions& in) {
   return out;
 }
 
-engine::DynamicBatchingConfig ToBatchingConfig(const kiln::v1::DynamicBatching& in) {
-  engine::DynamicBatchingConfig out;
-  out.max_batch_size = in.max_batch_size();
-  out.preferred_batch_sizes.assign(in.preferred_batch_size().begin(),
-                                   in.preferred_batch_size().end());
-  out.max_queue_delay_us = in.max_queue_delay_microseconds();
+// The request's shape options (signature and import left to the caller).
+engine::SymbolicModel ToSymbolicModel(const kiln::v1::CompileOptions& in) {
+  engine::SymbolicModel out;
+  const kiln::v1::DynamicBatching& batching = in.dynamic_batching();
+  out.batching.max_batch_size = batching.max_batch_size();
+  out.batching.preferred_batch_sizes.assign(batching.preferred_batch_size().begin(),
+                                            batching.preferred_batch_size().end());
+  out.batching.max_queue_delay_us = batching.max_queue_delay_microseconds();
+  for (const auto& [symbol, range] : in.symbol_ranges()) {
+    out.ranges[symbol] = {range.min(), range.max()};
+  }
+  for (const kiln::v1::SymbolSizes& shape : in.eager_shapes()) {
+    out.eager.emplace_back(shape.sizes().begin(), shape.sizes().end());
+  }
   return out;
+}
+
+// Shape options on a model whose shapes are all fixed: InvalidArgument.
+absl::Status RefuseShapeOptions(const kiln::v1::CompileOptions& in, bool onnx) {
+  const char* what = in.dynamic_batching().max_batch_size() > 0 ? "dynamic batching"
+                     : !in.symbol_ranges().empty()              ? "symbol_ranges"
+                     : !in.eager_shapes().empty()               ? "eager_shapes"
+                                                                : nullptr;
+  if (what == nullptr) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, " needs inputs with symbolic dims (dynamic batching: a symbolic dim 0), but ",
+      onnx ? "this model's input shapes are all fixed"
+           : "this graph's are all fixed; declare one with dims -1 and dim_params"));
+}
+
+// The shapes a symbolic model loads at, by input name: the first eager
+// shape, else every symbol at the least size its range allows.
+absl::StatusOr<engine::ShapeBinding> LoadShapes(const engine::SymbolicModel& model) {
+  engine::SymbolBinding sizes;
+  if (!model.eager.empty()) {
+    sizes = model.eager.front();
+  } else {
+    for (const TensorSignature& in : model.signature.inputs) {
+      for (const std::string& symbol : in.symbols) {
+        if (symbol.empty()) continue;
+        auto range = model.ranges.find(symbol);
+        sizes[symbol] = range != model.ranges.end() ? std::max<int64_t>(1, range->second.min) : 1;
+      }
+    }
+  }
+  absl::StatusOr<std::vector<std::vector<int64_t>>> shapes =
+      engine::BindSymbols(model.signature, sizes);
+  if (!shapes.ok()) return shapes.status();
+  engine::ShapeBinding binding;
+  for (size_t i = 0; i < shapes->size(); ++i) {
+    binding[model.signature.inputs[i].name] = (*shapes)[i];
+  }
+  return binding;
 }
 
 }  // namespace
@@ -59,51 +106,47 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
     return absl::InvalidArgumentError(
         absl::StrCat("opt_level ", request.options().opt_level(), " is outside 0..3"));
   }
-  absl::StatusOr<Graph> graph;
   OnnxImportOptions import_options;
+  for (const auto& [input, dims] : request.options().input_shapes()) {
+    import_options.input_shapes[input].assign(dims.values().begin(), dims.values().end());
+  }
+  // The model at given input shapes (none: as declared, which must be concrete).
+  engine::GraphForShapes import;
   if (onnx) {
-    for (const auto& [input, dims] : request.options().input_shapes()) {
-      import_options.input_shapes[input].assign(dims.values().begin(), dims.values().end());
-    }
-    graph = ImportOnnxModel(request.onnx_model(), OpRegistry::Default(), import_options);
-  } else {
-    graph = ImportKilnGraph(request.graph(), OpRegistry::Default());
-  }
-  if (!graph.ok()) return graph.status();
-  const CompileOptions options = ToCompileOptions(request.options());
-  const engine::DynamicBatchingConfig batching =
-      ToBatchingConfig(request.options().dynamic_batching());
-  absl::StatusOr<engine::CompileResult> result;
-  absl::StatusOr<ModelSignature> signature =
-      onnx ? ReadOnnxSignature(request.onnx_model(), import_options) : ModelSignature{};
-  if (!signature.ok()) return signature.status();
-  if (request.options().has_dynamic_batching()) {
-    // Checked before compiling.
-    if (batching.enabled() && !signature->IsSymbolic()) {
-      return absl::InvalidArgumentError(
-          onnx ? "dynamic batching needs inputs with a symbolic dim 0 (a dynamic batch axis); "
-                 "this model's input shapes are all fixed"
-               : "dynamic batching needs inputs with a symbolic dim 0; a kiln.v1.Graph cannot "
-                 "declare one yet, so send the model as ONNX with a dynamic batch axis");
-    }
-    if (absl::Status valid = engine::ValidateDynamicBatching(batching, *signature); !valid.ok()) {
-      return valid;
-    }
-  }
-  if (signature->IsSymbolic()) {
-    // The graph just imported is the variant with each symbolic dim at 1;
-    // other shapes are imported again, with those shapes fixed, on first use.
-    engine::GraphForShapes graph_for = [bytes = request.onnx_model(), import_options](
-                                           const engine::ShapeBinding& shapes) {
+    import = [bytes = request.onnx_model(), import_options](const engine::ShapeBinding& shapes) {
       OnnxImportOptions fixed = import_options;
       for (const auto& [input, dims] : shapes) fixed.input_shapes[input] = dims;
       return ImportOnnxModel(bytes, OpRegistry::Default(), fixed);
     };
-    result = models_->CompileWithShapes(name, *std::move(graph), *std::move(signature),
-                                        std::move(graph_for), options, batching, events,
-                                        deadline);
   } else {
+    import = [graph = request.graph()](const engine::ShapeBinding& shapes) {
+      return ImportKilnGraph(graph, OpRegistry::Default(), &shapes);
+    };
+  }
+  absl::StatusOr<ModelSignature> signature =
+      onnx ? ReadOnnxSignature(request.onnx_model(), import_options)
+           : ReadKilnGraphSignature(request.graph());
+  if (!signature.ok()) return signature.status();
+  const CompileOptions options = ToCompileOptions(request.options());
+  engine::SymbolicModel symbolic = ToSymbolicModel(request.options());
+  absl::StatusOr<engine::CompileResult> result;
+  if (!signature->IsSymbolic()) {
+    if (absl::Status s = RefuseShapeOptions(request.options(), onnx); !s.ok()) return s;
+    absl::StatusOr<Graph> graph = import({});
+    if (!graph.ok()) return graph.status();
     result = models_->Compile(name, *std::move(graph), options, events, deadline);
+  } else {
+    // The model loads at one shape; other shapes are imported again on
+    // first use. Outputs that declare no shape get theirs from the graph.
+    symbolic.signature = *std::move(signature);
+    absl::StatusOr<engine::ShapeBinding> load = LoadShapes(symbolic);
+    if (!load.ok()) return load.status();
+    if (absl::Status s = FillOutputDims(symbolic.signature, import, *load); !s.ok()) return s;
+    absl::StatusOr<Graph> graph = import(*load);
+    if (!graph.ok()) return graph.status();
+    symbolic.graph_for = std::move(import);
+    result = models_->CompileWithShapes(name, *std::move(graph), std::move(symbolic), options,
+                                        events, deadline);
   }
   if (!result.ok()) return result.status();
   kiln::v1::CompileModelResponse response;

@@ -1,5 +1,8 @@
 #include "server/report_conversion.h"
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
 namespace kiln::server {
 
 void FillPassTimings(const CompileRecord& record,
@@ -121,7 +124,19 @@ void FillModelTiming(const engine::ServedModel& served, kiln::v1::ModelTiming* o
   }
   if (served.variants) {
     out->set_shape_compiles(served.variants->compiles());
-    out->set_shape_variants_loaded(served.variants->loaded());
+    const auto loaded = served.variants->Loaded();
+    out->set_shape_variants_loaded(static_cast<int>(loaded.size()));
+    for (const auto& [shapes, model] : loaded) {
+      kiln::v1::ShapeTiming* st = out->add_shapes();
+      std::vector<std::string> parts;
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        const auto& inputs = served.variants->signature().inputs;
+        parts.push_back(absl::StrCat(i < inputs.size() ? inputs[i].name : "?", "=",
+                                     ShapeToString(shapes[i])));
+      }
+      st->set_shape(absl::StrJoin(parts, " "));
+      FillKernelTiming("inference", model->TimingStats().inference, st->mutable_inference());
+    }
   }
 }
 

@@ -65,7 +65,47 @@ absl::StatusOr<RawAttrs> ConvertAttrs(const kiln::v1::Node& node) {
 
 }  // namespace
 
-absl::StatusOr<Graph> ImportKilnGraph(const kiln::v1::Graph& proto, const OpRegistry& ops) {
+absl::StatusOr<ModelSignature> ReadKilnGraphSignature(const kiln::v1::Graph& proto) {
+  ModelSignature signature;
+  for (const kiln::v1::ValueInfo& in : proto.inputs()) {
+    TensorSignature t;
+    t.name = in.name();
+    KILN_ASSIGN_OR_RETURN(t.dtype,
+                          ConvertDType(in.dtype(), absl::StrCat("input '", in.name(), "'")));
+    if (in.dim_params_size() > in.dims_size()) {
+      return absl::InvalidArgumentError(absl::StrCat("input '", in.name(), "' has ",
+                                                     in.dim_params_size(), " dim_params for ",
+                                                     in.dims_size(), " dims"));
+    }
+    for (int d = 0; d < in.dims_size(); ++d) {
+      const int64_t size = in.dims(d);
+      if (size < TensorSignature::kSymbolicDim) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "input '", in.name(), "' dim ", d, " is ", size, " (a size, or -1 for symbolic)"));
+      }
+      const std::string param = d < in.dim_params_size() ? in.dim_params(d) : "";
+      if (!param.empty() && size != TensorSignature::kSymbolicDim) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "input '", in.name(), "' dim ", d, " names symbol '", param,
+            "' but has the fixed size ", size, "; a named dim needs -1"));
+      }
+      t.dims.push_back(size);
+      t.symbols.push_back(param);
+    }
+    signature.inputs.push_back(std::move(t));
+  }
+  for (const std::string& out : proto.outputs()) {
+    TensorSignature t;
+    t.name = out;
+    t.has_shape = false;
+    signature.outputs.push_back(std::move(t));
+  }
+  return signature;
+}
+
+absl::StatusOr<Graph> ImportKilnGraph(
+    const kiln::v1::Graph& proto, const OpRegistry& ops,
+    const std::map<std::string, std::vector<int64_t>>* input_shapes) {
   if (proto.nodes_size() + proto.constants_size() + proto.inputs_size() > kMaxGraphNodes) {
     return absl::InvalidArgumentError(absl::StrCat("graph has more than ", kMaxGraphNodes,
                                                    " nodes, the limit"));
@@ -82,8 +122,32 @@ absl::StatusOr<Graph> ImportKilnGraph(const kiln::v1::Graph& proto, const OpRegi
   };
 
   for (const kiln::v1::ValueInfo& in : proto.inputs()) {
-    KILN_ASSIGN_OR_RETURN(TensorType type,
-                          ConvertType(in.dtype(), in.dims(), absl::StrCat("input '", in.name(), "'")));
+    const std::string what = absl::StrCat("input '", in.name(), "'");
+    google::protobuf::RepeatedField<int64_t> dims = in.dims();
+    const auto fixed = input_shapes != nullptr ? input_shapes->find(in.name())
+                                               : std::map<std::string, std::vector<int64_t>>::
+                                                     const_iterator();
+    if (input_shapes != nullptr && fixed != input_shapes->end()) {
+      if (static_cast<int>(fixed->second.size()) != dims.size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, " has rank ", dims.size(), ", given shape ", ShapeToString(fixed->second)));
+      }
+      for (int d = 0; d < dims.size(); ++d) {
+        if (dims[d] != TensorSignature::kSymbolicDim && dims[d] != fixed->second[d]) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(what, " dim ", d, " is ", dims[d], ", given ", fixed->second[d]));
+        }
+        dims[d] = fixed->second[d];
+      }
+    }
+    for (int d = 0; d < dims.size(); ++d) {
+      if (dims[d] < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, " dim ", d, " is ", dims[d],
+            dims[d] == TensorSignature::kSymbolicDim ? " (symbolic) and no shape fixes it" : ""));
+      }
+    }
+    KILN_ASSIGN_OR_RETURN(TensorType type, ConvertType(in.dtype(), dims, what));
     KILN_RETURN_IF_ERROR(define(in.name(), graph.AddInput(in.name(), std::move(type))));
   }
   for (const kiln::v1::Tensor& c : proto.constants()) {

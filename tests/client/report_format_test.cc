@@ -45,6 +45,30 @@ TEST(ReportFormatTest, InferResultShowsLeadingValuesAndKernelTimes) {
   EXPECT_THAT(text, HasSubstr("2.500 us"));
 }
 
+TEST(ReportFormatTest, TimingStatsShowBatchesQueueAndShapes) {
+  kiln::v1::GetTimingStatsResponse stats;
+  kiln::v1::ModelTiming* m = stats.add_models();
+  m->set_model_name("mlp");
+  kiln::v1::InferBatchStatistics* b = m->add_batch_stats();
+  b->set_batch_size(8);
+  b->mutable_compute_infer()->set_count(4);
+  b->mutable_compute_infer()->set_ns(2'000'000);  // 0.5 ms a run
+  m->mutable_queue()->set_count(32);
+  m->mutable_queue()->set_p50_ns(1500);
+  m->mutable_queue()->set_p99_ns(9000);
+  m->set_padded_rows(3);
+  m->set_shape_compiles(2);
+  m->set_shape_variants_loaded(1);
+  kiln::v1::ShapeTiming* shape = m->add_shapes();
+  shape->set_shape("x=[8,16]");
+  shape->mutable_inference()->set_count(5);
+  const std::string text = FormatTimingStats(stats);
+  EXPECT_THAT(text, HasSubstr("batches: 8 x4 (run mean 0.500 ms)"));
+  EXPECT_THAT(text, HasSubstr("queue: 32 requests, p50 1.500 us, p99 9.000 us; 3 padded rows"));
+  EXPECT_THAT(text, HasSubstr("shapes: 1 loaded, 2 compiled besides the load-time one"));
+  EXPECT_THAT(text, HasSubstr("x=[8,16]"));
+}
+
 TEST(ReportFormatTest, JsonUsesProtoFieldNames) {
   kiln::v1::GetCacheStatsResponse s;
   s.set_entries(3);

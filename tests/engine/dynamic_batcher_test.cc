@@ -34,9 +34,11 @@ class DynamicBatcherTest : public ::testing::Test {
     manager_ = *std::move(m);
     absl::StatusOr<Graph> g = BatchModelGraph({{"x", {1, kWidth}}}, nullptr);
     ASSERT_TRUE(g.ok());
-    auto compiled = manager_->CompileWithShapes(
-        "m", *std::move(g), BatchModelSignature(false),
-        [](const ShapeBinding& s) { return BatchModelGraph(s, nullptr); }, CompileOptions{});
+    SymbolicModel symbolic;
+    symbolic.signature = BatchModelSignature(false);
+    symbolic.graph_for = [](const ShapeBinding& s) { return BatchModelGraph(s, nullptr); };
+    auto compiled = manager_->CompileWithShapes("m", *std::move(g), std::move(symbolic),
+                                                CompileOptions{});
     ASSERT_TRUE(compiled.ok()) << compiled.status();
   }
 

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "engine/model_manager.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -23,21 +24,27 @@ using runtime::Tensor;
 
 class ShapeVariantsTest : public ::testing::Test {
  protected:
-  void Load(bool two_inputs, int max_variants = 8) {
+  absl::Status Load(bool two_inputs, int max_variants = 8, SymbolRanges ranges = {},
+                    std::vector<SymbolBinding> eager = {}, int64_t load_batch = 1) {
     ModelManagerOptions options;
     options.cache.dir.clear();
     options.max_shape_variants = max_variants;
     auto m = ModelManager::Create(options);
-    ASSERT_TRUE(m.ok()) << m.status();
+    if (!m.ok()) return m.status();
     manager_ = *std::move(m);
     ShapeBinding first;
-    for (const TensorSignature& in : BatchModelSignature(two_inputs).inputs) first[in.name] = {1, kWidth};
+    for (const TensorSignature& in : BatchModelSignature(two_inputs).inputs) {
+      first[in.name] = {load_batch, kWidth};
+    }
     absl::StatusOr<Graph> g = BatchModelGraph(first, nullptr);
-    ASSERT_TRUE(g.ok());
-    auto compiled = manager_->CompileWithShapes(
-        "m", *std::move(g), BatchModelSignature(two_inputs),
-        [this](const ShapeBinding& s) { return BatchModelGraph(s, &builds_); }, CompileOptions{});
-    ASSERT_TRUE(compiled.ok()) << compiled.status();
+    if (!g.ok()) return g.status();
+    SymbolicModel symbolic;
+    symbolic.signature = BatchModelSignature(two_inputs);
+    symbolic.graph_for = [this](const ShapeBinding& s) { return BatchModelGraph(s, &builds_); };
+    symbolic.ranges = std::move(ranges);
+    symbolic.eager = std::move(eager);
+    return manager_->CompileWithShapes("m", *std::move(g), std::move(symbolic), CompileOptions{})
+        .status();
   }
 
   // Runs the single-input model at `batch` rows and checks relu(x) * 2.
@@ -64,7 +71,7 @@ class ShapeVariantsTest : public ::testing::Test {
 };
 
 TEST_F(ShapeVariantsTest, EveryBatchComputesWhatTheLoopDoes) {
-  Load(/*two_inputs=*/false);
+  ASSERT_TRUE(Load(/*two_inputs=*/false).ok());
   for (int64_t batch : {1, 2, 7, 32}) ExpectComputes(batch);
   EXPECT_EQ(variants().compiles(), 3);  // batch 1 was compiled at load
   ExpectComputes(7);                    // compiled already
@@ -72,7 +79,7 @@ TEST_F(ShapeVariantsTest, EveryBatchComputesWhatTheLoopDoes) {
 }
 
 TEST_F(ShapeVariantsTest, ConcurrentFirstRequestsCompileOnce) {
-  Load(/*two_inputs=*/false);
+  ASSERT_TRUE(Load(/*two_inputs=*/false).ok());
   std::vector<std::thread> callers;
   std::vector<std::shared_ptr<runtime::CompiledModel>> got(8);
   for (int i = 0; i < 8; ++i) {
@@ -91,7 +98,7 @@ TEST_F(ShapeVariantsTest, ConcurrentFirstRequestsCompileOnce) {
 }
 
 TEST_F(ShapeVariantsTest, LeastRecentlyUsedVariantGoesButARunningCallerKeepsIt) {
-  Load(/*two_inputs=*/false, /*max_variants=*/2);
+  ASSERT_TRUE(Load(/*two_inputs=*/false, /*max_variants=*/2).ok());
   auto held = manager_->FindForShapes("m", {{3, kWidth}});  // batch 1 and 3 loaded
   ASSERT_TRUE(held.ok());
   ASSERT_TRUE(manager_->FindForShapes("m", {{4, kWidth}}).ok());  // evicts batch 1
@@ -111,7 +118,7 @@ TEST_F(ShapeVariantsTest, LeastRecentlyUsedVariantGoesButARunningCallerKeepsIt) 
 }
 
 TEST_F(ShapeVariantsTest, AShapeThatFailsForGoodIsNotCompiledAgain) {
-  Load(/*two_inputs=*/false);
+  ASSERT_TRUE(Load(/*two_inputs=*/false).ok());
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(manager_->FindForShapes("m", {{13, kWidth}}).status().code(),
               absl::StatusCode::kInvalidArgument);
@@ -127,7 +134,7 @@ TEST_F(ShapeVariantsTest, AShapeThatFailsForGoodIsNotCompiledAgain) {
 }
 
 TEST_F(ShapeVariantsTest, ShapesThatCannotBeTheModelsAreInvalidArgument) {
-  Load(/*two_inputs=*/true);
+  ASSERT_TRUE(Load(/*two_inputs=*/true).ok());
   auto status = [&](std::vector<std::vector<int64_t>> shapes) {
     return manager_->FindForShapes("m", shapes).status();
   };
@@ -146,6 +153,42 @@ TEST_F(ShapeVariantsTest, ShapesThatCannotBeTheModelsAreInvalidArgument) {
   EXPECT_TRUE(status({{3, kWidth}, {3, kWidth}}).ok());
   EXPECT_EQ(manager_->FindForShapes("nope", {{1, kWidth}}).status().code(),
             absl::StatusCode::kNotFound);
+}
+
+TEST_F(ShapeVariantsTest, ADeclaredRangeRefusesSizesOutsideItNamingTheRange) {
+  ASSERT_TRUE(Load(/*two_inputs=*/false, 8, {{"batch", {2, 8}}}, {}, /*load_batch=*/2).ok());
+  for (int64_t outside : {1, 9}) {
+    absl::Status s = manager_->FindForShapes("m", {{outside, kWidth}}).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr(absl::StrCat("input 'x' dim 0 ('batch') is ", outside,
+                                       ", outside the model's declared range 2..8")));
+  }
+  EXPECT_EQ(variants().compiles(), 0);
+  ExpectComputes(8);
+}
+
+TEST_F(ShapeVariantsTest, EagerShapesAreCompiledAtLoad) {
+  ASSERT_TRUE(Load(/*two_inputs=*/false, 8, {}, {{{"batch", 4}}, {{"batch", 16}}}).ok());
+  EXPECT_EQ(variants().loaded(), 3);  // 1 (the load shape), 4 and 16
+  const int builds = builds_.load();
+  ExpectComputes(16);
+  ExpectComputes(4);
+  EXPECT_EQ(builds_.load(), builds);  // nothing built on first use
+}
+
+TEST_F(ShapeVariantsTest, RangesAndEagerShapesTheModelCannotTakeAreRefusedAtLoad) {
+  auto code = [](const absl::Status& s) { return s.code(); };
+  EXPECT_EQ(code(Load(false, 8, {{"seq", {1, 8}}})), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(Load(false, 8, {{"batch", {4, 2}}})), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(Load(false, 8, {{"batch", {2, 8}}}, {{{"batch", 9}}}, 2)),
+            absl::StatusCode::kInvalidArgument);  // eager shape outside the range
+  EXPECT_EQ(code(Load(false, 8, {}, {{{"seq", 9}}})), absl::StatusCode::kInvalidArgument);
+  absl::Status too_many = Load(false, 2, {}, {{{"batch", 2}}, {{"batch", 3}}});
+  EXPECT_EQ(too_many.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(too_many.message()), HasSubstr("--max-shape-variants"));
+  absl::Status load_outside = Load(false, 8, {{"batch", {2, 8}}});  // loads batch 1
+  EXPECT_EQ(load_outside.code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

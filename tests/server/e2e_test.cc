@@ -608,6 +608,82 @@ TEST_F(EndToEndTest, DynamicBatchingNeedsABatchAxis) {
   EXPECT_THAT(s.error_message(), HasSubstr("symbolic dim 0"));
 }
 
+// The MLP as a kiln.v1.Graph with a symbolic batch ("batch", dims -1),
+// a declared range 1..4 and batch 2 compiled at load: every batch in the
+// range computes what NumPy does for those rows, one outside is refused
+// naming the range, and ModelMetadata reports -1 for the batch of the
+// input and of the output (found by typing the graph at two batches).
+TEST_F(EndToEndTest, GraphWithASymbolicBatchServesEveryBatchInItsRange) {
+  kiln::v1::Graph graph = MlpGraph();
+  graph.mutable_inputs(0)->set_dims(0, -1);
+  graph.mutable_inputs(0)->add_dim_params("batch");
+  kiln::v1::CompileModelRequest request;
+  *request.mutable_graph() = graph;
+  request.set_model_name("mlp_symbolic");
+  kiln::v1::CompileOptions* options = request.mutable_options();
+  (*options->mutable_symbol_ranges())["batch"].set_min(1);
+  (*options->mutable_symbol_ranges())["batch"].set_max(4);
+  (*options->add_eager_shapes()->mutable_sizes())["batch"] = 2;
+  {
+    kiln::v1::CompileModelResponse compiled;
+    grpc::ClientContext ctx;
+    grpc::Status s = compiler_->CompileModel(&ctx, request, &compiled);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  {
+    grpc::ClientContext ctx;
+    inference::ModelMetadataRequest meta_request;
+    meta_request.set_name("mlp_symbolic");
+    inference::ModelMetadataResponse meta;
+    ASSERT_TRUE(inference_->ModelMetadata(&ctx, meta_request, &meta).ok());
+    EXPECT_THAT(meta.inputs(0).shape(), ElementsAre(-1, 16));
+    const NpyFloat32 y = Fixture("y");
+    EXPECT_THAT(meta.outputs(0).shape(), ElementsAre(-1, y.shape[1]));
+  }
+  const NpyFloat32 y = Fixture("y");
+  const int64_t classes = y.shape[1];
+  for (int64_t batch : {2, 1, 3, 4}) {
+    SCOPED_TRACE(batch);
+    inference::ModelInferRequest r;
+    r.set_model_name("mlp_symbolic");
+    AddInput(r, "x", "FP32", {batch, 16});
+    r.add_raw_input_contents(x_.bytes().substr(0, batch * 16 * sizeof(float)));
+    inference::ModelInferResponse response;
+    grpc::Status s = Infer(r, &response);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_THAT(response.outputs(0).shape(), ElementsAre(batch, classes));
+    std::vector<float> got = Floats(response.raw_output_contents(0));
+    ASSERT_EQ(got.size(), static_cast<size_t>(batch * classes));
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], y.values[i], 1e-5) << i;
+  }
+  inference::ModelInferRequest outside;
+  outside.set_model_name("mlp_symbolic");
+  AddInput(outside, "x", "FP32", {5, 16});
+  outside.add_raw_input_contents(std::string(5 * 16 * sizeof(float), '\0'));
+  grpc::Status s = Infer(outside);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(),
+              HasSubstr("input 'x' dim 0 ('batch') is 5, outside the model's declared range 1..4"));
+  kiln::v1::GetTimingStatsRequest stats_request;
+  stats_request.set_model_name("mlp_symbolic");
+  kiln::v1::GetTimingStatsResponse stats;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(compiler_->GetTimingStats(&ctx, stats_request, &stats).ok());
+  EXPECT_EQ(stats.models(0).shape_compiles(), 3);  // batches 1, 3 and 4 on first use
+}
+
+TEST_F(EndToEndTest, ShapeOptionsOnAFixedModelAreInvalidArgument) {
+  kiln::v1::CompileModelRequest request;
+  *request.mutable_graph() = MlpGraph();
+  request.set_model_name("mlp_fixed_ranged");
+  (*request.mutable_options()->mutable_symbol_ranges())["batch"].set_max(4);
+  kiln::v1::CompileModelResponse compiled;
+  grpc::ClientContext ctx;
+  grpc::Status s = compiler_->CompileModel(&ctx, request, &compiled);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("symbol_ranges needs inputs with symbolic dims"));
+}
+
 // --- Inference errors. ---
 
 class InferErrorsTest : public EndToEndTest {

@@ -124,5 +124,61 @@ TEST(KilnGraphImporterTest, UnsupportedDTypeIsInvalidArgument) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
 }
 
+kiln::v1::Graph ParseGraph(const std::string& text) {
+  kiln::v1::Graph g;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &g));
+  return g;
+}
+
+// y = relu(x) + b with x: [batch, 3] and b: [batch, 3], plus an unnamed free dim.
+constexpr char kSymbolicGraph[] = R"pb(
+  inputs { name: "x" dtype: FLOAT32 dims: -1 dims: 3 dim_params: "batch" }
+  inputs { name: "b" dtype: FLOAT32 dims: -1 dims: 3 dim_params: "batch" }
+  nodes { name: "r" op: "relu" inputs: "x" }
+  nodes { name: "y" op: "add" inputs: "r" inputs: "b" }
+  outputs: "y"
+)pb";
+
+TEST(KilnGraphImporterTest, SymbolicDimsAreReadIntoTheSignature) {
+  absl::StatusOr<ModelSignature> s = ReadKilnGraphSignature(ParseGraph(kSymbolicGraph));
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->inputs.size(), 2u);
+  EXPECT_EQ(s->inputs[0].dims, (std::vector<int64_t>{-1, 3}));
+  EXPECT_EQ(s->inputs[0].symbols, (std::vector<std::string>{"batch", ""}));
+  EXPECT_TRUE(s->IsSymbolic());
+  ASSERT_EQ(s->outputs.size(), 1u);
+  EXPECT_FALSE(s->outputs[0].has_shape);
+}
+
+TEST(KilnGraphImporterTest, SymbolicDimsImportAtTheShapesGiven) {
+  const kiln::v1::Graph g = ParseGraph(kSymbolicGraph);
+  std::map<std::string, std::vector<int64_t>> shapes = {{"x", {5, 3}}, {"b", {5, 3}}};
+  absl::StatusOr<Graph> graph = ImportKilnGraph(g, OpRegistry::Default(), &shapes);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  ASSERT_EQ(graph->inputs().size(), 2u);
+  EXPECT_EQ(graph->inputs()[0]->type.shape, (std::vector<int64_t>{5, 3}));
+  EXPECT_EQ(graph->inputs()[1]->type.shape, (std::vector<int64_t>{5, 3}));
+  // Not fixed: refused, naming the input and dim.
+  absl::Status unfixed = ImportKilnGraph(g, OpRegistry::Default()).status();
+  EXPECT_EQ(unfixed.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(unfixed.message()), HasSubstr("input 'x' dim 0 is -1 (symbolic)"));
+  // A fixed dim cannot be changed.
+  shapes["x"] = {5, 4};
+  absl::Status changed = ImportKilnGraph(g, OpRegistry::Default(), &shapes).status();
+  EXPECT_THAT(std::string(changed.message()), HasSubstr("input 'x' dim 1 is 3, given 4"));
+}
+
+TEST(KilnGraphImporterTest, MalformedSymbolicDimsAreInvalidArgument) {
+  for (const char* text : {
+           R"pb(inputs { name: "x" dtype: FLOAT32 dims: -2 })pb",
+           R"pb(inputs { name: "x" dtype: FLOAT32 dims: 4 dim_params: "batch" })pb",
+           R"pb(inputs { name: "x" dtype: FLOAT32 dims: -1 dim_params: "a" dim_params: "b" })pb",
+       }) {
+    SCOPED_TRACE(text);
+    EXPECT_EQ(ReadKilnGraphSignature(ParseGraph(text)).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+}
+
 }  // namespace
 }  // namespace kiln
