@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <deque>
 #include <utility>
 
@@ -10,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "engine/batch_rows.h"
 
 namespace kiln::engine {
 namespace {
@@ -199,29 +199,21 @@ void DynamicBatcher::Core::Execute(std::vector<Request> batch) {
 
   // One request that needs no padding runs on its own tensors.
   const bool alone = batch.size() == 1 && run_rows == rows;
-  std::vector<runtime::Tensor> joined;
   std::vector<std::vector<int64_t>> shapes;
-  std::vector<const runtime::Tensor*> pointers;
-  for (size_t i = 0; i < batch[0].inputs.size(); ++i) {
-    TensorType type = batch[0].inputs[i].type();
-    type.shape[0] = run_rows;
-    shapes.push_back(type.shape);
-    if (alone) {
-      pointers.push_back(&batch[0].inputs[i]);
-      continue;
-    }
-    absl::StatusOr<runtime::Tensor> t = runtime::Tensor::AllocateUninitialized(type);
-    if (!t.ok()) return fail_all(t.status());
-    char* out = static_cast<char*>(t->data());
-    for (const Request& r : batch) {
-      const absl::string_view bytes = r.inputs[i].bytes();
-      std::memcpy(out, bytes.data(), bytes.size());
-      out += bytes.size();
-    }
-    std::memset(out, 0, static_cast<char*>(t->data()) + t->byte_size() - out);
-    joined.push_back(*std::move(t));
+  for (const runtime::Tensor& t : batch[0].inputs) {
+    shapes.push_back(t.type().shape);
+    shapes.back()[0] = run_rows;
   }
-  for (const runtime::Tensor& t : joined) pointers.push_back(&t);
+  std::vector<runtime::Tensor> joined;
+  if (!alone) {
+    std::vector<const std::vector<runtime::Tensor>*> requests;
+    for (const Request& r : batch) requests.push_back(&r.inputs);
+    absl::StatusOr<std::vector<runtime::Tensor>> j = JoinRows(requests, run_rows);
+    if (!j.ok()) return fail_all(j.status());
+    joined = *std::move(j);
+  }
+  std::vector<const runtime::Tensor*> pointers;
+  for (const runtime::Tensor& t : alone ? batch[0].inputs : joined) pointers.push_back(&t);
   const int64_t gathered = NowNs();
 
   absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> model = model_for_(shapes);
@@ -230,34 +222,16 @@ void DynamicBatcher::Core::Execute(std::vector<Request> batch) {
   if (!result.ok()) return fail_all(result.status());
   const int64_t ran = NowNs();
 
-  std::vector<runtime::RunResult> split(batch.size());
+  std::vector<runtime::RunResult> split;
   if (alone) {
-    split[0] = *std::move(result);
+    split.push_back(*std::move(result));
   } else {
-    const Program& program = (*model)->program();
-    for (size_t o = 0; o < result->outputs.size(); ++o) {
-      const runtime::Tensor& out = result->outputs[o];
-      if (out.type().shape.empty() || out.type().shape[0] != run_rows) {
-        return fail_all(absl::InternalError(absl::StrCat(
-            "output '", program.output_names[o], "' has shape ", ShapeToString(out.type().shape),
-            " for a batch of ", run_rows, " rows: its dim 0 is not the batch axis")));
-      }
-      const int64_t row_bytes = out.byte_size() / run_rows;
-      int64_t row = 0;
-      for (size_t b = 0; b < batch.size(); ++b) {
-        TensorType type = out.type();
-        type.shape[0] = batch[b].rows;
-        absl::StatusOr<runtime::Tensor> part = runtime::Tensor::FromBytes(
-            type, out.bytes().substr(row * row_bytes, batch[b].rows * row_bytes));
-        if (!part.ok()) return fail_all(part.status());
-        split[b].outputs.push_back(*std::move(part));
-        row += batch[b].rows;
-      }
-    }
-    for (runtime::RunResult& r : split) {
-      r.kernel_times = result->kernel_times;
-      r.total_ns = result->total_ns;
-    }
+    std::vector<int64_t> request_rows;
+    for (const Request& r : batch) request_rows.push_back(r.rows);
+    absl::StatusOr<std::vector<runtime::RunResult>> s =
+        SplitRows(*result, request_rows, run_rows, (*model)->program().output_names);
+    if (!s.ok()) return fail_all(s.status());
+    split = *std::move(s);
   }
   stats_->RecordExecution(rows, gathered - start, ran - gathered, NowNs() - ran, run_rows - rows);
   for (size_t b = 0; b < batch.size(); ++b) batch[b].done(std::move(split[b]));

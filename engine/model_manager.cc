@@ -102,6 +102,9 @@ absl::StatusOr<CompileResult> ModelManager::CompileAndStore(
     served.variants = std::move(variants);
   }
   served.batch_stats = std::make_shared<BatchStatistics>();
+  served.pads_new_batches =
+      served.variants && symbolic.pad_new_batches &&
+      ValidateDynamicBatching({/*max_batch_size=*/1, {}, 0}, served.variants->signature()).ok();
   if (symbolic.batching.enabled() && served.variants) {
     served.batcher = std::make_shared<DynamicBatcher>(
         symbolic.batching,

@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "compiler/driver/compile.h"
+#include "engine/background_worker.h"
 #include "engine/batch_statistics.h"
 #include "engine/compile_driver.h"
 #include "engine/dynamic_batcher.h"
@@ -45,6 +46,10 @@ struct SymbolicModel {
   std::vector<SymbolBinding> eager;
   // Off unless max_batch_size > 0.
   DynamicBatchingConfig batching;
+  // While a new batch size compiles, serve its requests from a loaded
+  // larger batch, padded (only for a model whose inputs and outputs share
+  // a symbolic dim 0).
+  bool pad_new_batches = true;
 };
 
 // A model being served and what its compile did.
@@ -60,6 +65,9 @@ struct ServedModel {
   // Joins concurrent requests into one run when the model was loaded with
   // dynamic batching; null otherwise.
   std::shared_ptr<DynamicBatcher> batcher;
+  // Whether a request of a batch size not compiled yet may be served from
+  // a larger loaded one while its own compiles (SymbolicModel).
+  bool pads_new_batches = false;
 };
 
 class ModelManager {
@@ -98,6 +106,10 @@ class ModelManager {
   // NotFound when no model has that name.
   absl::Status Unload(const std::string& name);
   CacheStats GetCacheStats() const { return cache_.Stats(); }
+  // Runs shape compiles no caller waits for (ShapeVariants::CompileSoon).
+  ShapeVariants::Schedule BackgroundSchedule() {
+    return [this](std::function<void(bool)> task) { background_.Post(std::move(task)); };
+  }
   KernelCache& cache() { return cache_; }
 
  private:
@@ -118,6 +130,8 @@ class ModelManager {
   KernelCache cache_;
   mutable absl::Mutex mutex_;
   std::map<std::string, ServedModel> models_ ABSL_GUARDED_BY(mutex_);
+  // Last: gone (its running compile finished) before what compiles use.
+  BackgroundWorker background_;
 };
 
 }  // namespace kiln::engine

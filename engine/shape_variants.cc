@@ -180,6 +180,11 @@ absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> ShapeVariants::Get(
     ++compiles_;
   }
   // Compile outside the lock: other shapes are served meanwhile.
+  return Fill(shapes, slot);
+}
+
+absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> ShapeVariants::Fill(
+    const std::vector<std::vector<int64_t>>& shapes, const std::shared_ptr<Slot>& slot) {
   ShapeBinding binding;
   for (size_t i = 0; i < shapes.size(); ++i) binding[signature_.inputs[i].name] = shapes[i];
   absl::StatusOr<std::unique_ptr<runtime::CompiledModel>> model = [&]() {
@@ -205,6 +210,63 @@ absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> ShapeVariants::Get(
   EvictBeyondBound();
   if (!slot->status.ok()) return slot->status;
   return slot->model;
+}
+
+void ShapeVariants::Abandon(const std::vector<std::vector<int64_t>>& shapes,
+                            const std::shared_ptr<Slot>& slot, const absl::Status& status) {
+  absl::MutexLock lock(&mutex_);
+  slot->ready = true;
+  slot->status = status;
+  auto it = slots_.find(shapes);
+  if (it != slots_.end() && it->second == slot) slots_.erase(it);
+  compiled_.SignalAll();
+}
+
+void ShapeVariants::CompileSoon(const std::vector<std::vector<int64_t>>& shapes,
+                                const Schedule& schedule) {
+  if (!Check(shapes).ok()) return;
+  std::shared_ptr<Slot> slot;
+  {
+    absl::MutexLock lock(&mutex_);
+    auto [it, fresh] = slots_.emplace(shapes, nullptr);
+    if (!fresh) return;  // loaded, compiling or refused
+    it->second = slot = std::make_shared<Slot>();
+    ++compiles_;
+  }
+  schedule([self = shared_from_this(), shapes, slot](bool cancelled) {
+    if (cancelled) {
+      self->Abandon(shapes, slot, absl::UnavailableError("the server is shutting down"));
+    } else {
+      (void)self->Fill(shapes, slot);
+    }
+  });
+}
+
+std::optional<ShapeVariants::LargerBatch> ShapeVariants::FindLargerBatch(
+    const std::vector<std::vector<int64_t>>& shapes) {
+  if (shapes.empty()) return std::nullopt;
+  for (const std::vector<int64_t>& shape : shapes) {
+    if (shape.empty() || shape[0] != shapes[0][0]) return std::nullopt;
+  }
+  absl::MutexLock lock(&mutex_);
+  Slot* best = nullptr;
+  int64_t best_rows = 0;
+  for (const auto& [loaded, slot] : slots_) {
+    if (!slot->ready || !slot->status.ok() || loaded.size() != shapes.size()) continue;
+    const int64_t rows = loaded[0].empty() ? 0 : loaded[0][0];
+    if (rows <= shapes[0][0] || (best != nullptr && rows >= best_rows)) continue;
+    bool fits = true;
+    for (size_t i = 0; i < shapes.size() && fits; ++i) {
+      fits = loaded[i].size() == shapes[i].size() && loaded[i][0] == rows &&
+             std::equal(shapes[i].begin() + 1, shapes[i].end(), loaded[i].begin() + 1);
+    }
+    if (!fits) continue;
+    best = slot.get();
+    best_rows = rows;
+  }
+  if (best == nullptr) return std::nullopt;
+  best->last_use = ++clock_;
+  return LargerBatch{best->model, best_rows};
 }
 
 std::shared_ptr<runtime::CompiledModel> ShapeVariants::Peek(

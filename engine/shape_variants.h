@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,8 +57,11 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> BindSymbols(const ModelSignatu
 // has 1 <= min <= max.
 absl::Status ValidateSymbolRanges(const ModelSignature& signature, const SymbolRanges& ranges);
 
-class ShapeVariants {
+class ShapeVariants : public std::enable_shared_from_this<ShapeVariants> {
  public:
+  // Runs a task away from the caller; `cancelled` when it will not run.
+  using Schedule = std::function<void(std::function<void(bool cancelled)>)>;
+
   // A request whose named symbol falls outside `ranges` is refused.
   ShapeVariants(ModelSignature signature, SymbolRanges ranges, GraphForShapes graph_for,
                 CompileVariant compile, int max_variants);
@@ -84,6 +88,20 @@ class ShapeVariants {
   // the range).
   absl::Status Check(const std::vector<std::vector<int64_t>>& shapes) const;
 
+  // A loaded variant a request of `shapes` can be padded into: the one with
+  // the fewest rows that differs only by a larger dim 0, the same in every
+  // input. Null when none.
+  struct LargerBatch {
+    std::shared_ptr<runtime::CompiledModel> model;
+    int64_t rows = 0;
+  };
+  std::optional<LargerBatch> FindLargerBatch(const std::vector<std::vector<int64_t>>& shapes);
+
+  // Starts compiling `shapes` through `schedule` unless they are loaded,
+  // compiling, known to fail or not the model's; callers of Get for them
+  // meanwhile wait for that compile. Call on an object a shared_ptr owns.
+  void CompileSoon(const std::vector<std::vector<int64_t>>& shapes, const Schedule& schedule);
+
   // The variants loaded now (compiled and not evicted), by input shapes.
   std::vector<std::pair<std::vector<std::vector<int64_t>>, std::shared_ptr<runtime::CompiledModel>>>
   Loaded() const;
@@ -100,6 +118,12 @@ class ShapeVariants {
     uint64_t last_use = 0;
   };
 
+  // Compiles `shapes` into `slot`, claimed for them, and wakes its waiters.
+  absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> Fill(
+      const std::vector<std::vector<int64_t>>& shapes, const std::shared_ptr<Slot>& slot);
+  // Ends `slot`, claimed for `shapes`, with `status` (no compile).
+  void Abandon(const std::vector<std::vector<int64_t>>& shapes, const std::shared_ptr<Slot>& slot,
+               const absl::Status& status);
   // `slot`'s model once its compile is done (waiting for it), or its error.
   absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> Await(Slot& slot)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);

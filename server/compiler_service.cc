@@ -39,6 +39,7 @@ engine::SymbolicModel ToSymbolicModel(const kiln::v1::CompileOptions& in) {
   out.batching.preferred_batch_sizes.assign(batching.preferred_batch_size().begin(),
                                             batching.preferred_batch_size().end());
   out.batching.max_queue_delay_us = batching.max_queue_delay_microseconds();
+  out.pad_new_batches = !in.exact_shapes_only();
   for (const auto& [symbol, range] : in.symbol_ranges()) {
     out.ranges[symbol] = {range.min(), range.max()};
   }

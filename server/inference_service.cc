@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/version.h"
+#include "engine/batch_rows.h"
 #include "server/cpu_affinity.h"
 #include "server/infer_request.h"
 #include "server/status_conversion.h"
@@ -129,6 +130,22 @@ int64_t NowNs() {
       .count();
 }
 
+// `shapes`, in the signature's input order, in the program's.
+absl::StatusOr<std::vector<std::vector<int64_t>>> InProgramOrder(
+    const Program& program, const ModelSignature& signature,
+    const std::vector<std::vector<int64_t>>& shapes) {
+  std::vector<std::vector<int64_t>> out;
+  for (int v : program.inputs) {
+    for (size_t i = 0; i < signature.inputs.size() && i < shapes.size(); ++i) {
+      if (signature.inputs[i].name == program.values[v].name) out.push_back(shapes[i]);
+    }
+  }
+  if (out.size() != program.inputs.size()) {
+    return absl::InternalError("the model's inputs and its signature differ");
+  }
+  return out;
+}
+
 // The rows of a request: its first input's dim 0 (1 for a scalar input).
 int64_t RequestRows(const std::vector<runtime::Tensor>& inputs) {
   if (inputs.empty() || inputs[0].type().shape.empty()) return 1;
@@ -170,6 +187,17 @@ void InferenceService::StartInfer(const inference::ModelInferRequest& request,
       }
       return SubmitToBatcher(*served, *shapes, request, response, std::move(done));
     }
+    if (shapes && served->pads_new_batches && !served->variants->Peek(*shapes) &&
+        served->variants->Check(*shapes).ok()) {
+      // A batch size not compiled yet: served from a larger loaded one,
+      // padded, while its own compiles in the background.
+      std::optional<engine::ShapeVariants::LargerBatch> larger =
+          served->variants->FindLargerBatch(*shapes);
+      if (larger) {
+        served->variants->CompileSoon(*shapes, models_->BackgroundSchedule());
+        return RunInLargerBatch(*served, *larger, *shapes, request, response, std::move(done));
+      }
+    }
     if (shapes) {
       absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> variant =
           served->variants->Get(*shapes);
@@ -204,6 +232,33 @@ absl::Status InferenceService::Answer(const Program& program,
   return EncodeOutputs(program, request, std::move(result), response);
 }
 
+void InferenceService::RunInLargerBatch(const engine::ServedModel& served,
+                                        const engine::ShapeVariants::LargerBatch& larger,
+                                        const std::vector<std::vector<int64_t>>& shapes,
+                                        const inference::ModelInferRequest& request,
+                                        inference::ModelInferResponse* response,
+                                        InferDone done) {
+  const int64_t start = NowNs();
+  const Program& program = larger.model->program();
+  absl::StatusOr<std::vector<std::vector<int64_t>>> program_shapes =
+      InProgramOrder(program, served.variants->signature(), shapes);
+  if (!program_shapes.ok()) return done(Fail("ModelInfer", program_shapes.status()));
+  absl::StatusOr<std::vector<runtime::Tensor>> inputs =
+      DecodeInputs(program, request, &*program_shapes);
+  if (!inputs.ok()) return done(Fail("ModelInfer", inputs.status()));
+  const int64_t decoded = NowNs();
+  absl::StatusOr<runtime::RunResult> result =
+      engine::RunPadded(*larger.model, *inputs, larger.rows);
+  if (!result.ok()) return done(Fail("ModelInfer", result.status()));
+  const int64_t ran = NowNs();
+  absl::Status encoded = Answer(program, request, *std::move(result), response);
+  if (!encoded.ok()) return done(Fail("ModelInfer", encoded));
+  const int64_t rows = RequestRows(*inputs);
+  served.batch_stats->RecordExecution(rows, decoded - start, ran - decoded, NowNs() - ran,
+                                      larger.rows - rows);
+  done(grpc::Status::OK);
+}
+
 void InferenceService::SubmitToBatcher(const engine::ServedModel& served,
                                        const std::vector<std::vector<int64_t>>& shapes,
                                        const inference::ModelInferRequest& request,
@@ -212,19 +267,11 @@ void InferenceService::SubmitToBatcher(const engine::ServedModel& served,
   // The load-time variant's program names the inputs, dtypes and outputs
   // (every variant shares them); the shapes are the request's, checked.
   const Program& program = served.model->program();
-  std::vector<std::vector<int64_t>> program_shapes;
-  for (int v : program.inputs) {
-    for (size_t i = 0; i < served.variants->signature().inputs.size(); ++i) {
-      if (served.variants->signature().inputs[i].name == program.values[v].name) {
-        program_shapes.push_back(shapes[i]);
-      }
-    }
-  }
-  if (program_shapes.size() != program.inputs.size()) {
-    return done(Fail("ModelInfer", absl::InternalError("the model's inputs and signature differ")));
-  }
+  absl::StatusOr<std::vector<std::vector<int64_t>>> program_shapes =
+      InProgramOrder(program, served.variants->signature(), shapes);
+  if (!program_shapes.ok()) return done(Fail("ModelInfer", program_shapes.status()));
   absl::StatusOr<std::vector<runtime::Tensor>> inputs =
-      DecodeInputs(program, request, &program_shapes);
+      DecodeInputs(program, request, &*program_shapes);
   if (!inputs.ok()) return done(Fail("ModelInfer", inputs.status()));
   // The callback holds the model, not the served entry: dropping the last
   // reference to the batcher from its own thread is what it must not do.

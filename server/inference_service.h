@@ -59,6 +59,12 @@ class InferenceService : public inference::GRPCInferenceService::Service {
   // Fills the response's header and outputs.
   static absl::Status Answer(const Program& program, const inference::ModelInferRequest& request,
                              runtime::RunResult result, inference::ModelInferResponse* response);
+  // StartInfer for a batch size not compiled yet: run in `larger`, padded.
+  void RunInLargerBatch(const engine::ServedModel& served,
+                        const engine::ShapeVariants::LargerBatch& larger,
+                        const std::vector<std::vector<int64_t>>& shapes,
+                        const inference::ModelInferRequest& request,
+                        inference::ModelInferResponse* response, InferDone done);
   // StartInfer for a model with dynamic batching: decode, queue, answer
   // from the batcher's thread. `shapes` in the signature's order, checked.
   void SubmitToBatcher(const engine::ServedModel& served,

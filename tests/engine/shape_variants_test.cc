@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -189,6 +191,43 @@ TEST_F(ShapeVariantsTest, RangesAndEagerShapesTheModelCannotTakeAreRefusedAtLoad
   EXPECT_THAT(std::string(too_many.message()), HasSubstr("--max-shape-variants"));
   absl::Status load_outside = Load(false, 8, {{"batch", {2, 8}}});  // loads batch 1
   EXPECT_EQ(load_outside.code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ShapeVariantsTest, ALargerLoadedBatchIsFoundForANewOne) {
+  ASSERT_TRUE(Load(/*two_inputs=*/false, 8, {}, {{{"batch", 8}}, {{"batch", 4}}}).ok());
+  auto found = variants().FindLargerBatch({{3, kWidth}});
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->rows, 4);  // the fewest rows that hold 3
+  EXPECT_EQ(found->model, variants().Peek({{4, kWidth}}));
+  EXPECT_EQ(variants().FindLargerBatch({{6, kWidth}})->rows, 8);
+  EXPECT_FALSE(variants().FindLargerBatch({{8, kWidth}}).has_value());  // none larger
+  EXPECT_FALSE(variants().FindLargerBatch({{2, kWidth + 1}}).has_value());  // another width
+}
+
+TEST_F(ShapeVariantsTest, CompileSoonCompilesOnceAndGetWaitsForIt) {
+  ASSERT_TRUE(Load(/*two_inputs=*/false).ok());
+  std::vector<std::function<void(bool)>> queued;
+  ShapeVariants::Schedule hold = [&](std::function<void(bool)> task) {
+    queued.push_back(std::move(task));
+  };
+  variants().CompileSoon({{5, kWidth}}, hold);
+  variants().CompileSoon({{5, kWidth}}, hold);  // already claimed: nothing more
+  variants().CompileSoon({{13, kWidth}}, hold);  // claimed too; fails when run
+  variants().CompileSoon({{5, kWidth + 1}}, hold);  // not the model's: never claimed
+  ASSERT_EQ(queued.size(), 2u);
+  EXPECT_EQ(variants().Peek({{5, kWidth}}), nullptr);  // not compiled yet
+  std::thread waiter([&] { ExpectComputes(5); });  // waits for the queued compile
+  queued[0](/*cancelled=*/false);
+  waiter.join();
+  EXPECT_NE(variants().Peek({{5, kWidth}}), nullptr);
+  EXPECT_EQ(variants().compiles(), 2);
+  // A cancelled compile leaves nothing behind: the shape is tried afresh
+  // by the next request (here the model refuses batch 13 for good).
+  const int builds = builds_.load();
+  queued[1](/*cancelled=*/true);
+  EXPECT_EQ(manager_->FindForShapes("m", {{13, kWidth}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(builds_.load(), builds + 1);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // output NumPy computed (tests/server/data/make_mlp_fixture.py).
 #include <sched.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -682,6 +683,68 @@ TEST_F(EndToEndTest, ShapeOptionsOnAFixedModelAreInvalidArgument) {
   grpc::Status s = compiler_->CompileModel(&ctx, request, &compiled);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr("symbol_ranges needs inputs with symbolic dims"));
+}
+
+// The ONNX MLP with batch 8 compiled at load: the first request of batch 3
+// is answered at once from the batch-8 model, padded with 5 zero rows,
+// while batch 3 compiles in the background; once it is loaded, requests of
+// batch 3 run on it, unpadded. Every answer is NumPy's for its rows.
+TEST_F(EndToEndTest, ANewBatchSizeIsServedFromALargerOneWhileItCompiles) {
+  const std::string dir = "tests/compiler/frontend/data/";
+  std::ifstream in(dir + "mlp_dynamic.onnx", std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  kiln::v1::CompileModelRequest request;
+  request.set_model_name("mlp_padded");
+  request.set_onnx_model(bytes.str());
+  (*request.mutable_options()->add_eager_shapes()->mutable_sizes())["batch"] = 8;
+  {
+    kiln::v1::CompileModelResponse compiled;
+    grpc::ClientContext ctx;
+    grpc::Status s = compiler_->CompileModel(&ctx, request, &compiled);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  absl::StatusOr<NpyFloat32> x = ReadNpyFloat32(dir + "mlp_dynamic_x.npy");
+  absl::StatusOr<NpyFloat32> y = ReadNpyFloat32(dir + "mlp_dynamic_y.npy");
+  ASSERT_TRUE(x.ok() && y.ok());
+  auto infer_batch3 = [&] {
+    inference::ModelInferRequest r;
+    r.set_model_name("mlp_padded");
+    AddInput(r, "x", "FP32", {3, 16});
+    r.add_raw_input_contents(x->bytes().substr(0, 3 * 16 * sizeof(float)));
+    inference::ModelInferResponse response;
+    grpc::Status s = Infer(r, &response);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_THAT(response.outputs(0).shape(), ElementsAre(3, 5));
+    std::vector<float> got = Floats(response.raw_output_contents(0));
+    ASSERT_EQ(got.size(), 15u);
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], y->values[i], 1e-5) << i;
+  };
+  auto timing = [&] {
+    kiln::v1::GetTimingStatsRequest stats_request;
+    stats_request.set_model_name("mlp_padded");
+    kiln::v1::GetTimingStatsResponse stats;
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(compiler_->GetTimingStats(&ctx, stats_request, &stats).ok());
+    return stats.models_size() == 1 ? stats.models(0) : kiln::v1::ModelTiming();
+  };
+  infer_batch3();
+  EXPECT_EQ(timing().padded_rows(), 5);
+  // The background compile ends in well under a minute; till then batch 3
+  // keeps being padded.
+  bool loaded = false;
+  for (int i = 0; i < 600 && !loaded; ++i) {
+    const kiln::v1::ModelTiming now = timing();
+    for (const kiln::v1::ShapeTiming& shape : now.shapes()) {
+      loaded |= shape.shape() == "x=[3,16]";
+    }
+    if (!loaded) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(loaded);
+  const int64_t padded = timing().padded_rows();
+  infer_batch3();
+  EXPECT_EQ(timing().padded_rows(), padded);  // ran on batch 3's own model
+  EXPECT_EQ(timing().shape_compiles(), 1);
 }
 
 // --- Inference errors. ---
