@@ -2,9 +2,13 @@
 """Exports the real models Kiln is checked against, with PyTorch's outputs.
 
 Run with Debian's /usr/bin/python3 (python3-torch 1.13, python3-torchvision):
-    /usr/bin/python3 tests/models/export_models.py OUT_DIR [NAME...]
+    /usr/bin/python3 tests/models/export_models.py OUT_DIR [--shapes] [NAME...]
 Each model becomes OUT_DIR/NAME/{model.onnx, test_data_set_0/{input_0,output_0}.pb}
 (ONNX's own test layout, so `kiln onnx-test --model-tolerance` runs it).
+Every model has a symbolic batch ("batch"). With --shapes the transformer's
+sequence length is symbolic too ("seq"), and each model gets one data set
+per size in SAMPLE_SIZES instead (1, a prime and the largest served), so
+one loaded model is checked at every one of them.
 Models are built with weights=None and a fixed seed: nothing is downloaded.
 """
 import os
@@ -41,28 +45,50 @@ def transformer():
 MODELS = {"mlp": mlp, "resnet18": resnet18, "mobilenet_v2": mobilenet_v2,
           "transformer": transformer}
 
+# With --shapes: the symbolic axes of each model's input and output.
+DYNAMIC_AXES = {"transformer": {0: "batch", 1: "seq"}}
 
-def export(name, out_dir):
+# --shapes: (batch, seq) per data set; seq only for the transformer.
+SAMPLE_SIZES = {"mlp": [(1,), (7,), (32,)], "resnet18": [(1,), (7,), (32,)],
+                "mobilenet_v2": [(1,), (5,)],
+                "transformer": [(1, 1), (7, 13), (2, 256), (32, 31)]}
+
+
+def sample_input(x, size):
+    """x with its leading dims replaced by `size` (fresh values, same seed)."""
+    shape = list(size) + list(x.shape[len(size):])
+    return torch.randn(*shape)
+
+
+def export(name, out_dir, shapes=False):
     torch.manual_seed(0)
     model, x = MODELS[name]()
     model.eval()
     case = os.path.join(out_dir, name)
-    os.makedirs(os.path.join(case, "test_data_set_0"), exist_ok=True)
-    with torch.no_grad():
-        y = model(x)
+    axes = DYNAMIC_AXES.get(name, {0: "batch"}) if shapes else {0: "batch"}
     # Exported with autograd on: PyTorch's fused inference fast path (which
     # has no ONNX form) only runs when no parameter needs a gradient.
+    os.makedirs(case, exist_ok=True)
     torch.onnx.export(model, (x,), os.path.join(case, "model.onnx"), opset_version=13,
-                          input_names=["input"], output_names=["output"],
-                          dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
-    for kind, value in (("input_0", x), ("output_0", y)):
-        tensor = numpy_helper.from_array(value.numpy().astype(np.float32))
-        with open(os.path.join(case, "test_data_set_0", kind + ".pb"), "wb") as f:
-            f.write(tensor.SerializeToString())
+                      input_names=["input"], output_names=["output"],
+                      dynamic_axes={"input": axes, "output": axes})
+    inputs = [sample_input(x, size) for size in SAMPLE_SIZES[name]] if shapes else [x]
+    for i, xi in enumerate(inputs):
+        data = os.path.join(case, "test_data_set_%d" % i)
+        os.makedirs(data, exist_ok=True)
+        with torch.no_grad():
+            yi = model(xi)
+        for kind, value in (("input_0", xi), ("output_0", yi)):
+            tensor = numpy_helper.from_array(value.numpy().astype(np.float32))
+            with open(os.path.join(data, kind + ".pb"), "wb") as f:
+                f.write(tensor.SerializeToString())
 
 
 if __name__ == "__main__":
     out = sys.argv[1]
-    for name in sys.argv[2:] or list(MODELS):
-        export(name, out)
+    args = sys.argv[2:]
+    shapes = "--shapes" in args
+    names = [a for a in args if a != "--shapes"]
+    for name in names or list(MODELS):
+        export(name, out, shapes)
         print("exported", name)
