@@ -59,12 +59,11 @@ double Percentile(const std::vector<double>& sorted, double q) {
 }  // namespace
 
 absl::Status RunBench(KilnClient& client, const BenchOptions& options, std::ostream& out) {
-  kiln::v1::CompileModelRequest request;
-  if (absl::Status loaded = LoadModelInto(options.path, &request); !loaded.ok()) return loaded;
+  const bool loaded = !options.model.empty();
   const std::string name =
-      absl::StrCat("bench_b", options.batch, "_c", options.concurrency);
-  request.set_model_name(name);
-  *request.mutable_options() = options.compile;
+      loaded ? options.model : absl::StrCat("bench_b", options.batch, "_c", options.concurrency);
+  const std::string label = loaded ? options.model : options.path;
+  kiln::v1::CompileModelRequest request;
   double compile_ms = 0;
   auto timed_compile = [&]() {
     const auto start = Clock::now();
@@ -72,23 +71,33 @@ absl::Status RunBench(KilnClient& client, const BenchOptions& options, std::ostr
     compile_ms = MsBetween(start, Clock::now());
     return r;
   };
-  auto compiled = timed_compile();
-  if (!compiled.ok()) return compiled.status();
+  if (!loaded) {
+    if (absl::Status read = LoadModelInto(options.path, &request); !read.ok()) return read;
+    request.set_model_name(name);
+    *request.mutable_options() = options.compile;
+    auto compiled = timed_compile();
+    if (!compiled.ok()) return compiled.status();
+  }
   auto meta = client.ModelMetadata(name);
   if (!meta.ok()) return meta.status();
-  bool batch_is_symbolic = false;
+  bool batch_is_symbolic = false, symbolic = false;
   for (const auto& in : meta->inputs()) {
     batch_is_symbolic |= in.shape_size() > 0 && in.shape(0) < 0;
+    for (int64_t d : in.shape()) symbolic |= d < 0;
   }
-  if (options.batch != 1 && request.has_onnx_model() && !batch_is_symbolic) {
-    // A model frozen at one shape: compile it again with the batch as dim 0.
+  const bool refix = request.has_onnx_model() &&
+                     ((options.batch != 1 && !batch_is_symbolic) || (options.exact && symbolic));
+  if (refix) {
+    // Compile again with the shapes fixed: the batch as dim 0, any other
+    // symbolic dim 1.
     for (const auto& in : meta->inputs()) {
       kiln::v1::IntList& dims = (*request.mutable_options()->mutable_input_shapes())[in.name()];
       for (int d = 0; d < in.shape_size(); ++d) {
         dims.add_values(d == 0 ? options.batch : std::max<int64_t>(in.shape(d), 1));
       }
     }
-    compiled = timed_compile();
+    request.mutable_options()->clear_dynamic_batching();
+    auto compiled = timed_compile();
     if (!compiled.ok()) return compiled.status();
     meta = client.ModelMetadata(name);
     if (!meta.ok()) return meta.status();
@@ -136,7 +145,7 @@ absl::Status RunBench(KilnClient& client, const BenchOptions& options, std::ostr
   const double wall_s = MsBetween(bench_start, Clock::now()) / 1e3;
   if (!failure.ok()) return failure;
   auto stats = client.GetTimingStats(name);
-  (void)client.UnloadModel(name);
+  if (!loaded) (void)client.UnloadModel(name);
 
   // Batches the server formed during the timed part: counts after minus before.
   double runs = 0, rows = 0;
@@ -162,7 +171,7 @@ absl::Status RunBench(KilnClient& client, const BenchOptions& options, std::ostr
         "\"first_request_ms\": %.3f, \"requests\": %d, \"p50_ms\": %.4f, \"p90_ms\": %.4f, "
         "\"p95_ms\": %.4f, \"p99_ms\": %.4f, \"server_p50_ms\": %.4f, "
         "\"throughput_per_s\": %.1f, \"server_runs\": %.0f, \"mean_server_batch\": %.2f}\n",
-        options.path, options.batch, options.concurrency, compile_ms, first_ms, requests,
+        label, options.batch, options.concurrency, compile_ms, first_ms, requests,
         Percentile(ms, 0.5), Percentile(ms, 0.9), Percentile(ms, 0.95), Percentile(ms, 0.99),
         Percentile(server_ms, 0.5), throughput, runs, mean_batch);
   } else {
@@ -170,7 +179,7 @@ absl::Status RunBench(KilnClient& client, const BenchOptions& options, std::ostr
         "%s batch %d, concurrency %d: compile %.1f ms, first request %.1f ms; %d inferences: "
         "p50 %.3f ms, p90 %.3f ms, p95 %.3f ms, p99 %.3f ms (kernels alone p50 %.3f ms); "
         "%.1f rows/s; server ran %.0f batches of %.2f rows on average\n",
-        options.path, options.batch, options.concurrency, compile_ms, first_ms, requests,
+        label, options.batch, options.concurrency, compile_ms, first_ms, requests,
         Percentile(ms, 0.5), Percentile(ms, 0.9), Percentile(ms, 0.95), Percentile(ms, 0.99),
         Percentile(server_ms, 0.5), throughput, runs, mean_batch);
   }

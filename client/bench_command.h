@@ -14,7 +14,12 @@
 namespace kiln::client {
 
 struct BenchOptions {
-  std::string path;  // the model file
+  std::string path;  // the model file; empty with `model`
+  // A model already loaded, benchmarked as it is (not compiled, not unloaded).
+  std::string model;
+  // Compile the file frozen at the benchmark's shapes (its symbolic dims
+  // fixed): the exact-shape model a symbolic one is compared against.
+  bool exact = false;
   int batch = 1;
   int concurrency = 1;
   int iterations = 100;  // per client

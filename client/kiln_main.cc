@@ -34,7 +34,9 @@ constexpr char kUsage[] = R"(usage: kiln COMMAND [--server HOST:PORT] ...
                [--max-batch-size N [--preferred-batch-size N]... [--max-queue-delay-us US]]
                              dynamic batching (Triton's): concurrent requests run as one
                [--symbol-range SYMBOL=MIN:MAX]... [--eager-shape SYMBOL=N[,SYMBOL=N]...]...
-                             sizes a symbolic dim may take; shapes compiled at load
+               [--exact-shapes-only]
+                             sizes a symbolic dim may take; shapes compiled at load; no
+                             serving a new batch size from a larger one while it compiles
   infer NAME --input INPUT=FILE.npy ... [--output-dir DIR] [--profile] [--json]
   stats cache [--json]
   stats timing [NAME] [--json]
@@ -43,9 +45,11 @@ constexpr char kUsage[] = R"(usage: kiln COMMAND [--server HOST:PORT] ...
   info [--json]
   onnx-test CASE_DIR... [--model-tolerance]
                              ONNX test cases; ends "N passed, N failed, N unsupported"
-  bench FILE [--batch B] [--concurrency C] [--iterations N] [--warmup W] [--json]
+  bench FILE|--model NAME [--batch B] [--concurrency C] [--iterations N] [--warmup W]
+             [--exact] [--json]
              [--max-batch-size N [--preferred-batch-size N]... [--max-queue-delay-us US]]
-                             compile, then C clients' latency percentiles and throughput
+                             compile (or take a loaded model), then C clients' latency
+                             percentiles and throughput; --exact freezes symbolic dims
   kernels [--json]
   call-kernel KEY --input FILE.npy ... [--output FILE.npy] [--json]
   bench-kernel KEY [--number N] [--repeat R] [--min-repeat-ms MS] [--warmup W]
@@ -71,8 +75,9 @@ std::string SafeFileName(const std::string& name) {
   return out;
 }
 
-// --symbol-range and --eager-shape into the compile options.
+// --symbol-range, --eager-shape and --exact-shapes-only into the compile options.
 absl::Status ParseSymbolFlags(const CliArgs& args, kiln::v1::CompileOptions* options) {
+  if (args.Has("exact-shapes-only")) options->set_exact_shapes_only(true);
   for (const std::string& spec : args.GetAll("symbol-range")) {
     // batch=1:32
     std::vector<std::string> parts = absl::StrSplit(spec, absl::ByAnyChar("=:"));
@@ -262,9 +267,13 @@ template <typename T, typename F>
 int Print(const absl::StatusOr<T>& response, const CliArgs& args, F format);
 
 int BenchCommand(KilnClient& client, const CliArgs& args) {
-  if (args.positional.size() != 2) return Usage("bench takes one model FILE");
   BenchOptions options;
-  options.path = args.positional[1];
+  options.model = args.Get("model");
+  if (options.model.empty() != (args.positional.size() == 2) || args.positional.size() > 2) {
+    return Usage("bench takes one model FILE, or --model NAME of a loaded one");
+  }
+  if (options.model.empty()) options.path = args.positional[1];
+  options.exact = args.Has("exact");
   options.json = args.Has("json");
   auto batch = args.GetInt("batch", 1, 1);
   auto concurrency = args.GetInt("concurrency", 1, 1);
@@ -279,6 +288,9 @@ int BenchCommand(KilnClient& client, const CliArgs& args) {
   options.warmup = *warmup;
   if (absl::Status batching = ParseBatchingFlags(args, &options.compile); !batching.ok()) {
     return Usage(std::string(batching.message()));
+  }
+  if (absl::Status symbols = ParseSymbolFlags(args, &options.compile); !symbols.ok()) {
+    return Usage(std::string(symbols.message()));
   }
   absl::Status ran = RunBench(client, options, std::cout);
   return ran.ok() ? 0 : Fail(ran);
@@ -358,8 +370,8 @@ int Main(int argc, char** argv) {
   auto args = ParseCliArgs(
       words,
       {"server", "name", "opt-level", "disable", "require", "max-fuse-depth", "print-ir-after",
-       "input", "output-dir", "output", "input-shape", "batch", "concurrency", "iterations", "max-batch-size", "preferred-batch-size", "max-queue-delay-us", "symbol-range", "eager-shape", "number", "repeat", "warmup", "min-repeat-ms"},
-      {"json", "profile", "help", "model-tolerance"});
+       "input", "output-dir", "output", "input-shape", "batch", "concurrency", "iterations", "max-batch-size", "preferred-batch-size", "max-queue-delay-us", "symbol-range", "eager-shape", "model", "number", "repeat", "warmup", "min-repeat-ms"},
+      {"json", "profile", "help", "model-tolerance", "exact", "exact-shapes-only"});
   if (!args.ok()) return Usage(std::string(args.status().message()));
   if (args->Has("help") || args->positional.empty()) return Usage("");
   auto client = KilnClient::Create(args->Get("server", "localhost:50051"));

@@ -12,7 +12,7 @@
 // power of two (at most max_batch_size): mixed traffic then compiles a
 // few batch shapes, not one per size. Exact sizes made 16 clients on the
 // MLP run at half the speed of no batching at all, recompiling sizes the
-// variant bound had evicted (AMD EPYC Zen 5). Each caller gets its own
+// variant bound had evicted (Intel Xeon, 2 cores). Each caller gets its own
 // rows; an error in the run goes to every caller in it.
 #ifndef KILN_ENGINE_DYNAMIC_BATCHER_H_
 #define KILN_ENGINE_DYNAMIC_BATCHER_H_
