@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
+#include <utility>
 #include <chrono>
 #include <thread>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/ms_since.h"
+#include "compiler/lower/loop_ir.h"
 
 namespace kiln::engine {
 namespace {
@@ -55,28 +58,59 @@ absl::StatusOr<CompiledModelAndReport> CompileModel(const std::string& name, Gra
   result.model_name = name;
   const auto codegen_start = std::chrono::steady_clock::now();
   // Distinct kernels compile in parallel on at most compile_threads threads
-  // (LLVM's own dispatchers have no cap; this is the cap).
+  // (LLVM's own dispatchers have no cap; this is the cap). A kernel identical
+  // to an earlier one (resnet18's repeated blocks: 23 kernels, 18 distinct)
+  // is compiled once and looked up after; the distinct ones go largest
+  // first, so that no thread is left alone with a big one at the end.
   const std::vector<KernelSpec>& specs = lowered->kernels;
   const int count = static_cast<int>(specs.size());
   std::vector<absl::StatusOr<CacheLookup>> lookups(count, absl::UnknownError("not run"));
+  std::vector<int> first(count);  // the first kernel identical to each
+  std::vector<int> distinct;
+  std::vector<size_t> size(count, 0);
+  {
+    std::map<std::pair<std::string, std::string>, int> seen;
+    for (int k = 0; k < count; ++k) {
+      auto [it, fresh] =
+          seen.emplace(std::make_pair(specs[k].canonical, specs[k].skipped_loop_passes), k);
+      first[k] = it->second;
+      if (!fresh) continue;
+      distinct.push_back(k);
+      size[k] = lower::LoopFunctionToString(specs[k].function).size();
+    }
+    std::stable_sort(distinct.begin(), distinct.end(),
+                     [&](int a, int b) { return size[a] > size[b]; });
+  }
   std::atomic<int> next{0};
   std::atomic<int> done{0};
-  auto worker = [&] {
-    for (int k = next++; k < count; k = next++) {
-      lookups[k] = cache.GetOrCompile(specs[k], driver.codegen, deadline);
-      const int finished = ++done;
-      if (events && lookups[k].ok()) {
-        events({CompileEvent::Kind::kKernelDone, specs[k].name,
-                lookups[k]->hit() ? lookups[k]->load_ms : lookups[k]->compile_ms,
-                CacheSourceName(lookups[k]->source), finished, count});
-      }
+  auto report_done = [&](int k) {
+    const int finished = ++done;
+    if (events && lookups[k].ok()) {
+      events({CompileEvent::Kind::kKernelDone, specs[k].name,
+              lookups[k]->hit() ? lookups[k]->load_ms : lookups[k]->compile_ms,
+              CacheSourceName(lookups[k]->source), finished, count});
     }
   };
-  const int threads = std::max(1, std::min(driver.compile_threads, count));
+  auto worker = [&] {
+    for (int i = next++; i < static_cast<int>(distinct.size()); i = next++) {
+      const int k = distinct[i];
+      lookups[k] = cache.GetOrCompile(specs[k], driver.codegen, deadline);
+      report_done(k);
+    }
+  };
+  const int threads =
+      std::max(1, std::min(driver.compile_threads, static_cast<int>(distinct.size())));
   std::vector<std::thread> pool;
   for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
   worker();
   for (std::thread& t : pool) t.join();
+  for (int k = 0; k < count; ++k) {
+    if (first[k] == k) continue;
+    // Compiled above: a memory hit now (or the same error).
+    lookups[k] = lookups[first[k]].ok() ? cache.GetOrCompile(specs[k], driver.codegen, deadline)
+                                        : lookups[first[k]];
+    report_done(k);
+  }
 
   std::vector<std::shared_ptr<runtime::LoadedKernel>> kernels;
   for (int k = 0; k < count; ++k) {
