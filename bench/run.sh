@@ -3,6 +3,7 @@
 #   bench/run.sh models [flags]   Kiln vs ONNX Runtime vs PyTorch      (compare_models.sh)
 #   bench/run.sh gemm   [flags]   GEMM GFLOPS: Kiln, OpenBLAS, oneDNN  (gemm.sh)
 #   bench/run.sh server [flags]   kiln-server's overhead per request   (server_overhead.sh)
+#   bench/run.sh shapes [flags]   shapes on demand, dynamic batching   (shapes.sh)
 set -euo pipefail
 here="$(dirname "$0")"
 what="${1:-models}"
@@ -11,5 +12,6 @@ case "$what" in
   models) exec "$here/compare_models.sh" "$@" ;;
   gemm) exec "$here/gemm.sh" "$@" ;;
   server) exec "$here/server_overhead.sh" "$@" ;;
-  *) echo "usage: bench/run.sh models|gemm|server [flags]" >&2; exit 2 ;;
+  shapes) exec "$here/shapes.sh" "$@" ;;
+  *) echo "usage: bench/run.sh models|gemm|server|shapes [flags]" >&2; exit 2 ;;
 esac

@@ -9,6 +9,40 @@
 // recently used one is dropped, and a call still running on it keeps it
 // alive until it returns. A shape whose compile fails for good (the model
 // cannot take it) is remembered with its error, not compiled per request.
+//
+// Design note: why every shape is specialised, and how a new one is made
+// cheap without giving that up.
+//
+//   request shape S ──▶ loaded? ──yes──▶ run S's kernels (exact, fastest)
+//                          │no
+//                          ▼
+//        batch axis and a larger loaded batch L? ──yes──▶ pad S's rows to L,
+//                          │no                          run, cut back; compile
+//                          ▼                            S in the background
+//               compile S now (single-flight), run
+//
+// * Kernels are specialised to every extent. Lowering decides by extent:
+//   the contraction's tile (ChooseTile), which loops split into an aligned
+//   body and a boundary (PartitionBoundaryLoops), what vectorises and what
+//   runs in parallel. Kernels taking the batch as a run-time argument would
+//   need one schedule good for every extent, and the boundary loops and
+//   tile choice they lose are where Kiln's speed comes from; TVM's Relax and
+//   Inductor's dynamic=True pay that way. Specialised, a variant runs as
+//   fast as a model compiled for that shape alone: bench/shapes.sh measured
+//   0.97-1.06x over resnet18 batches 1..32 (Intel Xeon, 2 cores).
+// * The price is a compile per new shape: 0.8-1.6 s for resnet18 on the
+//   request path. Two things keep it off the request path. A model loads
+//   its declared eager shapes (TensorRT's profile shapes). And for a model
+//   with a batch axis (every input and output sharing a symbolic dim 0, so
+//   rows are independent), a request of a batch not compiled yet runs on the
+//   loaded variant with the fewest rows that hold it, zero-padded, while its
+//   own shape compiles on the engine's background worker: its first request
+//   took 113-155 ms from batch 4 instead of 925-1152 ms compile-and-wait for
+//   batches 1-3. Padding is never applied to another axis (a sequence length
+//   changes what attention computes).
+// * Dynamic batching pads a formed batch to a preferred size (or a power of
+//   two), so mixed traffic compiles a handful of batch shapes, not one per
+//   size (dynamic_batcher.h).
 #ifndef KILN_ENGINE_SHAPE_VARIANTS_H_
 #define KILN_ENGINE_SHAPE_VARIANTS_H_
 
