@@ -8,9 +8,9 @@
 #              --exact-shapes-only), its steady p50, and the p50 of a model
 #              compiled for exactly that shape (`kiln bench --exact`); the
 #              compiles the sweep needed.
-#   padded     the same sizes' first requests when batch N is loaded at start:
-#              served from the largest loaded batch, padded, while each size
-#              compiles in the background.
+#   padded     the first request of each size that is not a power of two when
+#              the powers of two are loaded at start: served from the next
+#              larger one, padded, while the size compiles in the background.
 #   throughput 16 concurrent batch-1 clients on the MLP and resnet18, dynamic
 #              batching off and on (max 16, preferred 4/8/16, delay 500 us /
 #              2000 us).
@@ -89,13 +89,22 @@ fi
 
 if ! skipped padded; then
   restart_server
-  kiln compile "$file" --name pad --eager-shape "batch=$max_batch" >/dev/null
+  eager=()
+  for ((b = 1; b <= max_batch; b *= 2)); do eager+=(--eager-shape "batch=$b"); done
+  kiln compile "$file" --name pad "${eager[@]}" >/dev/null
   echo
-  echo "padded: $model loaded at batch $max_batch; first request of each new size"
+  echo "padded: $model loaded at powers of two up to $max_batch; the first request of each"
+  echo "other size (served from the next loaded batch while it compiles; each compile"
+  echo "lands before the next size is asked for)"
   printf "%6s %14s\n" batch "first req ms"
-  for b in $(seq 1 $((max_batch - 1))); do
+  for b in $(seq 1 "$max_batch"); do
+    ((b & (b - 1))) || continue
     r=$(kiln bench --model pad --batch "$b" --iterations 1 --warmup 0 --json)
     printf "%6d %14.1f\n" "$b" "$(field first_request_ms <<<"$r")"
+    for _ in $(seq 1 600); do
+      kiln stats timing pad --json | grep -q "input=\[$b," && break
+      sleep 0.1
+    done
   done
   kiln stats timing pad | grep "shapes:\|padded"
 fi
