@@ -9,19 +9,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/ms_since.h"
 #include "engine/batch_rows.h"
 
 namespace kiln::engine {
-namespace {
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
-
 class DynamicBatcher::Core {
  public:
   Core(DynamicBatchingConfig config, ModelForShapes model_for,
@@ -115,7 +106,7 @@ void DynamicBatcher::Core::Submit(std::vector<runtime::Tensor> inputs, Done done
   }
   r.inputs = std::move(inputs);
   r.done = std::move(done);
-  r.arrived_ns = NowNs();
+  r.arrived_ns = SteadyNowNs();
   {
     absl::MutexLock lock(&mutex_);
     if (!stopping_) {
@@ -167,7 +158,7 @@ void DynamicBatcher::Core::Loop() {
       rows += queue_[take].rows;
     }
     const bool blocked = take < queue_.size();  // waiting cannot grow this batch
-    const int64_t wait_ns = queue_.front().arrived_ns + delay_ns - NowNs();
+    const int64_t wait_ns = queue_.front().arrived_ns + delay_ns - SteadyNowNs();
     if (rows < target_rows_ && !blocked && !stopping_ && wait_ns > 0) {
       changed_.WaitWithTimeout(&mutex_, absl::Nanoseconds(wait_ns));
       continue;
@@ -186,7 +177,7 @@ void DynamicBatcher::Core::Loop() {
 }
 
 void DynamicBatcher::Core::Execute(std::vector<Request> batch) {
-  const int64_t start = NowNs();
+  const int64_t start = SteadyNowNs();
   int64_t rows = 0;
   for (const Request& r : batch) {
     stats_->RecordQueue(start - r.arrived_ns);
@@ -214,13 +205,13 @@ void DynamicBatcher::Core::Execute(std::vector<Request> batch) {
   }
   std::vector<const runtime::Tensor*> pointers;
   for (const runtime::Tensor& t : alone ? batch[0].inputs : joined) pointers.push_back(&t);
-  const int64_t gathered = NowNs();
+  const int64_t gathered = SteadyNowNs();
 
   absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> model = model_for_(shapes);
   if (!model.ok()) return fail_all(model.status());
   absl::StatusOr<runtime::RunResult> result = (*model)->Run(pointers);
   if (!result.ok()) return fail_all(result.status());
-  const int64_t ran = NowNs();
+  const int64_t ran = SteadyNowNs();
 
   std::vector<runtime::RunResult> split;
   if (alone) {
@@ -233,7 +224,7 @@ void DynamicBatcher::Core::Execute(std::vector<Request> batch) {
     if (!s.ok()) return fail_all(s.status());
     split = *std::move(s);
   }
-  stats_->RecordExecution(rows, gathered - start, ran - gathered, NowNs() - ran, run_rows - rows);
+  stats_->RecordExecution(rows, gathered - start, ran - gathered, SteadyNowNs() - ran, run_rows - rows);
   for (size_t b = 0; b < batch.size(); ++b) batch[b].done(std::move(split[b]));
 }
 

@@ -6,17 +6,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/ms_since.h"
 
 namespace kiln::runtime {
-namespace {
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::Create(
     Program program, std::vector<std::shared_ptr<LoadedKernel>> kernels) {
@@ -108,16 +100,16 @@ absl::StatusOr<RunResult> CompiledModel::Run(const std::vector<const Tensor*>& i
 
   result.kernel_times.reserve(kernels_.size());
   std::vector<void*> args;
-  const int64_t start = NowNs();
+  const int64_t start = SteadyNowNs();
   for (size_t k = 0; k < kernels_.size(); ++k) {
     const KernelCall& call = program_.kernels[k];
     args.clear();
     for (int v : call.args) args.push_back(pointers[v]);
-    const int64_t t0 = NowNs();
+    const int64_t t0 = SteadyNowNs();
     kernels_[k]->fn()(args.data());
-    result.kernel_times.push_back({call.name, NowNs() - t0});
+    result.kernel_times.push_back({call.name, SteadyNowNs() - t0});
   }
-  result.total_ns = NowNs() - start;
+  result.total_ns = SteadyNowNs() - start;
 
   for (size_t o = 0; o < program_.outputs.size(); ++o) {
     if (written_in_place[o]) continue;

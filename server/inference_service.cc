@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "common/ms_since.h"
 #include "common/version.h"
 #include "engine/batch_rows.h"
 #include "server/cpu_affinity.h"
@@ -124,11 +125,6 @@ std::optional<std::vector<std::vector<int64_t>>> RequestShapes(
   return shapes;
 }
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // `shapes`, in the signature's input order, in the program's.
 absl::StatusOr<std::vector<std::vector<int64_t>>> InProgramOrder(
@@ -195,7 +191,8 @@ void InferenceService::StartInfer(const inference::ModelInferRequest& request,
           served->variants->FindLargerBatch(*shapes);
       if (larger) {
         served->variants->CompileSoon(*shapes, models_->BackgroundSchedule());
-        return RunInLargerBatch(*served, *larger, *shapes, request, response, std::move(done));
+        return RunAndAnswer(*served, *larger->model, larger->rows, &*shapes, request, response,
+                            std::move(done));
       }
     }
     if (shapes) {
@@ -205,20 +202,46 @@ void InferenceService::StartInfer(const inference::ModelInferRequest& request,
       model = *std::move(variant);
     }
   }
-  const int64_t start = NowNs();
-  const Program& program = model->program();
-  absl::StatusOr<std::vector<runtime::Tensor>> inputs = DecodeInputs(program, request);
+  RunAndAnswer(*served, *model, 0, nullptr, request, response, std::move(done));
+}
+
+absl::StatusOr<std::vector<runtime::Tensor>> InferenceService::DecodeAtShapes(
+    const Program& program, const ModelSignature& signature,
+    const std::vector<std::vector<int64_t>>* shapes, const inference::ModelInferRequest& request) {
+  if (shapes == nullptr) return DecodeInputs(program, request);
+  absl::StatusOr<std::vector<std::vector<int64_t>>> program_shapes =
+      InProgramOrder(program, signature, *shapes);
+  if (!program_shapes.ok()) return program_shapes.status();
+  return DecodeInputs(program, request, &*program_shapes);
+}
+
+void InferenceService::RunAndAnswer(const engine::ServedModel& served,
+                                    runtime::CompiledModel& model, int64_t padded_rows,
+                                    const std::vector<std::vector<int64_t>>* shapes,
+                                    const inference::ModelInferRequest& request,
+                                    inference::ModelInferResponse* response, InferDone done) {
+  const int64_t start = SteadyNowNs();
+  const Program& program = model.program();
+  absl::StatusOr<std::vector<runtime::Tensor>> inputs =
+      DecodeAtShapes(program, served.variants ? served.variants->signature() : ModelSignature{},
+                     shapes, request);
   if (!inputs.ok()) return done(Fail("ModelInfer", inputs.status()));
-  std::vector<const runtime::Tensor*> pointers;
-  for (const runtime::Tensor& t : *inputs) pointers.push_back(&t);
-  const int64_t decoded = NowNs();
-  absl::StatusOr<runtime::RunResult> result = model->Run(pointers);
+  const int64_t decoded = SteadyNowNs();
+  absl::StatusOr<runtime::RunResult> result;
+  if (padded_rows > 0) {
+    result = engine::RunPadded(model, *inputs, padded_rows);
+  } else {
+    std::vector<const runtime::Tensor*> pointers;
+    for (const runtime::Tensor& t : *inputs) pointers.push_back(&t);
+    result = model.Run(pointers);
+  }
   if (!result.ok()) return done(Fail("ModelInfer", result.status()));
-  const int64_t ran = NowNs();
+  const int64_t ran = SteadyNowNs();
   absl::Status encoded = Answer(program, request, *std::move(result), response);
   if (!encoded.ok()) return done(Fail("ModelInfer", encoded));
-  served->batch_stats->RecordExecution(RequestRows(*inputs), decoded - start, ran - decoded,
-                                       NowNs() - ran);
+  const int64_t rows = RequestRows(*inputs);
+  served.batch_stats->RecordExecution(rows, decoded - start, ran - decoded, SteadyNowNs() - ran,
+                                      padded_rows > 0 ? padded_rows - rows : 0);
   done(grpc::Status::OK);
 }
 
@@ -232,33 +255,6 @@ absl::Status InferenceService::Answer(const Program& program,
   return EncodeOutputs(program, request, std::move(result), response);
 }
 
-void InferenceService::RunInLargerBatch(const engine::ServedModel& served,
-                                        const engine::ShapeVariants::LargerBatch& larger,
-                                        const std::vector<std::vector<int64_t>>& shapes,
-                                        const inference::ModelInferRequest& request,
-                                        inference::ModelInferResponse* response,
-                                        InferDone done) {
-  const int64_t start = NowNs();
-  const Program& program = larger.model->program();
-  absl::StatusOr<std::vector<std::vector<int64_t>>> program_shapes =
-      InProgramOrder(program, served.variants->signature(), shapes);
-  if (!program_shapes.ok()) return done(Fail("ModelInfer", program_shapes.status()));
-  absl::StatusOr<std::vector<runtime::Tensor>> inputs =
-      DecodeInputs(program, request, &*program_shapes);
-  if (!inputs.ok()) return done(Fail("ModelInfer", inputs.status()));
-  const int64_t decoded = NowNs();
-  absl::StatusOr<runtime::RunResult> result =
-      engine::RunPadded(*larger.model, *inputs, larger.rows);
-  if (!result.ok()) return done(Fail("ModelInfer", result.status()));
-  const int64_t ran = NowNs();
-  absl::Status encoded = Answer(program, request, *std::move(result), response);
-  if (!encoded.ok()) return done(Fail("ModelInfer", encoded));
-  const int64_t rows = RequestRows(*inputs);
-  served.batch_stats->RecordExecution(rows, decoded - start, ran - decoded, NowNs() - ran,
-                                      larger.rows - rows);
-  done(grpc::Status::OK);
-}
-
 void InferenceService::SubmitToBatcher(const engine::ServedModel& served,
                                        const std::vector<std::vector<int64_t>>& shapes,
                                        const inference::ModelInferRequest& request,
@@ -266,12 +262,8 @@ void InferenceService::SubmitToBatcher(const engine::ServedModel& served,
                                        InferDone done) {
   // The load-time variant's program names the inputs, dtypes and outputs
   // (every variant shares them); the shapes are the request's, checked.
-  const Program& program = served.model->program();
-  absl::StatusOr<std::vector<std::vector<int64_t>>> program_shapes =
-      InProgramOrder(program, served.variants->signature(), shapes);
-  if (!program_shapes.ok()) return done(Fail("ModelInfer", program_shapes.status()));
   absl::StatusOr<std::vector<runtime::Tensor>> inputs =
-      DecodeInputs(program, request, &*program_shapes);
+      DecodeAtShapes(served.model->program(), served.variants->signature(), &shapes, request);
   if (!inputs.ok()) return done(Fail("ModelInfer", inputs.status()));
   // The callback holds the model, not the served entry: dropping the last
   // reference to the batcher from its own thread is what it must not do.

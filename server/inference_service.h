@@ -59,12 +59,18 @@ class InferenceService : public inference::GRPCInferenceService::Service {
   // Fills the response's header and outputs.
   static absl::Status Answer(const Program& program, const inference::ModelInferRequest& request,
                              runtime::RunResult result, inference::ModelInferResponse* response);
-  // StartInfer for a batch size not compiled yet: run in `larger`, padded.
-  void RunInLargerBatch(const engine::ServedModel& served,
-                        const engine::ShapeVariants::LargerBatch& larger,
-                        const std::vector<std::vector<int64_t>>& shapes,
-                        const inference::ModelInferRequest& request,
-                        inference::ModelInferResponse* response, InferDone done);
+  // The request's inputs for `program`, at `shapes` (the signature's order)
+  // when given, else at the program's own.
+  static absl::StatusOr<std::vector<runtime::Tensor>> DecodeAtShapes(
+      const Program& program, const ModelSignature& signature,
+      const std::vector<std::vector<int64_t>>* shapes,
+      const inference::ModelInferRequest& request);
+  // Decodes, runs `model` (padded to `padded_rows` rows when > 0: a batch
+  // size not compiled yet, served from a larger one), answers, records.
+  void RunAndAnswer(const engine::ServedModel& served, runtime::CompiledModel& model,
+                    int64_t padded_rows, const std::vector<std::vector<int64_t>>* shapes,
+                    const inference::ModelInferRequest& request,
+                    inference::ModelInferResponse* response, InferDone done);
   // StartInfer for a model with dynamic batching: decode, queue, answer
   // from the batcher's thread. `shapes` in the signature's order, checked.
   void SubmitToBatcher(const engine::ServedModel& served,

@@ -3,7 +3,6 @@
 # through a kiln-server by `kiln onnx-test`: every case whose operators Kiln
 # supports must pass (the runner exits non-zero on any FAIL).
 set -euo pipefail
-server=server/kiln-server
 kiln=client/kiln
 work="${TEST_TMPDIR:-$(mktemp -d)}"
 cases="$work/onnx_cases"
@@ -20,13 +19,6 @@ sys.argv = ["onnx", "generate-data", "-o", sys.argv[1]]
 main()
 PY
 
-log="$work/server.log"
-"$server" --port=0 --threads=1 --cache-dir=none >"$log" 2>&1 &
-pid=$!
-trap 'kill $pid 2>/dev/null || true' EXIT
-for _ in $(seq 1 100); do
-  grep -q listening "$log" && break
-  sleep 0.1
-done
-port=$(sed -n 's/.*listening on .*:\([0-9]*\)$/\1/p' "$log" | head -1)
+source tests/test_util/start_kiln_server.sh
+start_kiln_server "$work/server.log" --threads=1
 "$kiln" onnx-test "$cases"/node/test_* --server "localhost:$port" | tee "$work/results.txt" | grep -E '^(FAIL|[0-9]+ passed)'

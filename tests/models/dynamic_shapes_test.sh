@@ -9,14 +9,7 @@ work="${TEST_TMPDIR:-$(mktemp -d)}"
 /usr/bin/python3 tests/models/export_models.py "$work/models" --shapes mlp resnet18 transformer \
   >/dev/null 2>&1
 
-log="$work/server.log"
-server/kiln-server --port=0 --cache-dir=none >"$log" 2>&1 &
-pid=$!
-trap 'kill $pid 2>/dev/null || true' EXIT
-for _ in $(seq 1 100); do
-  grep -q listening "$log" && break
-  sleep 0.1
-done
-port=$(sed -n 's/.*listening on .*:\([0-9]*\)$/\1/p' "$log" | head -1)
+source tests/test_util/start_kiln_server.sh
+start_kiln_server "$work/server.log"
 client/kiln onnx-test "$work"/models/{mlp,resnet18,transformer} \
   --model-tolerance --server "localhost:$port"

@@ -34,6 +34,7 @@ using ::testing::IsEmpty;
 using ::testing::Not;
 
 constexpr char kData[] = "tests/server/data/";
+constexpr char kOnnxData[] = "tests/compiler/frontend/data/";
 
 NpyFloat32 Fixture(const std::string& name) {
   absl::StatusOr<NpyFloat32> a = ReadNpyFloat32(kData + name + ".npy");
@@ -168,6 +169,35 @@ class EndToEndTest : public ::testing::Test {
     std::vector<float> got = Floats(response.raw_output_contents(index));
     ASSERT_EQ(got.size(), y.values.size());
     for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], y.values[i], 1e-5) << "at " << i;
+  }
+
+  // CompileModel with `request`; the status.
+  grpc::Status CompileRequest(const kiln::v1::CompileModelRequest& request) {
+    kiln::v1::CompileModelResponse compiled;
+    grpc::ClientContext ctx;
+    return compiler_->CompileModel(&ctx, request, &compiled);
+  }
+
+  // A request compiling the ONNX MLP with a symbolic batch
+  // (tests/compiler/frontend/data/make_onnx_fixtures.py) as `name`.
+  static kiln::v1::CompileModelRequest DynamicMlpRequest(const std::string& name) {
+    std::ifstream in(std::string(kOnnxData) + "mlp_dynamic.onnx", std::ios::binary);
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    kiln::v1::CompileModelRequest request;
+    request.set_model_name(name);
+    request.set_onnx_model(bytes.str());
+    return request;
+  }
+
+  // The model's timing statistics (empty when the call fails).
+  kiln::v1::ModelTiming Timing(const std::string& model) {
+    kiln::v1::GetTimingStatsRequest stats_request;
+    stats_request.set_model_name(model);
+    kiln::v1::GetTimingStatsResponse stats;
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(compiler_->GetTimingStats(&ctx, stats_request, &stats).ok());
+    return stats.models_size() == 1 ? stats.models(0) : kiln::v1::ModelTiming();
   }
 
   void ExpectServerStillLive() {
@@ -479,17 +509,9 @@ TEST_F(EndToEndTest, GarbageOnnxBytesAreInvalidArgument) {
 // exports it): one loaded model serves every batch, each row as NumPy
 // computes it (tests/compiler/frontend/data/make_onnx_fixtures.py).
 TEST_F(EndToEndTest, DynamicBatchOnnxModelServesEveryBatch) {
-  const std::string dir = "tests/compiler/frontend/data/";
-  std::ifstream in(dir + "mlp_dynamic.onnx", std::ios::binary);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  kiln::v1::CompileModelRequest request;
-  request.set_model_name("mlp_dynamic");
-  request.set_onnx_model(bytes.str());
-  kiln::v1::CompileModelResponse compiled;
+  const std::string dir = kOnnxData;
   {
-    grpc::ClientContext ctx;
-    grpc::Status s = compiler_->CompileModel(&ctx, request, &compiled);
+    grpc::Status s = CompileRequest(DynamicMlpRequest("mlp_dynamic"));
     ASSERT_TRUE(s.ok()) << s.error_message();
   }
   {
@@ -534,21 +556,14 @@ TEST_F(EndToEndTest, DynamicBatchOnnxModelServesEveryBatch) {
 // the server runs them as one batch of 8, and every client gets exactly
 // its own rows as NumPy computes them.
 TEST_F(EndToEndTest, DynamicBatchingJoinsConcurrentRequestsAndSplitsTheirRows) {
-  const std::string dir = "tests/compiler/frontend/data/";
-  std::ifstream in(dir + "mlp_dynamic.onnx", std::ios::binary);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  kiln::v1::CompileModelRequest request;
-  request.set_model_name("mlp_batched");
-  request.set_onnx_model(bytes.str());
+  const std::string dir = kOnnxData;
+  kiln::v1::CompileModelRequest request = DynamicMlpRequest("mlp_batched");
   kiln::v1::DynamicBatching* batching = request.mutable_options()->mutable_dynamic_batching();
   batching->set_max_batch_size(16);
   batching->add_preferred_batch_size(8);
   batching->set_max_queue_delay_microseconds(10'000'000);
   {
-    kiln::v1::CompileModelResponse compiled;
-    grpc::ClientContext ctx;
-    grpc::Status s = compiler_->CompileModel(&ctx, request, &compiled);
+    grpc::Status s = CompileRequest(request);
     ASSERT_TRUE(s.ok()) << s.error_message();
   }
   absl::StatusOr<NpyFloat32> x = ReadNpyFloat32(dir + "mlp_dynamic_x.npy");
@@ -583,13 +598,7 @@ TEST_F(EndToEndTest, DynamicBatchingJoinsConcurrentRequestsAndSplitsTheirRows) {
       EXPECT_NEAR(got[i], y->values[first * 5 + i], 1e-5) << i;
     }
   }
-  kiln::v1::GetTimingStatsRequest stats_request;
-  stats_request.set_model_name("mlp_batched");
-  kiln::v1::GetTimingStatsResponse stats;
-  grpc::ClientContext ctx;
-  ASSERT_TRUE(compiler_->GetTimingStats(&ctx, stats_request, &stats).ok());
-  ASSERT_EQ(stats.models_size(), 1);
-  const kiln::v1::ModelTiming& m = stats.models(0);
+  const kiln::v1::ModelTiming m = Timing("mlp_batched");
   ASSERT_EQ(m.batch_stats_size(), 1);
   EXPECT_EQ(m.batch_stats(0).batch_size(), 8u);
   EXPECT_EQ(m.batch_stats(0).compute_infer().count(), 1u);
@@ -602,9 +611,7 @@ TEST_F(EndToEndTest, DynamicBatchingNeedsABatchAxis) {
   *request.mutable_graph() = MlpGraph();  // x is fixed at [4, 16]
   request.set_model_name("mlp_fixed_batched");
   request.mutable_options()->mutable_dynamic_batching()->set_max_batch_size(8);
-  kiln::v1::CompileModelResponse compiled;
-  grpc::ClientContext ctx;
-  grpc::Status s = compiler_->CompileModel(&ctx, request, &compiled);
+  grpc::Status s = CompileRequest(request);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr("symbolic dim 0"));
 }
@@ -626,9 +633,7 @@ TEST_F(EndToEndTest, GraphWithASymbolicBatchServesEveryBatchInItsRange) {
   (*options->mutable_symbol_ranges())["batch"].set_max(4);
   (*options->add_eager_shapes()->mutable_sizes())["batch"] = 2;
   {
-    kiln::v1::CompileModelResponse compiled;
-    grpc::ClientContext ctx;
-    grpc::Status s = compiler_->CompileModel(&ctx, request, &compiled);
+    grpc::Status s = CompileRequest(request);
     ASSERT_TRUE(s.ok()) << s.error_message();
   }
   {
@@ -665,12 +670,7 @@ TEST_F(EndToEndTest, GraphWithASymbolicBatchServesEveryBatchInItsRange) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(),
               HasSubstr("input 'x' dim 0 ('batch') is 5, outside the model's declared range 1..4"));
-  kiln::v1::GetTimingStatsRequest stats_request;
-  stats_request.set_model_name("mlp_symbolic");
-  kiln::v1::GetTimingStatsResponse stats;
-  grpc::ClientContext ctx;
-  ASSERT_TRUE(compiler_->GetTimingStats(&ctx, stats_request, &stats).ok());
-  EXPECT_EQ(stats.models(0).shape_compiles(), 3);  // batches 1, 3 and 4 on first use
+  EXPECT_EQ(Timing("mlp_symbolic").shape_compiles(), 3);  // batches 1, 3 and 4 on first use
 }
 
 TEST_F(EndToEndTest, ShapeOptionsOnAFixedModelAreInvalidArgument) {
@@ -678,9 +678,7 @@ TEST_F(EndToEndTest, ShapeOptionsOnAFixedModelAreInvalidArgument) {
   *request.mutable_graph() = MlpGraph();
   request.set_model_name("mlp_fixed_ranged");
   (*request.mutable_options()->mutable_symbol_ranges())["batch"].set_max(4);
-  kiln::v1::CompileModelResponse compiled;
-  grpc::ClientContext ctx;
-  grpc::Status s = compiler_->CompileModel(&ctx, request, &compiled);
+  grpc::Status s = CompileRequest(request);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr("symbol_ranges needs inputs with symbolic dims"));
 }
@@ -690,18 +688,11 @@ TEST_F(EndToEndTest, ShapeOptionsOnAFixedModelAreInvalidArgument) {
 // while batch 3 compiles in the background; once it is loaded, requests of
 // batch 3 run on it, unpadded. Every answer is NumPy's for its rows.
 TEST_F(EndToEndTest, ANewBatchSizeIsServedFromALargerOneWhileItCompiles) {
-  const std::string dir = "tests/compiler/frontend/data/";
-  std::ifstream in(dir + "mlp_dynamic.onnx", std::ios::binary);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  kiln::v1::CompileModelRequest request;
-  request.set_model_name("mlp_padded");
-  request.set_onnx_model(bytes.str());
+  const std::string dir = kOnnxData;
+  kiln::v1::CompileModelRequest request = DynamicMlpRequest("mlp_padded");
   (*request.mutable_options()->add_eager_shapes()->mutable_sizes())["batch"] = 8;
   {
-    kiln::v1::CompileModelResponse compiled;
-    grpc::ClientContext ctx;
-    grpc::Status s = compiler_->CompileModel(&ctx, request, &compiled);
+    grpc::Status s = CompileRequest(request);
     ASSERT_TRUE(s.ok()) << s.error_message();
   }
   absl::StatusOr<NpyFloat32> x = ReadNpyFloat32(dir + "mlp_dynamic_x.npy");
@@ -720,14 +711,7 @@ TEST_F(EndToEndTest, ANewBatchSizeIsServedFromALargerOneWhileItCompiles) {
     ASSERT_EQ(got.size(), 15u);
     for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], y->values[i], 1e-5) << i;
   };
-  auto timing = [&] {
-    kiln::v1::GetTimingStatsRequest stats_request;
-    stats_request.set_model_name("mlp_padded");
-    kiln::v1::GetTimingStatsResponse stats;
-    grpc::ClientContext ctx;
-    EXPECT_TRUE(compiler_->GetTimingStats(&ctx, stats_request, &stats).ok());
-    return stats.models_size() == 1 ? stats.models(0) : kiln::v1::ModelTiming();
-  };
+  auto timing = [&] { return Timing("mlp_padded"); };
   infer_batch3();
   EXPECT_EQ(timing().padded_rows(), 5);
   // The background compile ends in well under a minute; till then batch 3
