@@ -56,6 +56,11 @@ absl::Status ValidateDynamicBatching(const DynamicBatchingConfig& config,
   }
   std::string symbol, symbol_from;
   for (const TensorSignature& t : signature.inputs) {
+    if (t.decides_shapes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "dynamic batching cannot join requests on a model whose input '", t.name,
+          "' decides shapes: each value compiles a model of its own"));
+    }
     if (absl::Status s = CheckBatchAxis(t, "input", &symbol, &symbol_from); !s.ok()) return s;
   }
   for (const TensorSignature& t : signature.outputs) {

@@ -26,7 +26,8 @@ absl::StatusOr<CompileResult> ModelManager::Compile(const std::string& name, Gra
 }
 
 absl::StatusOr<CompileResult> ModelManager::CompileWithShapes(const std::string& name,
-                                                              Graph graph, SymbolicModel symbolic,
+                                                              std::optional<Graph> graph,
+                                                              SymbolicModel symbolic,
                                                               const CompileOptions& options,
                                                               const CompileEventSink& events,
                                                               absl::Time deadline) {
@@ -53,6 +54,15 @@ absl::StatusOr<CompileResult> ModelManager::CompileWithShapes(const std::string&
         symbolic.eager.size(), " eager shapes and the load-time one exceed the server's bound of ",
         options_.max_shape_variants, " shapes per model (--max-shape-variants)"));
   }
+  for (const TensorSignature& in : symbolic.signature.inputs) {
+    if (in.decides_shapes && !symbolic.eager.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "eager shapes give sizes, not the values input '", in.name, "' needs"));
+    }
+  }
+  if (!graph.has_value() && !symbolic.eager.empty()) {
+    return absl::InvalidArgumentError("eager shapes need a graph to load");
+  }
   for (const SymbolBinding& binding : symbolic.eager) {
     absl::StatusOr<std::vector<std::vector<int64_t>>> shapes =
         BindSymbols(symbolic.signature, binding);
@@ -64,7 +74,7 @@ absl::StatusOr<CompileResult> ModelManager::CompileWithShapes(const std::string&
 }
 
 absl::StatusOr<CompileResult> ModelManager::CompileAndStore(
-    const std::string& name, Graph graph, const CompileOptions& options,
+    const std::string& name, std::optional<Graph> graph, const CompileOptions& options,
     const CompileEventSink& events, absl::Time deadline, std::shared_ptr<ShapeVariants> variants,
     const SymbolicModel& symbolic) {
   {
@@ -75,15 +85,20 @@ absl::StatusOr<CompileResult> ModelManager::CompileAndStore(
                        " models, its limit (--max-models); unload one first"));
     }
   }
-  absl::StatusOr<CompiledModelAndReport> compiled =
-      CompileModel(name, std::move(graph), options, DriverOptions(), cache_, events, deadline);
-  if (!compiled.ok()) return compiled.status();
-
   ServedModel served;
   served.name = name;
-  served.model = std::move(compiled->model);
-  served.compile_record = std::make_shared<const CompileRecord>(compiled->report.record);
-  if (variants) {
+  CompileResult report;
+  if (graph.has_value()) {
+    absl::StatusOr<CompiledModelAndReport> compiled =
+        CompileModel(name, *std::move(graph), options, DriverOptions(), cache_, events, deadline);
+    if (!compiled.ok()) return compiled.status();
+    served.model = std::move(compiled->model);
+    report = std::move(compiled->report);
+  } else {
+    report.model_name = name;
+  }
+  served.compile_record = std::make_shared<const CompileRecord>(report.record);
+  if (variants && served.model) {
     const Program& p = served.model->program();
     std::vector<std::vector<int64_t>> shapes;
     for (int v : p.inputs) shapes.push_back(p.values[v].type.shape);
@@ -92,6 +107,8 @@ absl::StatusOr<CompileResult> ModelManager::CompileAndStore(
           absl::StrCat("the shape the model was loaded at: ", s.message()));
     }
     variants->Add(shapes, served.model);
+  }
+  if (variants) {
     for (const SymbolBinding& binding : symbolic.eager) {
       absl::StatusOr<std::vector<std::vector<int64_t>>> eager =
           BindSymbols(variants->signature(), binding);
@@ -119,7 +136,7 @@ absl::StatusOr<CompileResult> ModelManager::CompileAndStore(
         "the server already holds ", models_.size(), " models, its limit (--max-models)"));
   }
   models_[name] = std::move(served);
-  return std::move(compiled->report);
+  return report;
 }
 
 absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> ModelManager::FindForShapes(

@@ -55,6 +55,8 @@ struct SymbolicModel {
 // A model being served and what its compile did.
 struct ServedModel {
   std::string name;
+  // Null for a model whose inputs decide shapes until... always: its
+  // variants are all compiled on first use (ShapeVariants).
   std::shared_ptr<runtime::CompiledModel> model;
   std::shared_ptr<const CompileRecord> compile_record;
   // For a model whose inputs have symbolic dims, its other shapes; null
@@ -86,7 +88,11 @@ class ModelManager {
   // With batching enabled, requests are joined along the batch axis
   // (dynamic_batcher.h). InvalidArgument for ranges, eager shapes or
   // batching the model's signature cannot take.
-  absl::StatusOr<CompileResult> CompileWithShapes(const std::string& name, Graph graph,
+  // No `graph` (a model whose inputs decide shapes, so nothing can compile
+  // before a request brings their values): the model is served with no
+  // variant loaded; every shape and value compiles on first use.
+  absl::StatusOr<CompileResult> CompileWithShapes(const std::string& name,
+                                                  std::optional<Graph> graph,
                                                   SymbolicModel symbolic,
                                                   const CompileOptions& options,
                                                   const CompileEventSink& events = nullptr,
@@ -117,7 +123,8 @@ class ModelManager {
       : options_(options), jit_(jit), cache_(jit, options.cache) {}
 
   // Compile and CompileWithShapes: the model compiled and stored as `name`.
-  absl::StatusOr<CompileResult> CompileAndStore(const std::string& name, Graph graph,
+  absl::StatusOr<CompileResult> CompileAndStore(const std::string& name,
+                                                std::optional<Graph> graph,
                                                 const CompileOptions& options,
                                                 const CompileEventSink& events,
                                                 absl::Time deadline,

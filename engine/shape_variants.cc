@@ -83,10 +83,24 @@ void ShapeVariants::Add(const std::vector<std::vector<int64_t>>& shapes,
   EvictBeyondBound();
 }
 
-absl::Status ShapeVariants::Check(const std::vector<std::vector<int64_t>>& shapes) const {
-  if (shapes.size() != signature_.inputs.size()) {
+absl::Status ShapeVariants::Check(const std::vector<std::vector<int64_t>>& key) const {
+  size_t value_inputs = 0;
+  for (const TensorSignature& in : signature_.inputs) value_inputs += in.decides_shapes;
+  if (key.size() != signature_.inputs.size() + value_inputs) {
     return absl::InvalidArgumentError(absl::StrCat("the model has ", signature_.inputs.size(),
-                                                   " inputs; got ", shapes.size()));
+                                                   " inputs; got ", key.size()));
+  }
+  const std::vector<std::vector<int64_t>> shapes(key.begin(),
+                                                 key.begin() + signature_.inputs.size());
+  for (size_t i = 0, v = shapes.size(); i < shapes.size(); ++i) {
+    if (!signature_.inputs[i].decides_shapes) continue;
+    absl::StatusOr<int64_t> n = CheckedNumElements(shapes[i]);
+    if (n.ok() && *n != static_cast<int64_t>(key[v].size())) {
+      return absl::InvalidArgumentError(absl::StrCat("input '", signature_.inputs[i].name,
+                                                     "' has ", key[v].size(),
+                                                     " values for shape ", ShapeToString(shapes[i])));
+    }
+    ++v;
   }
   std::map<std::string, std::pair<int64_t, std::string>> bound;  // symbol -> (size, where)
   for (size_t i = 0; i < shapes.size(); ++i) {
@@ -109,9 +123,15 @@ absl::Status ShapeVariants::Check(const std::vector<std::vector<int64_t>>& shape
       }
       const std::string& symbol = in.symbols[d];
       const std::string named = symbol.empty() ? "" : absl::StrCat(" ('", symbol, "')");
-      if (shape[d] < 1) {
+      if (shape[d] < 0) {
         return absl::InvalidArgumentError(absl::StrCat("input '", in.name, "' dim ", d, named,
                                                        " must be at least 1, got ", shape[d]));
+      }
+      if (shape[d] == 0 && !in.decides_shapes) {
+        // A valid tensor, but Kiln's kernels take no empty ones.
+        return absl::UnimplementedError(
+            absl::StrCat("input '", in.name, "' dim ", d, named,
+                         " is 0: zero-size tensors are not supported (dims must be at least 1)"));
       }
       if (symbol.empty()) continue;
       const std::string where = absl::StrCat("input '", in.name, "' dim ", d);
@@ -186,9 +206,13 @@ absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> ShapeVariants::Get(
 absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> ShapeVariants::Fill(
     const std::vector<std::vector<int64_t>>& shapes, const std::shared_ptr<Slot>& slot) {
   ShapeBinding binding;
-  for (size_t i = 0; i < shapes.size(); ++i) binding[signature_.inputs[i].name] = shapes[i];
+  ValueBinding values;
+  for (size_t i = 0, v = signature_.inputs.size(); i < signature_.inputs.size(); ++i) {
+    binding[signature_.inputs[i].name] = shapes[i];
+    if (signature_.inputs[i].decides_shapes) values[signature_.inputs[i].name] = shapes[v++];
+  }
   absl::StatusOr<std::unique_ptr<runtime::CompiledModel>> model = [&]() {
-    absl::StatusOr<Graph> graph = graph_for_(binding);
+    absl::StatusOr<Graph> graph = graph_for_(binding, values);
     if (!graph.ok()) {
       return absl::StatusOr<std::unique_ptr<runtime::CompiledModel>>(graph.status());
     }

@@ -64,9 +64,16 @@ namespace kiln::engine {
 
 // Concrete shapes by input name.
 using ShapeBinding = std::map<std::string, std::vector<int64_t>>;
-// The model's graph with its inputs at the given shapes (the importer, run
-// again with those shapes fixed).
-using GraphForShapes = std::function<absl::StatusOr<Graph>(const ShapeBinding& shapes)>;
+// Values of the inputs that decide shapes, by input name.
+using ValueBinding = std::map<std::string, std::vector<int64_t>>;
+// The model's graph with its inputs at the given shapes, and the inputs
+// that decide shapes bound to the given values (the importer, run again
+// with those fixed).
+using GraphForShapes =
+    std::function<absl::StatusOr<Graph>(const ShapeBinding& shapes, const ValueBinding& values)>;
+// What a variant is compiled for: every input's shape, in the signature's
+// order, then the values of the inputs that decide shapes, in that order.
+using VariantKey = std::vector<std::vector<int64_t>>;
 // Compiles a graph into a servable model (through the kernel cache).
 using CompileVariant =
     std::function<absl::StatusOr<std::unique_ptr<runtime::CompiledModel>>(Graph graph)>;

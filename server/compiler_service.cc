@@ -1,5 +1,6 @@
 #include "server/compiler_service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 
@@ -114,13 +115,16 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
   // The model at given input shapes (none: as declared, which must be concrete).
   engine::GraphForShapes import;
   if (onnx) {
-    import = [bytes = request.onnx_model(), import_options](const engine::ShapeBinding& shapes) {
+    import = [bytes = request.onnx_model(), import_options](const engine::ShapeBinding& shapes,
+                                                            const engine::ValueBinding& values) {
       OnnxImportOptions fixed = import_options;
       for (const auto& [input, dims] : shapes) fixed.input_shapes[input] = dims;
+      fixed.input_values = values;
       return ImportOnnxModel(bytes, OpRegistry::Default(), fixed);
     };
   } else {
-    import = [graph = request.graph()](const engine::ShapeBinding& shapes) {
+    import = [graph = request.graph()](const engine::ShapeBinding& shapes,
+                                       const engine::ValueBinding&) {
       return ImportKilnGraph(graph, OpRegistry::Default(), &shapes);
     };
   }
@@ -131,28 +135,47 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
   const CompileOptions options = ToCompileOptions(request.options());
   engine::SymbolicModel symbolic = ToSymbolicModel(request.options());
   absl::StatusOr<engine::CompileResult> result;
+  // The shapes the model loads at: the declared ones, or for a symbolic
+  // model the first eager shape (else every symbol at its least size).
+  engine::ShapeBinding load;
+  if (signature->IsSymbolic()) {
+    symbolic.signature = *signature;
+    absl::StatusOr<engine::ShapeBinding> bound = LoadShapes(symbolic);
+    if (!bound.ok()) return bound.status();
+    load = *std::move(bound);
+  }
+  absl::StatusOr<Graph> graph = import(load, {});
+  std::string deferred;
+  if (!graph.ok()) {
+    // Inputs whose values decide shapes: nothing compiles before a request
+    // brings them; each value then compiles once (a variant of its own).
+    const std::vector<std::string> deciding = InputsThatDecideShapes(graph.status());
+    if (deciding.empty()) return graph.status();
+    for (TensorSignature& in : signature->inputs) {
+      in.decides_shapes = std::find(deciding.begin(), deciding.end(), in.name) != deciding.end();
+    }
+    deferred = std::string(graph.status().message());
+  }
   if (!signature->IsSymbolic()) {
     if (absl::Status s = RefuseShapeOptions(request.options(), onnx); !s.ok()) return s;
-    absl::StatusOr<Graph> graph = import({});
-    if (!graph.ok()) return graph.status();
     result = models_->Compile(name, *std::move(graph), options, events, deadline);
   } else {
-    // The model loads at one shape; other shapes are imported again on
-    // first use. Outputs that declare no shape get theirs from the graph.
     symbolic.signature = *std::move(signature);
-    absl::StatusOr<engine::ShapeBinding> load = LoadShapes(symbolic);
-    if (!load.ok()) return load.status();
-    if (absl::Status s = FillOutputDims(symbolic.signature, import, *load); !s.ok()) return s;
-    absl::StatusOr<Graph> graph = import(*load);
-    if (!graph.ok()) return graph.status();
+    if (deferred.empty()) {
+      // Outputs that declare no shape get theirs from the graph.
+      if (absl::Status s = FillOutputDims(symbolic.signature, import, load); !s.ok()) return s;
+    }
     symbolic.graph_for = std::move(import);
-    result = models_->CompileWithShapes(name, *std::move(graph), std::move(symbolic), options,
+    std::optional<Graph> loaded;
+    if (deferred.empty()) loaded = *std::move(graph);
+    result = models_->CompileWithShapes(name, std::move(loaded), std::move(symbolic), options,
                                         events, deadline);
   }
   if (!result.ok()) return result.status();
   kiln::v1::CompileModelResponse response;
   response.set_model_name(name);
   FillCompileReport(*result, response.mutable_report());
+  response.mutable_report()->set_deferred(deferred);
   return response;
 }
 
@@ -371,8 +394,17 @@ grpc::Status CompilerService::ListModels(grpc::ServerContext*, const kiln::v1::L
                                          kiln::v1::ListModelsResponse* response) {
   for (const engine::ServedModel& served : models_->List()) {
     kiln::v1::ModelSummary* s = response->add_models();
-    const Program& p = served.model->program();
     s->set_name(served.name);
+    if (!served.model) {  // nothing compiled yet: as declared
+      for (const TensorSignature& in : served.variants->signature().inputs) {
+        FillValueInfo(in, s->add_inputs());
+      }
+      for (const TensorSignature& out : served.variants->signature().outputs) {
+        FillValueInfo(out, s->add_outputs());
+      }
+      continue;
+    }
+    const Program& p = served.model->program();
     s->set_kernels(static_cast<int>(p.kernels.size()));
     for (int v : p.inputs) FillValueInfo(p.values[v], s->add_inputs());
     for (size_t i = 0; i < p.outputs.size(); ++i) {

@@ -1,5 +1,6 @@
 #include "server/infer_request.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -52,9 +53,57 @@ std::string DatatypeName(DType dtype) {
   return "?";
 }
 
+absl::StatusOr<std::vector<std::vector<int64_t>>> RequestVariantKey(
+    const ModelSignature& signature, const inference::ModelInferRequest& request) {
+  const bool raw = request.raw_input_contents_size() > 0;
+  std::vector<std::vector<int64_t>> key, values;
+  for (const TensorSignature& input : signature.inputs) {
+    int found = -1;
+    for (int i = 0; i < request.inputs_size() && found < 0; ++i) {
+      if (request.inputs(i).name() == input.name) found = i;
+    }
+    if (found < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("missing input '", input.name, "' (",
+                                                     DatatypeName(input.dtype),
+                                                     ShapeToString(input.dims), ")"));
+    }
+    const auto& in = request.inputs(found);
+    key.emplace_back(in.shape().begin(), in.shape().end());
+    if (!input.decides_shapes) continue;
+    // Its values are part of what compiles: decoded here, not run.
+    absl::StatusOr<int64_t> n = CheckedNumElements(key.back());
+    if (!n.ok() || in.datatype() != "INT64") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input '", input.name, "' decides shapes and must be INT64, got ", in.datatype(),
+          ShapeToString(key.back())));
+    }
+    std::vector<int64_t> v(static_cast<size_t>(*n));
+    if (raw) {
+      if (found >= request.raw_input_contents_size() ||
+          request.raw_input_contents(found).size() != v.size() * sizeof(int64_t)) {
+        return absl::InvalidArgumentError(absl::StrCat("input '", input.name, "' needs ",
+                                                       v.size() * sizeof(int64_t), " raw bytes"));
+      }
+      std::memcpy(v.data(), request.raw_input_contents(found).data(), v.size() * sizeof(int64_t));
+    } else {
+      if (in.contents().int64_contents_size() != static_cast<int>(v.size())) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "input '", input.name, "': contents hold ", in.contents().int64_contents_size(),
+            " elements, shape needs ", v.size()));
+      }
+      std::copy(in.contents().int64_contents().begin(), in.contents().int64_contents().end(),
+                v.begin());
+    }
+    values.push_back(std::move(v));
+  }
+  key.insert(key.end(), std::make_move_iterator(values.begin()),
+             std::make_move_iterator(values.end()));
+  return key;
+}
+
 absl::StatusOr<std::vector<runtime::Tensor>> DecodeInputs(
     const Program& program, const inference::ModelInferRequest& request,
-    const std::vector<std::vector<int64_t>>* shapes) {
+    const std::vector<std::vector<int64_t>>* shapes, const std::set<std::string>* consumed) {
   const bool raw = request.raw_input_contents_size() > 0;
   if (raw && request.raw_input_contents_size() != request.inputs_size()) {
     return absl::InvalidArgumentError(
@@ -67,7 +116,7 @@ absl::StatusOr<std::vector<runtime::Tensor>> DecodeInputs(
     if (!by_name.emplace(name, i).second) {
       return absl::InvalidArgumentError(absl::StrCat("input '", name, "' is given twice"));
     }
-    bool known = false;
+    bool known = consumed != nullptr && consumed->count(name) > 0;
     for (int v : program.inputs) known |= program.values[v].name == name;
     if (!known) {
       return absl::InvalidArgumentError(absl::StrCat(

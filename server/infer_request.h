@@ -3,10 +3,12 @@
 #ifndef KILN_SERVER_INFER_REQUEST_H_
 #define KILN_SERVER_INFER_REQUEST_H_
 
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "compiler/frontend/model_signature.h"
 #include "proto/grpc_service.pb.h"
 #include "runtime/executor.h"
 #include "runtime/tensor.h"
@@ -20,9 +22,19 @@ std::string DatatypeName(DType dtype);
 // naming the input and saying what was expected and what came. `shapes`,
 // when given, are the shapes to expect (one per program input, in order)
 // instead of the program's: a model with symbolic dims, already checked.
+// `consumed` names request inputs the program folded in as constants (its
+// inputs that decide shapes): accepted and skipped.
 absl::StatusOr<std::vector<runtime::Tensor>> DecodeInputs(
     const Program& program, const inference::ModelInferRequest& request,
-    const std::vector<std::vector<int64_t>>* shapes = nullptr);
+    const std::vector<std::vector<int64_t>>* shapes = nullptr,
+    const std::set<std::string>* consumed = nullptr);
+
+// What a model with symbolic dims or inputs that decide shapes is compiled
+// for (engine::VariantKey): every input's shape in the signature's order,
+// then the int64 values of the inputs that decide shapes. InvalidArgument
+// naming a missing input or a value input that is not INT64 of its size.
+absl::StatusOr<std::vector<std::vector<int64_t>>> RequestVariantKey(
+    const ModelSignature& signature, const inference::ModelInferRequest& request);
 
 // Fills outputs (those requested, or all) and, when asked, the profile.
 absl::Status EncodeOutputs(const Program& program, const inference::ModelInferRequest& request,

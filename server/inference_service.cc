@@ -39,7 +39,7 @@ grpc::Status InferenceService::ServerReady(grpc::ServerContext*,
 grpc::Status InferenceService::ModelReady(grpc::ServerContext*,
                                           const inference::ModelReadyRequest* request,
                                           inference::ModelReadyResponse* response) {
-  response->set_ready(models_->Find(request->name()) != nullptr);
+  response->set_ready(models_->Get(request->name()).has_value());
   return grpc::Status::OK;
 }
 
@@ -57,6 +57,23 @@ grpc::Status InferenceService::ModelMetadata(grpc::ServerContext*,
                                              inference::ModelMetadataResponse* response) {
   std::optional<engine::ServedModel> served = models_->Get(request->name());
   if (!served) return Fail("ModelMetadata", UnknownModel(request->name()));
+  response->set_name(request->name());
+  response->add_versions("1");
+  response->set_platform("kiln");
+  if (!served->model) {
+    // Nothing compiled yet (inputs decide shapes): the model as declared.
+    for (const auto* list : {&served->variants->signature().inputs,
+                             &served->variants->signature().outputs}) {
+      for (const TensorSignature& sig : *list) {
+        auto* t = list == &served->variants->signature().inputs ? response->add_inputs()
+                                                                : response->add_outputs();
+        t->set_name(sig.name);
+        t->set_datatype(DatatypeName(sig.dtype));
+        for (int64_t d : sig.dims) t->add_shape(d);
+      }
+    }
+    return grpc::Status::OK;
+  }
   const Program& p = served->model->program();
   // A model with symbolic dims reports them as -1, as KServe clients expect.
   const ModelSignature* signature =
@@ -69,9 +86,6 @@ grpc::Status InferenceService::ModelMetadata(grpc::ServerContext*,
     }
     return compiled;
   };
-  response->set_name(request->name());
-  response->add_versions("1");
-  response->set_platform("kiln");
   for (size_t i = 0; i < p.inputs.size(); ++i) {
     const ValueSpec& v = p.values[p.inputs[i]];
     auto* t = response->add_inputs();
@@ -108,24 +122,6 @@ grpc::Status InferenceService::ModelInfer(grpc::ServerContext*,
 
 namespace {
 
-// The request's input shapes in the order of `inputs`; nullopt when one is
-// missing (DecodeInputs then names it).
-std::optional<std::vector<std::vector<int64_t>>> RequestShapes(
-    const std::vector<TensorSignature>& inputs, const inference::ModelInferRequest& request) {
-  std::vector<std::vector<int64_t>> shapes;
-  for (const TensorSignature& input : inputs) {
-    for (const auto& in : request.inputs()) {
-      if (in.name() == input.name) {
-        shapes.emplace_back(in.shape().begin(), in.shape().end());
-        break;
-      }
-    }
-  }
-  if (shapes.size() != inputs.size()) return std::nullopt;
-  return shapes;
-}
-
-
 // `shapes`, in the signature's input order, in the program's.
 absl::StatusOr<std::vector<std::vector<int64_t>>> InProgramOrder(
     const Program& program, const ModelSignature& signature,
@@ -157,13 +153,13 @@ bool InferenceService::AnswersQuickly(const inference::ModelInferRequest& reques
   if (served->batcher) return true;
   std::shared_ptr<runtime::CompiledModel> model = served->model;
   if (served->variants) {
-    std::optional<std::vector<std::vector<int64_t>>> shapes =
-        RequestShapes(served->variants->signature().inputs, request);
-    if (!shapes) return true;  // refused at once
-    model = served->variants->Peek(*shapes);
+    absl::StatusOr<std::vector<std::vector<int64_t>>> key =
+        RequestVariantKey(served->variants->signature(), request);
+    if (!key.ok()) return true;  // refused at once
+    model = served->variants->Peek(*key);
     if (!model) return false;  // a compile, or a refusal already known: not worth guessing
   }
-  return model->last_run_ns() <= budget_ns;
+  return model != nullptr && model->last_run_ns() <= budget_ns;
 }
 
 void InferenceService::StartInfer(const inference::ModelInferRequest& request,
@@ -171,38 +167,35 @@ void InferenceService::StartInfer(const inference::ModelInferRequest& request,
   BindHandlerThreadOrWarn(inference_cpus_, "ModelInfer");
   std::optional<engine::ServedModel> served = models_->Get(request.model_name());
   if (!served) return done(Fail("ModelInfer", UnknownModel(request.model_name())));
-  std::shared_ptr<runtime::CompiledModel> model = served->model;
-  std::optional<std::vector<std::vector<int64_t>>> shapes;
-  if (served->variants) {
-    // The variant for the request's shapes, compiled now if new; a missing
-    // input is left to DecodeInputs to name.
-    shapes = RequestShapes(served->variants->signature().inputs, request);
-    if (shapes && served->batcher) {
-      if (absl::Status valid = served->variants->Check(*shapes); !valid.ok()) {
-        return done(Fail("ModelInfer", valid));
-      }
-      return SubmitToBatcher(*served, *shapes, request, response, std::move(done));
+  if (!served->variants) {
+    return RunAndAnswer(*served, *served->model, 0, nullptr, request, response, std::move(done));
+  }
+  // The variant for the request's shapes (and values of inputs that decide
+  // shapes), compiled now if new.
+  absl::StatusOr<std::vector<std::vector<int64_t>>> key =
+      RequestVariantKey(served->variants->signature(), request);
+  if (!key.ok()) return done(Fail("ModelInfer", key.status()));
+  if (served->batcher) {
+    if (absl::Status valid = served->variants->Check(*key); !valid.ok()) {
+      return done(Fail("ModelInfer", valid));
     }
-    if (shapes && served->pads_new_batches && !served->variants->Peek(*shapes) &&
-        served->variants->Check(*shapes).ok()) {
-      // A batch size not compiled yet: served from a larger loaded one,
-      // padded, while its own compiles in the background.
-      std::optional<engine::ShapeVariants::LargerBatch> larger =
-          served->variants->FindLargerBatch(*shapes);
-      if (larger) {
-        served->variants->CompileSoon(*shapes, models_->BackgroundSchedule());
-        return RunAndAnswer(*served, *larger->model, larger->rows, &*shapes, request, response,
-                            std::move(done));
-      }
-    }
-    if (shapes) {
-      absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> variant =
-          served->variants->Get(*shapes);
-      if (!variant.ok()) return done(Fail("ModelInfer", variant.status()));
-      model = *std::move(variant);
+    return SubmitToBatcher(*served, *key, request, response, std::move(done));
+  }
+  if (served->pads_new_batches && !served->variants->Peek(*key) &&
+      served->variants->Check(*key).ok()) {
+    // A batch size not compiled yet: served from a larger loaded one,
+    // padded, while its own compiles in the background.
+    std::optional<engine::ShapeVariants::LargerBatch> larger =
+        served->variants->FindLargerBatch(*key);
+    if (larger) {
+      served->variants->CompileSoon(*key, models_->BackgroundSchedule());
+      return RunAndAnswer(*served, *larger->model, larger->rows, &*key, request, response,
+                          std::move(done));
     }
   }
-  RunAndAnswer(*served, *model, 0, nullptr, request, response, std::move(done));
+  absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> variant = served->variants->Get(*key);
+  if (!variant.ok()) return done(Fail("ModelInfer", variant.status()));
+  RunAndAnswer(*served, **variant, 0, &*key, request, response, std::move(done));
 }
 
 absl::StatusOr<std::vector<runtime::Tensor>> InferenceService::DecodeAtShapes(
@@ -212,7 +205,11 @@ absl::StatusOr<std::vector<runtime::Tensor>> InferenceService::DecodeAtShapes(
   absl::StatusOr<std::vector<std::vector<int64_t>>> program_shapes =
       InProgramOrder(program, signature, *shapes);
   if (!program_shapes.ok()) return program_shapes.status();
-  return DecodeInputs(program, request, &*program_shapes);
+  std::set<std::string> consumed;  // folded into the program as constants
+  for (const TensorSignature& in : signature.inputs) {
+    if (in.decides_shapes) consumed.insert(in.name);
+  }
+  return DecodeInputs(program, request, &*program_shapes, &consumed);
 }
 
 void InferenceService::RunAndAnswer(const engine::ServedModel& served,

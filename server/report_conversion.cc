@@ -100,12 +100,14 @@ void FillKernelTiming(const std::string& name, const runtime::DurationSnapshot& 
 void FillModelTiming(const engine::ServedModel& served, kiln::v1::ModelTiming* out) {
   out->set_model_name(served.name);
   FillPassTimings(*served.compile_record, out->mutable_last_compile_passes());
-  runtime::ModelTimingStats stats = served.model->TimingStats();
-  out->set_inference_count(stats.inference.count);
-  out->set_inference_total_ns(stats.inference.total_ns);
-  FillKernelTiming("inference", stats.inference, out->mutable_inference());
-  for (const runtime::KernelTimingStats& k : stats.kernels) {
-    FillKernelTiming(k.name, k.durations, out->add_kernels());
+  if (served.model) {  // none for a model whose inputs decide shapes
+    runtime::ModelTimingStats stats = served.model->TimingStats();
+    out->set_inference_count(stats.inference.count);
+    out->set_inference_total_ns(stats.inference.total_ns);
+    FillKernelTiming("inference", stats.inference, out->mutable_inference());
+    for (const runtime::KernelTimingStats& k : stats.kernels) {
+      FillKernelTiming(k.name, k.durations, out->add_kernels());
+    }
   }
   if (served.batch_stats) {
     const engine::BatchStatisticsSnapshot batches = served.batch_stats->Snapshot();
@@ -138,6 +140,12 @@ void FillModelTiming(const engine::ServedModel& served, kiln::v1::ModelTiming* o
       FillKernelTiming("inference", model->TimingStats().inference, st->mutable_inference());
     }
   }
+}
+
+void FillValueInfo(const TensorSignature& value, kiln::v1::ValueInfo* out) {
+  out->set_name(value.name);
+  out->set_dtype(value.dtype == DType::kInt64 ? kiln::v1::INT64 : kiln::v1::FLOAT32);
+  for (int64_t d : value.dims) out->add_dims(d);
 }
 
 void FillValueInfo(const ValueSpec& value, kiln::v1::ValueInfo* out) {

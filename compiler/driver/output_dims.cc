@@ -11,7 +11,7 @@ namespace {
 // The output shapes of the graph imported at `shapes`, in output order.
 absl::StatusOr<std::vector<std::vector<int64_t>>> OutputShapesAt(const ImportAtShapes& import_at,
                                                                  const InputShapes& shapes) {
-  absl::StatusOr<Graph> graph = import_at(shapes);
+  absl::StatusOr<Graph> graph = import_at(shapes, {});
   if (!graph.ok()) return graph.status();
   absl::StatusOr<bool> typed = InferTypes(*graph);
   if (!typed.ok()) return typed.status();

@@ -21,7 +21,8 @@ namespace kiln {
 
 // Input shapes by input name.
 using InputShapes = std::map<std::string, std::vector<int64_t>>;
-using ImportAtShapes = std::function<absl::StatusOr<Graph>(const InputShapes& shapes)>;
+using ImportAtShapes = std::function<absl::StatusOr<Graph>(const InputShapes& shapes,
+                                                           const InputShapes& values)>;
 
 // Fills the dims of `signature`'s outputs that declare no shape: the graph
 // is imported and typed at `load` and again with every symbolic input dim

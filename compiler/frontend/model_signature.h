@@ -26,6 +26,9 @@ struct TensorSignature {
   std::vector<std::string> symbols;
   // Whether `dims` is known at all (an ONNX output may declare no shape).
   bool has_shape = true;
+  // An int64 input whose values decide shapes (a Reshape's target): each
+  // value compiles a graph of its own, where the input is a constant.
+  bool decides_shapes = false;
 
   bool IsSymbolic() const {
     for (int64_t d : dims) {
@@ -39,9 +42,11 @@ struct ModelSignature {
   std::vector<TensorSignature> inputs;   // in the model's order, initializers excluded
   std::vector<TensorSignature> outputs;  // in the model's order
 
+  // Whether one compiled graph cannot serve every request: a symbolic dim,
+  // or an input whose values decide shapes.
   bool IsSymbolic() const {
     for (const TensorSignature& t : inputs) {
-      if (t.IsSymbolic()) return true;
+      if (t.IsSymbolic() || t.decides_shapes) return true;
     }
     return false;
   }

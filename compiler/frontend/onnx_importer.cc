@@ -14,12 +14,15 @@
 #include <climits>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
 #include "absl/status/status.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "compiler/ir/op_def.h"
 #include "compiler/ir/verifier.h"
@@ -83,6 +86,9 @@ class Converter;
 using ConvertFn = std::function<absl::Status(Converter&, const onnx::NodeProto&)>;
 const std::map<std::string, ConvertFn>& ConverterTable();
 
+constexpr char kWaitingPayload[] = "kiln.dev/onnx-waits-for-values";
+constexpr char kNeedsValuesPayload[] = "kiln.dev/onnx-needs-input-values";
+
 class Converter {
  public:
   Converter(const OpRegistry& ops, int64_t opset) : ops_(ops), opset_(opset) {}
@@ -101,6 +107,7 @@ class Converter {
       return absl::InvalidArgumentError(
           absl::StrCat("node '", n.name(), "' (", n.op_type(), ") lacks input ", i));
     }
+    if (waiting_.count(n.input(i))) return WaitingForValues();
     auto it = values_.find(n.input(i));
     if (it == values_.end()) {
       return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' reads '", n.input(i),
@@ -108,6 +115,23 @@ class Converter {
     }
     return it->second;
   }
+
+  // Graph inputs a node needs the values of (Reshape's shape fed by the
+  // model's input): found, the node and everything after it wait, and the
+  // import ends with them all named (NeedsInputValues) instead of at the
+  // first.
+  static absl::Status WaitingForValues() {
+    absl::Status s = absl::UnimplementedError("waits for an input's value");
+    s.SetPayload(kWaitingPayload, absl::Cord("1"));
+    return s;
+  }
+  static bool IsWaiting(const absl::Status& s) {
+    return s.GetPayload(kWaitingPayload).has_value();
+  }
+  void MarkWaiting(const onnx::NodeProto& n) {
+    for (const std::string& out : n.output()) waiting_.insert(out);
+  }
+  const std::set<std::string>& needed_values() const { return needed_values_; }
   bool HasInput(const onnx::NodeProto& n, int i) const {
     return i < n.input_size() && !n.input(i).empty();
   }
@@ -138,6 +162,23 @@ class Converter {
   absl::StatusOr<std::vector<int64_t>> ConstantInts(const onnx::NodeProto& n, int i) {
     KILN_ASSIGN_OR_RETURN(Node* v, Value(n, i));
     KILN_ASSIGN_OR_RETURN(v, Folded(v));
+    if (!v->is_constant()) {
+      // Computed from the model's inputs alone: their values decide it.
+      std::set<std::string> leaves;
+      if (InputLeaves(v, &leaves) && !leaves.empty()) {
+        // The node's other operands past its data may need values too
+        // (Slice's ends after its starts): named now, as the node stops here.
+        for (int j = 1; j < n.input_size(); ++j) {
+          if (j == i || !HasInput(n, j) || waiting_.count(n.input(j))) continue;
+          auto other = values_.find(n.input(j));
+          if (other == values_.end()) continue;
+          absl::StatusOr<Node*> folded = Folded(other->second);
+          if (folded.ok() && !(*folded)->is_constant()) InputLeaves(*folded, &leaves);
+        }
+        needed_values_.insert(leaves.begin(), leaves.end());
+        return WaitingForValues();
+      }
+    }
     if (!v->is_constant() || v->type.dtype != DType::kInt64) {
       return absl::UnimplementedError(absl::StrCat(
           "node '", n.name(), "' (", n.op_type(), "): input ", i,
@@ -145,6 +186,21 @@ class Converter {
     }
     const int64_t* p = v->value->data<int64_t>();
     return std::vector<int64_t>(p, p + v->type.NumElements());
+  }
+
+  // Whether `v` is computed from constants and graph inputs only (collected
+  // in `leaves`): then binding those inputs to values folds it.
+  bool InputLeaves(Node* v, std::set<std::string>* leaves) {
+    if (v->is_constant()) return true;
+    if (v->is_input()) {
+      if (v->type.dtype != DType::kInt64) return false;
+      leaves->insert(v->name);
+      return true;
+    }
+    for (Node* in : v->inputs) {
+      if (!InputLeaves(in, leaves)) return false;
+    }
+    return true;
   }
 
   Node* Constant(const std::string& name, TensorType type, const void* bytes) {
@@ -206,6 +262,9 @@ class Converter {
   int64_t opset_;
   Graph graph_;
   std::unordered_map<std::string, Node*> values_;
+  // Outputs of nodes waiting for input values, and those inputs.
+  std::set<std::string> waiting_;
+  std::set<std::string> needed_values_;
   // Folded()'s answers: a node maps to its constant, or to itself when it cannot fold.
   std::unordered_map<Node*, Node*> folded_;
 };
@@ -863,6 +922,12 @@ absl::Status CheckAndInfer(onnx::ModelProto& model) {
 
 }  // namespace
 
+std::vector<std::string> InputsThatDecideShapes(const absl::Status& status) {
+  auto names = status.GetPayload(kNeedsValuesPayload);
+  if (!names) return {};
+  return absl::StrSplit(std::string(*names), '\n', absl::SkipEmpty());
+}
+
 std::vector<std::string> SupportedOnnxOps() {
   std::vector<std::string> names;
   for (const auto& [name, fn] : ConverterTable()) names.push_back(name);
@@ -986,9 +1051,36 @@ absl::StatusOr<Graph> ImportOnnxModel(absl::string_view bytes, const OpRegistry&
     }
     absl::StatusOr<int64_t> n = CheckedNumElements(type.shape);
     if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat(what, ": ", n.status().message()));
+    if (auto value = options.input_values.find(in.name()); value != options.input_values.end()) {
+      // An input that decides shapes: its value is part of this compile.
+      if (type.dtype != DType::kInt64 || static_cast<int64_t>(value->second.size()) != *n) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, " (", type.ToString(), ") cannot take the ", value->second.size(),
+            " int64 values given for it"));
+      }
+      KILN_RETURN_IF_ERROR(
+          c.Define(in.name(), c.Constant(in.name(), std::move(type), value->second.data())));
+      continue;
+    }
     KILN_RETURN_IF_ERROR(c.Define(in.name(), c.graph().AddInput(in.name(), std::move(type))));
   }
-  for (const onnx::NodeProto& n : g.node()) KILN_RETURN_IF_ERROR(c.ConvertNode(n));
+  for (const onnx::NodeProto& n : g.node()) {
+    absl::Status converted = c.ConvertNode(n);
+    if (Converter::IsWaiting(converted)) {
+      c.MarkWaiting(n);
+      continue;
+    }
+    KILN_RETURN_IF_ERROR(converted);
+  }
+  if (!c.needed_values().empty()) {
+    const std::vector<std::string> names(c.needed_values().begin(), c.needed_values().end());
+    absl::Status s = absl::UnimplementedError(absl::StrCat(
+        "the model's input", names.size() > 1 ? "s " : " '", absl::StrJoin(names, "', '"),
+        "' decide", names.size() > 1 ? "" : "s", " shapes (as a Reshape's shape or Slice's "
+        "bounds); the model compiles per value on first use"));
+    s.SetPayload(kNeedsValuesPayload, absl::Cord(absl::StrJoin(names, "\n")));
+    return s;
+  }
   for (const onnx::ValueInfoProto& out : g.output()) {
     onnx::NodeProto probe;
     probe.set_name("graph output");

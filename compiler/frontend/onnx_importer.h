@@ -26,6 +26,9 @@ struct OnnxImportOptions {
   std::map<std::string, std::vector<int64_t>> input_shapes;
   // What any other symbolic dim (typically the batch) becomes.
   int64_t default_symbolic_dim = 1;
+  // Values for int64 inputs that decide shapes (InputsThatDecideShapes):
+  // they become constants of this graph, in their shape.
+  std::map<std::string, std::vector<int64_t>> input_values;
 };
 
 absl::StatusOr<Graph> ImportOnnxModel(absl::string_view bytes, const OpRegistry& ops,
@@ -36,6 +39,12 @@ absl::StatusOr<Graph> ImportOnnxModel(absl::string_view bytes, const OpRegistry&
 // fixed. InvalidArgument as ImportOnnxModel for bytes that are not a model.
 absl::StatusOr<ModelSignature> ReadOnnxSignature(absl::string_view bytes,
                                                  const OnnxImportOptions& options);
+
+// For an import that failed because inputs decide shapes (an int64 input
+// feeding a Reshape's shape, a Slice's bounds, ... directly or through a
+// shape computation): their names, each needing a value in `input_values`.
+// Empty for any other status.
+std::vector<std::string> InputsThatDecideShapes(const absl::Status& status);
 
 // The ONNX operator types the importer converts, sorted.
 std::vector<std::string> SupportedOnnxOps();

@@ -42,7 +42,7 @@ class ShapeVariantsTest : public ::testing::Test {
     if (!g.ok()) return g.status();
     SymbolicModel symbolic;
     symbolic.signature = BatchModelSignature(two_inputs);
-    symbolic.graph_for = [this](const ShapeBinding& s) { return BatchModelGraph(s, &builds_); };
+    symbolic.graph_for = [this](const ShapeBinding& s, const ValueBinding&) { return BatchModelGraph(s, &builds_); };
     symbolic.ranges = std::move(ranges);
     symbolic.eager = std::move(eager);
     return manager_->CompileWithShapes("m", *std::move(g), std::move(symbolic), CompileOptions{})

@@ -4,6 +4,7 @@
 // output NumPy computed (tests/server/data/make_mlp_fixture.py).
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -729,6 +730,74 @@ TEST_F(EndToEndTest, ANewBatchSizeIsServedFromALargerOneWhileItCompiles) {
   infer_batch3();
   EXPECT_EQ(timing().padded_rows(), padded);  // ran on batch 3's own model
   EXPECT_EQ(timing().shape_compiles(), 1);
+}
+
+// relu(Reshape(x, shape)) with `shape` a model input: nothing compiles at
+// load (the report says why), each value of `shape` compiles once on first
+// use (counted), and every answer is relu(x) in the shape asked for.
+TEST_F(EndToEndTest, AnInputThatDecidesShapesCompilesPerValue) {
+  std::ifstream in(std::string(kOnnxData) + "reshape_by_input.onnx", std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  kiln::v1::CompileModelRequest request;
+  request.set_model_name("reshape_by_input");
+  request.set_onnx_model(bytes.str());
+  {
+    kiln::v1::CompileModelResponse compiled;
+    grpc::ClientContext ctx;
+    grpc::Status s = compiler_->CompileModel(&ctx, request, &compiled);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_THAT(compiled.report().deferred(), HasSubstr("'shape' decides shapes"));
+    EXPECT_EQ(compiled.report().kernels_size(), 0);
+  }
+  absl::StatusOr<NpyFloat32> x = ReadNpyFloat32(std::string(kOnnxData) + "reshape_by_input_x.npy");
+  ASSERT_TRUE(x.ok());
+  auto infer = [&](std::vector<int64_t> shape, inference::ModelInferResponse* response) {
+    inference::ModelInferRequest r;
+    r.set_model_name("reshape_by_input");
+    AddInput(r, "x", "FP32", {2, 3, 4});
+    r.add_raw_input_contents(x->bytes());
+    AddInput(r, "shape", "INT64", {static_cast<int64_t>(shape.size())});
+    r.add_raw_input_contents(std::string(reinterpret_cast<const char*>(shape.data()),
+                                         shape.size() * sizeof(int64_t)));
+    return Infer(r, response);
+  };
+  for (const std::vector<int64_t>& shape :
+       std::vector<std::vector<int64_t>>{{4, 6}, {6, 4}, {4, 6}, {-1, 2}}) {
+    SCOPED_TRACE(shape[0]);
+    inference::ModelInferResponse response;
+    grpc::Status s = infer(shape, &response);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    const int64_t rows = shape[0] < 0 ? 12 : shape[0];
+    EXPECT_THAT(response.outputs(0).shape(), ElementsAre(rows, shape[1]));
+    std::vector<float> got = Floats(response.raw_output_contents(0));
+    ASSERT_EQ(got.size(), x->values.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], std::max(0.0f, x->values[i])) << i;
+  }
+  EXPECT_EQ(Timing("reshape_by_input").shape_compiles(), 3);  // {4,6} twice: compiled once
+  {
+    grpc::ClientContext ctx;
+    inference::ModelMetadataRequest meta_request;
+    meta_request.set_name("reshape_by_input");
+    inference::ModelMetadataResponse meta;
+    ASSERT_TRUE(inference_->ModelMetadata(&ctx, meta_request, &meta).ok());
+    ASSERT_EQ(meta.inputs_size(), 2);
+    EXPECT_EQ(meta.inputs(1).name(), "shape");
+    EXPECT_EQ(meta.inputs(1).datatype(), "INT64");
+    EXPECT_THAT(meta.outputs(0).shape(), ElementsAre(-1, -1));
+  }
+  {
+    grpc::ClientContext ctx;
+    kiln::v1::ListModelsResponse models;
+    ASSERT_TRUE(compiler_->ListModels(&ctx, kiln::v1::ListModelsRequest(), &models).ok());
+    bool listed = false;
+    for (const auto& m : models.models()) listed |= m.name() == "reshape_by_input";
+    EXPECT_TRUE(listed);
+  }
+  inference::ModelInferResponse response;
+  grpc::Status wrong = infer({5, 5}, &response);  // 25 elements, not 24
+  EXPECT_EQ(wrong.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  ExpectServerStillLive();
 }
 
 // --- Inference errors. ---

@@ -31,7 +31,7 @@ TEST(OutputDimsTest, DimsThatFollowASymbolAreSymbolicAndNamed) {
   ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(kGraph, &proto));
   absl::StatusOr<ModelSignature> signature = ReadKilnGraphSignature(proto);
   ASSERT_TRUE(signature.ok()) << signature.status();
-  ImportAtShapes import_at = [&](const InputShapes& shapes) {
+  ImportAtShapes import_at = [&](const InputShapes& shapes, const InputShapes&) {
     return ImportKilnGraph(proto, OpRegistry::Default(), &shapes);
   };
   absl::Status filled = FillOutputDims(*signature, import_at, {{"x", {2, 3}}, {"y", {2, 3}}});

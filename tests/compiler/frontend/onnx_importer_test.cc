@@ -15,7 +15,9 @@
 namespace kiln {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 std::string Data(const std::string& name) {
   std::ifstream in("tests/compiler/frontend/data/" + name, std::ios::binary);
@@ -133,6 +135,27 @@ TEST(OnnxImporterTest, SignatureKeepsSymbolicDimsUnlessTheUserFixesThem) {
   EXPECT_FALSE(sig->IsSymbolic());
   EXPECT_FALSE(ReadOnnxSignature(Data("matmul_mix.onnx"), {})->IsSymbolic());
   EXPECT_EQ(ReadOnnxSignature("garbage", {}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(OnnxImporterTest, AnInputThatDecidesShapesIsNamedAndImportsOnceGivenItsValue) {
+  const std::string bytes = Data("reshape_by_input.onnx");
+  absl::Status needs = ImportOnnxModel(bytes, OpRegistry::Default(), {}).status();
+  EXPECT_EQ(needs.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(InputsThatDecideShapes(needs), ElementsAre("shape"));
+  EXPECT_THAT(std::string(needs.message()), HasSubstr("'shape' decides shapes"));
+  EXPECT_THAT(InputsThatDecideShapes(absl::UnimplementedError("other")), IsEmpty());
+
+  OnnxImportOptions options;
+  options.input_shapes["shape"] = {2};
+  options.input_values["shape"] = {4, 6};
+  absl::StatusOr<Graph> graph = ImportOnnxModel(bytes, OpRegistry::Default(), options);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  ASSERT_EQ(graph->inputs().size(), 1u);  // "shape" became a constant
+  EXPECT_EQ(graph->inputs()[0]->name, "x");
+  // A value that does not fit the input's shape is refused.
+  options.input_values["shape"] = {24};
+  EXPECT_EQ(ImportOnnxModel(bytes, OpRegistry::Default(), options).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

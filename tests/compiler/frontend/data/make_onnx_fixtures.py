@@ -164,9 +164,24 @@ def mlp_dynamic():
     save("mlp_dynamic", graph, x, y)
 
 
+def reshape_by_input():
+    """relu(Reshape(x, shape)) with `shape` a model input: its value decides
+    the output's shape, so Kiln compiles the model per value."""
+    x = np.random.default_rng(11).standard_normal((2, 3, 4)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["r"]),
+         helper.make_node("Relu", ["r"], ["y"])],
+        "reshape_by_input",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4]),
+         helper.make_tensor_value_info("shape", TensorProto.INT64, ["rank"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["d0", "d1"])])
+    save("reshape_by_input", graph, x, np.maximum(x, 0))
+
+
 if __name__ == "__main__":
     small_cnn()
     matmul_mix()
     unsupported_op()
     external_data()
     mlp_dynamic()
+    reshape_by_input()
