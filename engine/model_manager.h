@@ -55,8 +55,8 @@ struct SymbolicModel {
 // A model being served and what its compile did.
 struct ServedModel {
   std::string name;
-  // Null for a model whose inputs decide shapes until... always: its
-  // variants are all compiled on first use (ShapeVariants).
+  // The variant compiled at load; null for a model whose inputs decide
+  // shapes, which has none (every variant compiles on first use).
   std::shared_ptr<runtime::CompiledModel> model;
   std::shared_ptr<const CompileRecord> compile_record;
   // For a model whose inputs have symbolic dims, its other shapes; null

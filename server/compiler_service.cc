@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -115,17 +116,20 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
   // The model at given input shapes (none: as declared, which must be concrete).
   engine::GraphForShapes import;
   if (onnx) {
-    import = [bytes = request.onnx_model(), import_options](const engine::ShapeBinding& shapes,
-                                                            const engine::ValueBinding& values) {
+    // The model's bytes are kept for the shapes still to compile, shared
+    // by every copy of this function (a 400 MB model is not copied again).
+    import = [bytes = std::make_shared<const std::string>(request.onnx_model()),
+              import_options](const engine::ShapeBinding& shapes,
+                              const engine::ValueBinding& values) {
       OnnxImportOptions fixed = import_options;
       for (const auto& [input, dims] : shapes) fixed.input_shapes[input] = dims;
       fixed.input_values = values;
-      return ImportOnnxModel(bytes, OpRegistry::Default(), fixed);
+      return ImportOnnxModel(*bytes, OpRegistry::Default(), fixed);
     };
   } else {
-    import = [graph = request.graph()](const engine::ShapeBinding& shapes,
-                                       const engine::ValueBinding&) {
-      return ImportKilnGraph(graph, OpRegistry::Default(), &shapes);
+    import = [graph = std::make_shared<const kiln::v1::Graph>(request.graph())](
+                 const engine::ShapeBinding& shapes, const engine::ValueBinding&) {
+      return ImportKilnGraph(*graph, OpRegistry::Default(), &shapes);
     };
   }
   absl::StatusOr<ModelSignature> signature =
