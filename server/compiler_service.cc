@@ -132,23 +132,35 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
       return ImportKilnGraph(*graph, OpRegistry::Default(), &shapes);
     };
   }
-  absl::StatusOr<ModelSignature> signature =
-      onnx ? ReadOnnxSignature(request.onnx_model(), import_options)
-           : ReadKilnGraphSignature(request.graph());
-  if (!signature.ok()) return signature.status();
   const CompileOptions options = ToCompileOptions(request.options());
   engine::SymbolicModel symbolic = ToSymbolicModel(request.options());
   absl::StatusOr<engine::CompileResult> result;
   // The shapes the model loads at: the declared ones, or for a symbolic
   // model the first eager shape (else every symbol at its least size).
   engine::ShapeBinding load;
-  if (signature->IsSymbolic()) {
-    symbolic.signature = *signature;
+  auto load_shapes = [&](const ModelSignature& signature) -> absl::StatusOr<engine::ShapeBinding> {
+    if (!signature.IsSymbolic()) return engine::ShapeBinding{};
+    symbolic.signature = signature;
     absl::StatusOr<engine::ShapeBinding> bound = LoadShapes(symbolic);
-    if (!bound.ok()) return bound.status();
-    load = *std::move(bound);
+    if (bound.ok()) load = *bound;
+    return bound;
+  };
+  std::optional<ModelSignature> signature;
+  absl::StatusOr<Graph> graph = absl::UnknownError("not imported");
+  if (onnx) {
+    // One parse for the signature and the load-time graph.
+    absl::StatusOr<OnnxModelImport> imported = ImportOnnxModelWithSignature(
+        request.onnx_model(), OpRegistry::Default(), import_options, load_shapes);
+    if (!imported.ok()) return imported.status();
+    signature = std::move(imported->signature);
+    graph = std::move(imported->graph);
+  } else {
+    absl::StatusOr<ModelSignature> read = ReadKilnGraphSignature(request.graph());
+    if (!read.ok()) return read.status();
+    signature = *std::move(read);
+    if (absl::Status s = load_shapes(*signature).status(); !s.ok()) return s;
+    graph = import(load, {});
   }
-  absl::StatusOr<Graph> graph = import(load, {});
   std::string deferred;
   if (!graph.ok()) {
     // Inputs whose values decide shapes: nothing compiles before a request

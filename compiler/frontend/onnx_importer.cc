@@ -959,9 +959,10 @@ absl::StatusOr<onnx::ModelProto> ParseModel(absl::string_view bytes) {
 
 }  // namespace
 
-absl::StatusOr<ModelSignature> ReadOnnxSignature(absl::string_view bytes,
-                                                 const OnnxImportOptions& options) {
-  KILN_ASSIGN_OR_RETURN(onnx::ModelProto model, ParseModel(bytes));
+namespace {
+
+absl::StatusOr<ModelSignature> SignatureOf(const onnx::ModelProto& model,
+                                           const OnnxImportOptions& options) {
   std::set<std::string> initializers;
   for (const onnx::TensorProto& t : model.graph().initializer()) initializers.insert(t.name());
   // `fixed`: the dims the user gave for this tensor, if any.
@@ -1004,9 +1005,9 @@ absl::StatusOr<ModelSignature> ReadOnnxSignature(absl::string_view bytes,
   return out;
 }
 
-absl::StatusOr<Graph> ImportOnnxModel(absl::string_view bytes, const OpRegistry& ops,
-                                      const OnnxImportOptions& options) {
-  KILN_ASSIGN_OR_RETURN(onnx::ModelProto model, ParseModel(bytes));
+// ImportOnnxModel after the parse; takes the initializers' data.
+absl::StatusOr<Graph> ImportParsed(onnx::ModelProto& model, const OpRegistry& ops,
+                                   const OnnxImportOptions& options) {
   for (const onnx::TensorProto& t : model.graph().initializer()) {
     if (t.data_location() == onnx::TensorProto::EXTERNAL || t.external_data_size() > 0) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -1098,6 +1099,34 @@ absl::StatusOr<Graph> ImportOnnxModel(absl::string_view bytes, const OpRegistry&
   Graph result = std::move(c.graph());
   KILN_RETURN_IF_ERROR(VerifyGraph(result));
   return result;
+}
+
+}  // namespace
+
+absl::StatusOr<ModelSignature> ReadOnnxSignature(absl::string_view bytes,
+                                                 const OnnxImportOptions& options) {
+  KILN_ASSIGN_OR_RETURN(onnx::ModelProto model, ParseModel(bytes));
+  return SignatureOf(model, options);
+}
+
+absl::StatusOr<Graph> ImportOnnxModel(absl::string_view bytes, const OpRegistry& ops,
+                                      const OnnxImportOptions& options) {
+  KILN_ASSIGN_OR_RETURN(onnx::ModelProto model, ParseModel(bytes));
+  return ImportParsed(model, ops, options);
+}
+
+absl::StatusOr<OnnxModelImport> ImportOnnxModelWithSignature(
+    absl::string_view bytes, const OpRegistry& ops, const OnnxImportOptions& options,
+    const ShapesForSignature& shapes_for) {
+  KILN_ASSIGN_OR_RETURN(onnx::ModelProto model, ParseModel(bytes));
+  OnnxModelImport out;
+  KILN_ASSIGN_OR_RETURN(out.signature, SignatureOf(model, options));
+  absl::StatusOr<std::map<std::string, std::vector<int64_t>>> shapes = shapes_for(out.signature);
+  if (!shapes.ok()) return shapes.status();
+  OnnxImportOptions at = options;
+  for (const auto& [input, dims] : *shapes) at.input_shapes[input] = dims;
+  out.graph = ImportParsed(model, ops, at);
+  return out;
 }
 
 }  // namespace kiln

@@ -8,6 +8,7 @@
 #define KILN_COMPILER_FRONTEND_ONNX_IMPORTER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -39,6 +40,22 @@ absl::StatusOr<Graph> ImportOnnxModel(absl::string_view bytes, const OpRegistry&
 // fixed. InvalidArgument as ImportOnnxModel for bytes that are not a model.
 absl::StatusOr<ModelSignature> ReadOnnxSignature(absl::string_view bytes,
                                                  const OnnxImportOptions& options);
+
+// ReadOnnxSignature and ImportOnnxModel from one parse, so that a large
+// model's weights are parsed once: the graph imports at the shapes
+// `shapes_for` picks given the signature (merged into input_shapes).
+// `graph` holds the import's own error; the call fails only when the bytes
+// are not a model or `shapes_for` fails.
+struct OnnxModelImport {
+  ModelSignature signature;
+  absl::StatusOr<Graph> graph = absl::UnknownError("not imported");
+};
+using ShapesForSignature =
+    std::function<absl::StatusOr<std::map<std::string, std::vector<int64_t>>>(
+        const ModelSignature& signature)>;
+absl::StatusOr<OnnxModelImport> ImportOnnxModelWithSignature(
+    absl::string_view bytes, const OpRegistry& ops, const OnnxImportOptions& options,
+    const ShapesForSignature& shapes_for);
 
 // For an import that failed because inputs decide shapes (an int64 input
 // feeding a Reshape's shape, a Slice's bounds, ... directly or through a
