@@ -3,12 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
 #include "client/model_file.h"
 
 namespace kiln::client {
@@ -109,41 +107,25 @@ absl::Status RunBench(KilnClient& client, const BenchOptions& options, std::ostr
   if (auto r = client.Infer(name, inputs, false); !r.ok()) return r.status();
   const double first_ms = MsBetween(first_start, Clock::now());
 
-  absl::Mutex mutex;
-  absl::Status failure;
-  std::vector<double> ms;
-  std::vector<double> server_ms;
-  auto run_client = [&](int iterations, bool record) {
-    std::vector<double> mine, mine_server;
-    for (int i = 0; i < iterations; ++i) {
-      const auto t0 = Clock::now();
-      auto r = client.Infer(name, inputs, true);
-      if (!r.ok()) {
-        absl::MutexLock lock(&mutex);
-        failure.Update(r.status());
-        return;
-      }
-      mine.push_back(MsBetween(t0, Clock::now()));
-      mine_server.push_back(r->total_ns / 1e6);
-    }
-    if (!record) return;
-    absl::MutexLock lock(&mutex);
-    ms.insert(ms.end(), mine.begin(), mine.end());
-    server_ms.insert(server_ms.end(), mine_server.begin(), mine_server.end());
-  };
-  auto run_all = [&](int iterations, bool record) {
-    std::vector<std::thread> clients;
-    for (int c = 0; c < options.concurrency; ++c) {
-      clients.emplace_back(run_client, iterations, record);
-    }
-    for (std::thread& t : clients) t.join();
-  };
-  run_all(options.warmup, false);
+  // C requests in flight at all times from one client thread (perf_analyzer's
+  // async mode): client threads of their own would take the cores the
+  // server needs on a small machine.
+  if (options.warmup > 0) {
+    auto warm = client.InferConcurrently(name, inputs, options.concurrency,
+                                         options.warmup * options.concurrency);
+    if (!warm.ok()) return warm.status();
+  }
   auto warm_stats = client.GetTimingStats(name);
   const auto bench_start = Clock::now();
-  run_all(options.iterations, true);
+  auto timed = client.InferConcurrently(name, inputs, options.concurrency,
+                                        options.iterations * options.concurrency);
   const double wall_s = MsBetween(bench_start, Clock::now()) / 1e3;
-  if (!failure.ok()) return failure;
+  if (!timed.ok()) return timed.status();
+  std::vector<double> ms, server_ms;
+  for (const TimedInfer& t : *timed) {
+    ms.push_back(t.ms);
+    server_ms.push_back(t.server_ms);
+  }
   auto stats = client.GetTimingStats(name);
   if (!loaded) (void)client.UnloadModel(name);
 

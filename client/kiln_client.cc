@@ -1,6 +1,8 @@
 #include "client/kiln_client.h"
 
 #include <algorithm>
+#include <chrono>
+#include <memory>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
@@ -85,7 +87,9 @@ absl::StatusOr<kiln::v1::BenchmarkKernelResponse> KilnClient::BenchmarkKernel(
       [&](auto* ctx, auto* resp) { return compiler_->BenchmarkKernel(ctx, r, resp); });
 }
 
-absl::StatusOr<InferResult> KilnClient::Infer(
+namespace {
+
+inference::ModelInferRequest MakeInferRequest(
     const std::string& model, const std::vector<std::pair<std::string, NpyArray>>& inputs,
     bool profile) {
   inference::ModelInferRequest request;
@@ -98,6 +102,60 @@ absl::StatusOr<InferResult> KilnClient::Infer(
     request.add_raw_input_contents(array.data);
   }
   if (profile) (*request.mutable_parameters())["kiln.profile"].set_bool_param(true);
+  return request;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<TimedInfer>> KilnClient::InferConcurrently(
+    const std::string& model, const std::vector<std::pair<std::string, NpyArray>>& inputs,
+    int concurrency, int requests) {
+  using Clock = std::chrono::steady_clock;
+  const inference::ModelInferRequest request = MakeInferRequest(model, inputs, true);
+  struct Call {
+    grpc::ClientContext context;
+    inference::ModelInferResponse response;
+    grpc::Status status;
+    Clock::time_point start;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<inference::ModelInferResponse>> reader;
+  };
+  grpc::CompletionQueue queue;
+  int started = 0, finished = 0;
+  auto start_one = [&] {
+    auto* call = new Call;
+    call->start = Clock::now();
+    call->reader = inference_->AsyncModelInfer(&call->context, request, &queue);
+    call->reader->Finish(&call->response, &call->status, call);
+    ++started;
+  };
+  for (int i = 0; i < std::min(concurrency, requests); ++i) start_one();
+  std::vector<TimedInfer> timed;
+  timed.reserve(requests);
+  absl::Status failure;
+  void* tag = nullptr;
+  bool ok = false;
+  while (finished < started && queue.Next(&tag, &ok)) {
+    std::unique_ptr<Call> call(static_cast<Call*>(tag));
+    ++finished;
+    if (!call->status.ok()) {
+      failure.Update(FromGrpcStatus(call->status));
+      continue;  // no new calls; drain those in flight
+    }
+    TimedInfer t;
+    t.ms = std::chrono::duration<double, std::milli>(Clock::now() - call->start).count();
+    auto total = call->response.parameters().find("kiln.total_ns");
+    if (total != call->response.parameters().end()) t.server_ms = total->second.int64_param() / 1e6;
+    timed.push_back(t);
+    if (failure.ok() && started < requests) start_one();
+  }
+  if (!failure.ok()) return failure;
+  return timed;
+}
+
+absl::StatusOr<InferResult> KilnClient::Infer(
+    const std::string& model, const std::vector<std::pair<std::string, NpyArray>>& inputs,
+    bool profile) {
+  const inference::ModelInferRequest request = MakeInferRequest(model, inputs, profile);
   auto response = Unary<inference::ModelInferResponse>(
       [&](auto* ctx, auto* resp) { return inference_->ModelInfer(ctx, request, resp); });
   if (!response.ok()) return response.status();

@@ -21,6 +21,13 @@ struct KernelTime {
   int64_t ns = 0;
 };
 
+// One request of InferConcurrently: its round trip and the server's own
+// time for it (the kiln.profile total).
+struct TimedInfer {
+  double ms = 0;
+  double server_ms = 0;
+};
+
 struct InferResult {
   std::vector<std::pair<std::string, NpyArray>> outputs;  // in response order
   std::vector<KernelTime> kernels;                         // with profile, by index
@@ -47,6 +54,13 @@ class KilnClient {
   absl::StatusOr<InferResult> Infer(const std::string& model,
                                     const std::vector<std::pair<std::string, NpyArray>>& inputs,
                                     bool profile);
+  // `requests` inferences of the same inputs with `concurrency` of them in
+  // flight at all times, as perf_analyzer's async mode does: one thread and
+  // a completion queue, so the client's own threads do not crowd the
+  // machine. The first error ends the run.
+  absl::StatusOr<std::vector<TimedInfer>> InferConcurrently(
+      const std::string& model, const std::vector<std::pair<std::string, NpyArray>>& inputs,
+      int concurrency, int requests);
   absl::StatusOr<kiln::v1::GetCacheStatsResponse> GetCacheStats();
   absl::StatusOr<kiln::v1::GetTimingStatsResponse> GetTimingStats(const std::string& model);
   absl::StatusOr<kiln::v1::ListModelsResponse> ListModels();
