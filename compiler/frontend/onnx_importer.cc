@@ -289,6 +289,22 @@ float FloatAttr(const onnx::NodeProto& n, const std::string& name, float fallbac
   const onnx::AttributeProto* a = FindAttr(n, name);
   return a ? a->f() : fallback;
 }
+// An axis attribute of a tensor of rank `rank`, made non-negative: in
+// [-rank, rank) (or up to rank itself where one past the last axis is
+// meaningful, as Flatten's). Anything else names the node: an axis read
+// unchecked indexed past the shape.
+absl::StatusOr<int64_t> AxisAttr(const onnx::NodeProto& n, const std::string& name,
+                                 int64_t fallback, int64_t rank, bool one_past_last = false) {
+  const int64_t axis = IntAttr(n, name, fallback);
+  const int64_t high = one_past_last ? rank : rank - 1;
+  if (axis < -rank || axis > high) {
+    return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
+                                                   "): ", name, " ", axis, " is outside ",
+                                                   -rank, "..", high, " for a rank-", rank,
+                                                   " input"));
+  }
+  return axis < 0 ? axis + rank : axis;
+}
 std::vector<int64_t> IntsAttr(const onnx::NodeProto& n, const std::string& name,
                               std::vector<int64_t> fallback) {
   const onnx::AttributeProto* a = FindAttr(n, name);
@@ -371,8 +387,8 @@ ConvertFn WithShapeOperand(const std::string& kiln_op) {
 
 absl::Status ConvertFlatten(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
-  int64_t axis = IntAttr(n, "axis", 1);
-  if (axis < 0) axis += x->type.rank();
+  KILN_ASSIGN_OR_RETURN(int64_t axis,
+                        AxisAttr(n, "axis", 1, x->type.rank(), /*one_past_last=*/true));
   int64_t outer = 1;
   for (int64_t d = 0; d < axis; ++d) outer *= x->type.shape[d];
   KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "reshape", {x}, ReshapeAttrs{{outer, -1}}));
@@ -533,8 +549,7 @@ ConvertFn Softmaxish(const std::string& kiln_op) {
   return [kiln_op](Converter& c, const onnx::NodeProto& n) -> absl::Status {
     KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
     const int64_t rank = x->type.rank();
-    int64_t axis = IntAttr(n, "axis", c.opset() >= 13 ? -1 : 1);
-    if (axis < 0) axis += rank;
+    KILN_ASSIGN_OR_RETURN(int64_t axis, AxisAttr(n, "axis", c.opset() >= 13 ? -1 : 1, rank));
     if (c.opset() < 13 && axis != rank - 1) {
       // Before opset 13 these flatten to 2-D around `axis`; that equals a
       // last-axis softmax only when axis is the last one.
@@ -806,8 +821,7 @@ absl::Status ConvertLayerNorm(Converter& c, const onnx::NodeProto& n) {
     }
   }
   const int64_t rank = x->type.rank();
-  int64_t axis = IntAttr(n, "axis", -1);
-  if (axis < 0) axis += rank;
+  KILN_ASSIGN_OR_RETURN(int64_t axis, AxisAttr(n, "axis", -1, rank));
   std::vector<int64_t> axes;
   for (int64_t d = axis; d < rank; ++d) axes.push_back(d);
   const float eps = FloatAttr(n, "epsilon", 1e-5f);

@@ -9,6 +9,7 @@
 #include "compiler/ops/op_registry.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "onnx/onnx_pb.h"
 #include "engine/model_manager.h"
 #include "tests/test_util/npy_fixture.h"
 
@@ -156,6 +157,56 @@ TEST(OnnxImporterTest, AnInputThatDecidesShapesIsNamedAndImportsOnceGivenItsValu
   options.input_values["shape"] = {24};
   EXPECT_EQ(ImportOnnxModel(bytes, OpRegistry::Default(), options).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// A one-node model over a float input of `dims`, serialised.
+std::string OneNodeModel(const std::string& op, const std::vector<int64_t>& dims,
+                         const std::string& attr, int64_t value, int opset = 13) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(opset);
+  onnx::GraphProto* g = model.mutable_graph();
+  g->set_name("one_node");
+  onnx::NodeProto* n = g->add_node();
+  n->set_op_type(op);
+  n->set_name("n");
+  n->add_input("x");
+  n->add_output("y");
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name(attr);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(value);
+  for (const char* name : {"x", "y"}) {
+    onnx::ValueInfoProto* v = std::string(name) == "x" ? g->add_input() : g->add_output();
+    v->set_name(name);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    for (size_t i = 0; i < dims.size(); ++i) {  // the output's dims left open
+      auto* dim = v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim();
+      if (std::string(name) == "x") {
+        dim->set_dim_value(dims[i]);
+      } else {
+        dim->set_dim_param("d" + std::to_string(i));
+      }
+    }
+  }
+  return model.SerializeAsString();
+}
+
+TEST(OnnxImporterTest, AxesOutsideTheInputsRankAreInvalidArgumentNotACrash) {
+  for (int64_t axis : {int64_t{3}, int64_t{-4}, int64_t{1} << 62, -(int64_t{1} << 62)}) {
+    SCOPED_TRACE(axis);
+    for (const char* op : {"Flatten", "Softmax", "LogSoftmax"}) {
+      SCOPED_TRACE(op);
+      absl::Status s =
+          ImportOnnxModel(OneNodeModel(op, {2, 3}, "axis", axis), OpRegistry::Default(), {})
+              .status();
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    }
+  }
+  // In range, Flatten's axis may be the rank itself.
+  absl::StatusOr<Graph> last =
+      ImportOnnxModel(OneNodeModel("Flatten", {2, 3}, "axis", 2), OpRegistry::Default(), {});
+  EXPECT_TRUE(last.ok()) << last.status();
 }
 
 }  // namespace
