@@ -109,6 +109,13 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
     return absl::InvalidArgumentError(
         absl::StrCat("opt_level ", request.options().opt_level(), " is outside 0..3"));
   }
+  if (request.options().max_fuse_depth() < 0 ||
+      request.options().max_fuse_depth() > kMaxFuseDepthLimit) {
+    return absl::InvalidArgumentError(absl::StrCat("max_fuse_depth ",
+                                                   request.options().max_fuse_depth(),
+                                                   " is outside 1..", kMaxFuseDepthLimit,
+                                                   " (0: the default, 256)"));
+  }
   OnnxImportOptions import_options;
   for (const auto& [input, dims] : request.options().input_shapes()) {
     import_options.input_shapes[input].assign(dims.values().begin(), dims.values().end());

@@ -12,11 +12,16 @@
 
 namespace kiln {
 
+// The most ops one fused group may hold (CompileOptions::max_fuse_depth).
+// Lowering inlines a group's producers recursively, a few stack frames per
+// op: a client-chosen depth of ~14 000 overflowed a thread's stack.
+inline constexpr int kMaxFuseDepthLimit = 1024;
+
 struct CompileOptions {
   int opt_level = 2;
   std::vector<std::string> disabled_passes;
   std::vector<std::string> required_passes;
-  int max_fuse_depth = 256;
+  int max_fuse_depth = 256;  // 1..kMaxFuseDepthLimit
   // Pass names after which the graph text is recorded; "all" for every pass.
   std::vector<std::string> print_ir_after;
   // Also told about every pass (compile progress); not owned, may be null.

@@ -800,6 +800,20 @@ TEST_F(EndToEndTest, AnInputThatDecidesShapesCompilesPerValue) {
   ExpectServerStillLive();
 }
 
+TEST_F(EndToEndTest, AFuseDepthPastTheLimitIsInvalidArgument) {
+  for (int depth : {-1, 1025, 14000}) {
+    SCOPED_TRACE(depth);
+    kiln::v1::CompileModelRequest request;
+    *request.mutable_graph() = MlpGraph();
+    request.set_model_name("mlp_deep_fuse");
+    request.mutable_options()->set_max_fuse_depth(depth);
+    grpc::Status s = CompileRequest(request);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(s.error_message(), HasSubstr("outside 1..1024"));
+  }
+  ExpectServerStillLive();
+}
+
 // --- Inference errors. ---
 
 class InferErrorsTest : public EndToEndTest {
