@@ -930,7 +930,49 @@ const std::map<std::string, ConvertFn>& ConverterTable() {
   return *table;
 }
 
+// Integer attributes beyond this are refused before libonnx sees them: no
+// real model needs them, and libonnx 1.12's shape inference overflows or
+// indexes with them (LayerNormalization axis = INT64_MAX, DepthToSpace
+// blocksize = 2^62 crashed the server).
+constexpr int64_t kMaxAttributeMagnitude = int64_t{1} << 31;
+
+// Attributes libonnx divides by or sizes loops with: 0 or less raised
+// SIGFPE (pool and conv strides of 0) inside its shape inference.
+bool MustBePositive(const std::string& attr) {
+  return attr == "strides" || attr == "dilations" || attr == "kernel_shape" ||
+         attr == "blocksize" || attr == "group";
+}
+
+// Refuses, naming node and attribute, the integer attribute values libonnx's
+// checker and shape inference cannot be trusted with: they run in-process
+// on untrusted bytes.
+absl::Status CheckAttributesForLibOnnx(const onnx::GraphProto& graph) {
+  for (const onnx::NodeProto& n : graph.node()) {
+    for (const onnx::AttributeProto& a : n.attribute()) {
+      std::vector<int64_t> values(a.ints().begin(), a.ints().end());
+      if (a.type() == onnx::AttributeProto::INT || a.has_i()) values.push_back(a.i());
+      for (int64_t v : values) {
+        const bool positive_needed = MustBePositive(a.name());
+        if (v > kMaxAttributeMagnitude || v < -kMaxAttributeMagnitude ||
+            (positive_needed && v <= 0)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "node '", n.name(), "' (", n.op_type(), "): attribute ", a.name(), " = ", v,
+              positive_needed ? " must be positive" : " is out of range", " (|value| <= 2^31)"));
+        }
+      }
+      if (a.has_g()) {
+        if (absl::Status s = CheckAttributesForLibOnnx(a.g()); !s.ok()) return s;
+      }
+      for (const onnx::GraphProto& g : a.graphs()) {
+        if (absl::Status s = CheckAttributesForLibOnnx(g); !s.ok()) return s;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckAndInfer(onnx::ModelProto& model) {
+  if (absl::Status s = CheckAttributesForLibOnnx(model.graph()); !s.ok()) return s;
   try {
     onnx::checker::check_model(model);
     onnx::shape_inference::InferShapes(model);

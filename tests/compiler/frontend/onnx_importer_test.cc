@@ -159,9 +159,11 @@ TEST(OnnxImporterTest, AnInputThatDecidesShapesIsNamedAndImportsOnceGivenItsValu
             absl::StatusCode::kInvalidArgument);
 }
 
-// A one-node model over a float input of `dims`, serialised.
+// A one-node model over a float input of `dims`, serialised; `attr` holds
+// `value`, or with `list` the ints {value, value}.
 std::string OneNodeModel(const std::string& op, const std::vector<int64_t>& dims,
-                         const std::string& attr, int64_t value, int opset = 13) {
+                         const std::string& attr, int64_t value, bool list = false,
+                         int opset = 13) {
   onnx::ModelProto model;
   model.set_ir_version(8);
   model.add_opset_import()->set_version(opset);
@@ -174,8 +176,14 @@ std::string OneNodeModel(const std::string& op, const std::vector<int64_t>& dims
   n->add_output("y");
   onnx::AttributeProto* a = n->add_attribute();
   a->set_name(attr);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(value);
+  if (list) {
+    a->set_type(onnx::AttributeProto::INTS);
+    a->add_ints(value);
+    a->add_ints(value);
+  } else {
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(value);
+  }
   for (const char* name : {"x", "y"}) {
     onnx::ValueInfoProto* v = std::string(name) == "x" ? g->add_input() : g->add_output();
     v->set_name(name);
@@ -207,6 +215,32 @@ TEST(OnnxImporterTest, AxesOutsideTheInputsRankAreInvalidArgumentNotACrash) {
   absl::StatusOr<Graph> last =
       ImportOnnxModel(OneNodeModel("Flatten", {2, 3}, "axis", 2), OpRegistry::Default(), {});
   EXPECT_TRUE(last.ok()) << last.status();
+}
+
+// libonnx's checker and shape inference run in-process on untrusted bytes:
+// the attribute values that crashed them are refused before they run.
+TEST(OnnxImporterTest, AttributesThatCrashedLibOnnxAreInvalidArgument) {
+  const int64_t huge = int64_t{1} << 62;
+  struct Case {
+    const char* op;
+    const char* attr;
+    int64_t value;
+    bool list;
+  };
+  for (const Case& c : {Case{"LayerNormalization", "axis", INT64_MAX, false},
+                        Case{"DepthToSpace", "blocksize", huge, false},
+                        Case{"DepthToSpace", "blocksize", 0, false},
+                        Case{"MaxPool", "strides", 0, true},
+                        Case{"AveragePool", "kernel_shape", -3, true},
+                        Case{"Conv", "dilations", 0, true}}) {
+    SCOPED_TRACE(std::string(c.op) + " " + c.attr);
+    absl::Status s = ImportOnnxModel(OneNodeModel(c.op, {1, 4, 4, 4}, c.attr, c.value, c.list,
+                                                  /*opset=*/17),
+                                     OpRegistry::Default(), {})
+                         .status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(c.attr));
+  }
 }
 
 }  // namespace
