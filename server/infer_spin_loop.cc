@@ -147,10 +147,12 @@ void InferSpinLoop::Run() {
       --in_flight_;
     };
     if (service_->AnswersQuickly(call->request, inline_budget_ns_)) {
-      service_->StartInfer(call->request, &call->response, std::move(done));
+      service_->StartInfer(call->request, &call->response, std::move(done),
+                           absl::FromChrono(call->context.deadline()));
     } else {
       workers_->Run([this, call, done = std::move(done)]() mutable {
-        service_->StartInfer(call->request, &call->response, std::move(done));
+        service_->StartInfer(call->request, &call->response, std::move(done),
+                             absl::FromChrono(call->context.deadline()));
       });
     }
     last_call = Clock::now();

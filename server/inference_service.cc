@@ -107,15 +107,18 @@ grpc::Status InferenceService::ModelMetadata(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status InferenceService::ModelInfer(grpc::ServerContext*,
+grpc::Status InferenceService::ModelInfer(grpc::ServerContext* context,
                                           const inference::ModelInferRequest* request,
                                           inference::ModelInferResponse* response) {
   absl::Notification finished;
   grpc::Status status;
-  StartInfer(*request, response, [&](const grpc::Status& s) {
-    status = s;
-    finished.Notify();
-  });
+  StartInfer(
+      *request, response,
+      [&](const grpc::Status& s) {
+        status = s;
+        finished.Notify();
+      },
+      absl::FromChrono(context->deadline()));
   finished.WaitForNotification();
   return status;
 }
@@ -162,9 +165,21 @@ bool InferenceService::AnswersQuickly(const inference::ModelInferRequest& reques
   return model != nullptr && model->last_run_ns() <= budget_ns;
 }
 
+namespace {
+
+absl::Status DeadlinePassed(const char* before) {
+  return absl::DeadlineExceededError(
+      absl::StrCat("the call's deadline passed before ", before,
+                   "; it did not run (a compile it started goes on and is kept)"));
+}
+
+}  // namespace
+
 void InferenceService::StartInfer(const inference::ModelInferRequest& request,
-                                  inference::ModelInferResponse* response, InferDone done) {
+                                  inference::ModelInferResponse* response, InferDone done,
+                                  absl::Time deadline) {
   BindHandlerThreadOrWarn(inference_cpus_, "ModelInfer");
+  if (absl::Now() > deadline) return done(Fail("ModelInfer", DeadlinePassed("its turn came")));
   std::optional<engine::ServedModel> served = models_->Get(request.model_name());
   if (!served) return done(Fail("ModelInfer", UnknownModel(request.model_name())));
   if (!served->variants) {
@@ -195,6 +210,9 @@ void InferenceService::StartInfer(const inference::ModelInferRequest& request,
   }
   absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> variant = served->variants->Get(*key);
   if (!variant.ok()) return done(Fail("ModelInfer", variant.status()));
+  if (absl::Now() > deadline) {
+    return done(Fail("ModelInfer", DeadlinePassed("its shape finished compiling")));
+  }
   RunAndAnswer(*served, **variant, 0, &*key, request, response, std::move(done));
 }
 

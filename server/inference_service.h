@@ -5,6 +5,7 @@
 #include <functional>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "proto/grpc_service.grpc.pb.h"
 #include "engine/model_manager.h"
 
@@ -34,9 +35,13 @@ class InferenceService : public inference::GRPCInferenceService::Service {
   // async one (infer_spin_loop.h). `done` gets the call's status once
   // `response` is filled: on this thread, or for a model with dynamic
   // batching on its batcher's; `request` and `response` must live till then.
+  // A call whose `deadline` passes before its model runs (waiting for a
+  // worker or for its shape's compile) is answered DEADLINE_EXCEEDED without
+  // running; a compile it started goes on and is kept.
   using InferDone = std::function<void(const grpc::Status&)>;
   void StartInfer(const inference::ModelInferRequest& request,
-                  inference::ModelInferResponse* response, InferDone done);
+                  inference::ModelInferResponse* response, InferDone done,
+                  absl::Time deadline = absl::InfiniteFuture());
 
   // Whether StartInfer would return within about `budget_ns`: the model
   // (its variant for the request's shapes) is compiled and its last run

@@ -814,6 +814,41 @@ TEST_F(EndToEndTest, AFuseDepthPastTheLimitIsInvalidArgument) {
   ExpectServerStillLive();
 }
 
+// A call whose deadline passes while its new shape compiles is not run:
+// the client hears DEADLINE_EXCEEDED, the compile finishes and is kept,
+// and no inference is counted on any shape of the model.
+TEST_F(EndToEndTest, ACallPastItsDeadlineDoesNotRun) {
+  kiln::v1::CompileModelRequest request = DynamicMlpRequest("mlp_deadline");
+  request.mutable_options()->set_exact_shapes_only(true);
+  {
+    grpc::Status s = CompileRequest(request);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  absl::StatusOr<NpyFloat32> x = ReadNpyFloat32(std::string(kOnnxData) + "mlp_dynamic_x.npy");
+  ASSERT_TRUE(x.ok());
+  inference::ModelInferRequest r;
+  r.set_model_name("mlp_deadline");
+  AddInput(r, "x", "FP32", {5, 16});
+  r.add_raw_input_contents(x->bytes().substr(0, 5 * 16 * sizeof(float)));
+  inference::ModelInferResponse response;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(1));
+  grpc::Status s = inference_->ModelInfer(&ctx, r, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  // Let the compile it started (if the call got that far) land.
+  for (int i = 0; i < 50; ++i) {
+    const kiln::v1::ModelTiming now = Timing("mlp_deadline");
+    if (now.shape_variants_loaded() == 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const kiln::v1::ModelTiming timing = Timing("mlp_deadline");
+  EXPECT_EQ(timing.inference().count(), 0);
+  for (const kiln::v1::ShapeTiming& shape : timing.shapes()) {
+    EXPECT_EQ(shape.inference().count(), 0) << shape.shape();
+  }
+  ExpectServerStillLive();
+}
+
 // --- Inference errors. ---
 
 class InferErrorsTest : public EndToEndTest {
