@@ -33,6 +33,9 @@ class DynamicBatcher::Core {
 
   // Whether `r` can share a run with `first`: same dtypes, same dims past 0.
   static bool Joins(const Request& first, const Request& r);
+  // The batch at the queue's front: how many requests and rows it takes,
+  // and whether it should run now rather than wait for more.
+  bool FrontBatch(size_t* take, int64_t* rows) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The rows a batch of `rows` runs at: the smallest preferred size that
   // holds it, or `rows` itself.
   int64_t PaddedRows(int64_t rows) const;
@@ -47,6 +50,8 @@ class DynamicBatcher::Core {
   absl::CondVar changed_;
   std::deque<Request> queue_ ABSL_GUARDED_BY(mutex_);
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  // The loop is waiting out a batch's delay.
+  bool waiting_ ABSL_GUARDED_BY(mutex_) = false;
 };
 
 DynamicBatcher::DynamicBatcher(DynamicBatchingConfig config, ModelForShapes model_for,
@@ -111,7 +116,11 @@ void DynamicBatcher::Core::Submit(std::vector<runtime::Tensor> inputs, Done done
     absl::MutexLock lock(&mutex_);
     if (!stopping_) {
       queue_.push_back(std::move(r));
-      changed_.Signal();
+      // A batch waiting out its delay is woken only when this request
+      // completes it: a wake-up per request cost a context switch each.
+      size_t take = 0;
+      int64_t rows = 0;
+      if (!waiting_ || FrontBatch(&take, &rows)) changed_.Signal();
       return;
     }
   }
@@ -129,6 +138,18 @@ bool DynamicBatcher::Core::Joins(const Request& first, const Request& r) {
     }
   }
   return true;
+}
+
+bool DynamicBatcher::Core::FrontBatch(size_t* take, int64_t* rows) const {
+  *take = 0;
+  *rows = 0;
+  for (; *take < queue_.size(); ++*take) {
+    if (*take > 0 && !Joins(queue_.front(), queue_[*take])) break;
+    if (*rows + queue_[*take].rows > config_.max_batch_size) break;
+    *rows += queue_[*take].rows;
+  }
+  // Full, or the next request cannot join: waiting cannot grow it.
+  return *rows >= target_rows_ || *take < queue_.size();
 }
 
 int64_t DynamicBatcher::Core::PaddedRows(int64_t rows) const {
@@ -152,15 +173,13 @@ void DynamicBatcher::Core::Loop() {
     if (queue_.empty()) break;
     size_t take = 0;
     int64_t rows = 0;
-    for (; take < queue_.size(); ++take) {
-      if (take > 0 && !Joins(queue_.front(), queue_[take])) break;
-      if (rows + queue_[take].rows > config_.max_batch_size) break;
-      rows += queue_[take].rows;
-    }
-    const bool blocked = take < queue_.size();  // waiting cannot grow this batch
+    const bool ready = FrontBatch(&take, &rows);
     const int64_t wait_ns = queue_.front().arrived_ns + delay_ns - SteadyNowNs();
-    if (rows < target_rows_ && !blocked && !stopping_ && wait_ns > 0) {
+    if (!ready && !stopping_ && wait_ns > 0) {
+      // Woken early only by what completes the batch (Submit).
+      waiting_ = true;
       changed_.WaitWithTimeout(&mutex_, absl::Nanoseconds(wait_ns));
+      waiting_ = false;
       continue;
     }
     std::vector<Request> batch;
