@@ -196,15 +196,23 @@ class Converter {
 
   // Whether `v` is computed from constants and graph inputs only (collected
   // in `leaves`): then binding those inputs to values folds it.
+  // Iterative, each node once: a deep or widely shared shape computation
+  // must neither overflow the stack nor be walked once per path.
   bool InputLeaves(Node* v, std::set<std::string>* leaves) {
-    if (v->is_constant()) return true;
-    if (v->is_input()) {
-      if (v->type.dtype != DType::kInt64) return false;
-      leaves->insert(v->name);
-      return true;
-    }
-    for (Node* in : v->inputs) {
-      if (!InputLeaves(in, leaves)) return false;
+    std::vector<Node*> stack = {v};
+    std::set<Node*> seen = {v};
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      if (n->is_constant()) continue;
+      if (n->is_input()) {
+        if (n->type.dtype != DType::kInt64) return false;
+        leaves->insert(n->name);
+        continue;
+      }
+      for (Node* in : n->inputs) {
+        if (seen.insert(in).second) stack.push_back(in);
+      }
     }
     return true;
   }
