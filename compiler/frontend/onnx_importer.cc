@@ -147,21 +147,41 @@ class Converter {
   // Results are memoised: without that, every Gather or Slice would walk the
   // whole graph above it again (seconds on a 4-layer transformer).
   absl::StatusOr<Node*> Folded(Node* v) {
-    if (v->is_constant() || v->is_input()) return v;
-    auto known = folded_.find(v);
-    if (known != folded_.end()) return known->second;
-    bool all_constant = true;
-    for (Node*& in : v->inputs) {
-      KILN_ASSIGN_OR_RETURN(in, Folded(in));
-      all_constant &= in->is_constant();
+    // Post-order with an explicit stack: a chain of thousands of shape ops
+    // must not overflow the thread's stack (issue 20's class of crash).
+    auto settled = [this](Node* n) {
+      return n->is_constant() || n->is_input() || folded_.count(n) > 0;
+    };
+    std::vector<Node*> stack = {v};
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      if (settled(n)) {
+        stack.pop_back();
+        continue;
+      }
+      bool inputs_settled = true;
+      for (Node* in : n->inputs) {
+        if (!settled(in)) {
+          stack.push_back(in);
+          inputs_settled = false;
+        }
+      }
+      if (!inputs_settled) continue;
+      stack.pop_back();
+      bool all_constant = true;
+      for (Node*& in : n->inputs) {
+        if (auto f = folded_.find(in); f != folded_.end()) in = f->second;
+        all_constant &= in->is_constant();
+      }
+      Node* result = n;
+      if (all_constant) {
+        absl::StatusOr<std::shared_ptr<const ConstantData>> value = EvaluateConstantNode(*n);
+        if (value.ok()) result = graph_.AddConstant(n->name, *std::move(value));
+      }
+      folded_[n] = result;
     }
-    Node* result = v;
-    if (all_constant) {
-      absl::StatusOr<std::shared_ptr<const ConstantData>> value = EvaluateConstantNode(*v);
-      if (value.ok()) result = graph_.AddConstant(v->name, *std::move(value));
-    }
-    folded_[v] = result;
-    return result;
+    auto f = folded_.find(v);
+    return f == folded_.end() ? v : f->second;
   }
 
   // A constant operand's int64 values (Reshape's shape, ReduceSum's axes).
