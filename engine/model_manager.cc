@@ -129,6 +129,26 @@ absl::StatusOr<CompileResult> ModelManager::CompileAndStore(
           return variants->Get(shapes);
         },
         served.batch_stats);
+    // The batch sizes the batcher will form, compiled in the background now
+    // rather than by the first batch of each (which would hold up every
+    // request queued behind it). Only when dim 0 is the one symbolic dim:
+    // other symbolic sizes are the requests' to choose.
+    const ModelSignature& sig = served.variants->signature();
+    bool batch_only = true;
+    for (const TensorSignature& in : sig.inputs) {
+      for (size_t d = 1; d < in.dims.size(); ++d) {
+        batch_only &= in.dims[d] != TensorSignature::kSymbolicDim;
+      }
+    }
+    for (int64_t size : symbolic.batching.preferred_batch_sizes) {
+      if (!batch_only) break;
+      std::vector<std::vector<int64_t>> shapes;
+      for (const TensorSignature& in : sig.inputs) {
+        shapes.push_back(in.dims);
+        shapes.back()[0] = size;
+      }
+      served.variants->CompileSoon(shapes, BackgroundSchedule());
+    }
   }
   absl::MutexLock lock(&mutex_);
   if (!models_.count(name) && static_cast<int>(models_.size()) >= options_.max_models) {

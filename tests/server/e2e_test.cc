@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -605,6 +606,29 @@ TEST_F(EndToEndTest, DynamicBatchingJoinsConcurrentRequestsAndSplitsTheirRows) {
   EXPECT_EQ(m.batch_stats(0).compute_infer().count(), 1u);
   EXPECT_EQ(m.queue().count(), 5);
   EXPECT_EQ(m.shape_compiles(), 1);  // batch 8; batch 1 was compiled at load
+}
+
+// The preferred batch sizes compile in the background at load, before any
+// request: the first batches do not wait for their compiles.
+TEST_F(EndToEndTest, PreferredBatchSizesCompileAtLoad) {
+  kiln::v1::CompileModelRequest request = DynamicMlpRequest("mlp_preferred");
+  kiln::v1::DynamicBatching* batching = request.mutable_options()->mutable_dynamic_batching();
+  batching->set_max_batch_size(8);
+  batching->add_preferred_batch_size(2);
+  batching->add_preferred_batch_size(4);
+  {
+    grpc::Status s = CompileRequest(request);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  std::set<std::string> loaded;
+  for (int i = 0; i < 300 && loaded.size() < 3; ++i) {
+    loaded.clear();
+    const kiln::v1::ModelTiming now = Timing("mlp_preferred");
+    for (const kiln::v1::ShapeTiming& shape : now.shapes()) loaded.insert(shape.shape());
+    if (loaded.size() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(loaded, (std::set<std::string>{"x=[1,16]", "x=[2,16]", "x=[4,16]"}));
+  EXPECT_EQ(Timing("mlp_preferred").inference().count(), 0);
 }
 
 TEST_F(EndToEndTest, DynamicBatchingNeedsABatchAxis) {
