@@ -114,7 +114,7 @@ if ! skipped throughput; then
   echo "throughput: 16 concurrent clients, batch 1"
   printf "%-10s %-34s %12s %10s %10s %12s\n" model batching "rows/s" "p50 ms" "p99 ms" "mean batch"
   for m in mlp resnet18; do
-    f=$mlp iters=300 delay=500
+    f=$mlp iters=1000 delay=500
     [ "$m" = resnet18 ] && f=$resnet iters=10 delay=2000
     for mode in off on; do
       restart_server
