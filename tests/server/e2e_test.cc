@@ -349,6 +349,12 @@ TEST_F(EndToEndTest, RequestedOutputsAreHonoured) {
   grpc::Status s = Infer(r);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr("'logits'"));
+  // One output named many times is refused, not copied that many times.
+  r.mutable_outputs(0)->set_name("probs");
+  for (int i = 0; i < 250; ++i) r.add_outputs()->set_name("probs");
+  s = Infer(r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("'probs' is requested more than once"));
   ExpectServerStillLive();
 }
 
