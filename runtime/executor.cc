@@ -12,6 +12,16 @@ namespace kiln::runtime {
 
 absl::StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::Create(
     Program program, std::vector<std::shared_ptr<LoadedKernel>> kernels) {
+  // A tensor the runtime could never allocate is refused now, not at the
+  // first request (issue 20: a 128 GiB input compiled and loaded).
+  for (const ValueSpec& v : program.values) {
+    absl::StatusOr<int64_t> n = CheckedNumElements(v.type.shape);
+    if (!n.ok() || *n > kMaxTensorBytes / DTypeSize(v.type.dtype)) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "value '", v.name, "' (", v.type.ToString(), ") is larger than the runtime's ",
+          kMaxTensorBytes >> 30, " GiB limit for one tensor"));
+    }
+  }
   std::unique_ptr<CompiledModel> model(new CompiledModel(std::move(program), std::move(kernels)));
   model->constants_.resize(model->program_.values.size());
   for (size_t i = 0; i < model->program_.values.size(); ++i) {
@@ -22,6 +32,11 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::Create(
     model->constants_[i] = *std::move(t);
   }
   model->plan_ = PlanMemory(model->program_);
+  if (model->plan_.arena_bytes > kMaxTensorBytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the model's intermediates need ", model->plan_.arena_bytes >> 20,
+        " MiB at once, more than the runtime's ", kMaxTensorBytes >> 30, " GiB limit"));
+  }
   absl::MutexLock lock(&model->stats_mutex_);
   model->kernel_stats_.resize(model->program_.kernels.size());
   return model;

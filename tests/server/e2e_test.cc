@@ -830,6 +830,22 @@ TEST_F(EndToEndTest, AnInputThatDecidesShapesCompilesPerValue) {
   ExpectServerStillLive();
 }
 
+TEST_F(EndToEndTest, AModelWithATensorTooLargeToAllocateIsResourceExhausted) {
+  kiln::v1::Graph g;
+  g.set_name("huge");
+  kiln::v1::ValueInfo* x = g.add_inputs();
+  x->set_name("x");
+  x->set_dtype(kiln::v1::FLOAT32);
+  x->add_dims(int64_t{1} << 20);
+  x->add_dims(int64_t{1} << 15);  // 128 GiB of float
+  AddNode(g, "y", "relu", {"x"});
+  g.add_outputs("y");
+  grpc::Status s = Compile(g, "huge");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("4 GiB limit"));
+  ExpectServerStillLive();
+}
+
 TEST_F(EndToEndTest, AFuseDepthPastTheLimitIsInvalidArgument) {
   for (int depth : {-1, 1025, 14000}) {
     SCOPED_TRACE(depth);
