@@ -141,9 +141,11 @@ int Compile(KilnClient& client, const CliArgs& args) {
   if (absl::Status loaded = LoadModelInto(path, &request); !loaded.ok()) return Fail(loaded);
   std::string name = args.Get("name");
   if (name.empty() && absl::EndsWith(path, ".onnx")) {
-    // ONNX graphs are often unnamed: default to the file's stem.
+    // ONNX graphs are often unnamed: default to the file's stem, with what a
+    // model name may not hold replaced.
     name = path.substr(path.find_last_of('/') + 1);
-    name = name.substr(0, name.size() - 5);
+    name = SafeFileName(name.substr(0, name.size() - 5));
+    if (!name.empty() && (name[0] == '.' || name[0] == '-')) name[0] = '_';
   }
   request.set_model_name(name);
   kiln::v1::CompileOptions* options = request.mutable_options();

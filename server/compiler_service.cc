@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/version.h"
 #include "compiler/codegen/codegen.h"
@@ -31,6 +32,22 @@ CompileOptions ToCompileOptions(const kiln::v1::CompileOptions& in) {
   if (in.max_fuse_depth() != 0) out.max_fuse_depth = in.max_fuse_depth();
   out.print_ir_after.assign(in.print_ir_after().begin(), in.print_ir_after().end());
   return out;
+}
+
+// Model names end up in logs, metrics and (for Triton's clients) URLs:
+// 1..256 characters of letters, digits, '_', '-', '.' and ':', not starting
+// with '.' or '-'. Newlines, NULs, "../x" and RTL overrides were accepted.
+absl::Status ValidateModelName(const std::string& name) {
+  constexpr size_t kMaxModelName = 256;
+  bool ok = name.size() <= kMaxModelName && name[0] != '.' && name[0] != '-';
+  for (char c : name) {
+    ok &= absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ||
+          c == '.' || c == ':';
+  }
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "model name of ", name.size(), " bytes is not 1..", kMaxModelName,
+      " letters, digits, '_', '-', '.' or ':' (not starting with '.' or '-')"));
 }
 
 // The request's shape options (signature and import left to the caller).
@@ -104,6 +121,7 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
   if (name.empty()) {
     return absl::InvalidArgumentError("no model name: set model_name or the graph's name");
   }
+  if (absl::Status valid = ValidateModelName(name); !valid.ok()) return valid;
   if (request.options().has_opt_level() &&
       (request.options().opt_level() < 0 || request.options().opt_level() > 3)) {
     return absl::InvalidArgumentError(

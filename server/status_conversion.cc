@@ -3,6 +3,8 @@
 #include <iostream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
+
 namespace kiln::server {
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
@@ -12,8 +14,31 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
                       std::string(status.message()));
 }
 
+std::string FailureLogLine(const char* rpc, const absl::Status& status) {
+  constexpr size_t kMaxLoggedMessage = 1024;
+  absl::string_view message = status.message();
+  std::string escaped;
+  for (char c : message.substr(0, kMaxLoggedMessage)) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      escaped += "\\n";
+    } else if (c == '\\') {
+      escaped += "\\\\";
+    } else if (byte < 0x20 || byte > 0x7e) {
+      absl::StrAppend(&escaped, "\\x", absl::Hex(byte, absl::kZeroPad2));
+    } else {
+      escaped += c;
+    }
+  }
+  if (message.size() > kMaxLoggedMessage) {
+    absl::StrAppend(&escaped, "... (", message.size(), " bytes)");
+  }
+  return absl::StrCat("kiln-server: ", rpc, ": ", absl::StatusCodeToString(status.code()), ": ",
+                      escaped);
+}
+
 grpc::Status Fail(const char* rpc, const absl::Status& status) {
-  std::cerr << "kiln-server: " << rpc << ": " << status << "\n";
+  std::cerr << FailureLogLine(rpc, status) << "\n";
   return ToGrpcStatus(status);
 }
 

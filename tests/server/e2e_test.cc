@@ -846,6 +846,18 @@ TEST_F(EndToEndTest, AModelWithATensorTooLargeToAllocateIsResourceExhausted) {
   ExpectServerStillLive();
 }
 
+TEST_F(EndToEndTest, ModelNamesThatCouldForgeLogsOrPathsAreInvalidArgument) {
+  for (const std::string& name :
+       {std::string("a\nkiln-server: forged"), std::string("nul\0x", 5), std::string("../x"),
+        std::string("rtl\xe2\x80\xae"), std::string(10240, 'n'), std::string(".hidden")}) {
+    grpc::Status s = Compile(MlpGraph(), name);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << name.size();
+    EXPECT_THAT(s.error_message(), HasSubstr("model name of"));
+  }
+  EXPECT_TRUE(Compile(MlpGraph(), "mlp-v1.2:int8_ok").ok());
+  ExpectServerStillLive();
+}
+
 TEST_F(EndToEndTest, AFuseDepthPastTheLimitIsInvalidArgument) {
   for (int depth : {-1, 1025, 14000}) {
     SCOPED_TRACE(depth);

@@ -15,5 +15,18 @@ TEST(StatusConversionTest, KeepsCodeAndMessage) {
   EXPECT_TRUE(ToGrpcStatus(absl::OkStatus()).ok());
 }
 
+TEST(StatusConversionTest, TheLogLineIsOneLineWhateverTheClientSent) {
+  const std::string line = FailureLogLine(
+      "ModelInfer", absl::NotFoundError("unknown model 'a\nkiln-server: forged\xe2\x80\xae'"));
+  EXPECT_EQ(line,
+            "kiln-server: ModelInfer: NOT_FOUND: unknown model "
+            "'a\\nkiln-server: forged\\xe2\\x80\\xae'");
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  const std::string long_line =
+      FailureLogLine("CompileModel", absl::InvalidArgumentError(std::string(10240, 'n')));
+  EXPECT_LT(long_line.size(), 1200u);
+  EXPECT_NE(long_line.find("(10240 bytes)"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace kiln::server
