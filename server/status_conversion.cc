@@ -4,6 +4,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/ms_since.h"
+#include "server/log_limiter.h"
 
 namespace kiln::server {
 
@@ -38,7 +40,15 @@ std::string FailureLogLine(const char* rpc, const absl::Status& status) {
 }
 
 grpc::Status Fail(const char* rpc, const absl::Status& status) {
-  std::cerr << FailureLogLine(rpc, status) << "\n";
+  // 20 lines a second at most; a flood of failures is summarised.
+  static LogLimiter* limiter = new LogLimiter(20);
+  int64_t suppressed = 0;
+  if (limiter->Admit(SteadyNowNs(), &suppressed)) {
+    if (suppressed > 0) {
+      std::cerr << "kiln-server: " << suppressed << " failed calls not logged (over 20 a second)\n";
+    }
+    std::cerr << FailureLogLine(rpc, status) << "\n";
+  }
   return ToGrpcStatus(status);
 }
 

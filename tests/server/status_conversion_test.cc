@@ -1,5 +1,7 @@
 #include "server/status_conversion.h"
 
+#include "server/log_limiter.h"
+
 #include "gtest/gtest.h"
 
 namespace kiln::server {
@@ -26,6 +28,22 @@ TEST(StatusConversionTest, TheLogLineIsOneLineWhateverTheClientSent) {
       FailureLogLine("CompileModel", absl::InvalidArgumentError(std::string(10240, 'n')));
   EXPECT_LT(long_line.size(), 1200u);
   EXPECT_NE(long_line.find("(10240 bytes)"), std::string::npos);
+}
+
+TEST(LogLimiterTest, AdmitsUpToTheLimitPerSecondAndCountsTheRest) {
+  LogLimiter limiter(3);
+  int64_t suppressed = -1;
+  const int64_t second = 1'000'000'000;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(limiter.Admit(100 + i, &suppressed));
+    EXPECT_EQ(suppressed, 0);
+  }
+  for (int i = 0; i < 5; ++i) EXPECT_FALSE(limiter.Admit(200 + i, &suppressed));
+  // The next window admits again and reports the five held back, once.
+  EXPECT_TRUE(limiter.Admit(100 + second, &suppressed));
+  EXPECT_EQ(suppressed, 5);
+  EXPECT_TRUE(limiter.Admit(101 + second, &suppressed));
+  EXPECT_EQ(suppressed, 0);
 }
 
 }  // namespace
