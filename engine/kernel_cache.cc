@@ -76,6 +76,7 @@ absl::StatusOr<CacheLookup> KernelCache::GetOrCompile(const KernelSpec& spec,
             " to compile; the compile goes on and will be cached"));
       }
       if (!entry->status.ok()) return entry->status;
+      entry->last_use = ++clock_;
       ++entry->info.hits;
       entry->info.last_use_unix_s = NowUnixSeconds();
       ++memory_hits_;
@@ -118,13 +119,40 @@ absl::StatusOr<CacheLookup> KernelCache::GetOrCompile(const KernelSpec& spec,
   info.object_bytes = result->object_bytes;
   info.last_use_unix_s = NowUnixSeconds();
   info.origin = result->source;
+  entry->last_use = ++clock_;
   if (result->source == CacheSource::kDisk) {
     ++disk_hits_;
     compile_ms_saved_ += result->compile_ms;
   } else {
     result->miss_reason = NearestMissReason(key);
   }
+  EvictBeyondBudget();
   return result;
+}
+
+void KernelCache::Trim() {
+  absl::MutexLock lock(&mutex_);
+  EvictBeyondBudget();
+}
+
+void KernelCache::EvictBeyondBudget() {
+  int64_t bytes = 0;
+  for (const auto& [hex, entry] : entries_) {
+    if (entry->ready) bytes += entry->info.object_bytes;
+  }
+  while (bytes > options_.memory_max_bytes) {
+    // The oldest entry only the cache holds (a model running it keeps it).
+    auto victim = entries_.end();
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      const Entry& e = *it->second;
+      if (!e.ready || !e.kernel || e.kernel.use_count() > 1) continue;
+      if (victim == entries_.end() || e.last_use < victim->second->last_use) victim = it;
+    }
+    if (victim == entries_.end()) return;  // everything left is in use
+    bytes -= victim->second->info.object_bytes;
+    entries_.erase(victim);
+    ++memory_evictions_;
+  }
 }
 
 absl::StatusOr<CacheLookup> KernelCache::LoadOrCompile(const KernelSpec& spec,
@@ -180,6 +208,7 @@ CacheStats KernelCache::Stats() const {
   if (disk_) stats.disk = disk_->Stats();
   absl::MutexLock lock(&mutex_);
   stats.memory_hits = memory_hits_;
+  stats.memory_evictions = memory_evictions_;
   stats.disk_hits = disk_hits_;
   stats.misses = misses_;
   stats.compiles = compiles_;

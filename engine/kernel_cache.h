@@ -40,6 +40,9 @@ struct KernelCacheOptions {
   std::string dir;             // empty: memory only (--cache-dir)
   int64_t max_bytes = 1 << 30;  // disk budget (--cache-max-bytes)
   double min_compile_ms = 0;   // only kernels slower to compile go to disk (--cache-min-compile-ms)
+  // Object bytes kept in memory: beyond it, the least recently used kernels
+  // no loaded model holds are dropped (--cache-memory-max-bytes).
+  int64_t memory_max_bytes = int64_t{256} << 20;
   TargetDescription target = TargetDescription::Host();
 };
 
@@ -60,6 +63,7 @@ struct KernelInfo {
 struct CacheStats {
   int64_t memory_entries = 0;
   int64_t memory_bytes = 0;
+  int64_t memory_evictions = 0;
   int64_t memory_hits = 0;
   int64_t disk_hits = 0;
   int64_t misses = 0;
@@ -81,6 +85,9 @@ class KernelCache {
                                            const codegen::CodegenOptions& options,
                                            absl::Time deadline = absl::InfiniteFuture());
   CacheStats Stats() const;
+  // Applies the memory budget now (after a model is unloaded, its kernels
+  // become droppable).
+  void Trim();
   // A loaded kernel by key or unique key prefix of 8+ digits (NotFound
   // otherwise), for remote calls.
   absl::StatusOr<std::pair<std::shared_ptr<runtime::LoadedKernel>, KernelInfo>> Find(
@@ -93,7 +100,12 @@ class KernelCache {
     std::shared_ptr<runtime::LoadedKernel> kernel;
     absl::Status status;
     bool ready = false;
+    uint64_t last_use = 0;  // clock_ at the last lookup
   };
+
+  // Drops least recently used kernels that nothing outside the cache holds
+  // until the kept object bytes fit memory_max_bytes.
+  void EvictBeyondBudget() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   absl::StatusOr<CacheLookup> LoadOrCompile(const KernelSpec& spec, const KernelKey& key,
                                             const codegen::CodegenOptions& options);
@@ -105,6 +117,8 @@ class KernelCache {
   mutable absl::Mutex mutex_;
   std::map<std::string, std::shared_ptr<Entry>> entries_ ABSL_GUARDED_BY(mutex_);
   int64_t memory_hits_ ABSL_GUARDED_BY(mutex_) = 0;
+  uint64_t clock_ ABSL_GUARDED_BY(mutex_) = 0;
+  int64_t memory_evictions_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t disk_hits_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t misses_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t compiles_ ABSL_GUARDED_BY(mutex_) = 0;

@@ -196,10 +196,18 @@ std::vector<ServedModel> ModelManager::List() const {
 }
 
 absl::Status ModelManager::Unload(const std::string& name) {
-  absl::MutexLock lock(&mutex_);
-  if (models_.erase(name) == 0) {
-    return absl::NotFoundError(absl::StrCat("no model named '", name, "'"));
+  std::optional<ServedModel> gone;  // released outside the lock
+  {
+    absl::MutexLock lock(&mutex_);
+    auto it = models_.find(name);
+    if (it == models_.end()) {
+      return absl::NotFoundError(absl::StrCat("no model named '", name, "'"));
+    }
+    gone = std::move(it->second);
+    models_.erase(it);
   }
+  gone.reset();
+  cache_.Trim();  // its kernels, unless another model shares them, may go now
   return absl::OkStatus();
 }
 

@@ -83,6 +83,7 @@ absl::StatusOr<std::unique_ptr<KilnServer>> StartKilnServer(const ServerOptions&
   manager_options.compile_threads = options.compile_threads;
   manager_options.cache.dir = options.cache_dir;
   manager_options.cache.max_bytes = options.cache_max_bytes;
+  manager_options.cache.memory_max_bytes = options.cache_memory_max_bytes;
   manager_options.cache.min_compile_ms = options.cache_min_compile_ms;
   absl::StatusOr<std::unique_ptr<engine::ModelManager>> models =
       engine::ModelManager::Create(manager_options);

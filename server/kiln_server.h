@@ -22,6 +22,7 @@ struct ServerOptions {
   int compile_threads = 2;
   std::string cache_dir;  // empty: memory-only kernel cache
   int64_t cache_max_bytes = int64_t{1} << 30;
+  int64_t cache_memory_max_bytes = int64_t{256} << 20;
   double cache_min_compile_ms = 0;
   // CPUs the threads running inference are bound to (cpu_affinity.h);
   // empty leaves them to the scheduler.

@@ -63,6 +63,7 @@ void FillCacheStats(const engine::CacheStats& stats, kiln::v1::GetCacheStatsResp
   out->set_corrupt_entries(stats.disk.corrupt);
   out->set_disk_write_failures(stats.disk.write_failures);
   out->set_compiles(stats.compiles);
+  out->set_memory_evictions(stats.memory_evictions);
   for (const engine::KernelInfo& e : stats.entries) {
     kiln::v1::CacheEntry* entry = out->add_entry();
     entry->set_key(e.key_hex);

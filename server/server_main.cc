@@ -26,6 +26,9 @@ ABSL_FLAG(std::string, cache_dir, "",
           "directory of the persistent kernel cache (default: $XDG_CACHE_HOME/kiln/kernels "
           "or ~/.cache/kiln/kernels; 'none' keeps kernels in memory only)");
 ABSL_FLAG(int64_t, cache_max_bytes, int64_t{1} << 30, "disk budget of the kernel cache (LRU)");
+ABSL_FLAG(int64_t, cache_memory_max_bytes, int64_t{256} << 20,
+          "object bytes of kernels kept in memory; beyond it the least recently used that no "
+          "loaded model holds are dropped");
 ABSL_FLAG(std::string, inference_cpus, "",
           "CPUs the threads running inference are bound to, e.g. 1 or 0-3 (default: unbound; "
           "bound threads share those CPUs when calls arrive concurrently)");
@@ -88,6 +91,7 @@ int main(int argc, char** argv) {
     options.cache_dir.clear();
   }
   options.cache_max_bytes = absl::GetFlag(FLAGS_cache_max_bytes);
+  options.cache_memory_max_bytes = absl::GetFlag(FLAGS_cache_memory_max_bytes);
   options.cache_min_compile_ms = absl::GetFlag(FLAGS_cache_min_compile_ms);
   absl::StatusOr<std::vector<int>> cpus =
       kiln::server::ParseCpuList(absl::GetFlag(FLAGS_inference_cpus));

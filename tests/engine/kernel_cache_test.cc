@@ -1,6 +1,7 @@
 // The cache key contract: names never matter; structure, shapes and options do.
 #include "engine/kernel_cache.h"
 
+#include <set>
 #include <thread>
 
 #include "compiler/driver/compile.h"
@@ -161,6 +162,34 @@ TEST_F(KernelCacheTest, WaiterPastDeadlineGivesUpAndCompileStillLands) {
   ASSERT_TRUE(later.ok());
   EXPECT_EQ(later->source, CacheSource::kMemory);
   EXPECT_EQ(cache_->Stats().compiles, 1);
+}
+
+TEST(KernelCacheMemoryTest, OverBudgetTheOldestKernelNobodyHoldsGoes) {
+  auto jit = JitEngine::Create();
+  ASSERT_TRUE(jit.ok());
+  KernelCacheOptions options;
+  options.memory_max_bytes = 1;  // every kernel is over budget once another comes
+  KernelCache cache(*jit, options);
+  absl::StatusOr<CacheLookup> held = cache.GetOrCompile(SingleKernel("x", {8}), {});
+  ASSERT_TRUE(held.ok()) << held.status();
+  {
+    absl::StatusOr<CacheLookup> dropped = cache.GetOrCompile(SingleKernel("x", {9}), {});
+    ASSERT_TRUE(dropped.ok());
+  }
+  // The {9} kernel is held by nobody now; the {8} one by `held`.
+  ASSERT_TRUE(cache.GetOrCompile(SingleKernel("x", {10}), {}).ok());
+  CacheStats stats = cache.Stats();
+  EXPECT_GE(stats.memory_evictions, 1);
+  std::set<std::string> kept;
+  for (const KernelInfo& k : stats.entries) kept.insert(k.key_hex);
+  EXPECT_TRUE(kept.count(held->key_hex)) << "a kernel in use was dropped";
+  // A dropped kernel is compiled again when asked for.
+  absl::StatusOr<CacheLookup> again = cache.GetOrCompile(SingleKernel("x", {9}), {});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->source, CacheSource::kCompiled);
+  held = absl::UnknownError("released");
+  cache.Trim();
+  EXPECT_LE(cache.Stats().memory_entries, 1);  // only what was just handed out may stay
 }
 
 }  // namespace
