@@ -111,6 +111,8 @@ absl::StatusOr<engine::ShapeBinding> LoadShapes(const engine::SymbolicModel& mod
 absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
     const kiln::v1::CompileModelRequest& request, const engine::CompileEventSink& events,
     absl::Time deadline) {
+  absl::StatusOr<CompileSlots::Slot> slot = compile_slots_.Acquire(deadline);
+  if (!slot.ok()) return slot.status();
   const bool onnx = request.model_case() == kiln::v1::CompileModelRequest::kOnnxModel;
   if (!onnx && request.model_case() != kiln::v1::CompileModelRequest::kGraph) {
     return absl::InvalidArgumentError("the request carries no model");

@@ -6,6 +6,7 @@
 
 #include "proto/kiln_service.grpc.pb.h"
 #include "engine/model_manager.h"
+#include "server/compile_slots.h"
 
 namespace kiln::server {
 
@@ -13,8 +14,13 @@ class CompilerService final : public kiln::v1::Compiler::Service {
  public:
   // `inference_cpus`: the CPUs CallKernel's and BenchmarkKernel's threads
   // are bound to (see cpu_affinity.h); empty for none.
-  CompilerService(engine::ModelManager* models, std::vector<int> inference_cpus)
-      : models_(models), inference_cpus_(std::move(inference_cpus)) {}
+  // At most `max_concurrent_compiles` CompileModel calls run at once
+  // (compile_slots.h).
+  CompilerService(engine::ModelManager* models, std::vector<int> inference_cpus,
+                  int max_concurrent_compiles = 2)
+      : models_(models),
+        inference_cpus_(std::move(inference_cpus)),
+        compile_slots_(max_concurrent_compiles, /*max_waiting=*/64) {}
 
   grpc::Status CompileModel(grpc::ServerContext*, const kiln::v1::CompileModelRequest* request,
                             kiln::v1::CompileModelResponse* response) override;
@@ -47,6 +53,7 @@ class CompilerService final : public kiln::v1::Compiler::Service {
 
   engine::ModelManager* models_;
   std::vector<int> inference_cpus_;
+  CompileSlots compile_slots_;
 };
 
 }  // namespace kiln::server

@@ -20,7 +20,8 @@ namespace {
 class KilnServerImpl final : public KilnServer {
  public:
   KilnServerImpl(std::unique_ptr<engine::ModelManager> models, const ServerOptions& options)
-      : models_(std::move(models)), compiler_(models_.get(), options.inference_cpus) {}
+      : models_(std::move(models)),
+        compiler_(models_.get(), options.inference_cpus, options.max_concurrent_compiles) {}
 
   ~KilnServerImpl() override {
     if (server_) server_->Shutdown();

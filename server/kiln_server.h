@@ -20,6 +20,7 @@ struct ServerOptions {
   int max_shape_variants = 8;
   int max_message_mb = 256;
   int compile_threads = 2;
+  int max_concurrent_compiles = 2;  // CompileModel calls running at once
   std::string cache_dir;  // empty: memory-only kernel cache
   int64_t cache_max_bytes = int64_t{1} << 30;
   int64_t cache_memory_max_bytes = int64_t{256} << 20;
