@@ -150,6 +150,14 @@ absl::StatusOr<CompileResult> ModelManager::CompileAndStore(
       served.variants->CompileSoon(shapes, BackgroundSchedule());
     }
   }
+  if (absl::Now() > deadline) {
+    // The caller has given up: a model it will never hear of is not loaded
+    // (issue 20: abandoned compiles registered their model). Its kernels
+    // stay cached for the next try.
+    return absl::DeadlineExceededError(
+        "the compile finished after the call's deadline; its kernels are cached, the model "
+        "is not loaded");
+  }
   absl::MutexLock lock(&mutex_);
   if (!models_.count(name) && static_cast<int>(models_.size()) >= options_.max_models) {
     return absl::ResourceExhaustedError(absl::StrCat(
