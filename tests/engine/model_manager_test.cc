@@ -191,6 +191,25 @@ TEST_F(ModelManagerTest, OutputsThatAreReadLaterRepeatedOrInputs) {
   }
 }
 
+// A compile whose caller's deadline has passed by the time it ends does not
+// load the model (nobody would know it is there); its kernels stay cached.
+TEST_F(ModelManagerTest, ACompileEndingPastItsDeadlineDoesNotLoadTheModel) {
+  auto build = [] {
+    Graph g;
+    Node* x = g.AddInput("x", {DType::kFloat32, {4, 8}});
+    g.AddOutput(Op(g, "relu", {x}));
+    return g;
+  };
+  auto late = manager_->Compile("late", build(), CompileOptions{}, nullptr,
+                                absl::Now() - absl::Seconds(1));
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_FALSE(manager_->Get("late").has_value());
+  auto again = manager_->Compile("late", build(), CompileOptions{});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->cache_hits, 1);  // the abandoned compile's kernel was kept
+  EXPECT_TRUE(manager_->Get("late").has_value());
+}
+
 TEST_F(ModelManagerTest, UnloadUnknownModelIsNotFound) {
   EXPECT_EQ(manager_->Unload("ghost").code(), absl::StatusCode::kNotFound);
 }

@@ -637,26 +637,6 @@ TEST_F(EndToEndTest, PreferredBatchSizesCompileAtLoad) {
   EXPECT_EQ(Timing("mlp_preferred").inference().count(), 0);
 }
 
-// A compile whose caller gave up (its deadline passed) does not load the
-// model: nobody would know it is there.
-TEST_F(EndToEndTest, ACompilePastItsDeadlineDoesNotLoadTheModel) {
-  kiln::v1::CompileModelRequest request = DynamicMlpRequest("mlp_abandoned");
-  kiln::v1::CompileModelResponse compiled;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(1));
-  grpc::Status s = compiler_->CompileModel(&ctx, request, &compiled);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
-  // Give the server's compile time to finish; the model must not appear.
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  grpc::ClientContext ready_ctx;
-  inference::ModelReadyRequest ready_request;
-  ready_request.set_name("mlp_abandoned");
-  inference::ModelReadyResponse ready;
-  ASSERT_TRUE(inference_->ModelReady(&ready_ctx, ready_request, &ready).ok());
-  EXPECT_FALSE(ready.ready());
-  ExpectServerStillLive();
-}
-
 TEST_F(EndToEndTest, DynamicBatchingNeedsABatchAxis) {
   kiln::v1::CompileModelRequest request;
   *request.mutable_graph() = MlpGraph();  // x is fixed at [4, 16]
