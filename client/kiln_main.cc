@@ -372,7 +372,9 @@ int Main(int argc, char** argv) {
   auto args = ParseCliArgs(
       words,
       {"server", "name", "opt-level", "disable", "require", "max-fuse-depth", "print-ir-after",
-       "input", "output-dir", "output", "input-shape", "batch", "concurrency", "iterations", "max-batch-size", "preferred-batch-size", "max-queue-delay-us", "symbol-range", "eager-shape", "model", "number", "repeat", "warmup", "min-repeat-ms"},
+       "input", "output-dir", "output", "input-shape", "batch", "concurrency", "iterations",
+       "max-batch-size", "preferred-batch-size", "max-queue-delay-us", "symbol-range",
+       "eager-shape", "model", "number", "repeat", "warmup", "min-repeat-ms"},
       {"json", "profile", "help", "model-tolerance", "exact", "exact-shapes-only"});
   if (!args.ok()) return Usage(std::string(args.status().message()));
   if (args->Has("help") || args->positional.empty()) return Usage("");

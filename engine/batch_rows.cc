@@ -50,8 +50,8 @@ absl::StatusOr<std::vector<runtime::RunResult>> SplitRows(
     for (size_t b = 0; b < rows.size(); ++b) {
       TensorType type = out.type();
       type.shape[0] = rows[b];
-      absl::StatusOr<runtime::Tensor> part =
-          runtime::Tensor::FromBytes(type, out.bytes().substr(row * row_bytes, rows[b] * row_bytes));
+      absl::StatusOr<runtime::Tensor> part = runtime::Tensor::FromBytes(
+          type, out.bytes().substr(row * row_bytes, rows[b] * row_bytes));
       if (!part.ok()) return part.status();
       split[b].outputs.push_back(*std::move(part));
       row += rows[b];

@@ -243,7 +243,8 @@ void DynamicBatcher::Core::Execute(std::vector<Request> batch) {
     if (!s.ok()) return fail_all(s.status());
     split = *std::move(s);
   }
-  stats_->RecordExecution(rows, gathered - start, ran - gathered, SteadyNowNs() - ran, run_rows - rows);
+  stats_->RecordExecution(rows, gathered - start, ran - gathered, SteadyNowNs() - ran,
+                          run_rows - rows);
   for (size_t b = 0; b < batch.size(); ++b) batch[b].done(std::move(split[b]));
 }
 

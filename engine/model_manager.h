@@ -97,7 +97,8 @@ class ModelManager {
                                                   const CompileOptions& options,
                                                   const CompileEventSink& events = nullptr,
                                                   absl::Time deadline = absl::InfiniteFuture());
-  // Null when no model has that name.
+  // The model's load-time variant; null when no model has that name, or
+  // for a model whose inputs decide shapes (none compiles at load).
   std::shared_ptr<runtime::CompiledModel> Find(const std::string& name) const;
   // The model compiled for these input shapes (one per input, in order):
   // for a model with symbolic dims its variant for them, compiled now if

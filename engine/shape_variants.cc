@@ -96,9 +96,9 @@ absl::Status ShapeVariants::Check(const std::vector<std::vector<int64_t>>& key) 
     if (!signature_.inputs[i].decides_shapes) continue;
     absl::StatusOr<int64_t> n = CheckedNumElements(shapes[i]);
     if (n.ok() && *n != static_cast<int64_t>(key[v].size())) {
-      return absl::InvalidArgumentError(absl::StrCat("input '", signature_.inputs[i].name,
-                                                     "' has ", key[v].size(),
-                                                     " values for shape ", ShapeToString(shapes[i])));
+      return absl::InvalidArgumentError(
+          absl::StrCat("input '", signature_.inputs[i].name, "' has ", key[v].size(),
+                       " values for shape ", ShapeToString(shapes[i])));
     }
     ++v;
   }
@@ -330,13 +330,6 @@ ShapeVariants::Loaded() const {
     if (slot->ready && slot->status.ok()) out.emplace_back(shapes, slot->model);
   }
   return out;
-}
-
-int ShapeVariants::loaded() const {
-  absl::MutexLock lock(&mutex_);
-  int n = 0;
-  for (const auto& [shapes, slot] : slots_) n += slot->ready && slot->status.ok();
-  return n;
 }
 
 }  // namespace kiln::engine

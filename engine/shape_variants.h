@@ -147,9 +147,8 @@ class ShapeVariants : public std::enable_shared_from_this<ShapeVariants> {
   std::vector<std::pair<std::vector<std::vector<int64_t>>, std::shared_ptr<runtime::CompiledModel>>>
   Loaded() const;
 
-  // Variants compiled on demand so far (not counting Add), and loaded now.
+  // Variants compiled on demand so far (not counting Add).
   int64_t compiles() const;
-  int loaded() const;
 
  private:
   struct Slot {

@@ -111,8 +111,6 @@ absl::StatusOr<engine::ShapeBinding> LoadShapes(const engine::SymbolicModel& mod
 absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
     const kiln::v1::CompileModelRequest& request, const engine::CompileEventSink& events,
     absl::Time deadline) {
-  absl::StatusOr<CompileSlots::Slot> slot = compile_slots_.Acquire(deadline);
-  if (!slot.ok()) return slot.status();
   const bool onnx = request.model_case() == kiln::v1::CompileModelRequest::kOnnxModel;
   if (!onnx && request.model_case() != kiln::v1::CompileModelRequest::kGraph) {
     return absl::InvalidArgumentError("the request carries no model");
@@ -136,29 +134,32 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
                                                    " is outside 1..", kMaxFuseDepthLimit,
                                                    " (0: the default, 256)"));
   }
+  // Cheap checks above; the parse and compile below wait for a slot.
+  absl::StatusOr<CompileSlots::Slot> slot = compile_slots_.Acquire(deadline);
+  if (!slot.ok()) return slot.status();
   OnnxImportOptions import_options;
   for (const auto& [input, dims] : request.options().input_shapes()) {
     import_options.input_shapes[input].assign(dims.values().begin(), dims.values().end());
   }
-  // The model at given input shapes (none: as declared, which must be concrete).
-  engine::GraphForShapes import;
-  if (onnx) {
-    // The model's bytes are kept for the shapes still to compile, shared
-    // by every copy of this function (a 400 MB model is not copied again).
-    import = [bytes = std::make_shared<const std::string>(request.onnx_model()),
+  // The model at given input shapes (none: as declared, which must be
+  // concrete), for a symbolic model's other shapes. Made only for those: it
+  // keeps a copy of the model, shared by every copy of the function.
+  auto make_import = [&]() -> engine::GraphForShapes {
+    if (onnx) {
+      return [bytes = std::make_shared<const std::string>(request.onnx_model()),
               import_options](const engine::ShapeBinding& shapes,
                               const engine::ValueBinding& values) {
-      OnnxImportOptions fixed = import_options;
-      for (const auto& [input, dims] : shapes) fixed.input_shapes[input] = dims;
-      fixed.input_values = values;
-      return ImportOnnxModel(*bytes, OpRegistry::Default(), fixed);
-    };
-  } else {
-    import = [graph = std::make_shared<const kiln::v1::Graph>(request.graph())](
-                 const engine::ShapeBinding& shapes, const engine::ValueBinding&) {
+        OnnxImportOptions fixed = import_options;
+        for (const auto& [input, dims] : shapes) fixed.input_shapes[input] = dims;
+        fixed.input_values = values;
+        return ImportOnnxModel(*bytes, OpRegistry::Default(), fixed);
+      };
+    }
+    return [graph = std::make_shared<const kiln::v1::Graph>(request.graph())](
+               const engine::ShapeBinding& shapes, const engine::ValueBinding&) {
       return ImportKilnGraph(*graph, OpRegistry::Default(), &shapes);
     };
-  }
+  };
   const CompileOptions options = ToCompileOptions(request.options());
   engine::SymbolicModel symbolic = ToSymbolicModel(request.options());
   absl::StatusOr<engine::CompileResult> result;
@@ -186,7 +187,7 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
     if (!read.ok()) return read.status();
     signature = *std::move(read);
     if (absl::Status s = load_shapes(*signature).status(); !s.ok()) return s;
-    graph = import(load, {});
+    graph = ImportKilnGraph(request.graph(), OpRegistry::Default(), &load);
   }
   std::string deferred;
   if (!graph.ok()) {
@@ -204,11 +205,14 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
     result = models_->Compile(name, *std::move(graph), options, events, deadline);
   } else {
     symbolic.signature = *std::move(signature);
+    symbolic.graph_for = make_import();
     if (deferred.empty()) {
       // Outputs that declare no shape get theirs from the graph.
-      if (absl::Status s = FillOutputDims(symbolic.signature, import, load); !s.ok()) return s;
+      if (absl::Status s = FillOutputDims(symbolic.signature, symbolic.graph_for, load);
+          !s.ok()) {
+        return s;
+      }
     }
-    symbolic.graph_for = std::move(import);
     std::optional<Graph> loaded;
     if (deferred.empty()) loaded = *std::move(graph);
     result = models_->CompileWithShapes(name, std::move(loaded), std::move(symbolic), options,

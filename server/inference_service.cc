@@ -1,6 +1,5 @@
 #include "server/inference_service.h"
 
-#include <chrono>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -62,15 +61,17 @@ grpc::Status InferenceService::ModelMetadata(grpc::ServerContext*,
   response->set_platform("kiln");
   if (!served->model) {
     // Nothing compiled yet (inputs decide shapes): the model as declared.
-    for (const auto* list : {&served->variants->signature().inputs,
-                             &served->variants->signature().outputs}) {
-      for (const TensorSignature& sig : *list) {
-        auto* t = list == &served->variants->signature().inputs ? response->add_inputs()
-                                                                : response->add_outputs();
-        t->set_name(sig.name);
-        t->set_datatype(DatatypeName(sig.dtype));
-        for (int64_t d : sig.dims) t->add_shape(d);
-      }
+    auto fill = [](const TensorSignature& sig,
+                   inference::ModelMetadataResponse::TensorMetadata* t) {
+      t->set_name(sig.name);
+      t->set_datatype(DatatypeName(sig.dtype));
+      for (int64_t d : sig.dims) t->add_shape(d);
+    };
+    for (const TensorSignature& in : served->variants->signature().inputs) {
+      fill(in, response->add_inputs());
+    }
+    for (const TensorSignature& out : served->variants->signature().outputs) {
+      fill(out, response->add_outputs());
     }
     return grpc::Status::OK;
   }

@@ -44,7 +44,8 @@ absl::Status FillOutputDims(ModelSignature& signature, const ImportAtShapes& imp
     auto it = larger.find(in.name);
     if (it == larger.end() || it->second.size() != in.dims.size()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("no load-time shape of rank ", in.dims.size(), " for input '", in.name, "'"));
+          absl::StrCat("no load-time shape of rank ", in.dims.size(), " for input '", in.name,
+                       "'"));
     }
     for (size_t d = 0; d < in.dims.size(); ++d) {
       if (in.dims[d] != TensorSignature::kSymbolicDim) continue;

@@ -26,8 +26,9 @@ using ImportAtShapes = std::function<absl::StatusOr<Graph>(const InputShapes& sh
 
 // Fills the dims of `signature`'s outputs that declare no shape: the graph
 // is imported and typed at `load` and again with every symbolic input dim
-// larger (each named symbol by its own step); a dim that moves is symbolic (named after the symbol whose
-// size it takes both times, if one does). Shapes already declared stay.
+// larger (each named symbol by its own step); a dim that moves is symbolic,
+// named after the symbol whose size it takes both times, if one does.
+// Shapes already declared stay.
 absl::Status FillOutputDims(ModelSignature& signature, const ImportAtShapes& import_at,
                             const InputShapes& load);
 

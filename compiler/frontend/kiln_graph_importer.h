@@ -1,8 +1,9 @@
 // Converts a kiln.v1.Graph from the wire into the in-memory IR, once, at the
 // boundary: names resolved, attributes typed by each op's parser, the result
 // verified (acyclic, arity, sizes). Inputs may declare symbolic dims, fixed
-// per import by the caller (the engine compiles one graph per shape). Every error is InvalidArgument naming the
-// node or value, except an unknown op, which is Unimplemented.
+// per import by the caller (the engine compiles one graph per shape). Every
+// error is InvalidArgument naming the node or value, except an unknown op,
+// which is Unimplemented.
 #ifndef KILN_COMPILER_FRONTEND_KILN_GRAPH_IMPORTER_H_
 #define KILN_COMPILER_FRONTEND_KILN_GRAPH_IMPORTER_H_
 

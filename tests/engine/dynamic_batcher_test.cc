@@ -36,7 +36,9 @@ class DynamicBatcherTest : public ::testing::Test {
     ASSERT_TRUE(g.ok());
     SymbolicModel symbolic;
     symbolic.signature = BatchModelSignature(false);
-    symbolic.graph_for = [](const ShapeBinding& s, const ValueBinding&) { return BatchModelGraph(s, nullptr); };
+    symbolic.graph_for = [](const ShapeBinding& s, const ValueBinding&) {
+      return BatchModelGraph(s, nullptr);
+    };
     auto compiled = manager_->CompileWithShapes("m", *std::move(g), std::move(symbolic),
                                                 CompileOptions{});
     ASSERT_TRUE(compiled.ok()) << compiled.status();

@@ -42,7 +42,9 @@ class ShapeVariantsTest : public ::testing::Test {
     if (!g.ok()) return g.status();
     SymbolicModel symbolic;
     symbolic.signature = BatchModelSignature(two_inputs);
-    symbolic.graph_for = [this](const ShapeBinding& s, const ValueBinding&) { return BatchModelGraph(s, &builds_); };
+    symbolic.graph_for = [this](const ShapeBinding& s, const ValueBinding&) {
+      return BatchModelGraph(s, &builds_);
+    };
     symbolic.ranges = std::move(ranges);
     symbolic.eager = std::move(eager);
     return manager_->CompileWithShapes("m", *std::move(g), std::move(symbolic), CompileOptions{})
@@ -104,9 +106,9 @@ TEST_F(ShapeVariantsTest, LeastRecentlyUsedVariantGoesButARunningCallerKeepsIt) 
   auto held = manager_->FindForShapes("m", {{3, kWidth}});  // batch 1 and 3 loaded
   ASSERT_TRUE(held.ok());
   ASSERT_TRUE(manager_->FindForShapes("m", {{4, kWidth}}).ok());  // evicts batch 1
-  EXPECT_EQ(variants().loaded(), 2);
+  EXPECT_EQ(variants().Loaded().size(), 2u);
   ASSERT_TRUE(manager_->FindForShapes("m", {{5, kWidth}}).ok());  // evicts batch 3
-  EXPECT_EQ(variants().loaded(), 2);
+  EXPECT_EQ(variants().Loaded().size(), 2u);
   // Batch 3's model is gone from the set but still runs for its holder.
   std::vector<float> x(3 * kWidth, -1.0f);
   auto input = Tensor::FromBytes({DType::kFloat32, {3, kWidth}},
@@ -172,7 +174,7 @@ TEST_F(ShapeVariantsTest, ADeclaredRangeRefusesSizesOutsideItNamingTheRange) {
 
 TEST_F(ShapeVariantsTest, EagerShapesAreCompiledAtLoad) {
   ASSERT_TRUE(Load(/*two_inputs=*/false, 8, {}, {{{"batch", 4}}, {{"batch", 16}}}).ok());
-  EXPECT_EQ(variants().loaded(), 3);  // 1 (the load shape), 4 and 16
+  EXPECT_EQ(variants().Loaded().size(), 3u);  // 1 (the load shape), 4 and 16
   const int builds = builds_.load();
   ExpectComputes(16);
   ExpectComputes(4);
