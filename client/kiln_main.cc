@@ -30,7 +30,9 @@ namespace {
 constexpr char kUsage[] = R"(usage: kiln COMMAND [--server HOST:PORT] ...
   compile FILE [--name NAME] [--opt-level N] [--disable PASS]... [--require PASS]...
                [--max-fuse-depth N] [--print-ir-after PASS|all]...
-               [--input-shape INPUT=1x3x224x224]... [--json]
+               [--input-shape INPUT=1x3x224x224]... [--replace] [--json]
+                             --replace: serve it as the next version of a name that
+                             serves another model (otherwise ALREADY_EXISTS)
                [--max-batch-size N [--preferred-batch-size N]... [--max-queue-delay-us US]]
                              dynamic batching (Triton's): concurrent requests run as one
                [--symbol-range SYMBOL=MIN:MAX]... [--eager-shape SYMBOL=N[,SYMBOL=N]...]...
@@ -148,6 +150,7 @@ int Compile(KilnClient& client, const CliArgs& args) {
     if (!name.empty() && (name[0] == '.' || name[0] == '-')) name[0] = '_';
   }
   request.set_model_name(name);
+  request.set_replace(args.Has("replace"));
   kiln::v1::CompileOptions* options = request.mutable_options();
   if (!args.Get("opt-level").empty()) {
     int level;
@@ -375,7 +378,7 @@ int Main(int argc, char** argv) {
        "input", "output-dir", "output", "input-shape", "batch", "concurrency", "iterations",
        "max-batch-size", "preferred-batch-size", "max-queue-delay-us", "symbol-range",
        "eager-shape", "model", "number", "repeat", "warmup", "min-repeat-ms"},
-      {"json", "profile", "help", "model-tolerance", "exact", "exact-shapes-only"});
+      {"json", "profile", "help", "model-tolerance", "exact", "exact-shapes-only", "replace"});
   if (!args.ok()) return Usage(std::string(args.status().message()));
   if (args->Has("help") || args->positional.empty()) return Usage("");
   auto client = KilnClient::Create(args->Get("server", "localhost:50051"));

@@ -24,7 +24,8 @@ std::string DTypeName(kiln::v1::DataType t) {
 
 std::string FormatCompileReport(const kiln::v1::CompileModelResponse& response) {
   const kiln::v1::CompileReport& r = response.report();
-  std::string out = absl::StrCat("model ", response.model_name(), "\n\npasses\n");
+  std::string out = absl::StrCat("model ", response.model_name(), " (version ",
+                                 response.version(), ")\n\npasses\n");
   absl::StrAppend(&out, absl::StrFormat("  %-32s %10s %10s  %s\n", "pass", "ms", "self ms", "result"));
   for (const auto& p : r.passes()) {
     std::string name = std::string(p.depth() * 2, ' ') + p.name();

@@ -55,6 +55,8 @@ struct CompileResult {
   // Intermediate bytes one inference needs after memory planning, and before.
   int64_t intermediate_bytes = 0;
   int64_t intermediate_bytes_unplanned = 0;
+  // The version the model is served as (set by ModelManager).
+  int64_t version = 1;
 };
 
 struct CompileDriverOptions {

@@ -21,8 +21,45 @@ CompileDriverOptions ModelManager::DriverOptions() const {
 absl::StatusOr<CompileResult> ModelManager::Compile(const std::string& name, Graph graph,
                                                     const CompileOptions& options,
                                                     const CompileEventSink& events,
-                                                    absl::Time deadline) {
-  return CompileAndStore(name, std::move(graph), options, events, deadline, nullptr, {});
+                                                    absl::Time deadline,
+                                                    const ModelIdentity& identity) {
+  return CompileAndStore(name, std::move(graph), options, events, deadline, nullptr, {},
+                         identity);
+}
+
+absl::StatusOr<int64_t> ModelManager::VersionFor(const std::string& name,
+                                                 const ModelIdentity& identity) const {
+  auto it = models_.find(name);
+  if (it == models_.end()) return 1;
+  if (it->second.fingerprint == identity.fingerprint) return it->second.version;
+  if (!identity.replace) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "model '", name, "' already serves another model (version ", it->second.version,
+        "); ask to replace it (CompileModelRequest.replace, kiln compile --replace) to serve "
+        "this one as version ",
+        it->second.version + 1, ", or unload it first"));
+  }
+  return it->second.version + 1;
+}
+
+absl::Status ModelManager::CheckServable(const std::string& name,
+                                         const ModelIdentity& identity) const {
+  absl::MutexLock lock(&mutex_);
+  return VersionFor(name, identity).status();
+}
+
+absl::StatusOr<ServedModel> ModelManager::Serve(const std::string& name,
+                                                const std::string& version) const {
+  {
+    absl::MutexLock lock(&mutex_);
+    auto it = models_.find(name);
+    if (it != models_.end()) {
+      if (version.empty() || version == std::to_string(it->second.version)) return it->second;
+      return absl::NotFoundError(absl::StrCat("model '", name, "' has no version '", version,
+                                              "'; it serves version ", it->second.version));
+    }
+  }
+  return states_.WhyNotServed(name);
 }
 
 absl::StatusOr<CompileResult> ModelManager::CompileWithShapes(const std::string& name,
@@ -30,7 +67,8 @@ absl::StatusOr<CompileResult> ModelManager::CompileWithShapes(const std::string&
                                                               SymbolicModel symbolic,
                                                               const CompileOptions& options,
                                                               const CompileEventSink& events,
-                                                              absl::Time deadline) {
+                                                              absl::Time deadline,
+                                                              const ModelIdentity& identity) {
   if (absl::Status s = ValidateSymbolRanges(symbolic.signature, symbolic.ranges); !s.ok()) {
     return s;
   }
@@ -70,15 +108,16 @@ absl::StatusOr<CompileResult> ModelManager::CompileWithShapes(const std::string&
     if (absl::Status s = variants->Check(*shapes); !s.ok()) return s;
   }
   return CompileAndStore(name, std::move(graph), options, events, deadline, std::move(variants),
-                         symbolic);
+                         symbolic, identity);
 }
 
 absl::StatusOr<CompileResult> ModelManager::CompileAndStore(
     const std::string& name, std::optional<Graph> graph, const CompileOptions& options,
     const CompileEventSink& events, absl::Time deadline, std::shared_ptr<ShapeVariants> variants,
-    const SymbolicModel& symbolic) {
+    const SymbolicModel& symbolic, const ModelIdentity& identity) {
   {
     absl::MutexLock lock(&mutex_);
+    if (absl::Status s = VersionFor(name, identity).status(); !s.ok()) return s;
     if (!models_.count(name) && static_cast<int>(models_.size()) >= options_.max_models) {
       return absl::ResourceExhaustedError(
           absl::StrCat("the server already holds ", models_.size(),
@@ -87,6 +126,7 @@ absl::StatusOr<CompileResult> ModelManager::CompileAndStore(
   }
   ServedModel served;
   served.name = name;
+  served.fingerprint = identity.fingerprint;
   CompileResult report;
   if (graph.has_value()) {
     absl::StatusOr<CompiledModelAndReport> compiled =
@@ -163,7 +203,13 @@ absl::StatusOr<CompileResult> ModelManager::CompileAndStore(
     return absl::ResourceExhaustedError(absl::StrCat(
         "the server already holds ", models_.size(), " models, its limit (--max-models)"));
   }
+  // Again: another compile of the name may have finished meanwhile.
+  absl::StatusOr<int64_t> version = VersionFor(name, identity);
+  if (!version.ok()) return version.status();
+  served.version = *version;
+  report.version = *version;
   models_[name] = std::move(served);
+  states_.Forget(name);
   return report;
 }
 
@@ -214,6 +260,7 @@ absl::Status ModelManager::Unload(const std::string& name) {
     gone = std::move(it->second);
     models_.erase(it);
   }
+  states_.Forget(name);
   gone.reset();
   cache_.Trim();  // its kernels, unless another model shares them, may go now
   return absl::OkStatus();

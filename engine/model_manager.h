@@ -16,6 +16,7 @@
 #include "engine/background_worker.h"
 #include "engine/batch_statistics.h"
 #include "engine/compile_driver.h"
+#include "engine/compile_states.h"
 #include "engine/dynamic_batcher.h"
 #include "engine/dynamic_batching.h"
 #include "engine/kernel_cache.h"
@@ -52,9 +53,25 @@ struct SymbolicModel {
   bool pad_new_batches = true;
 };
 
+// Which model a compile makes, for the name it is to be served under.
+struct ModelIdentity {
+  // Of what the model was made from (its bytes and options): the same
+  // again is the same model, compiled again under the same version. 0 for
+  // callers that do not say, all alike.
+  uint64_t fingerprint = 0;
+  // Serve it under a name that serves another model, as the next version.
+  // Without it that is AlreadyExists: a name silently changing models
+  // under its clients is what issue 20 found.
+  bool replace = false;
+};
+
 // A model being served and what its compile did.
 struct ServedModel {
   std::string name;
+  // 1 for the first model served under the name; each replacement by
+  // another model adds 1 (KServe's model_version, as a number).
+  int64_t version = 1;
+  uint64_t fingerprint = 0;
   // The variant compiled at load; null for a model whose inputs decide
   // shapes, which has none (every variant compiles on first use).
   std::shared_ptr<runtime::CompiledModel> model;
@@ -78,10 +95,13 @@ class ModelManager {
 
   // Compiles `graph` and serves it as `name`, replacing a model of that name
   // (callers running the old one finish on it). `events` as for CompileModel.
+  // AlreadyExists when `name` serves another model and `identity` does not
+  // say replace (checked before compiling, and again before storing).
   absl::StatusOr<CompileResult> Compile(const std::string& name, Graph graph,
                                         const CompileOptions& options,
                                         const CompileEventSink& events = nullptr,
-                                        absl::Time deadline = absl::InfiniteFuture());
+                                        absl::Time deadline = absl::InfiniteFuture(),
+                                        const ModelIdentity& identity = {});
   // As Compile, for a model whose inputs have symbolic dims: `graph` is its
   // variant for the shapes in it; the eager shapes compile too before the
   // model is served; other shapes compile on first use (FindForShapes).
@@ -96,7 +116,19 @@ class ModelManager {
                                                   SymbolicModel symbolic,
                                                   const CompileOptions& options,
                                                   const CompileEventSink& events = nullptr,
-                                                  absl::Time deadline = absl::InfiniteFuture());
+                                                  absl::Time deadline = absl::InfiniteFuture(),
+                                                  const ModelIdentity& identity = {});
+  // AlreadyExists when a compile of `identity` could not be served as
+  // `name` (see Compile): the check a caller makes before the work.
+  absl::Status CheckServable(const std::string& name, const ModelIdentity& identity) const;
+  // The model served as `name` at `version` ("" or its number: KServe's
+  // model_version); NotFound for another version. For a name serving no
+  // model, CompileStates::WhyNotServed.
+  absl::StatusOr<ServedModel> Serve(const std::string& name, const std::string& version) const;
+  // Compiling and failed names (for Serve's answers); the caller of
+  // Compile marks and records, as it sees failures the manager does not
+  // (an import's).
+  CompileStates& states() { return states_; }
   // The model's load-time variant; null when no model has that name, or
   // for a model whose inputs decide shapes (none compiles at load).
   std::shared_ptr<runtime::CompiledModel> Find(const std::string& name) const;
@@ -130,7 +162,11 @@ class ModelManager {
                                                 const CompileEventSink& events,
                                                 absl::Time deadline,
                                                 std::shared_ptr<ShapeVariants> variants,
-                                                const SymbolicModel& symbolic);
+                                                const SymbolicModel& symbolic,
+                                                const ModelIdentity& identity);
+  // CheckServable's test, and the version a model of `identity` would be.
+  absl::StatusOr<int64_t> VersionFor(const std::string& name, const ModelIdentity& identity) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   CompileDriverOptions DriverOptions() const;
 
   ModelManagerOptions options_;
@@ -138,6 +174,7 @@ class ModelManager {
   KernelCache cache_;
   mutable absl::Mutex mutex_;
   std::map<std::string, ServedModel> models_ ABSL_GUARDED_BY(mutex_);
+  CompileStates states_;
   // Last: gone (its running compile finished) before what compiles use.
   BackgroundWorker background_;
 };

@@ -4,7 +4,12 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <tuple>
 
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+
+#include "absl/hash/hash.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/version.h"
@@ -48,6 +53,50 @@ absl::Status ValidateModelName(const std::string& name) {
   return absl::InvalidArgumentError(absl::StrCat(
       "model name of ", name.size(), " bytes is not 1..", kMaxModelName,
       " letters, digits, '_', '-', '.' or ':' (not starting with '.' or '-')"));
+}
+
+// What the model was made from, the name and `replace` aside: the same
+// model sent again has the same fingerprint.
+uint64_t Fingerprint(const kiln::v1::CompileModelRequest& request) {
+  std::string options;
+  {
+    google::protobuf::io::StringOutputStream stream(&options);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);  // options hold maps
+    request.options().SerializeToCodedStream(&coded);
+  }
+  std::string graph;
+  if (request.has_graph()) request.graph().SerializeToString(&graph);
+  return absl::Hash<std::tuple<absl::string_view, std::string, std::string>>{}(
+      {request.onnx_model(), graph, options});
+}
+
+// Failures that say something about the model, remembered for the calls
+// that look for it; not a deadline, a cancellation or a busy server.
+bool IsTheModelsFault(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kCancelled:
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kAlreadyExists:
+      return false;
+    case absl::StatusCode::kResourceExhausted:
+      return status.GetPayload(kLimitPayload).has_value();  // the model's size
+    default:
+      return true;
+  }
+}
+
+// A server limit's error names the flag that sets it.
+absl::Status NameTheFlag(absl::Status status) {
+  auto limit = status.GetPayload(kLimitPayload);
+  if (!limit) return status;
+  std::string flag = std::string(*limit);
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  absl::Status named(status.code(), absl::StrCat(status.message(), " (--", flag, ")"));
+  status.ForEachPayload(
+      [&](absl::string_view key, const absl::Cord& value) { named.SetPayload(key, value); });
+  return named;
 }
 
 // The request's shape options (signature and import left to the caller).
@@ -122,6 +171,24 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
     return absl::InvalidArgumentError("no model name: set model_name or the graph's name");
   }
   if (absl::Status valid = ValidateModelName(name); !valid.ok()) return valid;
+  const engine::ModelIdentity identity{Fingerprint(request), request.replace()};
+  if (absl::Status s = models_->CheckServable(name, identity); !s.ok()) return s;
+  // Calls for the name meanwhile hear that it is compiling, then (unless it
+  // loads) why it failed.
+  engine::CompileStates::Mark compiling = models_->states().Begin(name);
+  absl::StatusOr<kiln::v1::CompileModelResponse> compiled =
+      CompileNamed(request, name, identity, events, deadline);
+  if (!compiled.ok() && IsTheModelsFault(compiled.status())) {
+    models_->states().Failed(name, compiled.status());
+  }
+  return compiled;
+}
+
+absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::CompileNamed(
+    const kiln::v1::CompileModelRequest& request, const std::string& name,
+    const engine::ModelIdentity& identity, const engine::CompileEventSink& events,
+    absl::Time deadline) {
+  const bool onnx = request.model_case() == kiln::v1::CompileModelRequest::kOnnxModel;
   if (request.options().has_opt_level() &&
       (request.options().opt_level() < 0 || request.options().opt_level() > 3)) {
     return absl::InvalidArgumentError(
@@ -138,6 +205,7 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
   absl::StatusOr<CompileSlots::Slot> slot = compile_slots_.Acquire(deadline);
   if (!slot.ok()) return slot.status();
   OnnxImportOptions import_options;
+  import_options.max_nodes = limits_.max_graph_nodes;
   for (const auto& [input, dims] : request.options().input_shapes()) {
     import_options.input_shapes[input].assign(dims.values().begin(), dims.values().end());
   }
@@ -155,9 +223,10 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
         return ImportOnnxModel(*bytes, OpRegistry::Default(), fixed);
       };
     }
-    return [graph = std::make_shared<const kiln::v1::Graph>(request.graph())](
-               const engine::ShapeBinding& shapes, const engine::ValueBinding&) {
-      return ImportKilnGraph(*graph, OpRegistry::Default(), &shapes);
+    return [graph = std::make_shared<const kiln::v1::Graph>(request.graph()),
+            max_nodes = limits_.max_graph_nodes](const engine::ShapeBinding& shapes,
+                                                 const engine::ValueBinding&) {
+      return ImportKilnGraph(*graph, OpRegistry::Default(), &shapes, max_nodes);
     };
   };
   const CompileOptions options = ToCompileOptions(request.options());
@@ -179,7 +248,7 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
     // One parse for the signature and the load-time graph.
     absl::StatusOr<OnnxModelImport> imported = ImportOnnxModelWithSignature(
         request.onnx_model(), OpRegistry::Default(), import_options, load_shapes);
-    if (!imported.ok()) return imported.status();
+    if (!imported.ok()) return NameTheFlag(imported.status());
     signature = std::move(imported->signature);
     graph = std::move(imported->graph);
   } else {
@@ -187,14 +256,15 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
     if (!read.ok()) return read.status();
     signature = *std::move(read);
     if (absl::Status s = load_shapes(*signature).status(); !s.ok()) return s;
-    graph = ImportKilnGraph(request.graph(), OpRegistry::Default(), &load);
+    graph = ImportKilnGraph(request.graph(), OpRegistry::Default(), &load,
+                            limits_.max_graph_nodes);
   }
   std::string deferred;
   if (!graph.ok()) {
     // Inputs whose values decide shapes: nothing compiles before a request
     // brings them; each value then compiles once (a variant of its own).
     const std::vector<std::string> deciding = InputsThatDecideShapes(graph.status());
-    if (deciding.empty()) return graph.status();
+    if (deciding.empty()) return NameTheFlag(graph.status());
     for (TensorSignature& in : signature->inputs) {
       in.decides_shapes = std::find(deciding.begin(), deciding.end(), in.name) != deciding.end();
     }
@@ -202,7 +272,7 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
   }
   if (!signature->IsSymbolic()) {
     if (absl::Status s = RefuseShapeOptions(request.options(), onnx); !s.ok()) return s;
-    result = models_->Compile(name, *std::move(graph), options, events, deadline);
+    result = models_->Compile(name, *std::move(graph), options, events, deadline, identity);
   } else {
     symbolic.signature = *std::move(signature);
     symbolic.graph_for = make_import();
@@ -216,11 +286,12 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
     std::optional<Graph> loaded;
     if (deferred.empty()) loaded = *std::move(graph);
     result = models_->CompileWithShapes(name, std::move(loaded), std::move(symbolic), options,
-                                        events, deadline);
+                                        events, deadline, identity);
   }
   if (!result.ok()) return result.status();
   kiln::v1::CompileModelResponse response;
   response.set_model_name(name);
+  response.set_version(result->version);
   FillCompileReport(*result, response.mutable_report());
   response.mutable_report()->set_deferred(deferred);
   return response;
@@ -423,11 +494,8 @@ grpc::Status CompilerService::GetTimingStats(grpc::ServerContext*,
                                              const kiln::v1::GetTimingStatsRequest* request,
                                              kiln::v1::GetTimingStatsResponse* response) {
   if (!request->model_name().empty()) {
-    std::optional<engine::ServedModel> served = models_->Get(request->model_name());
-    if (!served) {
-      return Fail("GetTimingStats", absl::NotFoundError(absl::StrCat(
-                                        "unknown model '", request->model_name(), "'")));
-    }
+    absl::StatusOr<engine::ServedModel> served = models_->Serve(request->model_name(), "");
+    if (!served.ok()) return Fail("GetTimingStats", served.status());
     FillModelTiming(*served, response->add_models());
     return grpc::Status::OK;
   }
@@ -442,6 +510,7 @@ grpc::Status CompilerService::ListModels(grpc::ServerContext*, const kiln::v1::L
   for (const engine::ServedModel& served : models_->List()) {
     kiln::v1::ModelSummary* s = response->add_models();
     s->set_name(served.name);
+    s->set_version(served.version);
     if (!served.model) {  // nothing compiled yet: as declared
       for (const TensorSignature& in : served.variants->signature().inputs) {
         FillValueInfo(in, s->add_inputs());

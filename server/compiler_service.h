@@ -4,23 +4,31 @@
 
 #include <vector>
 
+#include "compiler/ir/verifier.h"
 #include "proto/kiln_service.grpc.pb.h"
 #include "engine/model_manager.h"
 #include "server/compile_slots.h"
 
 namespace kiln::server {
 
+// The server's limits on what a CompileModel call may ask for.
+struct CompileLimits {
+  int max_concurrent_compiles = 2;          // --max-concurrent-compiles
+  int64_t max_graph_nodes = kMaxGraphNodes;  // --max-graph-nodes
+};
+
 class CompilerService final : public kiln::v1::Compiler::Service {
  public:
   // `inference_cpus`: the CPUs CallKernel's and BenchmarkKernel's threads
   // are bound to (see cpu_affinity.h); empty for none.
-  // At most `max_concurrent_compiles` CompileModel calls run at once
-  // (compile_slots.h).
+  // At most `limits.max_concurrent_compiles` CompileModel calls run at
+  // once (compile_slots.h).
   CompilerService(engine::ModelManager* models, std::vector<int> inference_cpus,
-                  int max_concurrent_compiles = 2)
+                  CompileLimits limits = {})
       : models_(models),
         inference_cpus_(std::move(inference_cpus)),
-        compile_slots_(max_concurrent_compiles, /*max_waiting=*/64) {}
+        limits_(limits),
+        compile_slots_(limits.max_concurrent_compiles, /*max_waiting=*/64) {}
 
   grpc::Status CompileModel(grpc::ServerContext*, const kiln::v1::CompileModelRequest* request,
                             kiln::v1::CompileModelResponse* response) override;
@@ -50,9 +58,15 @@ class CompilerService final : public kiln::v1::Compiler::Service {
   absl::StatusOr<kiln::v1::CompileModelResponse> Compile(
       const kiln::v1::CompileModelRequest& request, const engine::CompileEventSink& events,
       absl::Time deadline);
+  // Compile once the name is checked and marked compiling.
+  absl::StatusOr<kiln::v1::CompileModelResponse> CompileNamed(
+      const kiln::v1::CompileModelRequest& request, const std::string& name,
+      const engine::ModelIdentity& identity, const engine::CompileEventSink& events,
+      absl::Time deadline);
 
   engine::ModelManager* models_;
   std::vector<int> inference_cpus_;
+  CompileLimits limits_;
   CompileSlots compile_slots_;
 };
 

@@ -39,6 +39,21 @@ absl::StatusOr<std::string> BytesFromContents(const TensorType& type,
   return bytes;
 }
 
+// KServe: a request carries its tensors either all in raw_input_contents or
+// all in typed contents. Both at once leaves which bytes are the tensor a
+// guess; refused rather than guessed.
+absl::Status CheckOneKindOfContents(const inference::ModelInferRequest& request) {
+  if (request.raw_input_contents_size() == 0) return absl::OkStatus();
+  for (const auto& in : request.inputs()) {
+    if (in.has_contents() && in.contents().ByteSizeLong() > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input '", in.name(), "' has typed contents but the request also carries "
+          "raw_input_contents; give every input one way"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string DatatypeName(DType dtype) {
@@ -55,6 +70,7 @@ std::string DatatypeName(DType dtype) {
 
 absl::StatusOr<std::vector<std::vector<int64_t>>> RequestVariantKey(
     const ModelSignature& signature, const inference::ModelInferRequest& request) {
+  if (absl::Status s = CheckOneKindOfContents(request); !s.ok()) return s;
   const bool raw = request.raw_input_contents_size() > 0;
   std::vector<std::vector<int64_t>> key, values;
   for (const TensorSignature& input : signature.inputs) {
@@ -104,6 +120,7 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> RequestVariantKey(
 absl::StatusOr<std::vector<runtime::Tensor>> DecodeInputs(
     const Program& program, const inference::ModelInferRequest& request,
     const std::vector<std::vector<int64_t>>* shapes, const std::set<std::string>* consumed) {
+  if (absl::Status s = CheckOneKindOfContents(request); !s.ok()) return s;
   const bool raw = request.raw_input_contents_size() > 0;
   if (raw && request.raw_input_contents_size() != request.inputs_size()) {
     return absl::InvalidArgumentError(

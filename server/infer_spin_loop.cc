@@ -3,6 +3,9 @@
 #include <deque>
 #include <functional>
 
+#include "grpcpp/impl/codegen/proto_utils.h"
+#include "server/status_conversion.h"
+
 namespace kiln::server {
 
 // Threads that run the calls the loop does not answer itself, in arrival order.
@@ -54,11 +57,35 @@ namespace {
 // One ModelInfer call from arrival to its answer being sent.
 struct InferCall {
   grpc::ServerContext context;
+  grpc::ByteBuffer request_bytes;
   inference::ModelInferRequest request;
   inference::ModelInferResponse response;
-  grpc::ServerAsyncResponseWriter<inference::ModelInferResponse> responder{&context};
+  grpc::ServerAsyncResponseWriter<grpc::ByteBuffer> responder{&context};
   bool answered = false;
 };
+
+// The call's request from its bytes; InvalidArgument for bytes that are not one.
+absl::Status ParseRequest(InferCall& call) {
+  grpc::Status parsed =
+      grpc::SerializationTraits<inference::ModelInferRequest>::Deserialize(&call.request_bytes,
+                                                                            &call.request);
+  call.request_bytes.Clear();
+  if (parsed.ok()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      "the request bytes are not a ModelInferRequest (inference.GRPCInferenceService)");
+}
+
+// Sends the call's response, or `answer` when it is an error.
+void Finish(InferCall& call, const grpc::Status& answer) {
+  call.answered = true;
+  if (!answer.ok()) return call.responder.FinishWithError(answer, &call);
+  grpc::ByteBuffer bytes;
+  bool own_buffer = false;
+  grpc::Status serialized = grpc::SerializationTraits<inference::ModelInferResponse>::Serialize(
+      call.response, &bytes, &own_buffer);
+  if (!serialized.ok()) return call.responder.FinishWithError(serialized, &call);
+  call.responder.Finish(bytes, grpc::Status::OK, &call);
+}
 
 // How long the loop sleeps in one wait once it stops spinning; calls wake
 // it at once, this only bounds how stale its clock gets.
@@ -104,8 +131,8 @@ void InferSpinLoop::Stop() {
 
 void InferSpinLoop::RequestNextCall() {
   auto* call = new InferCall;
-  service_->RequestModelInfer(&call->context, &call->request, &call->responder, queue_.get(),
-                              queue_.get(), call);
+  service_->RequestModelInfer(&call->context, &call->request_bytes, &call->responder,
+                              queue_.get(), queue_.get(), call);
 }
 
 void InferSpinLoop::Run() {
@@ -137,15 +164,15 @@ void InferSpinLoop::Run() {
     }
     // Runs on whichever thread answers: this one, a worker, or a batcher.
     auto done = [this, call](const grpc::Status& answer) {
-      call->answered = true;
-      if (answer.ok()) {
-        call->responder.Finish(call->response, answer, call);
-      } else {
-        call->responder.FinishWithError(answer, call);
-      }
+      Finish(*call, answer);
       absl::MutexLock lock(&in_flight_mutex_);
       --in_flight_;
     };
+    if (absl::Status parsed = ParseRequest(*call); !parsed.ok()) {
+      done(Fail("ModelInfer", parsed));
+      last_call = Clock::now();
+      continue;
+    }
     if (service_->AnswersQuickly(call->request, inline_budget_ns_)) {
       service_->StartInfer(call->request, &call->response, std::move(done),
                            absl::FromChrono(call->context.deadline()));

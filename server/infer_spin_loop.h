@@ -31,9 +31,12 @@
 
 namespace kiln::server {
 
-// The inference service with ModelInfer taken off gRPC's sync threads.
+// The inference service with ModelInfer taken off gRPC's sync threads. Its
+// requests arrive as bytes the loop parses itself: gRPC's own parse of an
+// async call answers bytes that are no ModelInferRequest with INTERNAL
+// "Unable to parse request", where the fault is the client's.
 class AsyncInferenceService final
-    : public inference::GRPCInferenceService::WithAsyncMethod_ModelInfer<InferenceService> {
+    : public inference::GRPCInferenceService::WithRawMethod_ModelInfer<InferenceService> {
  public:
   AsyncInferenceService(engine::ModelManager* models, std::vector<int> inference_cpus) {
     Init(models, std::move(inference_cpus));

@@ -12,15 +12,6 @@
 #include "server/status_conversion.h"
 
 namespace kiln::server {
-namespace {
-
-absl::Status UnknownModel(const std::string& name) {
-  return absl::NotFoundError(
-      absl::StrCat("unknown model '", name, "'; ListModels shows the loaded ones"));
-}
-
-}  // namespace
-
 grpc::Status InferenceService::ServerLive(grpc::ServerContext*,
                                           const inference::ServerLiveRequest*,
                                           inference::ServerLiveResponse* response) {
@@ -38,7 +29,7 @@ grpc::Status InferenceService::ServerReady(grpc::ServerContext*,
 grpc::Status InferenceService::ModelReady(grpc::ServerContext*,
                                           const inference::ModelReadyRequest* request,
                                           inference::ModelReadyResponse* response) {
-  response->set_ready(models_->Get(request->name()).has_value());
+  response->set_ready(models_->Serve(request->name(), request->version()).ok());
   return grpc::Status::OK;
 }
 
@@ -54,10 +45,10 @@ grpc::Status InferenceService::ServerMetadata(grpc::ServerContext*,
 grpc::Status InferenceService::ModelMetadata(grpc::ServerContext*,
                                              const inference::ModelMetadataRequest* request,
                                              inference::ModelMetadataResponse* response) {
-  std::optional<engine::ServedModel> served = models_->Get(request->name());
-  if (!served) return Fail("ModelMetadata", UnknownModel(request->name()));
+  absl::StatusOr<engine::ServedModel> served = models_->Serve(request->name(), request->version());
+  if (!served.ok()) return Fail("ModelMetadata", served.status());
   response->set_name(request->name());
-  response->add_versions("1");
+  response->add_versions(std::to_string(served->version));
   response->set_platform("kiln");
   if (!served->model) {
     // Nothing compiled yet (inputs decide shapes): the model as declared.
@@ -152,8 +143,9 @@ int64_t RequestRows(const std::vector<runtime::Tensor>& inputs) {
 
 bool InferenceService::AnswersQuickly(const inference::ModelInferRequest& request,
                                       int64_t budget_ns) const {
-  std::optional<engine::ServedModel> served = models_->Get(request.model_name());
-  if (!served) return true;  // NotFound at once
+  absl::StatusOr<engine::ServedModel> served =
+      models_->Serve(request.model_name(), request.model_version());
+  if (!served.ok()) return true;  // refused at once
   if (served->batcher) return true;
   std::shared_ptr<runtime::CompiledModel> model = served->model;
   if (served->variants) {
@@ -181,8 +173,10 @@ void InferenceService::StartInfer(const inference::ModelInferRequest& request,
                                   absl::Time deadline) {
   BindHandlerThreadOrWarn(inference_cpus_, "ModelInfer");
   if (absl::Now() > deadline) return done(Fail("ModelInfer", DeadlinePassed("its turn came")));
-  std::optional<engine::ServedModel> served = models_->Get(request.model_name());
-  if (!served) return done(Fail("ModelInfer", UnknownModel(request.model_name())));
+  absl::StatusOr<engine::ServedModel> served =
+      models_->Serve(request.model_name(), request.model_version());
+  if (!served.ok()) return done(Fail("ModelInfer", served.status()));
+  response->set_model_version(std::to_string(served->version));
   if (!served->variants) {
     return RunAndAnswer(*served, *served->model, 0, nullptr, request, response, std::move(done));
   }
@@ -266,7 +260,6 @@ absl::Status InferenceService::Answer(const Program& program,
                                       runtime::RunResult result,
                                       inference::ModelInferResponse* response) {
   response->set_model_name(request.model_name());
-  response->set_model_version("1");
   response->set_id(request.id());
   return EncodeOutputs(program, request, std::move(result), response);
 }

@@ -1,7 +1,10 @@
 #include "server/kiln_server.h"
 
 #include <chrono>
+#include <set>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -12,6 +15,7 @@
 #include "server/compiler_service.h"
 #include "server/infer_spin_loop.h"
 #include "server/inference_service.h"
+#include "server/unparsed_request_status.h"
 
 namespace kiln::server {
 namespace {
@@ -21,7 +25,8 @@ class KilnServerImpl final : public KilnServer {
  public:
   KilnServerImpl(std::unique_ptr<engine::ModelManager> models, const ServerOptions& options)
       : models_(std::move(models)),
-        compiler_(models_.get(), options.inference_cpus, options.max_concurrent_compiles) {}
+        compiler_(models_.get(), options.inference_cpus,
+                  {options.max_concurrent_compiles, options.max_graph_nodes}) {}
 
   ~KilnServerImpl() override {
     if (server_) server_->Shutdown();
@@ -45,6 +50,11 @@ class KilnServerImpl final : public KilnServer {
     }
     builder.RegisterService(inference_.get());
     builder.RegisterService(&compiler_);
+    std::set<std::string> parsed_by_the_server;
+    if (spin_loop_) parsed_by_the_server.insert("/inference.GRPCInferenceService/ModelInfer");
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
+    creators.push_back(UnparsedRequestStatusFactory(std::move(parsed_by_the_server)));
+    builder.experimental().SetInterceptorCreators(std::move(creators));
     server_ = builder.BuildAndStart();
     if (!server_ || port_ == 0) {
       return absl::UnavailableError(absl::StrCat("cannot listen on ", options.address, ":",

@@ -26,6 +26,8 @@ ABSL_FLAG(std::string, cache_dir, "",
           "directory of the persistent kernel cache (default: $XDG_CACHE_HOME/kiln/kernels "
           "or ~/.cache/kiln/kernels; 'none' keeps kernels in memory only)");
 ABSL_FLAG(int64_t, cache_max_bytes, int64_t{1} << 30, "disk budget of the kernel cache (LRU)");
+ABSL_FLAG(int64_t, max_graph_nodes, 200000,
+          "nodes (with constants and inputs) a model may have; more is RESOURCE_EXHAUSTED");
 ABSL_FLAG(int, max_concurrent_compiles, 2,
           "CompileModel calls running at once; up to 64 more wait their turn (or deadline)");
 ABSL_FLAG(int64_t, cache_memory_max_bytes, int64_t{256} << 20,
@@ -95,6 +97,11 @@ int main(int argc, char** argv) {
   options.cache_max_bytes = absl::GetFlag(FLAGS_cache_max_bytes);
   options.cache_memory_max_bytes = absl::GetFlag(FLAGS_cache_memory_max_bytes);
   options.max_concurrent_compiles = absl::GetFlag(FLAGS_max_concurrent_compiles);
+  options.max_graph_nodes = absl::GetFlag(FLAGS_max_graph_nodes);
+  if (options.max_graph_nodes < 1 || options.max_graph_nodes > 200000) {
+    std::cerr << "kiln-server: --max-graph-nodes must be 1..200000\n";
+    return 2;
+  }
   if (options.max_concurrent_compiles < 1 || options.max_concurrent_compiles > 64) {
     std::cerr << "kiln-server: --max_concurrent_compiles must be 1..64\n";
     return 2;

@@ -1,5 +1,6 @@
 #include "compiler/frontend/kiln_graph_importer.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "absl/status/status.h"
@@ -105,11 +106,10 @@ absl::StatusOr<ModelSignature> ReadKilnGraphSignature(const kiln::v1::Graph& pro
 
 absl::StatusOr<Graph> ImportKilnGraph(
     const kiln::v1::Graph& proto, const OpRegistry& ops,
-    const std::map<std::string, std::vector<int64_t>>* input_shapes) {
-  if (proto.nodes_size() + proto.constants_size() + proto.inputs_size() > kMaxGraphNodes) {
-    return absl::InvalidArgumentError(absl::StrCat("graph has more than ", kMaxGraphNodes,
-                                                   " nodes, the limit"));
-  }
+    const std::map<std::string, std::vector<int64_t>>* input_shapes, int64_t max_nodes) {
+  KILN_RETURN_IF_ERROR(
+      CheckNodeLimit(int64_t{proto.nodes_size()} + proto.constants_size() + proto.inputs_size(),
+                     std::min(max_nodes, kMaxGraphNodes)));
   Graph graph;
   graph.name = proto.name();
   std::unordered_map<std::string, Node*> values;

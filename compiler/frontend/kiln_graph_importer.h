@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "compiler/frontend/model_signature.h"
 #include "compiler/ir/graph.h"
+#include "compiler/ir/verifier.h"
 #include "proto/graph.pb.h"
 
 namespace kiln {
@@ -24,9 +25,12 @@ class OpRegistry;
 // `input_shapes`, when given, fix inputs' shapes by name: needed for every
 // input with a symbolic (-1) dim, which is InvalidArgument otherwise. Each
 // must keep the input's rank and fixed dims.
+// More than `max_nodes` nodes, constants and inputs: ResourceExhausted (as
+// CheckNodeLimit).
 absl::StatusOr<Graph> ImportKilnGraph(
     const kiln::v1::Graph& proto, const OpRegistry& ops,
-    const std::map<std::string, std::vector<int64_t>>* input_shapes = nullptr);
+    const std::map<std::string, std::vector<int64_t>>* input_shapes = nullptr,
+    int64_t max_nodes = kMaxGraphNodes);
 
 // The graph's inputs as declared, -1 dims and their dim_params included
 // (outputs carry no declared shape). InvalidArgument for a dim below -1 or

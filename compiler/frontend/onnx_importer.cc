@@ -51,13 +51,17 @@ absl::StatusOr<DType> ConvertElemType(int32_t elem, const std::string& what) {
   }
 }
 
+bool KeepsDataOutside(const onnx::TensorProto& t) {
+  return t.data_location() == onnx::TensorProto::EXTERNAL || t.external_data_size() > 0;
+}
+
 // `t`'s data as a constant; with `take`, raw data moves out of `*take` (the
 // same tensor, owned by the caller) instead of being copied: a 45 MB model's
 // weights were copied, and their pages faulted in, once more per import.
 absl::StatusOr<std::shared_ptr<ConstantData>> ConvertTensor(const onnx::TensorProto& t,
                                                             onnx::TensorProto* take = nullptr) {
   const std::string what = absl::StrCat("tensor '", t.name(), "'");
-  if (t.data_location() == onnx::TensorProto::EXTERNAL || t.external_data_size() > 0) {
+  if (KeepsDataOutside(t)) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, " keeps its data in an external file; Kiln accepts only "
                            "self-contained models"));
@@ -91,6 +95,20 @@ absl::StatusOr<std::shared_ptr<ConstantData>> ConvertTensor(const onnx::TensorPr
 class Converter;
 using ConvertFn = std::function<absl::Status(Converter&, const onnx::NodeProto&)>;
 const std::map<std::string, ConvertFn>& ConverterTable();
+
+// Unimplemented, naming op, node and opset, for a node Kiln has no
+// converter for (any domain but ONNX's default is unsupported).
+absl::Status CheckOperatorSupported(const onnx::NodeProto& n, int64_t opset) {
+  if (!n.domain().empty() && n.domain() != "ai.onnx") {
+    return absl::UnimplementedError(absl::StrCat("node '", n.name(), "': operator domain '",
+                                                 n.domain(), "' is not supported"));
+  }
+  if (!ConverterTable().count(n.op_type())) {
+    return absl::UnimplementedError(absl::StrCat("unsupported ONNX operator ", n.op_type(),
+                                                 " (node '", n.name(), "', opset ", opset, ")"));
+  }
+  return absl::OkStatus();
+}
 
 constexpr char kWaitingPayload[] = "kiln.dev/onnx-waits-for-values";
 constexpr char kNeedsValuesPayload[] = "kiln.dev/onnx-needs-input-values";
@@ -267,18 +285,8 @@ class Converter {
   }
 
   absl::Status ConvertNode(const onnx::NodeProto& n) {
-    if (!n.domain().empty() && n.domain() != "ai.onnx") {
-      return absl::UnimplementedError(absl::StrCat("node '", n.name(), "': operator domain '",
-                                                   n.domain(), "' is not supported"));
-    }
-    const auto& table = ConverterTable();
-    auto it = table.find(n.op_type());
-    if (it == table.end()) {
-      return absl::UnimplementedError(absl::StrCat("unsupported ONNX operator ", n.op_type(),
-                                                   " (node '", n.name(), "', opset ", opset_,
-                                                   ")"));
-    }
-    KILN_RETURN_IF_ERROR(it->second(*this, n));
+    KILN_RETURN_IF_ERROR(CheckOperatorSupported(n, opset_));
+    KILN_RETURN_IF_ERROR(ConverterTable().at(n.op_type())(*this, n));
     // Secondary outputs (Dropout's mask, training-mode BatchNormalization's
     // statistics) are not produced: refuse a model that names one.
     for (const std::string& out : n.output()) {
@@ -999,8 +1007,61 @@ absl::Status CheckAttributesForLibOnnx(const onnx::GraphProto& graph) {
   return absl::OkStatus();
 }
 
+absl::Status RefuseExternalData(const onnx::TensorProto& t, absl::string_view where) {
+  if (!KeepsDataOutside(t)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      where, " '", t.name(),
+      "' keeps its data in an external file; Kiln accepts only self-contained models"));
+}
+
+absl::Status RefuseExternalData(const onnx::SparseTensorProto& t, absl::string_view where) {
+  KILN_RETURN_IF_ERROR(RefuseExternalData(t.values(), where));
+  return RefuseExternalData(t.indices(), where);
+}
+
+absl::Status RefuseExternalData(const onnx::NodeProto& n);
+
+// Every tensor of the graph and its subgraphs, wherever it sits (issue 20:
+// a Constant node's external data made libonnx stat() the path it named,
+// telling a client whether any file on the server exists).
+absl::Status RefuseExternalData(const onnx::GraphProto& g) {
+  for (const onnx::TensorProto& t : g.initializer()) {
+    KILN_RETURN_IF_ERROR(RefuseExternalData(t, "initializer"));
+  }
+  for (const onnx::SparseTensorProto& t : g.sparse_initializer()) {
+    KILN_RETURN_IF_ERROR(RefuseExternalData(t, "sparse initializer"));
+  }
+  for (const onnx::NodeProto& n : g.node()) KILN_RETURN_IF_ERROR(RefuseExternalData(n));
+  return absl::OkStatus();
+}
+
+absl::Status RefuseExternalData(const onnx::NodeProto& n) {
+  const std::string where = absl::StrCat("node '", n.name(), "' attribute tensor");
+  for (const onnx::AttributeProto& a : n.attribute()) {
+    if (a.has_t()) KILN_RETURN_IF_ERROR(RefuseExternalData(a.t(), where));
+    for (const onnx::TensorProto& t : a.tensors()) {
+      KILN_RETURN_IF_ERROR(RefuseExternalData(t, where));
+    }
+    if (a.has_sparse_tensor()) KILN_RETURN_IF_ERROR(RefuseExternalData(a.sparse_tensor(), where));
+    for (const onnx::SparseTensorProto& t : a.sparse_tensors()) {
+      KILN_RETURN_IF_ERROR(RefuseExternalData(t, where));
+    }
+    if (a.has_g()) KILN_RETURN_IF_ERROR(RefuseExternalData(a.g()));
+    for (const onnx::GraphProto& g : a.graphs()) KILN_RETURN_IF_ERROR(RefuseExternalData(g));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RefuseExternalData(const onnx::ModelProto& model) {
+  KILN_RETURN_IF_ERROR(RefuseExternalData(model.graph()));
+  for (const onnx::FunctionProto& f : model.functions()) {
+    for (const onnx::NodeProto& n : f.node()) KILN_RETURN_IF_ERROR(RefuseExternalData(n));
+  }
+  return absl::OkStatus();
+}
+
+// libonnx's checker and shape inference; CheckAttributesForLibOnnx first.
 absl::Status CheckAndInfer(onnx::ModelProto& model) {
-  if (absl::Status s = CheckAttributesForLibOnnx(model.graph()); !s.ok()) return s;
   try {
     onnx::checker::check_model(model);
     onnx::shape_inference::InferShapes(model);
@@ -1092,13 +1153,7 @@ absl::StatusOr<ModelSignature> SignatureOf(const onnx::ModelProto& model,
 // ImportOnnxModel after the parse; takes the initializers' data.
 absl::StatusOr<Graph> ImportParsed(onnx::ModelProto& model, const OpRegistry& ops,
                                    const OnnxImportOptions& options) {
-  for (const onnx::TensorProto& t : model.graph().initializer()) {
-    if (t.data_location() == onnx::TensorProto::EXTERNAL || t.external_data_size() > 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "initializer '", t.name(),
-          "' keeps its data in an external file; Kiln accepts only self-contained models"));
-    }
-  }
+  KILN_RETURN_IF_ERROR(RefuseExternalData(model));
   int64_t opset = 0;
   for (const auto& o : model.opset_import()) {
     if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
@@ -1106,6 +1161,16 @@ absl::StatusOr<Graph> ImportParsed(onnx::ModelProto& model, const OpRegistry& op
   if (opset < 7 || opset > 17) {
     return absl::UnimplementedError(absl::StrCat("ONNX opset ", opset,
                                                  " is not supported (7 to 17 are)"));
+  }
+  KILN_RETURN_IF_ERROR(CheckNodeLimit(int64_t{model.graph().node_size()} +
+                                          model.graph().initializer_size() +
+                                          model.graph().input_size(),
+                                      std::min(options.max_nodes, kMaxGraphNodes)));
+  KILN_RETURN_IF_ERROR(CheckAttributesForLibOnnx(model.graph()));
+  // Before libonnx: its checker calls an op it does not know invalid, where
+  // Kiln's answer for any op it cannot run is Unimplemented.
+  for (const onnx::NodeProto& n : model.graph().node()) {
+    KILN_RETURN_IF_ERROR(CheckOperatorSupported(n, opset));
   }
   KILN_RETURN_IF_ERROR(CheckAndInfer(model));
 

@@ -17,6 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "compiler/frontend/model_signature.h"
 #include "compiler/ir/graph.h"
+#include "compiler/ir/verifier.h"
 
 namespace kiln {
 
@@ -30,6 +31,9 @@ struct OnnxImportOptions {
   // Values for int64 inputs that decide shapes (InputsThatDecideShapes):
   // they become constants of this graph, in their shape.
   std::map<std::string, std::vector<int64_t>> input_values;
+  // More nodes, initializers and inputs than this: ResourceExhausted (as
+  // CheckNodeLimit), before libonnx sees the model.
+  int64_t max_nodes = kMaxGraphNodes;
 };
 
 absl::StatusOr<Graph> ImportOnnxModel(absl::string_view bytes, const OpRegistry& ops,

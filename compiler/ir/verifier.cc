@@ -4,16 +4,23 @@
 #include <unordered_set>
 #include <vector>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "compiler/ir/op_def.h"
 
 namespace kiln {
 
+absl::Status CheckNodeLimit(int64_t nodes, int64_t limit) {
+  if (nodes <= limit) return absl::OkStatus();
+  absl::Status s = absl::ResourceExhaustedError(
+      absl::StrCat("the graph has ", nodes, " nodes, more than the limit of ", limit));
+  s.SetPayload(kLimitPayload, absl::Cord(kNodeLimitName));
+  return s;
+}
+
 absl::Status VerifyGraph(const Graph& graph) {
-  if (graph.num_nodes() > kMaxGraphNodes) {
-    return absl::InvalidArgumentError(absl::StrCat("graph has ", graph.num_nodes(),
-                                                   " nodes; the limit is ", kMaxGraphNodes));
-  }
+  KILN_RETURN_IF_ERROR(CheckNodeLimit(graph.num_nodes(), kMaxGraphNodes));
   if (graph.outputs().empty()) return absl::InvalidArgumentError("graph has no outputs");
   std::vector<Node*> all = graph.AllNodes();
   std::unordered_set<const Node*> members(all.begin(), all.end());

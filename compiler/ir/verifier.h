@@ -11,9 +11,18 @@
 
 namespace kiln {
 
+// The most nodes any graph may have; importers take a lower limit of the
+// server's choosing (--max-graph-nodes).
 inline constexpr int64_t kMaxGraphNodes = 200000;
 
-// InvalidArgument naming the offending node.
+// ResourceExhausted "the graph has N nodes, more than the limit of M"
+// (payload kLimitPayload: which limit) when `nodes` > `limit`.
+absl::Status CheckNodeLimit(int64_t nodes, int64_t limit);
+inline constexpr char kLimitPayload[] = "kiln.limit";
+inline constexpr char kNodeLimitName[] = "max_graph_nodes";
+
+// InvalidArgument naming the offending node; ResourceExhausted (as
+// CheckNodeLimit) past kMaxGraphNodes.
 absl::Status VerifyGraph(const Graph& graph);
 
 }  // namespace kiln

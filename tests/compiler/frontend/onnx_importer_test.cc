@@ -243,5 +243,79 @@ TEST(OnnxImporterTest, AttributesThatCrashedLibOnnxAreInvalidArgument) {
   }
 }
 
+// An op no ONNX opset has, in the default domain: libonnx's checker calls it
+// invalid; Kiln answers Unimplemented, as for any op it cannot run.
+TEST(OnnxImporterTest, AnUnknownOpInTheDefaultDomainIsUnimplemented) {
+  absl::Status s =
+      ImportOnnxModel(OneNodeModel("NoSuchOp", {2, 3}, "axis", 1), OpRegistry::Default(), {})
+          .status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("NoSuchOp"));
+}
+
+TEST(OnnxImporterTest, MoreNodesThanTheLimitIsResourceExhaustedNamingTheLimit) {
+  OnnxImportOptions options;
+  options.max_nodes = 2;  // the model has one node and one input: 2 is within
+  EXPECT_TRUE(
+      ImportOnnxModel(OneNodeModel("Flatten", {2, 3}, "axis", 1), OpRegistry::Default(), options)
+          .ok());
+  options.max_nodes = 1;
+  absl::Status s =
+      ImportOnnxModel(OneNodeModel("Flatten", {2, 3}, "axis", 1), OpRegistry::Default(), options)
+          .status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("limit of 1"));
+  EXPECT_EQ(s.GetPayload(kLimitPayload), absl::Cord(kNodeLimitName));
+}
+
+// A tensor naming an external file, wherever it sits, is refused before
+// anything opens or stat()s the file: the answer is the same whether the
+// file exists or not, so it tells nothing about the server's files.
+TEST(OnnxImporterTest, ExternalDataAnywhereIsRefusedBeforeAnyFileIsTouched) {
+  enum class Where { kConstantNode, kAttributeTensors, kSubgraphInitializer };
+  for (Where where : {Where::kConstantNode, Where::kAttributeTensors,
+                      Where::kSubgraphInitializer}) {
+    std::vector<std::string> messages;
+    for (const char* path : {"/etc/passwd", "/no/such/file"}) {
+      SCOPED_TRACE(std::string(path) + " " + std::to_string(static_cast<int>(where)));
+      onnx::ModelProto model;
+      model.ParseFromString(OneNodeModel("Flatten", {2, 3}, "axis", 1));
+      onnx::TensorProto outside;
+      outside.set_name("w");
+      outside.set_data_type(onnx::TensorProto::FLOAT);
+      outside.add_dims(4);
+      outside.set_data_location(onnx::TensorProto::EXTERNAL);
+      onnx::StringStringEntryProto* location = outside.add_external_data();
+      location->set_key("location");
+      location->set_value(path);
+      onnx::NodeProto* n = model.mutable_graph()->add_node();
+      n->set_name("holder");
+      n->set_op_type(where == Where::kConstantNode ? "Constant" : "If");
+      n->add_output("c");
+      onnx::AttributeProto* a = n->add_attribute();
+      if (where == Where::kConstantNode) {
+        a->set_name("value");
+        a->set_type(onnx::AttributeProto::TENSOR);
+        *a->mutable_t() = outside;
+      } else if (where == Where::kAttributeTensors) {
+        a->set_name("then_branch");
+        a->set_type(onnx::AttributeProto::TENSORS);
+        *a->add_tensors() = outside;
+      } else {
+        a->set_name("then_branch");
+        a->set_type(onnx::AttributeProto::GRAPH);
+        *a->mutable_g()->add_initializer() = outside;
+      }
+      absl::Status s =
+          ImportOnnxModel(model.SerializeAsString(), OpRegistry::Default(), {}).status();
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+      EXPECT_THAT(std::string(s.message()), HasSubstr("external file"));
+      EXPECT_THAT(std::string(s.message()), ::testing::Not(HasSubstr(path)));
+      messages.push_back(std::string(s.message()));
+    }
+    EXPECT_EQ(messages[0], messages[1]);
+  }
+}
+
 }  // namespace
 }  // namespace kiln
