@@ -830,16 +830,19 @@ class Emitter {
         return is_float ? b_.CreateFCmp(kFloat[op], a, c) : b_.CreateICmp(kInt[op], a, c);
   }
 
-  // Float min and max as a compare and select, not minnum/maxnum: those
-  // must return the operand that is not NaN, which x86 has no instruction
-  // for (three per vector: max, unordered compare, blend). The select is one
-  // vminps/vmaxps and agrees with minnum/maxnum except when `c` is NaN;
-  // relu, clip and exp's clamp, whose `c` is a constant, are unchanged.
+  // Float min and max propagate NaN from either operand, as NumPy's
+  // minimum/maximum and ONNX's Relu, Max and Clip do (issue 20: relu turned
+  // NaN into 0). "c < a ? c : a" keeps a NaN `a` and is one vminps/vmaxps
+  // (its operands swapped); the NaN test on `c` folds away when `c` is a
+  // constant, as in relu, clip and exp's clamp, so those stay one
+  // instruction.
   llvm::Value* FloatMin(llvm::Value* a, llvm::Value* c) {
-    return b_.CreateSelect(b_.CreateFCmpOLT(a, c), a, c);
+    llvm::Value* m = b_.CreateSelect(b_.CreateFCmpOLT(c, a), c, a);
+    return b_.CreateSelect(b_.CreateFCmpUNO(c, c), c, m);
   }
   llvm::Value* FloatMax(llvm::Value* a, llvm::Value* c) {
-    return b_.CreateSelect(b_.CreateFCmpOGT(a, c), a, c);
+    llvm::Value* m = b_.CreateSelect(b_.CreateFCmpOGT(c, a), c, a);
+    return b_.CreateSelect(b_.CreateFCmpUNO(c, c), c, m);
   }
 
   llvm::Value* EmitBinaryOn(const Expr& e, llvm::Value* a, llvm::Value* c) {
@@ -997,6 +1000,10 @@ class Emitter {
       llvm::FastMathFlags fmf;
       fmf.setAllowReassoc();
       fmf.setAllowContract();
+      // nnan lets LLVM vectorise the max and min (LLVM 16 does not without
+      // it). A NaN makes them poison; EmitReduce notes any NaN it saw and
+      // then selects NaN instead, and a select's unchosen operand may be
+      // poison.
       if (op == te::ReduceOp::kMax || op == te::ReduceOp::kMin) {
         fmf.setNoNaNs();
         fmf.setNoSignedZeros();
@@ -1023,10 +1030,23 @@ class Emitter {
     llvm::Type* type = ValueType(e->type);
     llvm::AllocaInst* acc = EntryAlloca(type, "acc");
     b_.CreateStore(ReduceInit(e->reduce_op(), e->type), acc);
+    // A float max or min of anything NaN is NaN (NumPy, ONNX): an OR of
+    // "x is NaN" beside the maxnum/minnum, both reductions LLVM vectorises.
+    const bool notes_nan = e->type == ScalarType::kF32 && (e->reduce_op() == te::ReduceOp::kMax ||
+                                                          e->reduce_op() == te::ReduceOp::kMin);
+    llvm::AllocaInst* nan_seen = nullptr;
+    if (notes_nan) {
+      nan_seen = EntryAlloca(b_.getInt8Ty(), "nan_seen");
+      b_.CreateStore(b_.getInt8(0), nan_seen);
+    }
     std::function<absl::Status(size_t)> nest = [&](size_t d) -> absl::Status {
       if (d == e->reduce_vars.size()) {
         llvm::Value* x = EmitExpr(e->operands[0]);
         b_.CreateStore(Combine(e->reduce_op(), e->type, b_.CreateLoad(type, acc), x), acc);
+        if (notes_nan) {
+          llvm::Value* is_nan = b_.CreateZExt(b_.CreateFCmpUNO(x, x), b_.getInt8Ty());
+          b_.CreateStore(b_.CreateOr(b_.CreateLoad(b_.getInt8Ty(), nan_seen), is_nan), nan_seen);
+        }
         return absl::OkStatus();
       }
       const te::VarNode* v = e->reduce_vars[d].get();
@@ -1034,7 +1054,10 @@ class Emitter {
                       [&] { return nest(d + 1); });
     };
     (void)nest(0);
-    return b_.CreateLoad(type, acc);
+    llvm::Value* result = b_.CreateLoad(type, acc);
+    if (!notes_nan) return result;
+    llvm::Value* seen = b_.CreateICmpNE(b_.CreateLoad(b_.getInt8Ty(), nan_seen), b_.getInt8(0));
+    return b_.CreateSelect(seen, llvm::ConstantFP::getNaN(type), result);
   }
 
   const lower::LoopFunction& fn_;

@@ -16,6 +16,11 @@ struct Scalar {
   float f = 0;
 };
 
+// `value`, unless `a` or `b` is NaN: min and max propagate NaN.
+float NanOr(float a, float b, float value) {
+  return std::isnan(a) ? a : std::isnan(b) ? b : value;
+}
+
 class Evaluator {
  public:
   explicit Evaluator(const std::vector<EvalBuffer>& buffers) : buffers_(buffers) {}
@@ -87,8 +92,9 @@ class Evaluator {
         case BinaryOp::kMul: r.f = a.f * b.f; break;
         case BinaryOp::kDiv: r.f = a.f / b.f; break;
         case BinaryOp::kMod: r.f = std::fmod(a.f, b.f); break;
-        case BinaryOp::kMin: r.f = std::fmin(a.f, b.f); break;
-        case BinaryOp::kMax: r.f = std::fmax(a.f, b.f); break;
+        // NaN in, NaN out, as the generated code does.
+        case BinaryOp::kMin: r.f = NanOr(a.f, b.f, std::fmin(a.f, b.f)); break;
+        case BinaryOp::kMax: r.f = NanOr(a.f, b.f, std::fmax(a.f, b.f)); break;
         case BinaryOp::kPow: r.f = std::pow(a.f, b.f); break;
         default: KILN_CHECK(false);
       }
@@ -212,11 +218,11 @@ class Evaluator {
           acc.i *= x.i;
           break;
         case ReduceOp::kMax:
-          acc.f = std::fmax(acc.f, x.f);
+          acc.f = NanOr(acc.f, x.f, std::fmax(acc.f, x.f));
           acc.i = std::max(acc.i, x.i);
           break;
         case ReduceOp::kMin:
-          acc.f = std::fmin(acc.f, x.f);
+          acc.f = NanOr(acc.f, x.f, std::fmin(acc.f, x.f));
           acc.i = std::min(acc.i, x.i);
           break;
       }

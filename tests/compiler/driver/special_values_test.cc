@@ -1,0 +1,181 @@
+// NaN goes through min, max, relu, clip, pools and max/min reductions as it
+// does in NumPy and ONNX Runtime (issue 20: relu and max turned NaN into a
+// finite value), both in generated kernels and in constant folding.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "engine/model_manager.h"
+#include "tests/test_util/graph_building.h"
+
+namespace kiln {
+namespace {
+
+using ::kiln::testing::FloatValues;
+using ::kiln::testing::Op;
+using runtime::Tensor;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// x is 64 values (enough for whole vectors and a tail): NaN at 3, 17 and
+// 40, the rest from -8 up in steps of 0.25.
+std::vector<float> InputWithNaNs() {
+  std::vector<float> x(64);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = -8.0f + 0.25f * static_cast<float>(i);
+  for (size_t i : {3, 17, 40}) x[i] = kNaN;
+  return x;
+}
+
+class SpecialValuesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto m = engine::ModelManager::Create({});
+    ASSERT_TRUE(m.ok()) << m.status();
+    manager_ = *std::move(m);
+  }
+
+  // `build` over input x of `shape` (64 elements), compiled and run on
+  // InputWithNaNs(); with `fold`, x is a constant and the result folds.
+  std::vector<float> Run(const std::vector<int64_t>& shape,
+                         const std::function<Node*(Graph&, Node*)>& build, bool fold) {
+    Graph g;
+    const TensorType type{DType::kFloat32, shape};
+    Node* input = g.AddInput("x", type);
+    Node* x = fold ? g.AddConstant("xc", FloatValues(shape, InputWithNaNs())) : input;
+    // Folded graphs still take x, so that the model has an input.
+    Node* out = build(g, x);
+    if (fold) {
+      // + sum(x) * 0, a scalar 0 whatever out's shape: x is fed zeros.
+      Node* zero = g.AddConstant("zero", FloatValues({}, {0.0f}));
+      out = Op(g, "add", {out, Op(g, "mul", {Op(g, "sum", {input}, ReduceAttrs{}), zero})});
+    }
+    g.AddOutput(out);
+    const std::string name = "m" + std::to_string(counter_++);
+    auto compiled = manager_->Compile(name, std::move(g), CompileOptions{});
+    EXPECT_TRUE(compiled.ok()) << compiled.status();
+    if (!compiled.ok()) return {};
+    std::vector<float> feed = fold ? std::vector<float>(64, 0.0f) : InputWithNaNs();
+    auto in = Tensor::FromBytes(type, absl::string_view(reinterpret_cast<const char*>(feed.data()),
+                                                        feed.size() * sizeof(float)));
+    EXPECT_TRUE(in.ok());
+    auto result = manager_->Find(name)->Run({&*in});
+    EXPECT_TRUE(result.ok()) << result.status();
+    if (!result.ok()) return {};
+    const float* p = static_cast<const float*>(result->outputs[0].data());
+    return std::vector<float>(p, p + result->outputs[0].type().NumElements());
+  }
+
+  std::unique_ptr<engine::ModelManager> manager_;
+  int counter_ = 0;
+};
+
+// Elementwise: each output is NaN exactly where x is, else `f` of x.
+void ExpectElementwise(const std::vector<float>& got, const std::function<float(float)>& f) {
+  const std::vector<float> x = InputWithNaNs();
+  ASSERT_EQ(got.size(), x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << "at " << i << ": " << got[i];
+    } else {
+      EXPECT_EQ(got[i], f(x[i])) << "at " << i;
+    }
+  }
+}
+
+TEST_F(SpecialValuesTest, ReluMaxMinAndClipKeepNaN) {
+  for (bool fold : {false, true}) {
+    SCOPED_TRACE(fold ? "folded" : "generated");
+    ExpectElementwise(Run({64}, [](Graph& g, Node* x) { return Op(g, "relu", {x}); }, fold),
+                      [](float v) { return v > 0 ? v : 0.0f; });
+    ExpectElementwise(Run({64},
+                          [](Graph& g, Node* x) {
+                            return Op(g, "maximum", {x, g.AddConstant("one", FloatValues(
+                                                                                 {}, {1.0f}))});
+                          },
+                          fold),
+                      [](float v) { return v > 1 ? v : 1.0f; });
+    // The constant first: NaN from the second operand propagates too.
+    ExpectElementwise(Run({64},
+                          [](Graph& g, Node* x) {
+                            return Op(g, "minimum", {g.AddConstant("one", FloatValues({}, {1.0f})),
+                                                     x});
+                          },
+                          fold),
+                      [](float v) { return v < 1 ? v : 1.0f; });
+    ExpectElementwise(
+        Run({64},
+            [](Graph& g, Node* x) {
+              return Op(g, "clip", {x}, ActivationAttrs{/*alpha=*/-2.0f, /*beta=*/3.0f});
+            },
+            fold),
+        [](float v) { return std::min(std::max(v, -2.0f), 3.0f); });
+  }
+}
+
+TEST_F(SpecialValuesTest, MaximumOfTwoTensorsIsNaNWhereEitherIs) {
+  // max(x, reverse-ish of x): NaN where x[i] or x[63 - i] is NaN.
+  std::vector<float> other(64);
+  const std::vector<float> x = InputWithNaNs();
+  for (size_t i = 0; i < 64; ++i) other[i] = x[63 - i];
+  std::vector<float> got = Run({64}, [&](Graph& g, Node* in) {
+    return Op(g, "maximum", {in, g.AddConstant("other", FloatValues({64}, other))});
+  }, /*fold=*/false);
+  ASSERT_EQ(got.size(), 64u);
+  for (size_t i = 0; i < 64; ++i) {
+    if (std::isnan(x[i]) || std::isnan(other[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << "at " << i;
+    } else {
+      EXPECT_EQ(got[i], std::max(x[i], other[i])) << "at " << i;
+    }
+  }
+}
+
+TEST_F(SpecialValuesTest, MaxAndMinReductionsAndMaxPoolAreNaNWhereTheyReadOne) {
+  for (bool fold : {false, true}) {
+    SCOPED_TRACE(fold ? "folded" : "generated");
+    // Rows of 16: rows 0, 1 and 2 hold a NaN (at 3, 17, 40), row 3 none.
+    for (const char* op : {"max", "min"}) {
+      SCOPED_TRACE(op);
+      std::vector<float> got = Run({4, 16}, [&](Graph& g, Node* x) {
+        return Op(g, op, {x}, ReduceAttrs{{1}, false});
+      }, fold);
+      ASSERT_EQ(got.size(), 4u);
+      EXPECT_TRUE(std::isnan(got[0]) && std::isnan(got[1]) && std::isnan(got[2]));
+      EXPECT_EQ(got[3], std::string(op) == "max" ? -8.0f + 0.25f * 63 : -8.0f + 0.25f * 48);
+    }
+    // 2x2 pools over an 8x8 plane: the windows holding 3 (row 0, col 3),
+    // 17 (row 2, col 1) and 40 (row 5, col 0) are NaN.
+    Pool2DAttrs pool;
+    pool.kernel = {2, 2};
+    pool.strides = {2, 2};
+    std::vector<float> got = Run({1, 1, 8, 8}, [&](Graph& g, Node* x) {
+      return Op(g, "max_pool2d", {x}, pool);
+    }, fold);
+    ASSERT_EQ(got.size(), 16u);
+    const std::vector<float> x = InputWithNaNs();
+    for (int oy = 0; oy < 4; ++oy) {
+      for (int ox = 0; ox < 4; ++ox) {
+        float want = -INFINITY;
+        bool nan = false;
+        for (int ky = 0; ky < 2; ++ky) {
+          for (int kx = 0; kx < 2; ++kx) {
+            const float v = x[(2 * oy + ky) * 8 + 2 * ox + kx];
+            nan |= std::isnan(v);
+            want = std::max(want, v);
+          }
+        }
+        const float g = got[oy * 4 + ox];
+        if (nan) {
+          EXPECT_TRUE(std::isnan(g)) << oy << "," << ox;
+        } else {
+          EXPECT_EQ(g, want) << oy << "," << ox;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln
