@@ -32,6 +32,15 @@ struct KernelCall {
   std::vector<int> args;
 };
 
+// Run-time indices to check (index_range.h): `value`'s int64 elements index
+// a dim of `size` for node `node` (gather's indices, when the program holds
+// them in memory: a model input or a kernel's output).
+struct IndexCheck {
+  int value = 0;
+  int64_t size = 0;
+  std::string node;
+};
+
 struct Program {
   std::string name;
   std::vector<ValueSpec> values;
@@ -39,6 +48,7 @@ struct Program {
   std::vector<int> outputs;  // graph outputs, in order (may be inputs or constants)
   std::vector<std::string> output_names;  // as the graph declared them
   std::vector<KernelCall> kernels;        // in execution order
+  std::vector<IndexCheck> index_checks;
 };
 
 }  // namespace kiln

@@ -7,6 +7,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/ms_since.h"
+#include "common/status_macros.h"
+#include "compiler/ir/index_range.h"
 
 namespace kiln::runtime {
 
@@ -37,6 +39,15 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::Create(
         "the model's intermediates need ", model->plan_.arena_bytes >> 20,
         " MiB at once, more than the runtime's ", kMaxTensorBytes >> 30, " GiB limit"));
   }
+  const Program& p = model->program_;
+  model->index_checks_after_.resize(p.kernels.size() + 1);
+  for (size_t c = 0; c < p.index_checks.size(); ++c) {
+    int ready = 0;  // an input
+    for (size_t k = 0; k < p.kernels.size(); ++k) {
+      if (p.kernels[k].args.back() == p.index_checks[c].value) ready = static_cast<int>(k) + 1;
+    }
+    model->index_checks_after_[ready].push_back(static_cast<int>(c));
+  }
   absl::MutexLock lock(&model->stats_mutex_);
   model->kernel_stats_.resize(model->program_.kernels.size());
   return model;
@@ -58,6 +69,16 @@ absl::StatusOr<std::unique_ptr<CompiledModel::Workspace>> CompiledModel::TakeWor
   if (!arena.ok()) return arena.status();
   ws->arena = *std::move(arena);
   return ws;
+}
+
+absl::Status CompiledModel::CheckIndices(int k, const std::vector<void*>& pointers) const {
+  for (int c : index_checks_after_[k + 1]) {
+    const IndexCheck& check = program_.index_checks[c];
+    const ValueSpec& v = program_.values[check.value];
+    KILN_RETURN_IF_ERROR(CheckIndicesInRange(static_cast<const int64_t*>(pointers[check.value]),
+                                             v.type.NumElements(), check.size, check.node));
+  }
+  return absl::OkStatus();
 }
 
 void CompiledModel::ReturnWorkspace(std::unique_ptr<Workspace> ws) {
@@ -116,6 +137,10 @@ absl::StatusOr<RunResult> CompiledModel::Run(const std::vector<const Tensor*>& i
   result.kernel_times.reserve(kernels_.size());
   std::vector<void*> args;
   const int64_t start = SteadyNowNs();
+  if (absl::Status s = CheckIndices(-1, pointers); !s.ok()) {
+    ReturnWorkspace(*std::move(ws));
+    return s;
+  }
   for (size_t k = 0; k < kernels_.size(); ++k) {
     const KernelCall& call = program_.kernels[k];
     args.clear();
@@ -123,6 +148,10 @@ absl::StatusOr<RunResult> CompiledModel::Run(const std::vector<const Tensor*>& i
     const int64_t t0 = SteadyNowNs();
     kernels_[k]->fn()(args.data());
     result.kernel_times.push_back({call.name, SteadyNowNs() - t0});
+    if (absl::Status s = CheckIndices(static_cast<int>(k), pointers); !s.ok()) {
+      ReturnWorkspace(*std::move(ws));
+      return s;
+    }
   }
   result.total_ns = SteadyNowNs() - start;
 

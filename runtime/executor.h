@@ -70,11 +70,17 @@ class CompiledModel {
       : program_(std::move(program)), kernels_(std::move(kernels)) {}
   absl::StatusOr<std::unique_ptr<Workspace>> TakeWorkspace();
   void ReturnWorkspace(std::unique_ptr<Workspace> ws);
+  // The program's index checks on values ready after kernel `k` (-1: the
+  // inputs), over the values' memory.
+  absl::Status CheckIndices(int k, const std::vector<void*>& pointers) const;
 
   Program program_;
   std::vector<std::shared_ptr<LoadedKernel>> kernels_;
   std::vector<Tensor> constants_;  // indexed like program_.values
   MemoryPlan plan_;
+  // program_.index_checks by the kernel after which their value is ready,
+  // offset by one (0: the inputs, before any kernel).
+  std::vector<std::vector<int>> index_checks_after_;
 
   absl::Mutex workspace_mutex_;
   std::vector<std::unique_ptr<Workspace>> free_workspaces_ ABSL_GUARDED_BY(workspace_mutex_);

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,13 @@ enum class OpPattern {
 
 const char* OpPatternName(OpPattern pattern);
 
+// An input whose int64 values index a dim of `size` of another (gather's
+// indices into data's axis). See index_range.h for where it is checked.
+struct IndexOperand {
+  int input = 0;
+  int64_t size = 0;
+};
+
 struct OpDef {
   std::string name;
   OpPattern pattern = OpPattern::kOpaque;
@@ -48,6 +56,10 @@ struct OpDef {
       infer_type;
   // The output element at ctx.output_indices() as an index expression over the inputs.
   std::function<te::Expr(te::ComputeContext&)> compute;
+  // For ops that take indices: which input and the dim size they index
+  // (types already inferred). Unset for the rest.
+  std::function<std::optional<IndexOperand>(const std::vector<TensorType>&, const Attrs&)>
+      index_operand;
 };
 
 }  // namespace kiln

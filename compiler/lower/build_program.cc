@@ -107,6 +107,21 @@ absl::StatusOr<LoweredProgram> BuildProgram(const Graph& graph, const PassContex
     program.outputs.push_back(add_value(out, kind));
   }
   program.output_names = graph.output_names();
+  // Indices the program holds in memory are checked as they arrive; ones a
+  // fused kernel computes inline it clamps.
+  for (const Node* n : order) {
+    if (!n->is_op() || !n->op->index_operand) continue;
+    std::vector<TensorType> in_types;
+    for (const Node* in : n->inputs) in_types.push_back(in->type);
+    std::optional<IndexOperand> index = n->op->index_operand(in_types, n->attrs);
+    if (!index) continue;
+    auto held = value_id.find(n->inputs[index->input]);
+    if (held == value_id.end() || program.values[held->second].kind == ValueSpec::Kind::kConstant) {
+      continue;  // inline, or a constant InferType checked
+    }
+    program.index_checks.push_back(
+        {held->second, index->size, absl::StrCat("node '", n->name, "' (", n->op->name, ")")});
+  }
   return lowered_program;
 }
 

@@ -222,6 +222,12 @@ void RegisterSliceGatherExpandPad(OpRegistry& r) {
     shape.insert(shape.end(), in[0].shape.begin() + axis + 1, in[0].shape.end());
     return TensorType{in[0].dtype, shape};
   };
+  gather.index_operand = [](const std::vector<TensorType>& in,
+                           const Attrs& attrs) -> std::optional<IndexOperand> {
+    absl::StatusOr<int64_t> axis = NormalizeAxis(std::get<AxisAttrs>(attrs).axis, in[0].rank());
+    if (!axis.ok()) return std::nullopt;
+    return IndexOperand{1, in[0].shape[*axis]};
+  };
   gather.compute = [](ComputeContext& ctx) {
     te::ExprBuilder& b = ctx.b();
     int64_t axis = ctx.attrs<AxisAttrs>().axis;

@@ -5,6 +5,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "compiler/ir/index_range.h"
 #include "compiler/ir/op_def.h"
 
 namespace kiln {
@@ -27,6 +29,18 @@ absl::StatusOr<bool> InferTypes(Graph& graph) {
     if (!elements.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("node '", n->name, "' output: ", elements.status().message()));
+    }
+    if (n->op->index_operand) {
+      // Constant indices out of range can never work: refused here rather
+      // than clamped by the kernel.
+      std::optional<IndexOperand> index = n->op->index_operand(in_types, n->attrs);
+      const Node* indices = index ? n->inputs[index->input] : nullptr;
+      if (indices != nullptr && indices->is_constant() && indices->value &&
+          indices->value->type.dtype == DType::kInt64) {
+        KILN_RETURN_IF_ERROR(CheckIndicesInRange(
+            indices->value->data<int64_t>(), indices->value->type.NumElements(), index->size,
+            absl::StrCat("node '", n->name, "' (", n->op->name, ")")));
+      }
     }
     if (!n->type_known || n->type != *type) changed = true;
     n->type = *std::move(type);

@@ -169,5 +169,44 @@ TEST_F(BadRequestsTest, AnotherModelUnderAServedNameNeedsReplaceAndBecomesTheNex
   EXPECT_THAT(metadata.versions(), ElementsAre("2"));
 }
 
+// Run-time indices out of range: INVALID_ARGUMENT naming the node, never a
+// read outside the tensor; in-range calls before and after are right.
+TEST_F(BadRequestsTest, GatherIndicesOutOfRangeAreInvalidArgument) {
+  kiln::v1::Graph g;
+  g.set_name("lookup");
+  kiln::v1::ValueInfo* i = g.add_inputs();
+  i->set_name("i");
+  i->set_dtype(kiln::v1::INT64);
+  i->add_dims(2);
+  kiln::v1::Tensor* table = g.add_constants();
+  table->set_name("table");
+  table->set_dtype(kiln::v1::FLOAT32);
+  table->add_dims(3);
+  table->add_dims(2);
+  const float values[] = {0, 1, 10, 11, 20, 21};
+  table->set_raw_data(std::string(reinterpret_cast<const char*>(values), sizeof(values)));
+  (*AddNode(g, "rows", "gather", {"table", "i"})->mutable_attributes())["axis"].set_i(0);
+  g.add_outputs("rows");
+  ASSERT_TRUE(Compile(g, "lookup").ok());
+  auto request = [](std::vector<int64_t> indices) {
+    inference::ModelInferRequest r;
+    r.set_model_name("lookup");
+    auto* in = AddInput(r, "i", "INT64", {2});
+    for (int64_t v : indices) in->mutable_contents()->add_int64_contents(v);
+    return r;
+  };
+  inference::ModelInferResponse response;
+  ASSERT_TRUE(Infer(request({2, 0}), &response).ok());
+  for (int64_t bad : {int64_t{3}, int64_t{-4}, int64_t{1} << 40}) {
+    grpc::Status s = Infer(request({0, bad}));
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr("outside [-3, 3)"));
+    EXPECT_THAT(s.error_message(), HasSubstr("'rows'"));
+  }
+  ASSERT_TRUE(Infer(request({-1, 1}), &response).ok());
+  ASSERT_EQ(response.raw_output_contents_size(), 1);
+  EXPECT_THAT(kiln::testing::Floats(response.raw_output_contents(0)), ElementsAre(20, 21, 10, 11));
+}
+
 }  // namespace
 }  // namespace kiln

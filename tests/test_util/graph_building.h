@@ -28,6 +28,14 @@ inline std::shared_ptr<ConstantData> FloatValues(std::vector<int64_t> shape,
   return data;
 }
 
+inline std::shared_ptr<ConstantData> Int64Values(std::vector<int64_t> shape,
+                                                const std::vector<int64_t>& values) {
+  auto data = std::make_shared<ConstantData>();
+  data->type = TensorType{DType::kInt64, std::move(shape)};
+  data->bytes.assign(reinterpret_cast<const char*>(values.data()), values.size() * 8);
+  return data;
+}
+
 // Adds op `op` (which must be registered) reading `inputs`.
 inline Node* Op(Graph& g, const std::string& op, std::vector<Node*> inputs,
                 Attrs attrs = NoAttrs{}) {

@@ -1,0 +1,33 @@
+// Indices into a dim of `size`, as gather takes them: each in [-size, size)
+// (negative counts from the end). Checked on constants at compile time and
+// on tensors the program holds at run time; kernels also clamp, so an index
+// that escaped both checks could still never read outside a tensor.
+#ifndef KILN_COMPILER_IR_INDEX_RANGE_H_
+#define KILN_COMPILER_IR_INDEX_RANGE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace kiln {
+
+// InvalidArgument naming `what`, the first index out of range, where it is
+// and the range.
+inline absl::Status CheckIndicesInRange(const int64_t* values, int64_t count, int64_t size,
+                                        absl::string_view what) {
+  for (int64_t i = 0; i < count; ++i) {
+    if (values[i] < -size || values[i] >= size) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": index ", values[i],
+                                                     " (element ", i, ") is outside [", -size,
+                                                     ", ", size, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kiln
+
+#endif  // KILN_COMPILER_IR_INDEX_RANGE_H_
