@@ -63,7 +63,8 @@ std::string FormatCacheStats(const kiln::v1::GetCacheStatsResponse& s) {
       "memory: %d entries, %d bytes, %d hits\n"
       "disk:   %s, %d entries, %d bytes, %d hits, %d evictions, %d corrupt, %d write failures\n"
       "misses %d, compiles %d, compile time spent %.3f ms, saved %.3f ms\n",
-      s.entries(), s.memory_bytes(), s.memory_hits(), s.disk_enabled() ? "on" : "off",
+      s.entries(), s.memory_bytes(), s.memory_hits(),
+      !s.disk_enabled() ? "off" : s.disk_writing() ? "on" : "on (read only: writes paused)",
       s.disk_entries(), s.disk_bytes(), s.disk_hits(), s.evictions(), s.corrupt_entries(),
       s.disk_write_failures(), s.misses(), s.compiles(), s.compile_ms_total(),
       s.compile_ms_saved());

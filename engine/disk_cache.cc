@@ -22,8 +22,13 @@
 // LRU: a hit refreshes the file's mtime; after a store, entries are evicted by
 // oldest mtime until the directory is under the byte budget. Evicting a file
 // never touches kernels already loaded in memory.
-// When the directory cannot be created or written (read-only, disk full), the
-// cache disables itself with one warning and a counter; serving goes on.
+// When the directory cannot be created, the cache disables itself with one
+// warning; serving goes on from memory. When it cannot be written
+// (read-only, disk full), entries are still read; writes pause and are
+// tried again later, each failure counted.
+// Nothing in the directory is followed through a symlink: entries are
+// opened with O_NOFOLLOW and must be regular files (a link planted there
+// could otherwise make the server read, or evict, a file elsewhere).
 #include "engine/disk_cache.h"
 
 #include <dirent.h>
@@ -37,9 +42,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -90,13 +93,31 @@ class Reader {
   size_t pos_ = 0;
 };
 
-bool ReadWholeFile(const std::string& path, std::string* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  *out = ss.str();
-  return true;
+// No entry is this large; a file that is, is not one of ours.
+constexpr int64_t kMaxEntryBytes = int64_t{1} << 30;
+
+enum class ReadResult { kRead, kMissing, kNotAnEntry };
+
+// The regular file at `path`, not through a symlink.
+ReadResult ReadEntryFile(const std::string& path, std::string* out) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT ? ReadResult::kMissing : ReadResult::kNotAnEntry;
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > kMaxEntryBytes) {
+    ::close(fd);
+    return ReadResult::kNotAnEntry;
+  }
+  out->resize(static_cast<size_t>(st.st_size));
+  size_t done = 0;
+  while (done < out->size()) {
+    const ssize_t n = ::read(fd, out->data() + done, out->size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  out->resize(done);
+  return ReadResult::kRead;
 }
 
 bool WriteFully(int fd, const std::string& bytes) {
@@ -127,7 +148,7 @@ std::vector<FileInfo> ListEntries(const std::string& dir) {
     if (name.size() != 64 + 4 || name.substr(64) != kSuffix) continue;
     std::string path = absl::StrCat(dir, "/", name);
     struct stat st;
-    if (::stat(path.c_str(), &st) != 0) continue;
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
     files.push_back({path, static_cast<int64_t>(st.st_size), st.st_mtim});
   }
   ::closedir(d);
@@ -205,8 +226,9 @@ std::optional<DiskEntry> DecodeDiskEntry(const std::string& bytes, std::string* 
   return e;
 }
 
-std::unique_ptr<DiskCache> DiskCache::Open(const std::string& dir, int64_t max_bytes) {
-  std::unique_ptr<DiskCache> cache(new DiskCache(dir, max_bytes));
+std::unique_ptr<DiskCache> DiskCache::Open(const std::string& dir, int64_t max_bytes,
+                                           absl::Duration write_retry) {
+  std::unique_ptr<DiskCache> cache(new DiskCache(dir, max_bytes, write_retry));
   // mkdir -p
   std::string path;
   for (absl::string_view part : absl::StrSplit(dir + "/tmp", '/')) {
@@ -220,7 +242,7 @@ std::unique_ptr<DiskCache> DiskCache::Open(const std::string& dir, int64_t max_b
   }
   if (::access(dir.c_str(), W_OK) != 0 || ::access((dir + "/tmp").c_str(), W_OK) != 0) {
     absl::MutexLock lock(&cache->mutex_);
-    cache->Disable(absl::StrCat(dir, " is not writable"));
+    cache->PauseWrites(absl::StrCat(dir, " is not writable"));
     return cache;
   }
   cache->CleanStaleTempFiles();
@@ -254,6 +276,12 @@ void DiskCache::Disable(const std::string& why) {
             << "); kernels are cached in memory only\n";
 }
 
+void DiskCache::PauseWrites(const std::string& why) {
+  writes_paused_until_ = absl::Now() + write_retry_;
+  std::cerr << "kiln: warning: disk kernel cache: " << why << "; entries are still read, "
+            << "writes are tried again in " << absl::FormatDuration(write_retry_) << "\n";
+}
+
 std::string DiskCache::PathFor(const std::string& key_hex) const {
   return absl::StrCat(dir_, "/", key_hex, kSuffix);
 }
@@ -265,9 +293,11 @@ std::optional<DiskEntry> DiskCache::Load(const KernelKey& key) {
   }
   const std::string path = PathFor(key.hex);
   std::string bytes;
-  if (!ReadWholeFile(path, &bytes)) return std::nullopt;
-  std::string why;
-  std::optional<DiskEntry> entry = DecodeDiskEntry(bytes, &why);
+  const ReadResult read = ReadEntryFile(path, &bytes);
+  if (read == ReadResult::kMissing) return std::nullopt;
+  std::string why = "not a regular file";
+  std::optional<DiskEntry> entry;
+  if (read == ReadResult::kRead) entry = DecodeDiskEntry(bytes, &why);
   if (entry && (entry->key.hex != key.hex || entry->key.target.triple != key.target.triple)) {
     entry.reset();
     why = "written for another key or target";
@@ -281,17 +311,17 @@ std::optional<DiskEntry> DiskCache::Load(const KernelKey& key) {
   }
   if (!entry->key.SameIdentity(key)) return std::nullopt;  // a true hash collision
   ++hits_;
-  ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // refresh for LRU
+  ::utimensat(AT_FDCWD, path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);  // refresh for LRU
   return entry;
 }
 
 void DiskCache::Store(const DiskEntry& entry) {
   absl::MutexLock lock(&mutex_);
-  if (!enabled_) return;
+  if (!enabled_ || absl::Now() < writes_paused_until_) return;
   const std::string bytes = EncodeDiskEntry(entry);
   const std::string tmp =
       absl::StrCat(dir_, "/tmp/", entry.key.hex, ".", ::getpid(), ".", temp_counter_++);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   bool ok = fd >= 0 && WriteFully(fd, bytes) && ::fsync(fd) == 0;
   const int saved_errno = errno;
   if (fd >= 0) ::close(fd);
@@ -299,7 +329,7 @@ void DiskCache::Store(const DiskEntry& entry) {
   if (!ok) {
     ::unlink(tmp.c_str());
     ++write_failures_;
-    Disable(absl::StrCat("cannot write ", tmp, ": ", std::strerror(saved_errno)));
+    PauseWrites(absl::StrCat("cannot write ", tmp, ": ", std::strerror(saved_errno)));
     return;
   }
   EvictOverBudget();
@@ -329,6 +359,7 @@ DiskCacheStats DiskCache::Stats() const {
   std::vector<FileInfo> files = ListEntries(dir_);
   absl::MutexLock lock(&mutex_);
   s.enabled = enabled_;
+  s.writing = enabled_ && absl::Now() >= writes_paused_until_;
   s.entries = static_cast<int64_t>(files.size());
   for (const FileInfo& f : files) s.bytes += f.bytes;
   s.hits = hits_;

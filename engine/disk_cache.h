@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "engine/cache_key.h"
 
 namespace kiln::engine {
@@ -25,7 +26,8 @@ struct DiskEntry {
 };
 
 struct DiskCacheStats {
-  bool enabled = false;
+  bool enabled = false;  // entries are read
+  bool writing = false;  // and written (false while writes pause after a failure)
   int64_t entries = 0;
   int64_t bytes = 0;
   int64_t hits = 0;
@@ -37,9 +39,12 @@ struct DiskCacheStats {
 class DiskCache {
  public:
   // Uses `dir` (created if missing) and removes temp files left by dead
-  // processes. When the directory cannot be used the cache is disabled with one
-  // warning on stderr: the server serves from memory only.
-  static std::unique_ptr<DiskCache> Open(const std::string& dir, int64_t max_bytes);
+  // processes. When the directory cannot be created the cache is disabled
+  // with one warning on stderr: the server serves from memory only. A
+  // directory that cannot be written is still read. A failed write pauses
+  // writes for `write_retry` (the disk may be full for a while); reads go on.
+  static std::unique_ptr<DiskCache> Open(const std::string& dir, int64_t max_bytes,
+                                         absl::Duration write_retry = absl::Seconds(30));
 
   bool enabled() const;
   // The entry for `key`, verified (magic, version, key, triple, checksum,
@@ -47,7 +52,8 @@ class DiskCache {
   // counted and removed. A hit refreshes the entry's access time (LRU).
   std::optional<DiskEntry> Load(const KernelKey& key);
   // Writes atomically (temp file, fsync, rename), then evicts least recently
-  // used entries above the byte budget. A failed write disables the cache.
+  // used entries above the byte budget. A failed write is counted and pauses
+  // writes (see Open).
   void Store(const DiskEntry& entry);
   DiskCacheStats Stats() const;
 
@@ -55,15 +61,20 @@ class DiskCache {
   std::string PathFor(const std::string& key_hex) const;
 
  private:
-  DiskCache(std::string dir, int64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {}
+  DiskCache(std::string dir, int64_t max_bytes, absl::Duration write_retry)
+      : dir_(std::move(dir)), max_bytes_(max_bytes), write_retry_(write_retry) {}
   void Disable(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Writes pause until now + write_retry_; warns once per pause.
+  void PauseWrites(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void EvictOverBudget() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void CleanStaleTempFiles();
 
   const std::string dir_;
   const int64_t max_bytes_;
+  const absl::Duration write_retry_;
   mutable absl::Mutex mutex_;
   bool enabled_ ABSL_GUARDED_BY(mutex_) = true;
+  absl::Time writes_paused_until_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
   int64_t hits_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t evictions_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t corrupt_ ABSL_GUARDED_BY(mutex_) = 0;

@@ -57,6 +57,7 @@ void FillCacheStats(const engine::CacheStats& stats, kiln::v1::GetCacheStatsResp
   out->set_memory_hits(stats.memory_hits);
   out->set_disk_hits(stats.disk_hits);
   out->set_disk_enabled(stats.disk.enabled);
+  out->set_disk_writing(stats.disk.writing);
   out->set_disk_entries(stats.disk.entries);
   out->set_disk_bytes(stats.disk.bytes);
   out->set_evictions(stats.disk.evictions);

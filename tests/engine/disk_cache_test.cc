@@ -185,5 +185,62 @@ TEST_F(DiskCacheTest, StaleTempFilesOfDeadWritersAreRemovedAtStart) {
   EXPECT_EQ(::access(live.c_str(), F_OK), 0);
 }
 
+// An entry made up for DiskCache alone (never linked): key `c` * 64.
+DiskEntry MadeUpEntry(char c) {
+  DiskEntry e;
+  e.key.hex = std::string(64, c);
+  e.key.canonical = std::string("canonical ") + c;
+  e.key.target.triple = "x86_64-unknown-linux-gnu";
+  e.symbol = "k";
+  e.object = std::string(100, c);
+  return e;
+}
+
+// A failed write pauses writes and is counted; reads go on, and writes
+// resume once the pause is over (issue 20: one failure turned the cache
+// off for good, reads included).
+TEST_F(DiskCacheTest, AFailedWriteLeavesReadsOnAndWritesResumeLater) {
+  std::unique_ptr<DiskCache> cache = DiskCache::Open(dir_, 1 << 30, absl::Milliseconds(200));
+  cache->Store(MadeUpEntry('a'));
+  ASSERT_TRUE(cache->Load(MadeUpEntry('a').key).has_value());
+  // tmp/ replaced by a file: the next temp file cannot be created (as root too).
+  ASSERT_EQ(std::system(("rm -rf " + dir_ + "/tmp").c_str()), 0);
+  WriteFile(dir_ + "/tmp", "not a directory");
+  cache->Store(MadeUpEntry('b'));
+  DiskCacheStats stats = cache->Stats();
+  EXPECT_EQ(stats.write_failures, 1);
+  EXPECT_TRUE(stats.enabled);
+  EXPECT_FALSE(stats.writing);
+  EXPECT_TRUE(cache->Load(MadeUpEntry('a').key).has_value());
+  EXPECT_FALSE(cache->Load(MadeUpEntry('b').key).has_value());
+
+  ASSERT_EQ(::unlink((dir_ + "/tmp").c_str()), 0);
+  ASSERT_EQ(::mkdir((dir_ + "/tmp").c_str(), 0755), 0);
+  cache->Store(MadeUpEntry('c'));  // still paused: not written, not a failure
+  EXPECT_FALSE(cache->Load(MadeUpEntry('c').key).has_value());
+  ::usleep(250 * 1000);
+  cache->Store(MadeUpEntry('c'));
+  EXPECT_TRUE(cache->Load(MadeUpEntry('c').key).has_value());
+  EXPECT_TRUE(cache->Stats().writing);
+  EXPECT_EQ(cache->Stats().write_failures, 1);
+}
+
+// A symlink planted in the cache directory is never followed: not read as
+// an entry, not counted, and eviction never deletes what it points at.
+TEST_F(DiskCacheTest, SymlinksInTheDirectoryAreNeverFollowed) {
+  const std::string outside = dir_ + "/../" + dir_.substr(dir_.rfind('/') + 1) + "_outside";
+  const std::string target_bytes = EncodeDiskEntry(MadeUpEntry('d'));  // a valid entry
+  WriteFile(outside, target_bytes);
+  std::unique_ptr<DiskCache> cache = DiskCache::Open(dir_, /*max_bytes=*/1);
+  const std::string link = cache->PathFor(MadeUpEntry('d').key.hex);
+  ASSERT_EQ(::symlink(outside.c_str(), link.c_str()), 0);
+
+  EXPECT_FALSE(cache->Load(MadeUpEntry('d').key).has_value());
+  EXPECT_EQ(cache->Stats().entries, 0);
+  cache->Store(MadeUpEntry('e'));  // over the 1-byte budget: evicts
+  EXPECT_EQ(ReadFile(outside), target_bytes);
+  ::unlink(outside.c_str());
+}
+
 }  // namespace
 }  // namespace kiln::engine
