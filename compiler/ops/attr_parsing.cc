@@ -26,11 +26,30 @@ absl::StatusOr<Attrs> ParseNoAttrs(const RawAttrs& raw) {
 
 bool HasAttr(const RawAttrs& raw, const std::string& name) { return raw.count(name) > 0; }
 
+namespace {
+
+// No op's integer attribute (axis, stride, pad, size, repeat) is anywhere
+// near this in a real model; within it, shape arithmetic on the attribute
+// and a dim cannot overflow int64 (issue 20: pads of INT64_MAX wrapped to a
+// valid shape and compiled).
+constexpr int64_t kMaxIntAttr = int64_t{1} << 31;
+
+absl::Status CheckIntAttr(const std::string& name, int64_t v) {
+  if (v <= kMaxIntAttr && v >= -kMaxIntAttr) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("attribute '", name, "' = ", v, " is out of range (|value| <= 2^31)"));
+}
+
+}  // namespace
+
 absl::StatusOr<int64_t> GetIntAttr(const RawAttrs& raw, const std::string& name,
                                    int64_t default_value) {
   auto it = raw.find(name);
   if (it == raw.end()) return default_value;
-  if (const int64_t* v = std::get_if<int64_t>(&it->second)) return *v;
+  if (const int64_t* v = std::get_if<int64_t>(&it->second)) {
+    if (absl::Status s = CheckIntAttr(name, *v); !s.ok()) return s;
+    return *v;
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("attribute '", name, "' must be an integer"));
 }
@@ -48,7 +67,12 @@ absl::StatusOr<std::vector<int64_t>> GetIntsAttr(const RawAttrs& raw, const std:
                                                  std::vector<int64_t> default_value) {
   auto it = raw.find(name);
   if (it == raw.end()) return default_value;
-  if (const auto* v = std::get_if<std::vector<int64_t>>(&it->second)) return *v;
+  if (const auto* v = std::get_if<std::vector<int64_t>>(&it->second)) {
+    for (int64_t x : *v) {
+      if (absl::Status s = CheckIntAttr(name, x); !s.ok()) return s;
+    }
+    return *v;
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("attribute '", name, "' must be a list of integers"));
 }

@@ -1,5 +1,6 @@
 #include "compiler/frontend/kiln_graph_importer.h"
 
+#include "absl/strings/str_cat.h"
 #include "compiler/ops/op_registry.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
@@ -113,6 +114,26 @@ TEST(KilnGraphImporterTest, UnknownAttributeIsInvalidArgument) {
   )pb");
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("axsi"));
+}
+
+// Integer attributes past 2^31 are refused before any shape arithmetic
+// sees them (pads of INT64_MAX wrapped to a valid shape and compiled).
+TEST(KilnGraphImporterTest, HugeIntegerAttributesAreInvalidArgumentNotAWrappedShape) {
+  for (const char* attrs :
+       {R"pb(key: "padding" value { ints { values: 9223372036854775807 values: 9223372036854775807
+                                             values: 9223372036854775807 values: 9223372036854775807 } })pb",
+        R"pb(key: "strides" value { ints { values: 4294967296 values: 1 } })pb"}) {
+    SCOPED_TRACE(attrs);
+    absl::Status s = ImportText(absl::StrCat(R"pb(
+      inputs { name: "x" dtype: FLOAT32 dims: 1 dims: 1 dims: 4 dims: 4 }
+      constants { name: "w" dtype: FLOAT32 dims: 1 dims: 1 dims: 1 dims: 1 raw_data: "\000\000\200?" }
+      nodes { name: "c" op: "conv2d" inputs: "x" inputs: "w" attributes { )pb",
+                                             attrs, R"pb( } }
+      outputs: "c"
+    )pb"));
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("out of range"));
+  }
 }
 
 TEST(KilnGraphImporterTest, UnsupportedDTypeIsInvalidArgument) {
