@@ -2,21 +2,32 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <memory>
+#include <sstream>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/match.h"
 #include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
 
 namespace kiln::client {
 namespace {
 
 constexpr int kMaxMessageBytes = 256 * 1024 * 1024;
 
+// Sends `token` (when set) as the call's bearer token: as metadata rather
+// than call credentials, which gRPC sends only over TLS.
+void Authorize(grpc::ClientContext& context, const std::string& token) {
+  if (!token.empty()) context.AddMetadata("authorization", "Bearer " + token);
+}
+
 template <typename Response, typename Call>
-absl::StatusOr<Response> Unary(Call call) {
+absl::StatusOr<Response> Unary(const std::string& token, Call call) {
   grpc::ClientContext context;
+  Authorize(context, token);
   Response response;
   grpc::Status status = call(&context, &response);
   if (!status.ok()) return FromGrpcStatus(status);
@@ -30,19 +41,61 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
-absl::StatusOr<std::unique_ptr<KilnClient>> KilnClient::Create(const std::string& target) {
+namespace {
+
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read ", flag, " ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
+    const ClientOptions& options) {
+  if (options.tls_ca.empty() && options.tls_cert.empty()) {
+    return grpc::InsecureChannelCredentials();
+  }
+  if (options.tls_cert.empty() != options.tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  grpc::SslCredentialsOptions ssl;
+  if (!options.tls_ca.empty()) {
+    absl::StatusOr<std::string> ca = ReadPem(options.tls_ca, "--tls-ca");
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *ca;
+  }
+  if (!options.tls_cert.empty()) {
+    absl::StatusOr<std::string> cert = ReadPem(options.tls_cert, "--tls-cert");
+    if (!cert.ok()) return cert.status();
+    absl::StatusOr<std::string> key = ReadPem(options.tls_key, "--tls-key");
+    if (!key.ok()) return key.status();
+    ssl.pem_cert_chain = *cert;
+    ssl.pem_private_key = *key;
+  }
+  return grpc::SslCredentials(ssl);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<KilnClient>> KilnClient::Create(const std::string& target,
+                                                               const ClientOptions& options) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
-  auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      ChannelCredentials(options);
+  if (!credentials.ok()) return credentials.status();
+  auto channel = grpc::CreateCustomChannel(target, *credentials, args);
   if (!channel) return absl::InvalidArgumentError("cannot create a channel to " + target);
-  return std::unique_ptr<KilnClient>(new KilnClient(
-      inference::GRPCInferenceService::NewStub(channel), kiln::v1::Compiler::NewStub(channel)));
+  return std::unique_ptr<KilnClient>(
+      new KilnClient(inference::GRPCInferenceService::NewStub(channel),
+                     kiln::v1::Compiler::NewStub(channel), options.token));
 }
 
 absl::StatusOr<kiln::v1::CompileModelResponse> KilnClient::Compile(
     const kiln::v1::CompileModelRequest& request) {
-  return Unary<kiln::v1::CompileModelResponse>([&](auto* ctx, auto* resp) {
+  return Unary<kiln::v1::CompileModelResponse>(token_, [&](auto* ctx, auto* resp) {
     return compiler_->CompileModel(ctx, request, resp);
   });
 }
@@ -51,6 +104,7 @@ absl::StatusOr<kiln::v1::CompileModelResponse> KilnClient::CompileWithProgress(
     const kiln::v1::CompileModelRequest& request,
     const std::function<void(const kiln::v1::CompileProgress&)>& on_progress) {
   grpc::ClientContext context;
+  Authorize(context, token_);
   auto reader = compiler_->CompileModelStream(&context, request);
   kiln::v1::CompileProgress progress;
   kiln::v1::CompileModelResponse response;
@@ -70,20 +124,20 @@ absl::StatusOr<kiln::v1::CompileModelResponse> KilnClient::CompileWithProgress(
 }
 
 absl::StatusOr<kiln::v1::ListKernelsResponse> KilnClient::ListKernels() {
-  return Unary<kiln::v1::ListKernelsResponse>([&](auto* ctx, auto* resp) {
+  return Unary<kiln::v1::ListKernelsResponse>(token_, [&](auto* ctx, auto* resp) {
     return compiler_->ListKernels(ctx, kiln::v1::ListKernelsRequest(), resp);
   });
 }
 
 absl::StatusOr<kiln::v1::CallKernelResponse> KilnClient::CallKernel(
     const kiln::v1::CallKernelRequest& r) {
-  return Unary<kiln::v1::CallKernelResponse>(
+  return Unary<kiln::v1::CallKernelResponse>(token_, 
       [&](auto* ctx, auto* resp) { return compiler_->CallKernel(ctx, r, resp); });
 }
 
 absl::StatusOr<kiln::v1::BenchmarkKernelResponse> KilnClient::BenchmarkKernel(
     const kiln::v1::BenchmarkKernelRequest& r) {
-  return Unary<kiln::v1::BenchmarkKernelResponse>(
+  return Unary<kiln::v1::BenchmarkKernelResponse>(token_, 
       [&](auto* ctx, auto* resp) { return compiler_->BenchmarkKernel(ctx, r, resp); });
 }
 
@@ -123,6 +177,7 @@ absl::StatusOr<std::vector<TimedInfer>> KilnClient::InferConcurrently(
   int started = 0, finished = 0;
   auto start_one = [&] {
     auto* call = new Call;
+    Authorize(call->context, token_);
     call->start = Clock::now();
     call->reader = inference_->AsyncModelInfer(&call->context, request, &queue);
     call->reader->Finish(&call->response, &call->status, call);
@@ -156,7 +211,7 @@ absl::StatusOr<InferResult> KilnClient::Infer(
     const std::string& model, const std::vector<std::pair<std::string, NpyArray>>& inputs,
     bool profile) {
   const inference::ModelInferRequest request = MakeInferRequest(model, inputs, profile);
-  auto response = Unary<inference::ModelInferResponse>(
+  auto response = Unary<inference::ModelInferResponse>(token_, 
       [&](auto* ctx, auto* resp) { return inference_->ModelInfer(ctx, request, resp); });
   if (!response.ok()) return response.status();
   InferResult result;
@@ -189,7 +244,7 @@ absl::StatusOr<InferResult> KilnClient::Infer(
 }
 
 absl::StatusOr<kiln::v1::GetCacheStatsResponse> KilnClient::GetCacheStats() {
-  return Unary<kiln::v1::GetCacheStatsResponse>([&](auto* ctx, auto* resp) {
+  return Unary<kiln::v1::GetCacheStatsResponse>(token_, [&](auto* ctx, auto* resp) {
     return compiler_->GetCacheStats(ctx, kiln::v1::GetCacheStatsRequest(), resp);
   });
 }
@@ -198,13 +253,13 @@ absl::StatusOr<kiln::v1::GetTimingStatsResponse> KilnClient::GetTimingStats(
     const std::string& model) {
   kiln::v1::GetTimingStatsRequest request;
   request.set_model_name(model);
-  return Unary<kiln::v1::GetTimingStatsResponse>([&](auto* ctx, auto* resp) {
+  return Unary<kiln::v1::GetTimingStatsResponse>(token_, [&](auto* ctx, auto* resp) {
     return compiler_->GetTimingStats(ctx, request, resp);
   });
 }
 
 absl::StatusOr<kiln::v1::ListModelsResponse> KilnClient::ListModels() {
-  return Unary<kiln::v1::ListModelsResponse>([&](auto* ctx, auto* resp) {
+  return Unary<kiln::v1::ListModelsResponse>(token_, [&](auto* ctx, auto* resp) {
     return compiler_->ListModels(ctx, kiln::v1::ListModelsRequest(), resp);
   });
 }
@@ -212,19 +267,19 @@ absl::StatusOr<kiln::v1::ListModelsResponse> KilnClient::ListModels() {
 absl::Status KilnClient::UnloadModel(const std::string& model) {
   kiln::v1::UnloadModelRequest request;
   request.set_model_name(model);
-  return Unary<kiln::v1::UnloadModelResponse>([&](auto* ctx, auto* resp) {
+  return Unary<kiln::v1::UnloadModelResponse>(token_, [&](auto* ctx, auto* resp) {
            return compiler_->UnloadModel(ctx, request, resp);
          }).status();
 }
 
 absl::StatusOr<kiln::v1::GetServerInfoResponse> KilnClient::GetServerInfo() {
-  return Unary<kiln::v1::GetServerInfoResponse>([&](auto* ctx, auto* resp) {
+  return Unary<kiln::v1::GetServerInfoResponse>(token_, [&](auto* ctx, auto* resp) {
     return compiler_->GetServerInfo(ctx, kiln::v1::GetServerInfoRequest(), resp);
   });
 }
 
 absl::StatusOr<bool> KilnClient::ServerLive() {
-  auto r = Unary<inference::ServerLiveResponse>([&](auto* ctx, auto* resp) {
+  auto r = Unary<inference::ServerLiveResponse>(token_, [&](auto* ctx, auto* resp) {
     return inference_->ServerLive(ctx, inference::ServerLiveRequest(), resp);
   });
   if (!r.ok()) return r.status();
@@ -235,7 +290,7 @@ absl::StatusOr<inference::ModelMetadataResponse> KilnClient::ModelMetadata(
     const std::string& model) {
   inference::ModelMetadataRequest request;
   request.set_name(model);
-  return Unary<inference::ModelMetadataResponse>([&](auto* ctx, auto* resp) {
+  return Unary<inference::ModelMetadataResponse>(token_, [&](auto* ctx, auto* resp) {
     return inference_->ModelMetadata(ctx, request, resp);
   });
 }

@@ -34,11 +34,21 @@ struct InferResult {
   int64_t total_ns = 0;
 };
 
+// How to reach a server started with TLS or tokens (kiln-server --tls-cert,
+// --tls-client-ca, --auth-tokens).
+struct ClientOptions {
+  std::string tls_ca;    // PEM CA the server's certificate is checked against; TLS when set
+  std::string tls_cert;  // PEM client certificate and key, for mutual TLS
+  std::string tls_key;
+  std::string token;     // sent as 'authorization: Bearer TOKEN'
+};
+
 class KilnClient {
  public:
   // `target`: "host:port". Connects lazily; the first call reports UNAVAILABLE
-  // if nobody listens.
-  static absl::StatusOr<std::unique_ptr<KilnClient>> Create(const std::string& target);
+  // if nobody listens. InvalidArgument for unreadable TLS files.
+  static absl::StatusOr<std::unique_ptr<KilnClient>> Create(const std::string& target,
+                                                            const ClientOptions& options = {});
 
   absl::StatusOr<kiln::v1::CompileModelResponse> Compile(
       const kiln::v1::CompileModelRequest& request);
@@ -71,11 +81,14 @@ class KilnClient {
 
  private:
   KilnClient(std::unique_ptr<inference::GRPCInferenceService::Stub> inference,
-             std::unique_ptr<kiln::v1::Compiler::Stub> compiler)
-      : inference_(std::move(inference)), compiler_(std::move(compiler)) {}
+             std::unique_ptr<kiln::v1::Compiler::Stub> compiler, std::string token)
+      : inference_(std::move(inference)),
+        compiler_(std::move(compiler)),
+        token_(std::move(token)) {}
 
   std::unique_ptr<inference::GRPCInferenceService::Stub> inference_;
   std::unique_ptr<kiln::v1::Compiler::Stub> compiler_;
+  std::string token_;
 };
 
 // The one bridge from grpc::Status, keeping code and message.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -27,7 +28,9 @@
 namespace kiln::client {
 namespace {
 
-constexpr char kUsage[] = R"(usage: kiln COMMAND [--server HOST:PORT] ...
+constexpr char kUsage[] = R"(usage: kiln COMMAND [--server HOST:PORT] [--tls-ca CA.pem
+                    [--tls-cert CERT.pem --tls-key KEY.pem]] [--token TOKEN] ...
+  (the token also from $KILN_TOKEN)
   compile FILE [--name NAME] [--opt-level N] [--disable PASS]... [--require PASS]...
                [--max-fuse-depth N] [--print-ir-after PASS|all]...
                [--input-shape INPUT=1x3x224x224]... [--replace] [--json]
@@ -377,11 +380,20 @@ int Main(int argc, char** argv) {
       {"server", "name", "opt-level", "disable", "require", "max-fuse-depth", "print-ir-after",
        "input", "output-dir", "output", "input-shape", "batch", "concurrency", "iterations",
        "max-batch-size", "preferred-batch-size", "max-queue-delay-us", "symbol-range",
-       "eager-shape", "model", "number", "repeat", "warmup", "min-repeat-ms"},
+       "eager-shape", "model", "number", "repeat", "warmup", "min-repeat-ms", "tls-ca",
+       "tls-cert", "tls-key", "token"},
       {"json", "profile", "help", "model-tolerance", "exact", "exact-shapes-only", "replace"});
   if (!args.ok()) return Usage(std::string(args.status().message()));
   if (args->Has("help") || args->positional.empty()) return Usage("");
-  auto client = KilnClient::Create(args->Get("server", "localhost:50051"));
+  ClientOptions connection;
+  connection.tls_ca = args->Get("tls-ca");
+  connection.tls_cert = args->Get("tls-cert");
+  connection.tls_key = args->Get("tls-key");
+  connection.token = args->Get("token");
+  if (connection.token.empty() && std::getenv("KILN_TOKEN") != nullptr) {
+    connection.token = std::getenv("KILN_TOKEN");
+  }
+  auto client = KilnClient::Create(args->Get("server", "localhost:50051"), connection);
   if (!client.ok()) return Fail(client.status());
   const std::string& command = args->positional[0];
   if (command == "compile") return Compile(**client, *args);

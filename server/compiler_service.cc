@@ -21,6 +21,7 @@
 #include "runtime/kernel_call.h"
 #include "runtime/thread_pool.h"
 #include "runtime/time_evaluator.h"
+#include "server/call_auth.h"
 #include "server/cpu_affinity.h"
 #include "server/infer_request.h"
 #include "server/report_conversion.h"
@@ -300,6 +301,9 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::CompileNamed(
 grpc::Status CompilerService::CompileModel(grpc::ServerContext* context,
                                            const kiln::v1::CompileModelRequest* request,
                                            kiln::v1::CompileModelResponse* response) {
+  if (grpc::Status a = Authorize(tokens_.get(), *context, Scope::kAdmin, "CompileModel"); !a.ok()) {
+    return a;
+  }
   absl::StatusOr<kiln::v1::CompileModelResponse> result =
       Compile(*request, nullptr, absl::FromChrono(context->deadline()));
   if (!result.ok()) return Fail("CompileModel", result.status());
@@ -310,6 +314,10 @@ grpc::Status CompilerService::CompileModel(grpc::ServerContext* context,
 grpc::Status CompilerService::CompileModelStream(
     grpc::ServerContext* context, const kiln::v1::CompileModelRequest* request,
     grpc::ServerWriter<kiln::v1::CompileProgress>* writer) {
+  if (grpc::Status a = Authorize(tokens_.get(), *context, Scope::kAdmin, "CompileModelStream");
+      !a.ok()) {
+    return a;
+  }
   // Events come from compile threads; writes are serialised. A client that
   // goes away stops the events, not the compile: its kernels still get cached.
   absl::Mutex write_mutex;
@@ -346,8 +354,12 @@ grpc::Status CompilerService::CompileModelStream(
   return grpc::Status::OK;
 }
 
-grpc::Status CompilerService::ListKernels(grpc::ServerContext*, const kiln::v1::ListKernelsRequest*,
+grpc::Status CompilerService::ListKernels(grpc::ServerContext* context,
+                                          const kiln::v1::ListKernelsRequest*,
                                           kiln::v1::ListKernelsResponse* response) {
+  if (grpc::Status a = Authorize(tokens_.get(), *context, Scope::kAdmin, "ListKernels"); !a.ok()) {
+    return a;
+  }
   for (const engine::KernelInfo& k : models_->GetCacheStats().entries) {
     kiln::v1::KernelSummary* s = response->add_kernels();
     s->set_key(k.key_hex);
@@ -407,6 +419,9 @@ bool PastDeadline(const grpc::ServerContext* context) {
 grpc::Status CompilerService::CallKernel(grpc::ServerContext* context,
                                          const kiln::v1::CallKernelRequest* request,
                                          kiln::v1::CallKernelResponse* response) {
+  if (grpc::Status a = Authorize(tokens_.get(), *context, Scope::kAdmin, "CallKernel"); !a.ok()) {
+    return a;
+  }
   BindHandlerThreadOrWarn(inference_cpus_, "CallKernel");
   auto found = models_->cache().Find(request->key());
   if (!found.ok()) return Fail("CallKernel", found.status());
@@ -430,6 +445,10 @@ grpc::Status CompilerService::CallKernel(grpc::ServerContext* context,
 grpc::Status CompilerService::BenchmarkKernel(grpc::ServerContext* context,
                                               const kiln::v1::BenchmarkKernelRequest* request,
                                               kiln::v1::BenchmarkKernelResponse* response) {
+  if (grpc::Status a = Authorize(tokens_.get(), *context, Scope::kAdmin, "BenchmarkKernel");
+      !a.ok()) {
+    return a;
+  }
   BindHandlerThreadOrWarn(inference_cpus_, "BenchmarkKernel");
   if (request->number() < 0 || request->number() > 1000000 || request->repeat() < 0 ||
       request->repeat() > 10000 || request->warmup() < 0 || request->warmup() > 10000 ||
@@ -483,16 +502,24 @@ grpc::Status CompilerService::BenchmarkKernel(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status CompilerService::GetCacheStats(grpc::ServerContext*,
+grpc::Status CompilerService::GetCacheStats(grpc::ServerContext* context,
                                             const kiln::v1::GetCacheStatsRequest*,
                                             kiln::v1::GetCacheStatsResponse* response) {
+  if (grpc::Status a = Authorize(tokens_.get(), *context, Scope::kAdmin, "GetCacheStats");
+      !a.ok()) {
+    return a;
+  }
   FillCacheStats(models_->GetCacheStats(), response);
   return grpc::Status::OK;
 }
 
-grpc::Status CompilerService::GetTimingStats(grpc::ServerContext*,
+grpc::Status CompilerService::GetTimingStats(grpc::ServerContext* context,
                                              const kiln::v1::GetTimingStatsRequest* request,
                                              kiln::v1::GetTimingStatsResponse* response) {
+  if (grpc::Status a = Authorize(tokens_.get(), *context, Scope::kInfer, "GetTimingStats");
+      !a.ok()) {
+    return a;
+  }
   if (!request->model_name().empty()) {
     absl::StatusOr<engine::ServedModel> served = models_->Serve(request->model_name(), "");
     if (!served.ok()) return Fail("GetTimingStats", served.status());
@@ -505,8 +532,12 @@ grpc::Status CompilerService::GetTimingStats(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status CompilerService::ListModels(grpc::ServerContext*, const kiln::v1::ListModelsRequest*,
+grpc::Status CompilerService::ListModels(grpc::ServerContext* context,
+                                         const kiln::v1::ListModelsRequest*,
                                          kiln::v1::ListModelsResponse* response) {
+  if (grpc::Status a = Authorize(tokens_.get(), *context, Scope::kInfer, "ListModels"); !a.ok()) {
+    return a;
+  }
   for (const engine::ServedModel& served : models_->List()) {
     kiln::v1::ModelSummary* s = response->add_models();
     s->set_name(served.name);
@@ -532,17 +563,24 @@ grpc::Status CompilerService::ListModels(grpc::ServerContext*, const kiln::v1::L
   return grpc::Status::OK;
 }
 
-grpc::Status CompilerService::UnloadModel(grpc::ServerContext*,
+grpc::Status CompilerService::UnloadModel(grpc::ServerContext* context,
                                           const kiln::v1::UnloadModelRequest* request,
                                           kiln::v1::UnloadModelResponse*) {
+  if (grpc::Status a = Authorize(tokens_.get(), *context, Scope::kAdmin, "UnloadModel"); !a.ok()) {
+    return a;
+  }
   absl::Status s = models_->Unload(request->model_name());
   if (!s.ok()) return Fail("UnloadModel", s);
   return grpc::Status::OK;
 }
 
-grpc::Status CompilerService::GetServerInfo(grpc::ServerContext*,
+grpc::Status CompilerService::GetServerInfo(grpc::ServerContext* context,
                                             const kiln::v1::GetServerInfoRequest*,
                                             kiln::v1::GetServerInfoResponse* response) {
+  if (grpc::Status a = Authorize(tokens_.get(), *context, Scope::kInfer, "GetServerInfo");
+      !a.ok()) {
+    return a;
+  }
   const codegen::HostTarget& host = codegen::GetHostTarget();
   response->set_version(kKilnVersion);
   response->set_llvm_version(codegen::LlvmVersionString());

@@ -8,6 +8,7 @@
 #include "proto/kiln_service.grpc.pb.h"
 #include "engine/model_manager.h"
 #include "server/compile_slots.h"
+#include "server/token_table.h"
 
 namespace kiln::server {
 
@@ -29,6 +30,10 @@ class CompilerService final : public kiln::v1::Compiler::Service {
         inference_cpus_(std::move(inference_cpus)),
         limits_(limits),
         compile_slots_(limits.max_concurrent_compiles, /*max_waiting=*/64) {}
+
+  // Calls must carry a token of `tokens` (null: none needed). Before the
+  // server starts.
+  void set_tokens(std::shared_ptr<const TokenTable> tokens) { tokens_ = std::move(tokens); }
 
   grpc::Status CompileModel(grpc::ServerContext*, const kiln::v1::CompileModelRequest* request,
                             kiln::v1::CompileModelResponse* response) override;
@@ -67,6 +72,7 @@ class CompilerService final : public kiln::v1::Compiler::Service {
   engine::ModelManager* models_;
   std::vector<int> inference_cpus_;
   CompileLimits limits_;
+  std::shared_ptr<const TokenTable> tokens_;
   CompileSlots compile_slots_;
 };
 

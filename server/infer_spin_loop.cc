@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "grpcpp/impl/codegen/proto_utils.h"
+#include "server/call_auth.h"
 #include "server/status_conversion.h"
 
 namespace kiln::server {
@@ -168,6 +169,13 @@ void InferSpinLoop::Run() {
       absl::MutexLock lock(&in_flight_mutex_);
       --in_flight_;
     };
+    if (grpc::Status allowed =
+            Authorize(service_->tokens(), call->context, Scope::kInfer, "ModelInfer");
+        !allowed.ok()) {
+      done(allowed);
+      last_call = Clock::now();
+      continue;
+    }
     if (absl::Status parsed = ParseRequest(*call); !parsed.ok()) {
       done(Fail("ModelInfer", parsed));
       last_call = Clock::now();

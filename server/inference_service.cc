@@ -7,6 +7,7 @@
 #include "common/ms_since.h"
 #include "common/version.h"
 #include "engine/batch_rows.h"
+#include "server/call_auth.h"
 #include "server/cpu_affinity.h"
 #include "server/infer_request.h"
 #include "server/status_conversion.h"
@@ -26,25 +27,34 @@ grpc::Status InferenceService::ServerReady(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status InferenceService::ModelReady(grpc::ServerContext*,
+grpc::Status InferenceService::ModelReady(grpc::ServerContext* context,
                                           const inference::ModelReadyRequest* request,
                                           inference::ModelReadyResponse* response) {
+  if (grpc::Status a = Authorize(tokens(), *context, Scope::kInfer, "ModelReady"); !a.ok()) {
+    return a;
+  }
   response->set_ready(models_->Serve(request->name(), request->version()).ok());
   return grpc::Status::OK;
 }
 
-grpc::Status InferenceService::ServerMetadata(grpc::ServerContext*,
+grpc::Status InferenceService::ServerMetadata(grpc::ServerContext* context,
                                               const inference::ServerMetadataRequest*,
                                               inference::ServerMetadataResponse* response) {
+  if (grpc::Status a = Authorize(tokens(), *context, Scope::kInfer, "ServerMetadata"); !a.ok()) {
+    return a;
+  }
   response->set_name("kiln");
   response->set_version(kKilnVersion);
   response->add_extensions("kiln.profile");
   return grpc::Status::OK;
 }
 
-grpc::Status InferenceService::ModelMetadata(grpc::ServerContext*,
+grpc::Status InferenceService::ModelMetadata(grpc::ServerContext* context,
                                              const inference::ModelMetadataRequest* request,
                                              inference::ModelMetadataResponse* response) {
+  if (grpc::Status a = Authorize(tokens(), *context, Scope::kInfer, "ModelMetadata"); !a.ok()) {
+    return a;
+  }
   absl::StatusOr<engine::ServedModel> served = models_->Serve(request->name(), request->version());
   if (!served.ok()) return Fail("ModelMetadata", served.status());
   response->set_name(request->name());
@@ -102,6 +112,9 @@ grpc::Status InferenceService::ModelMetadata(grpc::ServerContext*,
 grpc::Status InferenceService::ModelInfer(grpc::ServerContext* context,
                                           const inference::ModelInferRequest* request,
                                           inference::ModelInferResponse* response) {
+  if (grpc::Status a = Authorize(tokens(), *context, Scope::kInfer, "ModelInfer"); !a.ok()) {
+    return a;
+  }
   absl::Notification finished;
   grpc::Status status;
   StartInfer(

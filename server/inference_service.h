@@ -8,6 +8,7 @@
 #include "absl/time/time.h"
 #include "proto/grpc_service.grpc.pb.h"
 #include "engine/model_manager.h"
+#include "server/token_table.h"
 
 namespace kiln::server {
 
@@ -51,6 +52,11 @@ class InferenceService : public inference::GRPCInferenceService::Service {
   // up the calls behind them.
   bool AnswersQuickly(const inference::ModelInferRequest& request, int64_t budget_ns) const;
 
+  // Calls must carry a token of `tokens` (null: none needed). Before the
+  // server starts.
+  void set_tokens(std::shared_ptr<const TokenTable> tokens) { tokens_ = std::move(tokens); }
+  const TokenTable* tokens() const { return tokens_.get(); }
+
  protected:
   // For AsyncInferenceService, whose generated base constructs this one
   // without arguments.
@@ -83,6 +89,7 @@ class InferenceService : public inference::GRPCInferenceService::Service {
                        const inference::ModelInferRequest& request,
                        inference::ModelInferResponse* response, InferDone done);
 
+  std::shared_ptr<const TokenTable> tokens_;
   engine::ModelManager* models_ = nullptr;
   std::vector<int> inference_cpus_;
 };

@@ -1,6 +1,7 @@
 #include "server/kiln_server.h"
 
 #include <chrono>
+#include <iostream>
 #include <set>
 #include <string>
 #include <thread>
@@ -15,6 +16,8 @@
 #include "server/compiler_service.h"
 #include "server/infer_spin_loop.h"
 #include "server/inference_service.h"
+#include "server/server_credentials.h"
+#include "server/token_table.h"
 #include "server/unparsed_request_status.h"
 
 namespace kiln::server {
@@ -34,9 +37,27 @@ class KilnServerImpl final : public KilnServer {
   }
 
   absl::Status Start(const ServerOptions& options) {
+    absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+        MakeServerCredentials({options.tls_cert, options.tls_key, options.tls_client_ca});
+    if (!credentials.ok()) return credentials.status();
+    std::shared_ptr<const TokenTable> tokens;
+    if (!options.auth_tokens.empty()) {
+      absl::StatusOr<std::shared_ptr<const TokenTable>> loaded =
+          TokenTable::Load(options.auth_tokens);
+      if (!loaded.ok()) return loaded.status();
+      tokens = *std::move(loaded);
+    }
+    if (!IsLoopback(options.address) && (options.tls_cert.empty() || !tokens)) {
+      std::cerr << "kiln-server: WARNING: listening on " << options.address << " without "
+                << (options.tls_cert.empty() ? "TLS" : "")
+                << (options.tls_cert.empty() && !tokens ? " or " : "")
+                << (!tokens ? "tokens" : "")
+                << ": anyone who reaches this port can compile and run models. Set "
+                   "--tls-cert/--tls-key and --auth-tokens, or bind 127.0.0.1.\n";
+    }
     grpc::ServerBuilder builder;
-    builder.AddListeningPort(absl::StrCat(options.address, ":", options.port),
-                             grpc::InsecureServerCredentials(), &port_);
+    builder.AddListeningPort(absl::StrCat(options.address, ":", options.port), *credentials,
+                             &port_);
     builder.SetMaxReceiveMessageSize(options.max_message_mb * 1024 * 1024);
     builder.SetMaxSendMessageSize(options.max_message_mb * 1024 * 1024);
     if (options.infer_spin_us > 0) {
@@ -48,6 +69,8 @@ class KilnServerImpl final : public KilnServer {
     } else {
       inference_ = std::make_unique<InferenceService>(models_.get(), options.inference_cpus);
     }
+    inference_->set_tokens(tokens);
+    compiler_.set_tokens(tokens);
     builder.RegisterService(inference_.get());
     builder.RegisterService(&compiler_);
     std::set<std::string> parsed_by_the_server;

@@ -36,6 +36,13 @@ struct ServerOptions {
   // took at most this long), and the threads running the rest.
   int infer_inline_us = 1000;
   int infer_workers = 4;
+  // PEM files: the server's certificate chain and key (TLS on when both are
+  // set), and the CA client certificates must be signed by (mutual TLS).
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
+  // Bearer tokens and scopes (token_table.h); empty: no token needed.
+  std::string auth_tokens;
 };
 
 class KilnServer {

@@ -52,6 +52,14 @@ volatile std::sig_atomic_t stop_requested = 0;
 void OnSignal(int) { stop_requested = 1; }
 }  // namespace
 
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: TLS on (with --tls-key)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA that client certificates must be signed by (mutual TLS)");
+ABSL_FLAG(std::string, auth_tokens, "",
+          "file of 'TOKEN SCOPE[,SCOPE] [expires=UNIX_SECONDS]' lines (scopes infer, admin); "
+          "calls then need 'authorization: Bearer TOKEN'");
+
 int main(int argc, char** argv) {
   // Debian's Abseil is built without NDEBUG, so every Mutex lock (gRPC's
   // included) feeds a deadlock-detection graph: 2% of the server's CPU per
@@ -98,6 +106,10 @@ int main(int argc, char** argv) {
   options.cache_memory_max_bytes = absl::GetFlag(FLAGS_cache_memory_max_bytes);
   options.max_concurrent_compiles = absl::GetFlag(FLAGS_max_concurrent_compiles);
   options.max_graph_nodes = absl::GetFlag(FLAGS_max_graph_nodes);
+  options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  options.tls_key = absl::GetFlag(FLAGS_tls_key);
+  options.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);
+  options.auth_tokens = absl::GetFlag(FLAGS_auth_tokens);
   if (options.max_graph_nodes < 1 || options.max_graph_nodes > 200000) {
     std::cerr << "kiln-server: --max-graph-nodes must be 1..200000\n";
     return 2;
