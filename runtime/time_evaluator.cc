@@ -19,12 +19,17 @@ double TimeRuns(const std::function<void()>& run, int number) {
 
 TimeEvaluation EvaluateTime(const std::function<void()>& run, TimeEvaluatorOptions options) {
   TimeEvaluation out;
+  auto stop = [&] { return options.stop && options.stop(); };
   int number = std::max(1, options.number);
   const int repeat = std::max(1, options.repeat);
   for (int i = 0; i < std::max(0, options.warmup); ++i) run();
   if (options.min_repeat_ms > 0) {
     // Grow `number` until one measurement is long enough (bounded growth).
     for (int tries = 0; tries < 30; ++tries) {
+      if (stop()) {
+        out.stopped = true;
+        return out;
+      }
       const double ms = TimeRuns(run, number) * 1e3;
       if (ms >= options.min_repeat_ms) break;
       const double scale = ms > 0 ? options.min_repeat_ms / ms : 2.0;
@@ -33,7 +38,14 @@ TimeEvaluation EvaluateTime(const std::function<void()>& run, TimeEvaluatorOptio
     }
   }
   out.number = number;
-  for (int r = 0; r < repeat; ++r) out.results_s.push_back(TimeRuns(run, number) / number);
+  for (int r = 0; r < repeat; ++r) {
+    if (stop()) {
+      out.stopped = true;
+      break;
+    }
+    out.results_s.push_back(TimeRuns(run, number) / number);
+  }
+  if (out.results_s.empty()) return out;
   std::vector<double> sorted = out.results_s;
   std::sort(sorted.begin(), sorted.end());
   double sum = 0;

@@ -13,12 +13,16 @@ struct TimeEvaluatorOptions {
   int repeat = 3;
   double min_repeat_ms = 0;
   int warmup = 1;
+  // Asked between measurements: true ends the evaluation early (a caller
+  // gone or past its deadline).
+  std::function<bool()> stop;
 };
 
 struct TimeEvaluation {
   std::vector<double> results_s;  // seconds per run, one per repeat
   double mean_s = 0, median_s = 0, min_s = 0, max_s = 0, std_s = 0, p90_s = 0, p99_s = 0;
   int number = 1;  // runs per measurement actually used
+  bool stopped = false;  // options.stop ended it; results_s holds what ran
 };
 
 TimeEvaluation EvaluateTime(const std::function<void()>& run, TimeEvaluatorOptions options);

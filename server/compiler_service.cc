@@ -457,6 +457,13 @@ grpc::Status CompilerService::BenchmarkKernel(grpc::ServerContext* context,
                 absl::InvalidArgumentError("number 0..1e6, repeat 0..1e4, warmup 0..1e4 and "
                                            "min_repeat_ms 0..60000 please"));
   }
+  // One benchmark holds a thread (and a core) for at most this long.
+  constexpr double kMaxBenchmarkMs = 10 * 60 * 1000;
+  if (std::max(1, request->repeat()) * request->min_repeat_ms() > kMaxBenchmarkMs) {
+    return Fail("BenchmarkKernel",
+                absl::InvalidArgumentError("repeat x min_repeat_ms asks for more than the 10 "
+                                           "minutes one benchmark may take"));
+  }
   auto found = models_->cache().Find(request->key());
   if (!found.ok()) return Fail("BenchmarkKernel", found.status());
   const std::vector<TensorType>& types = found->second.arg_types;
@@ -489,7 +496,14 @@ grpc::Status CompilerService::BenchmarkKernel(grpc::ServerContext* context,
   options.repeat = request->repeat() > 0 ? request->repeat() : 3;
   options.min_repeat_ms = request->min_repeat_ms();
   options.warmup = request->warmup();
+  options.stop = [context] { return context->IsCancelled() || PastDeadline(context); };
   runtime::TimeEvaluation e = runtime::EvaluateTime([&] { fn(args.data()); }, options);
+  if (e.stopped) {
+    return Fail("BenchmarkKernel",
+                context->IsCancelled()
+                    ? absl::CancelledError("the call was cancelled; the benchmark stopped")
+                    : absl::DeadlineExceededError("the deadline passed; the benchmark stopped"));
+  }
   for (double r : e.results_s) response->add_results_s(r);
   response->set_mean_s(e.mean_s);
   response->set_median_s(e.median_s);

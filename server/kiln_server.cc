@@ -88,8 +88,12 @@ class KilnServerImpl final : public KilnServer {
   }
 
   int port() const override { return port_; }
-  void Shutdown() override {
-    server_->Shutdown();
+  void Shutdown(absl::Duration grace) override {
+    if (grace == absl::InfiniteDuration()) {
+      server_->Shutdown();
+    } else {
+      server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+    }
     if (spin_loop_) spin_loop_->Stop();
   }
   void Wait() override { server_->Wait(); }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace kiln::server {
 
@@ -50,7 +51,9 @@ class KilnServer {
   virtual ~KilnServer() = default;
   // The bound port (useful with port 0).
   virtual int port() const = 0;
-  virtual void Shutdown() = 0;
+  // Stops taking calls; those under way get `grace` to finish, then are
+  // cancelled.
+  virtual void Shutdown(absl::Duration grace = absl::InfiniteDuration()) = 0;
   virtual void Wait() = 0;
 };
 

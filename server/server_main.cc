@@ -52,6 +52,9 @@ volatile std::sig_atomic_t stop_requested = 0;
 void OnSignal(int) { stop_requested = 1; }
 }  // namespace
 
+ABSL_FLAG(double, shutdown_grace_s, 10,
+          "on SIGTERM/SIGINT, calls under way get this long to finish; then they are "
+          "cancelled, and the process exits at most 2 s later whatever still runs");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: TLS on (with --tls-key)");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
 ABSL_FLAG(std::string, tls_client_ca, "",
@@ -148,7 +151,18 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, OnSignal);
   std::thread waiter([&] { (*server)->Wait(); });
   while (!stop_requested) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  (*server)->Shutdown();
+  // A call that ignores cancellation (a long compile) must not hold the
+  // process forever (issue 20: SIGTERM waited for a 16 s call): past the
+  // grace and a little more, exit anyway. The kernel cache's files are
+  // written whole or not at all, so nothing on disk is left half-done.
+  const double grace_s = std::max(0.0, absl::GetFlag(FLAGS_shutdown_grace_s));
+  std::thread([grace_s] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(grace_s + 2.0));
+    std::cerr << "kiln-server: calls still running " << grace_s + 2.0
+              << " s after the stop signal; exiting anyway\n";
+    std::_Exit(0);
+  }).detach();
+  (*server)->Shutdown(absl::Seconds(grace_s));
   waiter.join();
   return 0;
 }

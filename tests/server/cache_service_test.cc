@@ -12,6 +12,7 @@
 
 #include "client/kiln_client.h"
 #include "client/model_file.h"
+#include "tests/server/server_process.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -19,44 +20,7 @@ namespace kiln {
 namespace {
 
 using client::KilnClient;
-
-// A kiln-server child process on a free port.
-class ServerProcess {
- public:
-  explicit ServerProcess(const std::string& cache_dir) {
-    int out[2];
-    if (::pipe(out) != 0) return;
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(out[1], STDOUT_FILENO);
-      ::close(out[0]);
-      const std::string dir_flag = "--cache-dir=" + cache_dir;
-      ::execl("server/kiln-server", "kiln-server", "--port=0", "--threads=1", dir_flag.c_str(),
-              static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    ::close(out[1]);
-    FILE* f = ::fdopen(out[0], "r");
-    char line[256] = {0};
-    if (f && std::fgets(line, sizeof line, f)) {
-      const char* colon = std::strrchr(line, ':');
-      if (colon) port_ = std::atoi(colon + 1);
-    }
-    if (f) std::fclose(f);
-  }
-  ~ServerProcess() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      int status;
-      ::waitpid(pid_, &status, 0);
-    }
-  }
-  int port() const { return port_; }
-
- private:
-  pid_t pid_ = -1;
-  int port_ = 0;
-};
+using testing::ServerProcess;
 
 class CacheServiceTest : public ::testing::Test {
  protected:
