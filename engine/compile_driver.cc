@@ -94,6 +94,12 @@ absl::StatusOr<CompiledModelAndReport> CompileModel(const std::string& name, Gra
   auto worker = [&] {
     for (int i = next++; i < static_cast<int>(distinct.size()); i = next++) {
       const int k = distinct[i];
+      if (options.should_stop && options.should_stop()) {
+        // The kernels compiled so far stay cached for the next try.
+        lookups[k] = absl::CancelledError(
+            "the compile stopped: its caller left or its deadline passed");
+        continue;
+      }
       lookups[k] = cache.GetOrCompile(specs[k], driver.codegen, deadline);
       report_done(k);
     }

@@ -75,9 +75,13 @@ absl::StatusOr<CompileResult> ModelManager::CompileWithShapes(const std::string&
   if (absl::Status s = ValidateDynamicBatching(symbolic.batching, symbolic.signature); !s.ok()) {
     return s;
   }
-  // Variants compile like the first, without progress events or deadline:
-  // the request that triggers one waits for it.
-  CompileVariant compile = [this, name, options](Graph g)
+  // Variants compile like the first, without progress events, deadline or
+  // the first caller's stop check (its call is long gone by then): the
+  // request that triggers one waits for it.
+  CompileOptions variant_options = options;
+  variant_options.progress = nullptr;
+  variant_options.should_stop = nullptr;
+  CompileVariant compile = [this, name, options = std::move(variant_options)](Graph g)
       -> absl::StatusOr<std::unique_ptr<runtime::CompiledModel>> {
     absl::StatusOr<CompiledModelAndReport> compiled = CompileModel(
         name, std::move(g), options, DriverOptions(), cache_, nullptr, absl::InfiniteFuture());
@@ -190,13 +194,13 @@ absl::StatusOr<CompileResult> ModelManager::CompileAndStore(
       served.variants->CompileSoon(shapes, BackgroundSchedule());
     }
   }
-  if (absl::Now() > deadline) {
+  if (absl::Now() > deadline || (options.should_stop && options.should_stop())) {
     // The caller has given up: a model it will never hear of is not loaded
     // (issue 20: abandoned compiles registered their model). Its kernels
     // stay cached for the next try.
     return absl::DeadlineExceededError(
-        "the compile finished after the call's deadline; its kernels are cached, the model "
-        "is not loaded");
+        "the compile finished after its caller left or its deadline passed; its kernels are "
+        "cached, the model is not loaded");
   }
   absl::MutexLock lock(&mutex_);
   if (!models_.count(name) && static_cast<int>(models_.size()) >= options_.max_models) {

@@ -88,6 +88,13 @@ bool IsTheModelsFault(const absl::Status& status) {
   }
 }
 
+// Whether the call's client has gone or its deadline passed: a compile
+// nobody waits for stops at its next check.
+std::function<bool()> StopCheck(grpc::ServerContext* context) {
+  const absl::Time deadline = absl::FromChrono(context->deadline());
+  return [context, deadline] { return context->IsCancelled() || absl::Now() > deadline; };
+}
+
 // A server limit's error names the flag that sets it.
 absl::Status NameTheFlag(absl::Status status) {
   auto limit = status.GetPayload(kLimitPayload);
@@ -160,7 +167,7 @@ absl::StatusOr<engine::ShapeBinding> LoadShapes(const engine::SymbolicModel& mod
 
 absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
     const kiln::v1::CompileModelRequest& request, const engine::CompileEventSink& events,
-    absl::Time deadline) {
+    absl::Time deadline, std::function<bool()> stop) {
   const bool onnx = request.model_case() == kiln::v1::CompileModelRequest::kOnnxModel;
   if (!onnx && request.model_case() != kiln::v1::CompileModelRequest::kGraph) {
     return absl::InvalidArgumentError("the request carries no model");
@@ -178,7 +185,7 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
   // loads) why it failed.
   engine::CompileStates::Mark compiling = models_->states().Begin(name);
   absl::StatusOr<kiln::v1::CompileModelResponse> compiled =
-      CompileNamed(request, name, identity, events, deadline);
+      CompileNamed(request, name, identity, events, deadline, std::move(stop));
   if (!compiled.ok() && IsTheModelsFault(compiled.status())) {
     models_->states().Failed(name, compiled.status());
   }
@@ -188,7 +195,7 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
 absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::CompileNamed(
     const kiln::v1::CompileModelRequest& request, const std::string& name,
     const engine::ModelIdentity& identity, const engine::CompileEventSink& events,
-    absl::Time deadline) {
+    absl::Time deadline, std::function<bool()> stop) {
   const bool onnx = request.model_case() == kiln::v1::CompileModelRequest::kOnnxModel;
   if (request.options().has_opt_level() &&
       (request.options().opt_level() < 0 || request.options().opt_level() > 3)) {
@@ -230,7 +237,8 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::CompileNamed(
       return ImportKilnGraph(*graph, OpRegistry::Default(), &shapes, max_nodes);
     };
   };
-  const CompileOptions options = ToCompileOptions(request.options());
+  CompileOptions options = ToCompileOptions(request.options());
+  options.should_stop = std::move(stop);
   engine::SymbolicModel symbolic = ToSymbolicModel(request.options());
   absl::StatusOr<engine::CompileResult> result;
   // The shapes the model loads at: the declared ones, or for a symbolic
@@ -305,7 +313,7 @@ grpc::Status CompilerService::CompileModel(grpc::ServerContext* context,
     return a;
   }
   absl::StatusOr<kiln::v1::CompileModelResponse> result =
-      Compile(*request, nullptr, absl::FromChrono(context->deadline()));
+      Compile(*request, nullptr, absl::FromChrono(context->deadline()), StopCheck(context));
   if (!result.ok()) return Fail("CompileModel", result.status());
   *response = *std::move(result);
   return grpc::Status::OK;
@@ -344,7 +352,7 @@ grpc::Status CompilerService::CompileModelStream(
     writer->Write(progress);
   };
   absl::StatusOr<kiln::v1::CompileModelResponse> result =
-      Compile(*request, sink, absl::FromChrono(context->deadline()));
+      Compile(*request, sink, absl::FromChrono(context->deadline()), StopCheck(context));
   if (!result.ok()) return Fail("CompileModelStream", result.status());
   kiln::v1::CompileProgress finished;
   finished.set_kind(kiln::v1::CompileProgress::FINISHED);

@@ -60,14 +60,16 @@ class CompilerService final : public kiln::v1::Compiler::Service {
 
  private:
   // CompileModel and CompileModelStream share this; `events` may be null.
+  // `stop`: whether the caller has gone or its deadline passed, asked
+  // between passes and kernels; the compile then ends and loads nothing.
   absl::StatusOr<kiln::v1::CompileModelResponse> Compile(
       const kiln::v1::CompileModelRequest& request, const engine::CompileEventSink& events,
-      absl::Time deadline);
+      absl::Time deadline, std::function<bool()> stop);
   // Compile once the name is checked and marked compiling.
   absl::StatusOr<kiln::v1::CompileModelResponse> CompileNamed(
       const kiln::v1::CompileModelRequest& request, const std::string& name,
       const engine::ModelIdentity& identity, const engine::CompileEventSink& events,
-      absl::Time deadline);
+      absl::Time deadline, std::function<bool()> stop);
 
   engine::ModelManager* models_;
   std::vector<int> inference_cpus_;

@@ -57,6 +57,7 @@ absl::StatusOr<LoweredProgram> CompileGraph(Graph graph, const CompileOptions& o
   ctx.config.fuse_max_depth = options.max_fuse_depth;
   ctx.instruments = {&timing, &printer};
   if (options.progress != nullptr) ctx.instruments.push_back(options.progress);
+  ctx.should_stop = options.should_stop;
   ctx.pass_factory = CreatePassByName;
 
   auto start = std::chrono::steady_clock::now();

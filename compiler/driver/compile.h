@@ -2,6 +2,7 @@
 #ifndef KILN_COMPILER_DRIVER_COMPILE_H_
 #define KILN_COMPILER_DRIVER_COMPILE_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,9 @@ struct CompileOptions {
   std::vector<std::string> print_ir_after;
   // Also told about every pass (compile progress); not owned, may be null.
   PassInstrument* progress = nullptr;
+  // Asked between passes, groups and kernels: true stops the compile with
+  // Cancelled. Unset: it runs to the end.
+  std::function<bool()> should_stop;
 };
 
 // Runs the default pipeline over `graph` (which must come from an importer, so

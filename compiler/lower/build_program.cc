@@ -69,6 +69,10 @@ absl::StatusOr<LoweredProgram> BuildProgram(const Graph& graph, const PassContex
   std::vector<lower::LoopKernel> loop_kernels;
   lowered_program.kernels.reserve(roots.size());
   for (const Node* root : roots) {
+    if (ctx.should_stop && ctx.should_stop()) {
+      return absl::CancelledError(
+          "the compile stopped while lowering: its caller left or its deadline passed");
+    }
     const std::vector<const Node*>& group = members[root];
     KernelSpec kernel;
     for (const Node* m : group) {

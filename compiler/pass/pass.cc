@@ -55,6 +55,10 @@ absl::StatusOr<bool> RunInstrumented(const PassInfo& info, const PassContext& ct
 
 absl::StatusOr<bool> RunPass(Pass& pass, Graph& graph, const PassContext& ctx, int depth) {
   const PassInfo& info = pass.info();
+  if (ctx.should_stop && ctx.should_stop()) {
+    return absl::CancelledError(absl::StrCat("the compile stopped before ", info.name,
+                                             ": its caller left or its deadline passed"));
+  }
   if (!AdmitPass(info, ctx, depth)) return false;
   for (const std::string& prerequisite : info.required) {
     if (ctx.completed.count(prerequisite) || !ctx.pass_factory) continue;

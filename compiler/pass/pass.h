@@ -54,6 +54,9 @@ struct PassContext {
   // Names of the passes that completed under this context: RunPass keeps it, so
   // a prerequisite runs at most once unless the pipeline itself repeats it.
   mutable std::set<std::string> completed;
+  // Asked before each pass (and each group's lowering): true ends the
+  // compile with Cancelled (its caller has gone or its deadline passed).
+  std::function<bool()> should_stop;
 
   // Whether `info` runs here; when not, `reason` says why ("disabled",
   // "opt_level 3 > 2", "requires InferType, which is disabled").

@@ -210,6 +210,64 @@ TEST_F(ModelManagerTest, ACompileEndingPastItsDeadlineDoesNotLoadTheModel) {
   EXPECT_TRUE(manager_->Get("late").has_value());
 }
 
+// A compile whose caller has gone stops at the next check: between passes
+// it compiles no kernel at all; between kernels it keeps the ones it made
+// (cached for the next try); either way the model is not loaded.
+TEST_F(ModelManagerTest, AnAbandonedCompileStopsAtItsNextCheckAndLoadsNothing) {
+  auto build = [] {
+    Graph g;
+    Node* x = g.AddInput("x", {DType::kFloat32, {4, 8}});
+    Node* w = g.AddConstant("w", FloatValues({8, 8}, std::vector<float>(64, 0.5f)));
+    Node* y = Op(g, "relu", {Op(g, "dense", {x, w})});
+    g.AddOutput(Op(g, "softmax", {y}, AxisAttrs{-1}));  // a second kernel
+    return g;
+  };
+  CompileOptions gone_at_once;
+  int asked = 0;
+  gone_at_once.should_stop = [&asked] {
+    ++asked;
+    return true;
+  };
+  auto stopped = manager_->Compile("gone", build(), gone_at_once);
+  EXPECT_EQ(stopped.status().code(), absl::StatusCode::kCancelled) << stopped.status();
+  EXPECT_EQ(asked, 1);  // the first pass never ran
+  EXPECT_FALSE(manager_->Get("gone").has_value());
+  EXPECT_EQ(manager_->GetCacheStats().compiles, 0);
+
+  // Gone after the first kernel: a full compile asks once per pass, group
+  // and kernel and once before loading, so the next-to-last check is the
+  // one before the second kernel.
+  int checks = 0;
+  {
+    CompileOptions count;
+    count.should_stop = [&checks] {
+      ++checks;
+      return false;
+    };
+    auto dry = ModelManager::Create({});
+    ASSERT_TRUE(dry.ok());
+    ASSERT_TRUE((*dry)->Compile("count", build(), count).ok());
+  }
+  CompileOptions gone_later;
+  int calls = 0;
+  // One compile thread, so the checks come in order. Which of the two
+  // kernels goes first is the driver's choice: only that one was made is
+  // asserted.
+  ModelManagerOptions one_thread;
+  one_thread.compile_threads = 1;
+  auto manager = ModelManager::Create(one_thread);
+  ASSERT_TRUE(manager.ok());
+  gone_later.should_stop = [&] { return ++calls >= checks - 1; };
+  auto late = (*manager)->Compile("late", build(), gone_later);
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kCancelled) << late.status();
+  EXPECT_FALSE((*manager)->Get("late").has_value());
+  EXPECT_EQ((*manager)->GetCacheStats().compiles, 1);
+  auto again = (*manager)->Compile("late", build(), CompileOptions{});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->cache_hits, 1);
+  EXPECT_EQ(again->cache_misses, 1);
+}
+
 TEST_F(ModelManagerTest, UnloadUnknownModelIsNotFound) {
   EXPECT_EQ(manager_->Unload("ghost").code(), absl::StatusCode::kNotFound);
 }
