@@ -4,6 +4,7 @@
 #   bench/run.sh gemm   [flags]   GEMM GFLOPS: Kiln, OpenBLAS, oneDNN  (gemm.sh)
 #   bench/run.sh server [flags]   kiln-server's overhead per request   (server_overhead.sh)
 #   bench/run.sh shapes [flags]   shapes on demand, dynamic batching   (shapes.sh)
+#   bench/run.sh compile-storm    inference p99 while models compile   (compile_storm.sh)
 set -euo pipefail
 here="$(dirname "$0")"
 what="${1:-models}"
@@ -13,5 +14,6 @@ case "$what" in
   gemm) exec "$here/gemm.sh" "$@" ;;
   server) exec "$here/server_overhead.sh" "$@" ;;
   shapes) exec "$here/shapes.sh" "$@" ;;
-  *) echo "usage: bench/run.sh models|gemm|server|shapes [flags]" >&2; exit 2 ;;
+  compile-storm) exec "$here/compile_storm.sh" "$@" ;;
+  *) echo "usage: bench/run.sh models|gemm|server|shapes|compile-storm [flags]" >&2; exit 2 ;;
 esac

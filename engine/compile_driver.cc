@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/ms_since.h"
 #include "compiler/lower/loop_ir.h"
+#include "engine/low_priority.h"
 
 namespace kiln::engine {
 namespace {
@@ -38,12 +39,14 @@ class ProgressInstrument final : public PassInstrument {
 
 }  // namespace
 
-absl::StatusOr<CompiledModelAndReport> CompileModel(const std::string& name, Graph graph,
-                                                    const CompileOptions& options_in,
-                                                    const CompileDriverOptions& driver,
-                                                    KernelCache& cache,
-                                                    const CompileEventSink& events,
-                                                    absl::Time deadline) {
+namespace {
+
+absl::StatusOr<CompiledModelAndReport> CompileModelHere(const std::string& name, Graph graph,
+                                                        const CompileOptions& options_in,
+                                                        const CompileDriverOptions& driver,
+                                                        KernelCache& cache,
+                                                        const CompileEventSink& events,
+                                                        absl::Time deadline) {
   CompileOptions options = options_in;
   std::unique_ptr<ProgressInstrument> progress;
   if (events) {
@@ -149,6 +152,21 @@ absl::StatusOr<CompiledModelAndReport> CompileModel(const std::string& name, Gra
   result.intermediate_bytes_unplanned = (*model)->unplanned_intermediate_bytes();
   result.total_ms = MsSince(start);
   return CompiledModelAndReport{*std::move(model), std::move(result)};
+}
+
+}  // namespace
+
+absl::StatusOr<CompiledModelAndReport> CompileModel(const std::string& name, Graph graph,
+                                                    const CompileOptions& options,
+                                                    const CompileDriverOptions& driver,
+                                                    KernelCache& cache,
+                                                    const CompileEventSink& events,
+                                                    absl::Time deadline) {
+  absl::StatusOr<CompiledModelAndReport> compiled = absl::UnknownError("not run");
+  RunAtLowerPriority(driver.nice, [&] {
+    compiled = CompileModelHere(name, std::move(graph), options, driver, cache, events, deadline);
+  });
+  return compiled;
 }
 
 }  // namespace kiln::engine

@@ -62,6 +62,9 @@ struct CompileResult {
 struct CompileDriverOptions {
   int compile_threads = 2;  // distinct kernels of one model compile in parallel
   codegen::CodegenOptions codegen;
+  // Compiles run this much nicer than the caller (low_priority.h), so that
+  // inference keeps its latency while models compile (--compile-nice).
+  int nice = 10;
 };
 
 struct CompiledModelAndReport {

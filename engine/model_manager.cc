@@ -14,6 +14,7 @@ absl::StatusOr<std::unique_ptr<ModelManager>> ModelManager::Create(ModelManagerO
 CompileDriverOptions ModelManager::DriverOptions() const {
   CompileDriverOptions driver;
   driver.compile_threads = options_.compile_threads;
+  driver.nice = options_.compile_nice;
   driver.codegen = options_.codegen;
   return driver;
 }

@@ -32,6 +32,8 @@ struct ModelManagerOptions {
   KernelCacheOptions cache;
   // Shapes of one model with symbolic dims kept compiled (--max-shape-variants).
   int max_shape_variants = 8;
+  // Compiles run this much nicer than inference (--compile-nice; 0: same).
+  int compile_nice = 10;
 };
 
 // What a model with symbolic dims is served from, beside the graph of its

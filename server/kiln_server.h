@@ -22,6 +22,7 @@ struct ServerOptions {
   int max_message_mb = 256;
   int compile_threads = 2;
   int max_concurrent_compiles = 2;  // CompileModel calls running at once
+  int compile_nice = 10;            // compiles run this much nicer than inference
   int64_t max_graph_nodes = 200000;  // larger models are RESOURCE_EXHAUSTED
   std::string cache_dir;  // empty: memory-only kernel cache
   int64_t cache_max_bytes = int64_t{1} << 30;

@@ -52,6 +52,8 @@ volatile std::sig_atomic_t stop_requested = 0;
 void OnSignal(int) { stop_requested = 1; }
 }  // namespace
 
+ABSL_FLAG(int, compile_nice, 10,
+          "compiles run this much nicer (lower priority) than inference, 0..19");
 ABSL_FLAG(double, shutdown_grace_s, 10,
           "on SIGTERM/SIGINT, calls under way get this long to finish; then they are "
           "cancelled, and the process exits at most 2 s later whatever still runs");
@@ -109,6 +111,11 @@ int main(int argc, char** argv) {
   options.cache_memory_max_bytes = absl::GetFlag(FLAGS_cache_memory_max_bytes);
   options.max_concurrent_compiles = absl::GetFlag(FLAGS_max_concurrent_compiles);
   options.max_graph_nodes = absl::GetFlag(FLAGS_max_graph_nodes);
+  options.compile_nice = absl::GetFlag(FLAGS_compile_nice);
+  if (options.compile_nice < 0 || options.compile_nice > 19) {
+    std::cerr << "kiln-server: --compile-nice must be 0..19\n";
+    return 2;
+  }
   options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key = absl::GetFlag(FLAGS_tls_key);
   options.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);
