@@ -1,5 +1,6 @@
 #include "server/kiln_server.h"
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <set>
@@ -60,6 +61,18 @@ class KilnServerImpl final : public KilnServer {
                              &port_);
     builder.SetMaxReceiveMessageSize(options.max_message_mb * 1024 * 1024);
     builder.SetMaxSendMessageSize(options.max_message_mb * 1024 * 1024);
+    if (options.max_connection_idle_s > 0) {
+      builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                                 static_cast<int>(std::min(options.max_connection_idle_s * 1000,
+                                                           2e9)));
+    }
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
+    // Keepalive pings: allowed every 10 s at most, also between calls (as
+    // Triton's clients send them); a client pinging faster is sent away
+    // after two strikes.
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
     if (options.infer_spin_us > 0) {
       auto async = std::make_unique<AsyncInferenceService>(models_.get(), options.inference_cpus);
       spin_loop_ = std::make_unique<InferSpinLoop>(

@@ -45,6 +45,12 @@ struct ServerOptions {
   std::string tls_client_ca;
   // Bearer tokens and scopes (token_table.h); empty: no token needed.
   std::string auth_tokens;
+  // Connections with no call for this long are closed (their descriptors
+  // freed: ~1100 idle connections at a 1024-descriptor limit stopped the
+  // listener for good, issue 20); 0 keeps them.
+  double max_connection_idle_s = 300;
+  // Calls in flight on one connection.
+  int max_concurrent_streams = 100;
 };
 
 class KilnServer {

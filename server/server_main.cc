@@ -1,4 +1,6 @@
 // kiln-server: the gRPC front of Kiln.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <csignal>
 #include <cstdlib>
@@ -52,6 +54,9 @@ volatile std::sig_atomic_t stop_requested = 0;
 void OnSignal(int) { stop_requested = 1; }
 }  // namespace
 
+ABSL_FLAG(double, max_connection_idle_s, 300,
+          "connections with no call this long are closed (0: never)");
+ABSL_FLAG(int, max_concurrent_streams, 100, "calls in flight on one connection");
 ABSL_FLAG(int, compile_nice, 10,
           "compiles run this much nicer (lower priority) than inference, 0..19");
 ABSL_FLAG(double, shutdown_grace_s, 10,
@@ -64,6 +69,20 @@ ABSL_FLAG(std::string, tls_client_ca, "",
 ABSL_FLAG(std::string, auth_tokens, "",
           "file of 'TOKEN SCOPE[,SCOPE] [expires=UNIX_SECONDS]' lines (scopes infer, admin); "
           "calls then need 'authorization: Bearer TOKEN'");
+
+namespace {
+
+// Each connection holds a descriptor: the soft limit (often 1024) is raised
+// to the hard one, so that many idle clients cannot stop the listener
+// accepting.
+void RaiseDescriptorLimit() {
+  struct rlimit limit;
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &limit);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // Debian's Abseil is built without NDEBUG, so every Mutex lock (gRPC's
@@ -112,6 +131,14 @@ int main(int argc, char** argv) {
   options.max_concurrent_compiles = absl::GetFlag(FLAGS_max_concurrent_compiles);
   options.max_graph_nodes = absl::GetFlag(FLAGS_max_graph_nodes);
   options.compile_nice = absl::GetFlag(FLAGS_compile_nice);
+  options.max_connection_idle_s = absl::GetFlag(FLAGS_max_connection_idle_s);
+  options.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
+  if (options.max_connection_idle_s < 0 || options.max_concurrent_streams < 1) {
+    std::cerr << "kiln-server: --max-connection-idle-s must be >= 0 and "
+                 "--max-concurrent-streams >= 1\n";
+    return 2;
+  }
+  RaiseDescriptorLimit();
   if (options.compile_nice < 0 || options.compile_nice > 19) {
     std::cerr << "kiln-server: --compile-nice must be 0..19\n";
     return 2;
