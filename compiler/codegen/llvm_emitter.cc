@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/kernel_abi.h"
+#include "common/status_macros.h"
 #include "compiler/codegen/transpose_rows.h"
 #include "compiler/lower/linear_form.h"
 #include "llvm/IR/IRBuilder.h"
@@ -1039,10 +1040,23 @@ class Emitter {
       nan_seen = EntryAlloca(b_.getInt8Ty(), "nan_seen");
       b_.CreateStore(b_.getInt8(0), nan_seen);
     }
+    // A long float sum adds into partial sums of at most kSumBlock terms,
+    // each then added to the total: a running float32 total stops growing
+    // once the terms fall below half its ulp (2^31 ones summed to 2^24,
+    // issue 20). Two levels keep the error near (block + n / block) ulps
+    // rather than n.
+    constexpr int64_t kSumBlock = 4096;
+    int64_t total = 1;
+    for (const te::Var& v : e->reduce_vars) total *= std::max<int64_t>(v->extent, 1);
+    const size_t innermost = e->reduce_vars.size() - 1;
+    const bool blocked_sum = e->type == ScalarType::kF32 && e->reduce_op() == te::ReduceOp::kSum &&
+                             total > kSumBlock && !e->reduce_vars.empty() &&
+                             e->reduce_vars[innermost]->extent >= 16;
+    llvm::AllocaInst* into = acc;  // what the innermost loop adds into
     std::function<absl::Status(size_t)> nest = [&](size_t d) -> absl::Status {
       if (d == e->reduce_vars.size()) {
         llvm::Value* x = EmitExpr(e->operands[0]);
-        b_.CreateStore(Combine(e->reduce_op(), e->type, b_.CreateLoad(type, acc), x), acc);
+        b_.CreateStore(Combine(e->reduce_op(), e->type, b_.CreateLoad(type, into), x), into);
         if (notes_nan) {
           llvm::Value* is_nan = b_.CreateZExt(b_.CreateFCmpUNO(x, x), b_.getInt8Ty());
           b_.CreateStore(b_.CreateOr(b_.CreateLoad(b_.getInt8Ty(), nan_seen), is_nan), nan_seen);
@@ -1050,8 +1064,30 @@ class Emitter {
         return absl::OkStatus();
       }
       const te::VarNode* v = e->reduce_vars[d].get();
-      return EmitLoop(v, b_.getInt64(0), b_.getInt64(v->extent), ForKind::kSerial,
-                      [&] { return nest(d + 1); });
+      if (!blocked_sum || d != innermost) {
+        return EmitLoop(v, b_.getInt64(0), b_.getInt64(v->extent), ForKind::kSerial,
+                        [&] { return nest(d + 1); });
+      }
+      // The innermost loop, in blocks of kSumBlock, each into a partial sum.
+      llvm::AllocaInst* partial = EntryAlloca(type, "partial");
+      const int64_t block = std::min(v->extent, kSumBlock);
+      const te::VarNode block_var{v->name + ".block", (v->extent + block - 1) / block, -1};
+      into = partial;
+      absl::Status st = EmitLoop(
+          &block_var, b_.getInt64(0), b_.getInt64(block_var.extent), ForKind::kSerial, [&] {
+            llvm::Value* begin = b_.CreateMul(vars_.at(&block_var), b_.getInt64(block));
+            llvm::Value* end = b_.CreateAdd(begin, b_.getInt64(block));
+            end = b_.CreateSelect(b_.CreateICmpSLT(end, b_.getInt64(v->extent)), end,
+                                  b_.getInt64(v->extent));
+            b_.CreateStore(llvm::ConstantFP::get(type, 0), partial);
+            KILN_RETURN_IF_ERROR(
+                EmitLoop(v, begin, end, ForKind::kSerial, [&] { return nest(d + 1); }));
+            b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(type, acc), b_.CreateLoad(type, partial)),
+                           acc);
+            return absl::OkStatus();
+          });
+      into = acc;
+      return st;
     };
     (void)nest(0);
     llvm::Value* result = b_.CreateLoad(type, acc);

@@ -177,5 +177,27 @@ TEST_F(SpecialValuesTest, MaxAndMinReductionsAndMaxPoolAreNaNWhereTheyReadOne) {
   }
 }
 
+// 2^22 terms of 1 + 2^-10: a running float32 total above 2^15 rounds each
+// term's 2^-10 away (a relative error of 1e-3, and 2^31 ones summed to
+// 2^24); summed in blocks, every partial is exact and so is the total.
+TEST_F(SpecialValuesTest, ALongSumKeepsItsSmallTerms) {
+  constexpr int64_t kTerms = int64_t{1} << 22;
+  Graph g;
+  const TensorType type{DType::kFloat32, {kTerms}};
+  Node* x = g.AddInput("x", type);
+  g.AddOutput(Op(g, "sum", {x}, ReduceAttrs{}));
+  auto compiled = manager_->Compile("long_sum", std::move(g), CompileOptions{});
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  const float term = 1.0f + 1.0f / 1024;
+  std::vector<float> values(kTerms, term);
+  auto in = Tensor::FromBytes(type, absl::string_view(reinterpret_cast<const char*>(values.data()),
+                                                      values.size() * sizeof(float)));
+  ASSERT_TRUE(in.ok());
+  auto result = manager_->Find("long_sum")->Run({&*in});
+  ASSERT_TRUE(result.ok()) << result.status();
+  const float got = *static_cast<const float*>(result->outputs[0].data());
+  EXPECT_EQ(got, static_cast<float>(kTerms) * term);  // 4198400, exactly
+}
+
 }  // namespace
 }  // namespace kiln
