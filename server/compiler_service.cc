@@ -40,20 +40,19 @@ CompileOptions ToCompileOptions(const kiln::v1::CompileOptions& in) {
   return out;
 }
 
-// Model names end up in logs, metrics and (for Triton's clients) URLs:
-// 1..256 characters of letters, digits, '_', '-', '.' and ':', not starting
-// with '.' or '-'. Newlines, NULs, "../x" and RTL overrides were accepted.
+// Model names end up in logs, metrics, file names and (for Triton's
+// clients) URLs: 1..128 characters of letters, digits, '_', '-' and '.', not
+// starting with '.'. Newlines, NULs, "../x" and RTL overrides were accepted.
 absl::Status ValidateModelName(const std::string& name) {
-  constexpr size_t kMaxModelName = 256;
-  bool ok = name.size() <= kMaxModelName && name[0] != '.' && name[0] != '-';
+  constexpr size_t kMaxModelName = 128;
+  bool ok = !name.empty() && name.size() <= kMaxModelName && name[0] != '.';
   for (char c : name) {
-    ok &= absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ||
-          c == '.' || c == ':';
+    ok &= absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
   }
   if (ok) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       "model name of ", name.size(), " bytes is not 1..", kMaxModelName,
-      " letters, digits, '_', '-', '.' or ':' (not starting with '.' or '-')"));
+      " letters, digits, '_', '-' or '.' (not starting with '.')"));
 }
 
 // What the model was made from, the name and `replace` aside: the same

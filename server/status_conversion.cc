@@ -1,9 +1,13 @@
 #include "server/status_conversion.h"
 
 #include <iostream>
+#include <map>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/ms_since.h"
 #include "server/log_limiter.h"
 
@@ -40,12 +44,25 @@ std::string FailureLogLine(const char* rpc, const absl::Status& status) {
 }
 
 grpc::Status Fail(const char* rpc, const absl::Status& status) {
-  // 20 lines a second at most; a flood of failures is summarised.
-  static LogLimiter* limiter = new LogLimiter(20);
+  // Per cause (RPC and status code), 10 lines a second at most; a flood of
+  // one kind of failure is summarised and does not hide the others. Causes
+  // are bounded: Kiln's RPCs times gRPC's 17 codes.
+  constexpr int kLinesPerCause = 10;
+  static absl::Mutex* mutex = new absl::Mutex;
+  static auto* limiters = new std::map<std::pair<std::string, int>, std::unique_ptr<LogLimiter>>;
+  LogLimiter* limiter;
+  {
+    absl::MutexLock lock(mutex);
+    std::unique_ptr<LogLimiter>& slot = (*limiters)[{rpc, static_cast<int>(status.code())}];
+    if (!slot) slot = std::make_unique<LogLimiter>(kLinesPerCause);
+    limiter = slot.get();
+  }
   int64_t suppressed = 0;
   if (limiter->Admit(SteadyNowNs(), &suppressed)) {
     if (suppressed > 0) {
-      std::cerr << "kiln-server: " << suppressed << " failed calls not logged (over 20 a second)\n";
+      std::cerr << "kiln-server: " << rpc << ": " << suppressed << " more "
+                << absl::StatusCodeToString(status.code()) << " failures not logged (over "
+                << kLinesPerCause << " a second)\n";
     }
     std::cerr << FailureLogLine(rpc, status) << "\n";
   }

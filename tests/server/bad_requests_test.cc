@@ -24,7 +24,7 @@ class BadRequestsTest : public EndToEndTest {
  protected:
   // Calls `method` with `bytes` as the request, whatever they are.
   grpc::Status CallWithBytes(const std::string& method, const std::string& bytes) {
-    auto channel = grpc::CreateChannel("localhost:" + std::to_string(server_->port()),
+    auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
                                        grpc::InsecureChannelCredentials());
     grpc::GenericStub stub(channel);
     grpc::Slice slice(bytes);

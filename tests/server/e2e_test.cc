@@ -672,12 +672,14 @@ TEST_F(EndToEndTest, AModelWithATensorTooLargeToAllocateIsResourceExhausted) {
 TEST_F(EndToEndTest, ModelNamesThatCouldForgeLogsOrPathsAreInvalidArgument) {
   for (const std::string& name :
        {std::string("a\nkiln-server: forged"), std::string("nul\0x", 5), std::string("../x"),
-        std::string("rtl\xe2\x80\xae"), std::string(10240, 'n'), std::string(".hidden")}) {
+        std::string("rtl\xe2\x80\xae"), std::string(10240, 'n'), std::string(129, 'n'),
+        std::string(".hidden"), std::string("colon:name")}) {
     grpc::Status s = Compile(MlpGraph(), name);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << name.size();
     EXPECT_THAT(s.error_message(), HasSubstr("model name of"));
   }
-  EXPECT_TRUE(Compile(MlpGraph(), "mlp-v1.2:int8_ok").ok());
+  EXPECT_TRUE(Compile(MlpGraph(), "mlp-v1.2_int8-ok").ok());
+  EXPECT_TRUE(Compile(MlpGraph(), std::string(128, 'n')).ok());
   ExpectServerStillLive();
 }
 

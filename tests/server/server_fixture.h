@@ -92,7 +92,7 @@ class EndToEndTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     server::ServerOptions options;
-    options.address = "localhost";
+    options.address = "127.0.0.1";  // not "localhost": ::1 may be another process's
     options.port = 0;
     options.threads = 2;
 #ifdef KILN_E2E_INFER_SPIN_US
@@ -113,7 +113,7 @@ class EndToEndTest : public ::testing::Test {
 
   void SetUp() override {
     ASSERT_NE(server_, nullptr);
-    auto channel = grpc::CreateChannel("localhost:" + std::to_string(server_->port()),
+    auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
                                        grpc::InsecureChannelCredentials());
     inference_ = inference::GRPCInferenceService::NewStub(channel);
     compiler_ = kiln::v1::Compiler::NewStub(channel);

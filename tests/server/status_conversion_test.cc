@@ -30,6 +30,23 @@ TEST(StatusConversionTest, TheLogLineIsOneLineWhateverTheClientSent) {
   EXPECT_NE(long_line.find("(10240 bytes)"), std::string::npos);
 }
 
+// A flood of one kind of failure is limited on its own: another RPC's
+// failure in the same second is still logged.
+TEST(StatusConversionTest, FailureLogsAreLimitedPerCause) {
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 200; ++i) Fail("FloodRpc", absl::InvalidArgumentError("same again"));
+  Fail("OtherRpc", absl::InternalError("the rare one"));
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  size_t flood_lines = 0;
+  for (size_t at = log.find("FloodRpc: INVALID_ARGUMENT: same again"); at != std::string::npos;
+       at = log.find("FloodRpc: INVALID_ARGUMENT: same again", at + 1)) {
+    ++flood_lines;
+  }
+  EXPECT_GE(flood_lines, 1u);
+  EXPECT_LE(flood_lines, 20u);  // 10 a second; the loop may straddle a second
+  EXPECT_NE(log.find("OtherRpc: INTERNAL: the rare one"), std::string::npos);
+}
+
 TEST(LogLimiterTest, AdmitsUpToTheLimitPerSecondAndCountsTheRest) {
   LogLimiter limiter(3);
   int64_t suppressed = -1;
