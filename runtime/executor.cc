@@ -87,6 +87,12 @@ void CompiledModel::ReturnWorkspace(std::unique_ptr<Workspace> ws) {
 }
 
 absl::StatusOr<RunResult> CompiledModel::Run(const std::vector<const Tensor*>& inputs) {
+  return Run(inputs, absl::InfiniteFuture());
+}
+
+absl::StatusOr<RunResult> CompiledModel::Run(const std::vector<const Tensor*>& inputs,
+                                             absl::Time deadline) {
+  const bool has_deadline = deadline != absl::InfiniteFuture();
   if (inputs.size() != program_.inputs.size()) {
     return absl::InvalidArgumentError(absl::StrCat("model takes ", program_.inputs.size(),
                                                    " inputs, got ", inputs.size()));
@@ -151,6 +157,12 @@ absl::StatusOr<RunResult> CompiledModel::Run(const std::vector<const Tensor*>& i
     if (absl::Status s = CheckIndices(static_cast<int>(k), pointers); !s.ok()) {
       ReturnWorkspace(*std::move(ws));
       return s;
+    }
+    if (has_deadline && k + 1 < kernels_.size() && absl::Now() > deadline) {
+      ReturnWorkspace(*std::move(ws));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "the call's deadline passed after kernel ", k + 1, " of ", kernels_.size(),
+          "; the rest did not run"));
     }
   }
   result.total_ns = SteadyNowNs() - start;

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "compiler/program.h"
 #include "runtime/duration_stats.h"
 #include "runtime/jit_engine.h"
@@ -50,6 +51,9 @@ class CompiledModel {
   // Runs with `inputs` in the program's input order; their types must match
   // (checked here as a last line of defence: InvalidArgument naming the input).
   absl::StatusOr<RunResult> Run(const std::vector<const Tensor*>& inputs);
+  // As Run, DeadlineExceeded when `deadline` passes between two kernels
+  // (the rest are not run).
+  absl::StatusOr<RunResult> Run(const std::vector<const Tensor*>& inputs, absl::Time deadline);
 
   ModelTimingStats TimingStats() const;
   // The last call's kernel time (0 before any): a cheap guess at the next

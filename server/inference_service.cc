@@ -191,7 +191,8 @@ void InferenceService::StartInfer(const inference::ModelInferRequest& request,
   if (!served.ok()) return done(Fail("ModelInfer", served.status()));
   response->set_model_version(std::to_string(served->version));
   if (!served->variants) {
-    return RunAndAnswer(*served, *served->model, 0, nullptr, request, response, std::move(done));
+    return RunAndAnswer(*served, *served->model, 0, nullptr, request, response, std::move(done),
+                        deadline);
   }
   // The variant for the request's shapes (and values of inputs that decide
   // shapes), compiled now if new.
@@ -213,7 +214,7 @@ void InferenceService::StartInfer(const inference::ModelInferRequest& request,
     if (larger) {
       served->variants->CompileSoon(*key, models_->BackgroundSchedule());
       return RunAndAnswer(*served, *larger->model, larger->rows, &*key, request, response,
-                          std::move(done));
+                          std::move(done), deadline);
     }
   }
   absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> variant = served->variants->Get(*key);
@@ -221,7 +222,7 @@ void InferenceService::StartInfer(const inference::ModelInferRequest& request,
   if (absl::Now() > deadline) {
     return done(Fail("ModelInfer", DeadlinePassed("its shape finished compiling")));
   }
-  RunAndAnswer(*served, **variant, 0, &*key, request, response, std::move(done));
+  RunAndAnswer(*served, **variant, 0, &*key, request, response, std::move(done), deadline);
 }
 
 absl::StatusOr<std::vector<runtime::Tensor>> InferenceService::DecodeAtShapes(
@@ -242,7 +243,8 @@ void InferenceService::RunAndAnswer(const engine::ServedModel& served,
                                     runtime::CompiledModel& model, int64_t padded_rows,
                                     const std::vector<std::vector<int64_t>>* shapes,
                                     const inference::ModelInferRequest& request,
-                                    inference::ModelInferResponse* response, InferDone done) {
+                                    inference::ModelInferResponse* response, InferDone done,
+                                    absl::Time deadline) {
   const int64_t start = SteadyNowNs();
   const Program& program = model.program();
   absl::StatusOr<std::vector<runtime::Tensor>> inputs =
@@ -256,7 +258,7 @@ void InferenceService::RunAndAnswer(const engine::ServedModel& served,
   } else {
     std::vector<const runtime::Tensor*> pointers;
     for (const runtime::Tensor& t : *inputs) pointers.push_back(&t);
-    result = model.Run(pointers);
+    result = model.Run(pointers, deadline);
   }
   if (!result.ok()) return done(Fail("ModelInfer", result.status()));
   const int64_t ran = SteadyNowNs();

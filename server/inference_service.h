@@ -81,7 +81,8 @@ class InferenceService : public inference::GRPCInferenceService::Service {
   void RunAndAnswer(const engine::ServedModel& served, runtime::CompiledModel& model,
                     int64_t padded_rows, const std::vector<std::vector<int64_t>>* shapes,
                     const inference::ModelInferRequest& request,
-                    inference::ModelInferResponse* response, InferDone done);
+                    inference::ModelInferResponse* response, InferDone done,
+                    absl::Time deadline);
   // StartInfer for a model with dynamic batching: decode, queue, answer
   // from the batcher's thread. `shapes` in the signature's order, checked.
   void SubmitToBatcher(const engine::ServedModel& served,

@@ -268,6 +268,28 @@ TEST_F(ModelManagerTest, AnAbandonedCompileStopsAtItsNextCheckAndLoadsNothing) {
   EXPECT_EQ(again->cache_misses, 1);
 }
 
+// A call whose deadline passes while it runs stops between kernels.
+TEST_F(ModelManagerTest, ARunPastItsDeadlineStopsBetweenKernels) {
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {4, 8}});
+  Node* w = g.AddConstant("w", FloatValues({8, 8}, std::vector<float>(64, 0.5f)));
+  g.AddOutput(Op(g, "softmax", {Op(g, "relu", {Op(g, "dense", {x, w})})}, AxisAttrs{-1}));
+  ASSERT_TRUE(manager_->Compile("two_kernels", std::move(g), CompileOptions{}).ok());
+  std::shared_ptr<runtime::CompiledModel> model = manager_->Find("two_kernels");
+  ASSERT_EQ(model->program().kernels.size(), 2u);
+  std::vector<float> xv(32, 1.0f);
+  auto input = Tensor::FromBytes({DType::kFloat32, {4, 8}},
+                                 absl::string_view(reinterpret_cast<const char*>(xv.data()), 128));
+  ASSERT_TRUE(input.ok());
+  auto late = model->Run({&*input}, absl::Now() - absl::Seconds(1));
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kDeadlineExceeded) << late.status();
+  EXPECT_THAT(std::string(late.status().message()), ::testing::HasSubstr("after kernel 1 of 2"));
+  auto in_time = model->Run({&*input}, absl::Now() + absl::Seconds(60));
+  ASSERT_TRUE(in_time.ok()) << in_time.status();
+  const float* out = static_cast<const float*>(in_time->outputs[0].data());
+  EXPECT_FLOAT_EQ(out[0], 1.0f / 8);  // all logits equal: a uniform softmax
+}
+
 TEST_F(ModelManagerTest, UnloadUnknownModelIsNotFound) {
   EXPECT_EQ(manager_->Unload("ghost").code(), absl::StatusCode::kNotFound);
 }
