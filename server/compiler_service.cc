@@ -225,6 +225,7 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::CompileNamed(
               import_options](const engine::ShapeBinding& shapes,
                               const engine::ValueBinding& values) {
         OnnxImportOptions fixed = import_options;
+        fixed.probe_libonnx = false;  // these bytes passed the probe at load
         for (const auto& [input, dims] : shapes) fixed.input_shapes[input] = dims;
         fixed.input_values = values;
         return ImportOnnxModel(*bytes, OpRegistry::Default(), fixed);

@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/crash_probe.h"
 #include "common/status_macros.h"
 #include "compiler/ir/op_def.h"
 #include "compiler/ir/verifier.h"
@@ -1065,7 +1066,23 @@ absl::Status RefuseExternalData(const onnx::ModelProto& model) {
 }
 
 // libonnx's checker and shape inference; CheckAttributesForLibOnnx first.
-absl::Status CheckAndInfer(onnx::ModelProto& model) {
+// With `probe`, they run first in a child process (crash_probe.h): the
+// checks before them catch the crashes found so far, this any others.
+absl::Status CheckAndInfer(onnx::ModelProto& model, bool probe) {
+  if (probe) {
+    absl::Status survived = ProbeForCrash(
+        [&model] {
+          onnx::checker::check_model(model);
+          onnx::shape_inference::InferShapes(model);
+        },
+        absl::Seconds(60));
+    if (absl::IsInternal(survived) || absl::IsDeadlineExceeded(survived)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the model is refused: ONNX's checker or shape inference failed on it in a "
+          "sandbox (", survived.message(), ")"));
+    }
+    // Unavailable (no child could be made): checked in process, as before.
+  }
   try {
     onnx::checker::check_model(model);
     onnx::shape_inference::InferShapes(model);
@@ -1176,7 +1193,7 @@ absl::StatusOr<Graph> ImportParsed(onnx::ModelProto& model, const OpRegistry& op
   for (const onnx::NodeProto& n : model.graph().node()) {
     KILN_RETURN_IF_ERROR(CheckOperatorSupported(n, opset));
   }
-  KILN_RETURN_IF_ERROR(CheckAndInfer(model));
+  KILN_RETURN_IF_ERROR(CheckAndInfer(model, options.probe_libonnx));
 
   const onnx::GraphProto& g = model.graph();
   Converter c(ops, opset);

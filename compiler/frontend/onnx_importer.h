@@ -34,6 +34,10 @@ struct OnnxImportOptions {
   // More nodes, initializers and inputs than this: ResourceExhausted (as
   // CheckNodeLimit), before libonnx sees the model.
   int64_t max_nodes = kMaxGraphNodes;
+  // Run libonnx's checker and shape inference in a child process first, so
+  // that a crash in them refuses the model instead of killing the server.
+  // Off only for bytes already imported once with it on.
+  bool probe_libonnx = true;
 };
 
 absl::StatusOr<Graph> ImportOnnxModel(absl::string_view bytes, const OpRegistry& ops,

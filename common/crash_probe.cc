@@ -1,0 +1,53 @@
+#include "common/crash_probe.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+
+namespace kiln {
+
+absl::Status ProbeForCrash(const std::function<void()>& work, absl::Duration timeout) {
+  const pid_t child = ::fork();
+  if (child < 0) {
+    return absl::UnavailableError(absl::StrCat("fork failed: ", std::strerror(errno)));
+  }
+  if (child == 0) {
+    // Only this thread exists here: run the work, touch nothing else, and
+    // leave without atexit handlers or destructors.
+    try {
+      work();
+    } catch (...) {
+      ::_exit(1);
+    }
+    ::_exit(0);
+  }
+  const absl::Time end = absl::Now() + timeout;
+  absl::Duration wait = absl::Microseconds(200);
+  int status = 0;
+  for (;;) {
+    const pid_t done = ::waitpid(child, &status, WNOHANG);
+    if (done == child) break;
+    if (done < 0 && errno != EINTR) return absl::InternalError("lost the probe's child process");
+    if (absl::Now() > end) {
+      ::kill(child, SIGKILL);
+      ::waitpid(child, &status, 0);
+      return absl::DeadlineExceededError(
+          absl::StrCat("it ran for more than ", absl::FormatDuration(timeout)));
+    }
+    std::this_thread::sleep_for(absl::ToChronoNanoseconds(wait));
+    wait = std::min(wait * 2, absl::Milliseconds(20));
+  }
+  if (WIFSIGNALED(status)) {
+    return absl::InternalError(absl::StrCat("it crashed (signal ", WTERMSIG(status), ", ",
+                                            ::strsignal(WTERMSIG(status)), ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kiln

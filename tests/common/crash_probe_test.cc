@@ -1,0 +1,40 @@
+#include "common/crash_probe.h"
+
+#include <csignal>
+#include <stdexcept>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kiln {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(CrashProbeTest, WorkThatReturnsOrThrowsIsOk) {
+  EXPECT_TRUE(ProbeForCrash([] {}, absl::Seconds(10)).ok());
+  EXPECT_TRUE(ProbeForCrash([] { throw std::runtime_error("bad model"); }, absl::Seconds(10)).ok());
+}
+
+TEST(CrashProbeTest, ACrashKillsTheChildNotThisProcess) {
+  for (int signal : {SIGSEGV, SIGFPE, SIGABRT}) {
+    absl::Status s = ProbeForCrash([signal] { std::raise(signal); }, absl::Seconds(10));
+    EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("signal " + std::to_string(signal)));
+  }
+  volatile int* null = nullptr;
+  absl::Status s = ProbeForCrash([null] { *null = 1; }, absl::Seconds(10));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+}
+
+TEST(CrashProbeTest, WorkPastTheTimeoutIsKilled) {
+  const absl::Time start = absl::Now();
+  absl::Status s = ProbeForCrash([] { std::this_thread::sleep_for(std::chrono::seconds(30)); },
+                                 absl::Milliseconds(200));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+}
+
+}  // namespace
+}  // namespace kiln
