@@ -846,6 +846,21 @@ class Emitter {
     return b_.CreateSelect(b_.CreateFCmpUNO(c, c), c, m);
   }
 
+  // Integer a / c and a % c that never fault: x86's idiv traps on a divisor
+  // of 0 and on INT64_MIN / -1, and a model's own inputs choose both. As
+  // NumPy gives: x / 0 and x % 0 are 0; x / -1 is -x (wrapping), x % -1 is 0.
+  llvm::Value* SafeIntegerDivide(bool divide, llvm::Value* a, llvm::Value* c) {
+    llvm::Value* zero = llvm::ConstantInt::get(c->getType(), 0);
+    llvm::Value* minus_one = llvm::ConstantInt::getSigned(c->getType(), -1);
+    llvm::Value* is_zero = b_.CreateICmpEQ(c, zero);
+    llvm::Value* is_minus_one = b_.CreateICmpEQ(c, minus_one);
+    llvm::Value* safe = b_.CreateSelect(b_.CreateOr(is_zero, is_minus_one),
+                                        llvm::ConstantInt::get(c->getType(), 1), c);
+    llvm::Value* result = divide ? b_.CreateSDiv(a, safe) : b_.CreateSRem(a, safe);
+    llvm::Value* by_minus_one = divide ? b_.CreateSub(zero, a) : zero;
+    return b_.CreateSelect(is_zero, zero, b_.CreateSelect(is_minus_one, by_minus_one, result));
+  }
+
   llvm::Value* EmitBinaryOn(const Expr& e, llvm::Value* a, llvm::Value* c) {
     using te::BinaryOp;
     if (e->type == ScalarType::kF32) {
@@ -867,8 +882,8 @@ class Emitter {
       case BinaryOp::kAdd: return b_.CreateAdd(a, c);
       case BinaryOp::kSub: return b_.CreateSub(a, c);
       case BinaryOp::kMul: return b_.CreateMul(a, c);
-      case BinaryOp::kDiv: return b_.CreateSDiv(a, c);
-      case BinaryOp::kMod: return b_.CreateSRem(a, c);
+      case BinaryOp::kDiv:
+      case BinaryOp::kMod: return SafeIntegerDivide(e->binary_op() == BinaryOp::kDiv, a, c);
       case BinaryOp::kMin: return CallIntrinsic(llvm::Intrinsic::smin, {a, c});
       case BinaryOp::kMax: return CallIntrinsic(llvm::Intrinsic::smax, {a, c});
       case BinaryOp::kAnd: return b_.CreateAnd(a, c);
@@ -885,14 +900,18 @@ class Emitter {
 
   llvm::Value* EmitUnaryOn(const Expr& e, llvm::Value* a) {
     using te::UnaryOp;
-    if (a->getType()->isVectorTy() && (e->unary_op() == UnaryOp::kTanh ||
-                                       e->unary_op() == UnaryOp::kErf)) {
+    const char* libm = e->unary_op() == UnaryOp::kTanh   ? "tanhf"
+                       : e->unary_op() == UnaryOp::kErf  ? "erff"
+                       : e->unary_op() == UnaryOp::kSin  ? "sinf"
+                       : e->unary_op() == UnaryOp::kCos  ? "cosf"
+                       : e->unary_op() == UnaryOp::kAtan ? "atanf"
+                                                         : nullptr;
+    if (a->getType()->isVectorTy() && libm != nullptr) {
       // No vector form in libm's scalar names: one call per lane.
       llvm::Value* out = llvm::UndefValue::get(a->getType());
       for (unsigned i = 0; i < lanes_; ++i) {
         llvm::Value* x = b_.CreateExtractElement(a, b_.getInt64(i));
-        x = CallLibm(e->unary_op() == UnaryOp::kTanh ? "tanhf" : "erff", x);
-        out = b_.CreateInsertElement(out, x, b_.getInt64(i));
+        out = b_.CreateInsertElement(out, CallLibm(libm, x), b_.getInt64(i));
       }
       return out;
     }
@@ -904,8 +923,13 @@ class Emitter {
         case UnaryOp::kSqrt: return CallIntrinsic(llvm::Intrinsic::sqrt, {a});
         case UnaryOp::kAbs: return CallIntrinsic(llvm::Intrinsic::fabs, {a});
         case UnaryOp::kFloor: return CallIntrinsic(llvm::Intrinsic::floor, {a});
-        case UnaryOp::kTanh: return CallLibm("tanhf", a);
-        case UnaryOp::kErf: return CallLibm("erff", a);
+        case UnaryOp::kTanh:
+        case UnaryOp::kErf:
+        case UnaryOp::kSin:
+        case UnaryOp::kCos:
+        case UnaryOp::kAtan:
+          return CallLibm(libm, a);
+        case UnaryOp::kRound: return CallIntrinsic(llvm::Intrinsic::roundeven, {a});
         case UnaryOp::kNot:
           return b_.CreateUIToFP(b_.CreateFCmpOEQ(a, llvm::ConstantFP::get(a->getType(), 0)),
                                  a->getType());

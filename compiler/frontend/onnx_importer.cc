@@ -45,10 +45,12 @@ absl::StatusOr<DType> ConvertElemType(int32_t elem, const std::string& what) {
       return DType::kFloat32;
     case onnx::TensorProto::INT64:
       return DType::kInt64;
+    case onnx::TensorProto::BOOL:
+      return DType::kBool;
     default:
       return absl::UnimplementedError(absl::StrCat(
           what, ": element type ", onnx::TensorProto::DataType_Name(elem),
-          " is not supported (FLOAT and INT64 are)"));
+          " is not supported (FLOAT, INT64 and BOOL are)"));
   }
 }
 
@@ -80,6 +82,9 @@ absl::StatusOr<std::shared_ptr<ConstantData>> ConvertTensor(const onnx::TensorPr
   } else if (data->type.dtype == DType::kFloat32) {
     data->bytes.assign(reinterpret_cast<const char*>(t.float_data().data()),
                        t.float_data_size() * sizeof(float));
+  } else if (data->type.dtype == DType::kBool) {
+    // ONNX keeps bools in int32_data, one per element.
+    for (int32_t v : t.int32_data()) data->bytes.push_back(v != 0 ? 1 : 0);
   } else {
     data->bytes.assign(reinterpret_cast<const char*>(t.int64_data().data()),
                        t.int64_data_size() * sizeof(int64_t));
@@ -366,6 +371,21 @@ absl::Status ConvertIdentity(Converter& c, const onnx::NodeProto& n) {
   return c.Define(n.output(0), x);  // Dropout in inference, Identity
 }
 
+// Dropout is the identity in inference; opset 12's training_mode input,
+// when given, must be a constant false (training mode drops at random).
+absl::Status ConvertDropout(Converter& c, const onnx::NodeProto& n) {
+  if (c.HasInput(n, 2)) {
+    KILN_ASSIGN_OR_RETURN(Node* training, c.Value(n, 2));
+    if (!training->is_constant() || training->type.dtype != DType::kBool ||
+        training->type.NumElements() != 1 || training->value->bytes[0] != 0) {
+      return absl::UnimplementedError(absl::StrCat(
+          "node '", n.name(), "' (Dropout, opset ", c.opset(),
+          "): training mode (random dropping) is not supported; inference only"));
+    }
+  }
+  return ConvertIdentity(c, n);
+}
+
 absl::Status ConvertGemm(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* a, c.Value(n, 0));
   KILN_ASSIGN_OR_RETURN(Node* b, c.Value(n, 1));
@@ -544,6 +564,27 @@ ConvertFn Activation(const std::string& kiln_op, const char* alpha, float alpha_
     KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, kiln_op, {x}, a));
     return c.Define(n.output(0), y);
   };
+}
+
+absl::Status ConvertIsInf(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  // is_inf's ActivationAttrs: alpha detects +inf, beta -inf.
+  const ActivationAttrs detect{IntAttr(n, "detect_positive", 1) != 0 ? 1.0f : 0.0f,
+                               IntAttr(n, "detect_negative", 1) != 0 ? 1.0f : 0.0f};
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "is_inf", {x}, detect));
+  return c.Define(n.output(0), y);
+}
+
+absl::Status ConvertMod(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* a, c.Value(n, 0));
+  KILN_ASSIGN_OR_RETURN(Node* b, c.Value(n, 1));
+  const int64_t fmod = IntAttr(n, "fmod", 0);
+  if (fmod != 0 && fmod != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("node '", n.name(), "' (Mod): fmod = ", fmod, " is not 0 or 1"));
+  }
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "mod", {a, b}, ModAttrs{fmod == 1}));
+  return c.Define(n.output(0), y);
 }
 
 absl::Status ConvertClip(Converter& c, const onnx::NodeProto& n) {
@@ -909,7 +950,7 @@ const std::map<std::string, ConvertFn>& ConverterTable() {
       {"Sqrt", Simple("sqrt")},
       {"Neg", Simple("neg")},
       {"Identity", ConvertIdentity},
-      {"Dropout", ConvertIdentity},
+      {"Dropout", ConvertDropout},
       {"Gemm", ConvertGemm},
       {"MatMul", ConvertMatMul},
       {"Softmax", Softmaxish("softmax")},
@@ -963,6 +1004,34 @@ const std::map<std::string, ConvertFn>& ConverterTable() {
       {"Pad", ConvertPad},
       {"ConstantOfShape", ConvertConstantOfShape},
       {"LayerNormalization", ConvertLayerNorm},
+      {"Sin", Simple("sin")},
+      {"Cos", Simple("cos")},
+      {"Tan", Simple("tan")},
+      {"Asin", Simple("asin")},
+      {"Acos", Simple("acos")},
+      {"Atan", Simple("atan")},
+      {"Sinh", Simple("sinh")},
+      {"Cosh", Simple("cosh")},
+      {"Asinh", Simple("asinh")},
+      {"Acosh", Simple("acosh")},
+      {"Atanh", Simple("atanh")},
+      {"Round", Simple("round")},
+      {"Ceil", Simple("ceil")},
+      {"Sign", Simple("sign")},
+      {"Softplus", Simple("softplus")},
+      {"Softsign", Simple("softsign")},
+      {"Elu", Activation("elu", "alpha", 1.0f, "", 0)},
+      {"Selu", Activation("selu", "alpha", 1.67326319217681884765625f, "gamma",
+                          1.05070102214813232421875f)},
+      {"Celu", Activation("celu", "alpha", 1.0f, "", 0)},
+      {"ThresholdedRelu", Activation("thresholded_relu", "alpha", 1.0f, "", 0)},
+      {"IsNaN", Simple("is_nan")},
+      {"IsInf", ConvertIsInf},
+      {"And", Simple("logical_and")},
+      {"Or", Simple("logical_or")},
+      {"Xor", Simple("logical_xor")},
+      {"Not", Simple("logical_not")},
+      {"Mod", ConvertMod},
   };
   return *table;
 }

@@ -48,6 +48,7 @@ struct Printer {
     return absl::StrCat("starts=", List(a.starts), ", steps=", List(a.steps), ", sizes=",
                         List(a.sizes));
   }
+  std::string operator()(const ModAttrs& a) const { return absl::StrCat("fmod=", a.fmod ? 1 : 0); }
   std::string operator()(const PadAttrs& a) const {
     return absl::StrCat("pads=", List(a.pads), ", value=", FloatBits(a.value));
   }

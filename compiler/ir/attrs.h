@@ -117,9 +117,16 @@ struct PadAttrs {
   bool operator==(const PadAttrs& o) const { return pads == o.pads && value == o.value; }
 };
 
+// mod: the remainder's sign follows the divisor (Python), or with fmod the
+// dividend (C).
+struct ModAttrs {
+  bool fmod = false;
+  bool operator==(const ModAttrs& o) const { return fmod == o.fmod; }
+};
+
 using Attrs = std::variant<NoAttrs, AxisAttrs, ReshapeAttrs, TransposeAttrs, ReduceAttrs,
                            Conv2DAttrs, BatchNormAttrs, DropoutAttrs, ActivationAttrs, CastAttrs,
-                           Pool2DAttrs, SliceAttrs, PadAttrs>;
+                           Pool2DAttrs, SliceAttrs, PadAttrs, ModAttrs>;
 
 // "axis=-1", "perm=[1,0]", "" for NoAttrs: the printed-IR form.
 std::string AttrsToString(const Attrs& attrs);

@@ -29,6 +29,7 @@ const OpRegistry& OpRegistry::Default() {
     RegisterNnOps(*r);
     RegisterTransformOps(*r);
     RegisterReduceOps(*r);
+    RegisterMathOps(*r);
     return r;
   }();
   return *registry;

@@ -14,6 +14,9 @@ void RegisterNnOps(OpRegistry& registry);
 void RegisterTransformOps(OpRegistry& registry);
 // sum, max (reductions over axes).
 void RegisterReduceOps(OpRegistry& registry);
+// sin ... atanh, round, ceil, sign, softplus, elu ..., is_nan, is_inf,
+// logical_and/or/xor/not, mod.
+void RegisterMathOps(OpRegistry& registry);
 
 }  // namespace kiln
 

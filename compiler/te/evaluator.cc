@@ -16,6 +16,11 @@ struct Scalar {
   float f = 0;
 };
 
+int64_t WrapAdd(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+int64_t WrapNeg(int64_t a) { return static_cast<int64_t>(0 - static_cast<uint64_t>(a)); }
+
 // `value`, unless `a` or `b` is NaN: min and max propagate NaN.
 float NanOr(float a, float b, float value) {
   return std::isnan(a) ? a : std::isnan(b) ? b : value;
@@ -101,12 +106,15 @@ class Evaluator {
       return r;
     }
     switch (e->binary_op()) {
-      case BinaryOp::kAdd: r.i = a.i + b.i; break;
-      case BinaryOp::kSub: r.i = a.i - b.i; break;
-      case BinaryOp::kMul: r.i = a.i * b.i; break;
-      // Division by zero in int tensors is undefined in kernels too; fold to 0.
-      case BinaryOp::kDiv: r.i = b.i ? a.i / b.i : 0; break;
-      case BinaryOp::kMod: r.i = b.i ? a.i % b.i : 0; break;
+      // As the kernels compute: wrapping, and x / 0, x % 0, x % -1 are 0,
+      // x / -1 is -x (INT64_MIN / -1 would trap here as in a kernel).
+      case BinaryOp::kAdd: r.i = WrapAdd(a.i, b.i); break;
+      case BinaryOp::kSub: r.i = WrapAdd(a.i, WrapNeg(b.i)); break;
+      case BinaryOp::kMul:
+        r.i = static_cast<int64_t>(static_cast<uint64_t>(a.i) * static_cast<uint64_t>(b.i));
+        break;
+      case BinaryOp::kDiv: r.i = b.i == 0 ? 0 : b.i == -1 ? WrapNeg(a.i) : a.i / b.i; break;
+      case BinaryOp::kMod: r.i = b.i == 0 || b.i == -1 ? 0 : a.i % b.i; break;
       case BinaryOp::kMin: r.i = std::min(a.i, b.i); break;
       case BinaryOp::kMax: r.i = std::max(a.i, b.i); break;
       case BinaryOp::kAnd: r.i = a.i && b.i; break;
@@ -126,8 +134,8 @@ class Evaluator {
     Scalar r;
     if (e->type != ScalarType::kF32) {
       switch (e->unary_op()) {
-        case UnaryOp::kNeg: r.i = -a.i; break;
-        case UnaryOp::kAbs: r.i = a.i < 0 ? -a.i : a.i; break;
+        case UnaryOp::kNeg: r.i = WrapNeg(a.i); break;
+        case UnaryOp::kAbs: r.i = a.i < 0 ? WrapNeg(a.i) : a.i; break;
         case UnaryOp::kNot: r.i = !a.i; break;
         default: r.i = a.i;
       }
@@ -142,6 +150,10 @@ class Evaluator {
       case UnaryOp::kAbs: r.f = std::fabs(a.f); break;
       case UnaryOp::kErf: r.f = std::erf(a.f); break;
       case UnaryOp::kFloor: r.f = std::floor(a.f); break;
+      case UnaryOp::kSin: r.f = std::sin(a.f); break;
+      case UnaryOp::kCos: r.f = std::cos(a.f); break;
+      case UnaryOp::kAtan: r.f = std::atan(a.f); break;
+      case UnaryOp::kRound: r.f = std::nearbyint(a.f); break;
       case UnaryOp::kNot: r.f = a.f == 0; break;
     }
     return r;

@@ -23,8 +23,8 @@ const char* BinaryName(BinaryOp op) {
   return kNames[static_cast<int>(op)];
 }
 const char* UnaryName(UnaryOp op) {
-  static const char* kNames[] = {"neg", "exp", "log", "sqrt", "tanh",
-                                 "abs", "erf", "floor", "not"};
+  static const char* kNames[] = {"neg", "exp", "log", "sqrt", "tanh", "abs", "erf",
+                                 "floor", "not", "sin", "cos", "atan", "round"};
   return kNames[static_cast<int>(op)];
 }
 const char* CompareName(CompareOp op) {

@@ -31,7 +31,9 @@ enum class ExprKind {
 };
 
 enum class BinaryOp { kAdd, kSub, kMul, kDiv, kMod, kMin, kMax, kPow, kAnd, kOr };
-enum class UnaryOp { kNeg, kExp, kLog, kSqrt, kTanh, kAbs, kErf, kFloor, kNot };
+// kRound rounds half to even (ONNX Round, C's nearbyint).
+enum class UnaryOp { kNeg, kExp, kLog, kSqrt, kTanh, kAbs, kErf, kFloor, kNot, kSin, kCos, kAtan,
+                     kRound };
 enum class CompareOp { kLT, kLE, kGT, kGE, kEQ, kNE };
 enum class ReduceOp { kSum, kMax, kMin, kProd };
 
