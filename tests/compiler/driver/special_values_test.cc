@@ -199,5 +199,39 @@ TEST_F(SpecialValuesTest, ALongSumKeepsItsSmallTerms) {
   EXPECT_EQ(got, static_cast<float>(kTerms) * term);  // 4198400, exactly
 }
 
+// Integer division and remainder by 0 and INT64_MIN / -1 trap on x86; the
+// kernels and constant folding give NumPy's answers instead (0, and -x
+// wrapping), and the server lives on.
+TEST_F(SpecialValuesTest, IntegerDivisionNeverFaults) {
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  const std::vector<int64_t> x = {7, -7, kMin, 9, kMin, -8};
+  const std::vector<int64_t> y = {0, 0, -1, -1, 3, 3};
+  const std::vector<int64_t> quotient = {0, 0, kMin, -9, kMin / 3, -2};
+  const std::vector<int64_t> remainder = {0, 0, 0, 0, kMin % 3, -2};
+  for (bool fold : {false, true}) {
+    SCOPED_TRACE(fold ? "folded" : "generated");
+    Graph g;
+    const TensorType type{DType::kInt64, {6}};
+    Node* xi = g.AddInput("x", type);
+    Node* yi = g.AddInput("y", type);
+    Node* a = fold ? g.AddConstant("xc", kiln::testing::Int64Values({6}, x)) : xi;
+    Node* b = fold ? g.AddConstant("yc", kiln::testing::Int64Values({6}, y)) : yi;
+    g.AddOutput(Op(g, "div", {a, b}));
+    g.AddOutput(Op(g, "mod", {a, b}, ModAttrs{true}));
+    const std::string name = fold ? "int_div_folded" : "int_div";
+    ASSERT_TRUE(manager_->Compile(name, std::move(g), CompileOptions{}).ok());
+    auto in_x = Tensor::FromBytes(type, absl::string_view(reinterpret_cast<const char*>(x.data()),
+                                                          x.size() * 8));
+    auto in_y = Tensor::FromBytes(type, absl::string_view(reinterpret_cast<const char*>(y.data()),
+                                                          y.size() * 8));
+    auto result = manager_->Find(name)->Run({&*in_x, &*in_y});
+    ASSERT_TRUE(result.ok()) << result.status();
+    const int64_t* q = static_cast<const int64_t*>(result->outputs[0].data());
+    const int64_t* r = static_cast<const int64_t*>(result->outputs[1].data());
+    EXPECT_EQ(std::vector<int64_t>(q, q + 6), quotient);
+    EXPECT_EQ(std::vector<int64_t>(r, r + 6), remainder);
+  }
+}
+
 }  // namespace
 }  // namespace kiln
