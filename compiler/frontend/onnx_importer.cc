@@ -458,12 +458,59 @@ absl::Status ConvertTranspose(Converter& c, const onnx::NodeProto& n) {
   return c.Define(n.output(0), y);
 }
 
+// A 1-D convolution runs as a 2-D one over a plane of height 1: its input
+// [N, C, L] and weights [O, C/g, K] reshaped to [N, C, 1, L] and
+// [O, C/g, 1, K], its attributes given a height of 1, the output reshaped
+// back. Audio and time-series nets are 1-D.
+absl::Status ConvertConv1D(Converter& c, const onnx::NodeProto& n, Node* x, Node* w) {
+  const int64_t stride = IntsAttr(n, "strides", {1}).at(0);
+  const int64_t dilation = IntsAttr(n, "dilations", {1}).at(0);
+  std::vector<int64_t> pads = IntsAttr(n, "pads", {0, 0});
+  if (IntsAttr(n, "strides", {1}).size() != 1 || IntsAttr(n, "dilations", {1}).size() != 1 ||
+      pads.size() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node '", n.name(), "' (Conv): a 1-D convolution takes one stride, one dilation and "
+        "two pads"));
+  }
+  const onnx::AttributeProto* auto_pad = FindAttr(n, "auto_pad");
+  if (auto_pad && (auto_pad->s() == "SAME_UPPER" || auto_pad->s() == "SAME_LOWER")) {
+    const int64_t in = x->type.shape[2], k = w->type.shape[2];
+    const int64_t out = (in + stride - 1) / stride;
+    const int64_t total = std::max<int64_t>(0, (out - 1) * stride + dilation * (k - 1) + 1 - in);
+    pads[0] = auto_pad->s() == "SAME_UPPER" ? total / 2 : total - total / 2;
+    pads[1] = total - pads[0];
+  } else if (auto_pad && auto_pad->s() == "VALID") {
+    pads = {0, 0};
+  }
+  Conv2DAttrs a;
+  a.strides = {1, stride};
+  a.dilation = {1, dilation};
+  a.groups = IntAttr(n, "group", 1);
+  a.padding = {0, pads[0], 0, pads[1]};
+  const std::vector<int64_t>& xs = x->type.shape;
+  const std::vector<int64_t>& ws = w->type.shape;
+  KILN_ASSIGN_OR_RETURN(Node* x2, c.Add(n, "reshape", {x},
+                                        ReshapeAttrs{{xs[0], xs[1], 1, xs[2]}}, "/x_2d"));
+  KILN_ASSIGN_OR_RETURN(Node* w2, c.Add(n, "reshape", {w},
+                                        ReshapeAttrs{{ws[0], ws[1], 1, ws[2]}}, "/w_2d"));
+  std::vector<Node*> inputs{x2, w2};
+  if (c.HasInput(n, 2)) {
+    KILN_ASSIGN_OR_RETURN(Node* b, c.Value(n, 2));
+    inputs.push_back(b);
+  }
+  KILN_ASSIGN_OR_RETURN(Node* y2, c.Add(n, "conv2d", inputs, a, "/2d"));
+  const std::vector<int64_t>& ys = y2->type.shape;
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "reshape", {y2}, ReshapeAttrs{{ys[0], ys[1], ys[3]}}));
+  return c.Define(n.output(0), y);
+}
+
 absl::Status ConvertConv(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
   KILN_ASSIGN_OR_RETURN(Node* w, c.Value(n, 1));
+  if (x->type.rank() == 3 && w->type.rank() == 3) return ConvertConv1D(c, n, x, w);
   if (x->type.rank() != 4) {
-    return absl::UnimplementedError(absl::StrCat("node '", n.name(),
-                                                 "' (Conv): only 2-D convolution is supported"));
+    return absl::UnimplementedError(absl::StrCat(
+        "node '", n.name(), "' (Conv): only 1-D and 2-D convolution are supported"));
   }
   Conv2DAttrs a;
   a.strides = IntsAttr(n, "strides", {1, 1});
@@ -691,9 +738,24 @@ ConvertFn Pool(const std::string& kiln_op) {
   return [kiln_op](Converter& c, const onnx::NodeProto& n) -> absl::Status {
     KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
     std::vector<int64_t> kernel = IntsAttr(n, "kernel_shape", {});
-    if (x->type.rank() != 4 || kernel.size() != 2) {
+    // 1-D pooling runs as 2-D over a plane of height 1 (as ConvertConv1D).
+    const bool one_d = x->type.rank() == 3 && kernel.size() == 1;
+    if (!one_d && (x->type.rank() != 4 || kernel.size() != 2)) {
       return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
-                                                   "): only 2-D pooling is supported"));
+                                                   "): only 1-D and 2-D pooling are supported"));
+    }
+    auto lift = [one_d](std::vector<int64_t> v, int64_t unit) {
+      if (!one_d) return v;
+      if (v.size() == 1) return std::vector<int64_t>{unit, v[0]};
+      if (v.size() == 2) return std::vector<int64_t>{0, v[0], 0, v[1]};  // pads
+      return v;
+    };
+    kernel = lift(kernel, 1);
+    Node* input = x;
+    if (one_d) {
+      const std::vector<int64_t>& xs = x->type.shape;
+      KILN_ASSIGN_OR_RETURN(input, c.Add(n, "reshape", {x},
+                                         ReshapeAttrs{{xs[0], xs[1], 1, xs[2]}}, "/x_2d"));
     }
     if (n.output_size() > 1 && !n.output(1).empty()) {
       return absl::UnimplementedError(absl::StrCat("node '", n.name(),
@@ -701,16 +763,19 @@ ConvertFn Pool(const std::string& kiln_op) {
     }
     Pool2DAttrs a;
     a.kernel = kernel;
-    a.strides = IntsAttr(n, "strides", {1, 1});
-    a.padding = IntsAttr(n, "pads", {0, 0, 0, 0});
-    a.dilation = IntsAttr(n, "dilations", {1, 1});
+    const std::vector<int64_t> ones = one_d ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 1};
+    const std::vector<int64_t> zeros = one_d ? std::vector<int64_t>{0, 0}
+                                             : std::vector<int64_t>{0, 0, 0, 0};
+    a.strides = lift(IntsAttr(n, "strides", ones), 1);
+    a.padding = lift(IntsAttr(n, "pads", zeros), 0);
+    a.dilation = lift(IntsAttr(n, "dilations", ones), 1);
     a.ceil_mode = IntAttr(n, "ceil_mode", 0) != 0;
     a.count_include_pad = IntAttr(n, "count_include_pad", 0) != 0;
     const onnx::AttributeProto* auto_pad = FindAttr(n, "auto_pad");
     if (auto_pad && (auto_pad->s() == "SAME_UPPER" || auto_pad->s() == "SAME_LOWER")) {
       const bool upper = auto_pad->s() == "SAME_UPPER";
       for (int d = 0; d < 2; ++d) {
-        const int64_t in = x->type.shape[2 + d];
+        const int64_t in = input->type.shape[2 + d];
         const int64_t out = (in + a.strides[d] - 1) / a.strides[d];
         const int64_t total = std::max<int64_t>(
             0, (out - 1) * a.strides[d] + a.dilation[d] * (a.kernel[d] - 1) + 1 - in);
@@ -720,7 +785,13 @@ ConvertFn Pool(const std::string& kiln_op) {
     } else if (auto_pad && auto_pad->s() == "VALID") {
       a.padding = {0, 0, 0, 0};
     }
-    KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, kiln_op, {x}, a));
+    if (!one_d) {
+      KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, kiln_op, {x}, a));
+      return c.Define(n.output(0), y);
+    }
+    KILN_ASSIGN_OR_RETURN(Node* y2, c.Add(n, kiln_op, {input}, a, "/2d"));
+    const std::vector<int64_t>& ys = y2->type.shape;
+    KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "reshape", {y2}, ReshapeAttrs{{ys[0], ys[1], ys[3]}}));
     return c.Define(n.output(0), y);
   };
 }

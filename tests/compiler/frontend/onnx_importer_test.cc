@@ -72,6 +72,13 @@ TEST(OnnxImporterTest, MatMulReshapeTransposeReduceMatchNumPy) {
   ExpectMatchesNumPy("matmul_mix", RunCase("matmul_mix", 2));
 }
 
+TEST(OnnxImporterTest, OneDimensionalConvolutionsMatchNumPy) {
+  for (int level : {0, 2}) {
+    SCOPED_TRACE(level);
+    ExpectMatchesNumPy("conv1d", RunCase("conv1d", level));
+  }
+}
+
 TEST(OnnxImporterTest, OutputsKeepTheirOnnxNames) {
   auto graph = ImportOnnxModel(Data("small_cnn.onnx"), OpRegistry::Default(), {});
   ASSERT_TRUE(graph.ok()) << graph.status();

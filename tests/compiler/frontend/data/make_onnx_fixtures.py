@@ -178,6 +178,44 @@ def reshape_by_input():
     save("reshape_by_input", graph, x, np.maximum(x, 0))
 
 
+def conv1d():
+    """Two 1-D convolutions (stride 2 with pads, then dilation 2 with groups)
+    and a ReLU, as an audio front end has; NumPy's answer by direct sums."""
+    x = rng.standard_normal((2, 4, 19)).astype(np.float32)
+    w1 = (rng.standard_normal((6, 4, 5)) * 0.3).astype(np.float32)
+    b1 = (rng.standard_normal(6) * 0.1).astype(np.float32)
+    w2 = (rng.standard_normal((6, 3, 3)) * 0.3).astype(np.float32)  # groups = 2
+
+    def conv(x, w, b, stride, pads, dilation, groups):
+        n, c, length = x.shape
+        o, cg, k = w.shape
+        xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pads[0], pads[1])))
+        out_len = (xp.shape[2] - dilation * (k - 1) - 1) // stride + 1
+        out = np.zeros((n, o, out_len))
+        og = o // groups
+        for oc in range(o):
+            g = oc // og
+            for t in range(out_len):
+                window = xp[:, g * cg:(g + 1) * cg, t * stride:t * stride + dilation * (k - 1) + 1:dilation]
+                out[:, oc, t] = np.einsum("nck,ck->n", window, w[oc])
+        return out + (b[None, :, None] if b is not None else 0)
+
+    h = conv(x, w1, b1, 2, (2, 1), 1, 1)
+    y = np.maximum(conv(h, w2, None, 1, (2, 2), 2, 2), 0)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w1", "b1"], ["h"], name="conv_a", strides=[2],
+                          pads=[2, 1]),
+         helper.make_node("Conv", ["h", "w2"], ["c"], name="conv_b", dilations=[2],
+                          pads=[2, 2], group=2),
+         helper.make_node("Relu", ["c"], ["y"], name="relu")],
+        "conv1d",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(y.shape))],
+        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(b1, "b1"),
+         numpy_helper.from_array(w2, "w2")])
+    save("conv1d", graph, x, y)
+
+
 if __name__ == "__main__":
     small_cnn()
     matmul_mix()
@@ -185,3 +223,4 @@ if __name__ == "__main__":
     external_data()
     mlp_dynamic()
     reshape_by_input()
+    conv1d()
