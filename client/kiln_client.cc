@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/match.h"
 #include "grpcpp/create_channel.h"
+#include "common/sha256.h"
 #include "grpcpp/security/credentials.h"
 
 namespace kiln::client {
@@ -120,6 +121,42 @@ absl::StatusOr<kiln::v1::CompileModelResponse> KilnClient::CompileWithProgress(
   grpc::Status status = reader->Finish();
   if (!status.ok()) return FromGrpcStatus(status);
   if (!finished) return absl::UnavailableError("the compile stream ended without a result");
+  return response;
+}
+
+absl::StatusOr<kiln::v1::CompileModelResponse> KilnClient::Upload(
+    const kiln::v1::CompileModelRequest& request) {
+  constexpr size_t kChunkBytes = size_t{4} << 20;
+  kiln::v1::ModelChunk header_chunk;
+  kiln::v1::UploadHeader* header = header_chunk.mutable_header();
+  *header->mutable_request() = request;
+  std::string graph_bytes;
+  absl::string_view bytes;
+  if (request.model_case() == kiln::v1::CompileModelRequest::kGraph) {
+    header->set_graph(true);
+    request.graph().SerializeToString(&graph_bytes);
+    bytes = graph_bytes;
+    header->mutable_request()->clear_graph();
+  } else {
+    bytes = request.onnx_model();
+    header->mutable_request()->clear_onnx_model();
+  }
+  header->set_total_bytes(static_cast<int64_t>(bytes.size()));
+  header->set_sha256(Sha256Hex(bytes));
+  grpc::ClientContext context;
+  Authorize(context, token_);
+  kiln::v1::CompileModelResponse response;
+  std::unique_ptr<grpc::ClientWriter<kiln::v1::ModelChunk>> writer =
+      compiler_->UploadModel(&context, &response);
+  bool sent = writer->Write(header_chunk);
+  for (size_t at = 0; sent && at < bytes.size(); at += kChunkBytes) {
+    kiln::v1::ModelChunk chunk;
+    chunk.set_data(std::string(bytes.substr(at, kChunkBytes)));
+    sent = writer->Write(chunk);
+  }
+  writer->WritesDone();
+  grpc::Status status = writer->Finish();  // the server's word, even when a write failed
+  if (!status.ok()) return FromGrpcStatus(status);
   return response;
 }
 

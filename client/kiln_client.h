@@ -57,6 +57,10 @@ class KilnClient {
   absl::StatusOr<kiln::v1::CompileModelResponse> CompileWithProgress(
       const kiln::v1::CompileModelRequest& request,
       const std::function<void(const kiln::v1::CompileProgress&)>& on_progress);
+  // Compile, for a model of any size: `request`'s model (ONNX bytes or
+  // graph) goes as a header and chunks of at most 4 MiB with its SHA-256.
+  absl::StatusOr<kiln::v1::CompileModelResponse> Upload(
+      const kiln::v1::CompileModelRequest& request);
   absl::StatusOr<kiln::v1::ListKernelsResponse> ListKernels();
   absl::StatusOr<kiln::v1::CallKernelResponse> CallKernel(const kiln::v1::CallKernelRequest& r);
   absl::StatusOr<kiln::v1::BenchmarkKernelResponse> BenchmarkKernel(

@@ -33,7 +33,9 @@ constexpr char kUsage[] = R"(usage: kiln COMMAND [--server HOST:PORT] [--tls-ca 
   (the token also from $KILN_TOKEN)
   compile FILE [--name NAME] [--opt-level N] [--disable PASS]... [--require PASS]...
                [--max-fuse-depth N] [--print-ir-after PASS|all]...
-               [--input-shape INPUT=1x3x224x224]... [--replace] [--json]
+               [--input-shape INPUT=1x3x224x224]... [--replace] [--upload] [--json]
+                             --upload: send the model in chunks (UploadModel), as is done
+                             anyway for models over 64 MB
                              --replace: serve it as the next version of a name that
                              serves another model (otherwise ALREADY_EXISTS)
                [--max-batch-size N [--preferred-batch-size N]... [--max-queue-delay-us US]]
@@ -200,7 +202,12 @@ int Compile(KilnClient& client, const CliArgs& args) {
       std::cerr << "\r" << p.name() << " " << p.detail() << "\033[K" << std::flush;
     }
   };
-  auto response = client.CompileWithProgress(request, on_progress);
+  // A model that would not fit one message goes up in chunks (UploadModel).
+  constexpr int64_t kUploadAboveBytes = int64_t{64} << 20;
+  const bool upload = args.Has("upload") ||
+                      static_cast<int64_t>(request.ByteSizeLong()) > kUploadAboveBytes;
+  auto response =
+      upload ? client.Upload(request) : client.CompileWithProgress(request, on_progress);
   if (tty && std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(300)) {
     std::cerr << "\r\033[K" << std::flush;
   }
@@ -382,7 +389,8 @@ int Main(int argc, char** argv) {
        "max-batch-size", "preferred-batch-size", "max-queue-delay-us", "symbol-range",
        "eager-shape", "model", "number", "repeat", "warmup", "min-repeat-ms", "tls-ca",
        "tls-cert", "tls-key", "token"},
-      {"json", "profile", "help", "model-tolerance", "exact", "exact-shapes-only", "replace"});
+      {"json", "profile", "help", "model-tolerance", "exact", "exact-shapes-only", "replace",
+       "upload"});
   if (!args.ok()) return Usage(std::string(args.status().message()));
   if (args->Has("help") || args->positional.empty()) return Usage("");
   ClientOptions connection;

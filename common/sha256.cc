@@ -1,17 +1,19 @@
 #include "common/sha256.h"
 
-#include <array>
-#include <cstdint>
+#include <openssl/evp.h>
 
-#include "llvm/ADT/ArrayRef.h"
-#include "llvm/Support/SHA256.h"
+#include <cstdlib>
 
 namespace kiln {
 
 std::string Sha256(absl::string_view data) {
-  std::array<uint8_t, 32> digest = llvm::SHA256::hash(llvm::ArrayRef<uint8_t>(
-      reinterpret_cast<const uint8_t*>(data.data()), data.size()));
-  return std::string(digest.begin(), digest.end());
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  if (EVP_Digest(data.data(), data.size(), digest, &size, EVP_sha256(), nullptr) != 1 ||
+      size != 32) {
+    std::abort();  // only when libcrypto itself is broken
+  }
+  return std::string(reinterpret_cast<const char*>(digest), size);
 }
 
 std::string Sha256Hex(absl::string_view data) {

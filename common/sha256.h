@@ -1,6 +1,6 @@
 // SHA-256, for what must hash the same in every process and build (cache
 // keys, entry checksums): absl::Hash and std::hash are seeded per process.
-// LLVM's implementation, behind a header that does not show LLVM.
+// OpenSSL's implementation, behind a header that does not show it.
 #ifndef KILN_COMMON_SHA256_H_
 #define KILN_COMMON_SHA256_H_
 

@@ -14,6 +14,7 @@ packages=(
   zlib1g-dev libzstd-dev libtinfo-dev libxml2-dev libedit-dev libffi-dev
   libopenblas-dev libdnnl-dev  # peers //bench:gemm-bench links against
   openssl  # tests/server:auth_test makes its TLS certificates
+  libssl-dev  # libcrypto's SHA-256 (cache keys, upload checksums)
   "$@"
 )
 

@@ -12,6 +12,7 @@
 #include "absl/hash/hash.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/sha256.h"
 #include "common/version.h"
 #include "compiler/codegen/codegen.h"
 #include "compiler/driver/output_dims.h"
@@ -315,6 +316,73 @@ grpc::Status CompilerService::CompileModel(grpc::ServerContext* context,
   absl::StatusOr<kiln::v1::CompileModelResponse> result =
       Compile(*request, nullptr, absl::FromChrono(context->deadline()), StopCheck(context));
   if (!result.ok()) return Fail("CompileModel", result.status());
+  *response = *std::move(result);
+  return grpc::Status::OK;
+}
+
+namespace {
+
+// The model an UploadModel call carries: its header's request with the
+// chunks' bytes in place, checked against the header's size and digest.
+absl::StatusOr<kiln::v1::CompileModelRequest> ReceiveUpload(
+    grpc::ServerReader<kiln::v1::ModelChunk>* reader, int64_t max_bytes) {
+  kiln::v1::ModelChunk chunk;
+  if (!reader->Read(&chunk) || !chunk.has_header()) {
+    return absl::InvalidArgumentError("an upload starts with its header");
+  }
+  const kiln::v1::UploadHeader header = chunk.header();
+  if (header.total_bytes() <= 0) {
+    return absl::InvalidArgumentError("the upload header's total_bytes must be positive");
+  }
+  if (header.total_bytes() > max_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the model's ", header.total_bytes(), " bytes are more than the server takes, ",
+        max_bytes, " (--max-upload-mb)"));
+  }
+  std::string bytes;
+  bytes.reserve(static_cast<size_t>(header.total_bytes()));
+  while (reader->Read(&chunk)) {
+    if (chunk.has_header()) return absl::InvalidArgumentError("a second upload header");
+    if (static_cast<int64_t>(bytes.size() + chunk.data().size()) > header.total_bytes()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the chunks hold more than the header's ", header.total_bytes(), " bytes"));
+    }
+    bytes += chunk.data();
+  }
+  if (static_cast<int64_t>(bytes.size()) != header.total_bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat("the upload ended after ", bytes.size(),
+                                                   " of ", header.total_bytes(), " bytes"));
+  }
+  if (!header.sha256().empty() && absl::AsciiStrToLower(header.sha256()) != Sha256Hex(bytes)) {
+    return absl::InvalidArgumentError(
+        "the bytes received do not match the header's sha256: the upload was damaged");
+  }
+  kiln::v1::CompileModelRequest request = header.request();
+  if (header.graph()) {
+    if (!request.mutable_graph()->ParseFromString(bytes)) {
+      return absl::InvalidArgumentError("the uploaded bytes are not a kiln.v1.Graph");
+    }
+  } else {
+    request.set_onnx_model(std::move(bytes));
+  }
+  return request;
+}
+
+}  // namespace
+
+grpc::Status CompilerService::UploadModel(grpc::ServerContext* context,
+                                          grpc::ServerReader<kiln::v1::ModelChunk>* reader,
+                                          kiln::v1::CompileModelResponse* response) {
+  if (grpc::Status a = Authorize(tokens_.get(), *context, Scope::kAdmin, "UploadModel");
+      !a.ok()) {
+    return a;
+  }
+  absl::StatusOr<kiln::v1::CompileModelRequest> request =
+      ReceiveUpload(reader, limits_.max_upload_bytes);
+  if (!request.ok()) return Fail("UploadModel", request.status());
+  absl::StatusOr<kiln::v1::CompileModelResponse> result =
+      Compile(*request, nullptr, absl::FromChrono(context->deadline()), StopCheck(context));
+  if (!result.ok()) return Fail("UploadModel", result.status());
   *response = *std::move(result);
   return grpc::Status::OK;
 }

@@ -16,6 +16,7 @@ namespace kiln::server {
 struct CompileLimits {
   int max_concurrent_compiles = 2;          // --max-concurrent-compiles
   int64_t max_graph_nodes = kMaxGraphNodes;  // --max-graph-nodes
+  int64_t max_upload_bytes = int64_t{2} << 30;  // --max-upload-mb
 };
 
 class CompilerService final : public kiln::v1::Compiler::Service {
@@ -40,6 +41,9 @@ class CompilerService final : public kiln::v1::Compiler::Service {
   grpc::Status CompileModelStream(grpc::ServerContext* context,
                                   const kiln::v1::CompileModelRequest* request,
                                   grpc::ServerWriter<kiln::v1::CompileProgress>* writer) override;
+  grpc::Status UploadModel(grpc::ServerContext* context,
+                           grpc::ServerReader<kiln::v1::ModelChunk>* reader,
+                           kiln::v1::CompileModelResponse* response) override;
   grpc::Status ListKernels(grpc::ServerContext*, const kiln::v1::ListKernelsRequest*,
                            kiln::v1::ListKernelsResponse* response) override;
   grpc::Status CallKernel(grpc::ServerContext* context, const kiln::v1::CallKernelRequest* request,

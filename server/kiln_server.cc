@@ -30,7 +30,8 @@ class KilnServerImpl final : public KilnServer {
   KilnServerImpl(std::unique_ptr<engine::ModelManager> models, const ServerOptions& options)
       : models_(std::move(models)),
         compiler_(models_.get(), options.inference_cpus,
-                  {options.max_concurrent_compiles, options.max_graph_nodes}) {}
+                  {options.max_concurrent_compiles, options.max_graph_nodes,
+                   options.max_upload_mb << 20}) {}
 
   ~KilnServerImpl() override {
     if (server_) server_->Shutdown();

@@ -28,6 +28,9 @@ ABSL_FLAG(std::string, cache_dir, "",
           "directory of the persistent kernel cache (default: $XDG_CACHE_HOME/kiln/kernels "
           "or ~/.cache/kiln/kernels; 'none' keeps kernels in memory only)");
 ABSL_FLAG(int64_t, cache_max_bytes, int64_t{1} << 30, "disk budget of the kernel cache (LRU)");
+ABSL_FLAG(int64_t, max_upload_mb, 2048,
+          "largest model UploadModel takes, in MiB (in chunks; one message stays under "
+          "--max-message-mb)");
 ABSL_FLAG(int64_t, max_graph_nodes, 200000,
           "nodes (with constants and inputs) a model may have; more is RESOURCE_EXHAUSTED");
 ABSL_FLAG(int, max_concurrent_compiles, 2,
@@ -130,6 +133,11 @@ int main(int argc, char** argv) {
   options.cache_memory_max_bytes = absl::GetFlag(FLAGS_cache_memory_max_bytes);
   options.max_concurrent_compiles = absl::GetFlag(FLAGS_max_concurrent_compiles);
   options.max_graph_nodes = absl::GetFlag(FLAGS_max_graph_nodes);
+  options.max_upload_mb = absl::GetFlag(FLAGS_max_upload_mb);
+  if (options.max_upload_mb < 1 || options.max_upload_mb > 4096) {
+    std::cerr << "kiln-server: --max-upload-mb must be 1..4096\n";
+    return 2;
+  }
   options.compile_nice = absl::GetFlag(FLAGS_compile_nice);
   options.max_connection_idle_s = absl::GetFlag(FLAGS_max_connection_idle_s);
   options.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
