@@ -31,7 +31,7 @@ absl::StatusOr<CompileResult> ModelManager::Compile(const std::string& name, Gra
 absl::StatusOr<int64_t> ModelManager::VersionFor(const std::string& name,
                                                  const ModelIdentity& identity) const {
   auto it = models_.find(name);
-  if (it == models_.end()) return 1;
+  if (it == models_.end()) return identity.version > 0 ? identity.version : 1;
   if (it->second.fingerprint == identity.fingerprint) return it->second.version;
   if (!identity.replace) {
     return absl::AlreadyExistsError(absl::StrCat(
@@ -40,7 +40,7 @@ absl::StatusOr<int64_t> ModelManager::VersionFor(const std::string& name,
         "this one as version ",
         it->second.version + 1, ", or unload it first"));
   }
-  return it->second.version + 1;
+  return identity.version > 0 ? identity.version : it->second.version + 1;
 }
 
 absl::Status ModelManager::CheckServable(const std::string& name,

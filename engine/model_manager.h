@@ -65,6 +65,8 @@ struct ModelIdentity {
   // Without it that is AlreadyExists: a name silently changing models
   // under its clients is what issue 20 found.
   bool replace = false;
+  // The version to serve as; 0: 1, or one more than the model replaced.
+  int64_t version = 0;
 };
 
 // A model being served and what its compile did.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <iostream>
 #include <optional>
 #include <tuple>
 
@@ -25,6 +26,7 @@
 #include "server/call_auth.h"
 #include "server/cpu_affinity.h"
 #include "server/infer_request.h"
+#include "server/model_repository.h"
 #include "server/report_conversion.h"
 #include "server/status_conversion.h"
 
@@ -56,8 +58,8 @@ absl::Status ValidateModelName(const std::string& name) {
       " letters, digits, '_', '-' or '.' (not starting with '.')"));
 }
 
-// What the model was made from, the name and `replace` aside: the same
-// model sent again has the same fingerprint.
+// What the model was made from (its bytes and options; not its name,
+// version or `replace`): the same model sent again has the same fingerprint.
 uint64_t Fingerprint(const kiln::v1::CompileModelRequest& request) {
   std::string options;
   {
@@ -179,7 +181,11 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
     return absl::InvalidArgumentError("no model name: set model_name or the graph's name");
   }
   if (absl::Status valid = ValidateModelName(name); !valid.ok()) return valid;
-  const engine::ModelIdentity identity{Fingerprint(request), request.replace()};
+  if (request.version() < 0) {
+    return absl::InvalidArgumentError("a model version is a positive number (0: automatic)");
+  }
+  const engine::ModelIdentity identity{Fingerprint(request), request.replace(),
+                                       request.version()};
   if (absl::Status s = models_->CheckServable(name, identity); !s.ok()) return s;
   // Calls for the name meanwhile hear that it is compiling, then (unless it
   // loads) why it failed.
@@ -305,6 +311,40 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::CompileNamed(
   FillCompileReport(*result, response.mutable_report());
   response.mutable_report()->set_deferred(deferred);
   return response;
+}
+
+int CompilerService::LoadRepository(const std::string& dir) {
+  absl::StatusOr<std::vector<RepositoryModel>> models = ScanRepository(dir);
+  if (!models.ok()) {
+    Fail("LoadRepository", models.status());
+    return 0;
+  }
+  int loaded = 0;
+  for (const RepositoryModel& model : *models) {
+    absl::StatusOr<kiln::v1::CompileModelRequest> request =
+        RepositoryRequest(dir, model, limits_.max_upload_bytes);
+    if (!request.ok()) {
+      models_->states().Failed(model.name, request.status());
+      Fail("LoadRepository", request.status());
+      continue;
+    }
+    request->set_version(model.version);
+    request->set_replace(true);
+    absl::StatusOr<kiln::v1::CompileModelResponse> compiled =
+        Compile(*request, nullptr, absl::InfiniteFuture(), nullptr);
+    if (!compiled.ok()) {
+      Fail("LoadRepository", absl::Status(compiled.status().code(),
+                                          absl::StrCat("model '", model.name, "' version ",
+                                                       model.version, ": ",
+                                                       compiled.status().message())));
+      continue;
+    }
+    std::cerr << "kiln-server: loaded " << model.name << " version " << model.version
+              << " from the repository (" << compiled->report().kernels_size()
+              << " kernels)\n";
+    ++loaded;
+  }
+  return loaded;
 }
 
 grpc::Status CompilerService::CompileModel(grpc::ServerContext* context,

@@ -36,6 +36,11 @@ class CompilerService final : public kiln::v1::Compiler::Service {
   // server starts.
   void set_tokens(std::shared_ptr<const TokenTable> tokens) { tokens_ = std::move(tokens); }
 
+  // Compiles every model of the repository at `dir` (model_repository.h),
+  // each under its name and version; failures are logged and remembered
+  // for the calls that look for the name. Returns how many loaded.
+  int LoadRepository(const std::string& dir);
+
   grpc::Status CompileModel(grpc::ServerContext*, const kiln::v1::CompileModelRequest* request,
                             kiln::v1::CompileModelResponse* response) override;
   grpc::Status CompileModelStream(grpc::ServerContext* context,

@@ -92,6 +92,7 @@ class KilnServerImpl final : public KilnServer {
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
     creators.push_back(UnparsedRequestStatusFactory(std::move(parsed_by_the_server)));
     builder.experimental().SetInterceptorCreators(std::move(creators));
+    if (!options.model_repository.empty()) compiler_.LoadRepository(options.model_repository);
     server_ = builder.BuildAndStart();
     if (!server_ || port_ == 0) {
       return absl::UnavailableError(absl::StrCat("cannot listen on ", options.address, ":",

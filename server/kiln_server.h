@@ -25,6 +25,8 @@ struct ServerOptions {
   int compile_nice = 10;            // compiles run this much nicer than inference
   int64_t max_graph_nodes = 200000;  // larger models are RESOURCE_EXHAUSTED
   int64_t max_upload_mb = 2048;      // UploadModel's model size
+  // Triton-layout model repository loaded at start (model_repository.h).
+  std::string model_repository;
   std::string cache_dir;  // empty: memory-only kernel cache
   int64_t cache_max_bytes = int64_t{1} << 30;
   int64_t cache_memory_max_bytes = int64_t{256} << 20;

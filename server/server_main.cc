@@ -28,6 +28,8 @@ ABSL_FLAG(std::string, cache_dir, "",
           "directory of the persistent kernel cache (default: $XDG_CACHE_HOME/kiln/kernels "
           "or ~/.cache/kiln/kernels; 'none' keeps kernels in memory only)");
 ABSL_FLAG(int64_t, cache_max_bytes, int64_t{1} << 30, "disk budget of the kernel cache (LRU)");
+ABSL_FLAG(std::string, model_repository, "",
+          "directory of NAME/VERSION/model.onnx (Triton's layout) loaded at start");
 ABSL_FLAG(int64_t, max_upload_mb, 2048,
           "largest model UploadModel takes, in MiB (in chunks; one message stays under "
           "--max-message-mb)");
@@ -134,6 +136,7 @@ int main(int argc, char** argv) {
   options.max_concurrent_compiles = absl::GetFlag(FLAGS_max_concurrent_compiles);
   options.max_graph_nodes = absl::GetFlag(FLAGS_max_graph_nodes);
   options.max_upload_mb = absl::GetFlag(FLAGS_max_upload_mb);
+  options.model_repository = absl::GetFlag(FLAGS_model_repository);
   if (options.max_upload_mb < 1 || options.max_upload_mb > 4096) {
     std::cerr << "kiln-server: --max-upload-mb must be 1..4096\n";
     return 2;

@@ -1,0 +1,133 @@
+#include "server/model_repository.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/text_format.h"
+
+namespace kiln::server {
+namespace {
+
+constexpr const char* kModelFiles[] = {"model.onnx", "model.pb", "model.pbtxt"};
+
+std::vector<std::string> Entries(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return names;
+  while (dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  ::closedir(d);
+  return names;
+}
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool ValidName(const std::string& name) {
+  if (name.empty() || name.size() > 128 || name[0] == '.') return false;
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' &&
+        c != '.') {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string RealPath(const std::string& path) {
+  char resolved[PATH_MAX];
+  return ::realpath(path.c_str(), resolved) != nullptr ? std::string(resolved) : "";
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<RepositoryModel>> ScanRepository(const std::string& dir) {
+  if (!IsDirectory(dir)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--model-repository ", dir, " is not a directory"));
+  }
+  std::vector<RepositoryModel> models;
+  for (const std::string& name : Entries(dir)) {
+    const std::string model_dir = absl::StrCat(dir, "/", name);
+    if (!ValidName(name) || !IsDirectory(model_dir)) continue;
+    RepositoryModel best;
+    for (const std::string& version : Entries(model_dir)) {
+      int64_t number = 0;
+      if (!absl::SimpleAtoi(version, &number) || number < 1 ||
+          !IsDirectory(absl::StrCat(model_dir, "/", version))) {
+        continue;
+      }
+      for (const char* file : kModelFiles) {
+        const std::string path = absl::StrCat(model_dir, "/", version, "/", file);
+        if (number > best.version && ::access(path.c_str(), R_OK) == 0) {
+          best = {name, number, path};
+        }
+      }
+    }
+    if (best.version > 0) models.push_back(best);
+  }
+  return models;
+}
+
+absl::StatusOr<kiln::v1::CompileModelRequest> RepositoryRequest(const std::string& dir,
+                                                                const RepositoryModel& model,
+                                                                int64_t max_bytes) {
+  const std::string root = RealPath(dir), file = RealPath(model.path);
+  if (root.empty() || file.empty() || !absl::StartsWith(file, root + "/")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model '", model.name, "': its file is not inside the repository"));
+  }
+  const int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fd >= 0) ::close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat("model '", model.name, "': its file is not a readable regular file"));
+  }
+  if (st.st_size > max_bytes) {
+    ::close(fd);
+    return absl::ResourceExhaustedError(absl::StrCat("model '", model.name, "': ", st.st_size,
+                                                     " bytes, more than ", max_bytes,
+                                                     " (--max-upload-mb)"));
+  }
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (done != bytes.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("model '", model.name, "': short read"));
+  }
+  kiln::v1::CompileModelRequest request;
+  request.set_model_name(model.name);
+  if (absl::EndsWith(file, ".onnx")) {
+    request.set_onnx_model(std::move(bytes));
+  } else if (absl::EndsWith(file, ".pbtxt")) {
+    if (!google::protobuf::TextFormat::ParseFromString(bytes, request.mutable_graph())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model '", model.name, "': model.pbtxt is not a kiln.v1.Graph"));
+    }
+  } else if (!request.mutable_graph()->ParseFromString(bytes)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model '", model.name, "': model.pb is not a kiln.v1.Graph"));
+  }
+  return request;
+}
+
+}  // namespace kiln::server
