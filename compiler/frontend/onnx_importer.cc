@@ -613,6 +613,135 @@ ConvertFn Activation(const std::string& kiln_op, const char* alpha, float alpha_
   };
 }
 
+std::string StringAttr(const onnx::NodeProto& n, const std::string& name,
+                       const std::string& fallback) {
+  const onnx::AttributeProto* a = FindAttr(n, name);
+  return a != nullptr && a->has_s() ? a->s() : fallback;
+}
+
+// A constant float operand's values (Resize's scales); empty when the
+// operand is absent or an empty tensor.
+absl::StatusOr<std::vector<float>> ConstantFloats(Converter& c, const onnx::NodeProto& n, int i) {
+  if (!c.HasInput(n, i)) return std::vector<float>{};
+  KILN_ASSIGN_OR_RETURN(Node* v, c.Value(n, i));
+  if (!v->is_constant() || v->type.dtype != DType::kFloat32) {
+    return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
+                                                 "): scales must be a float constant"));
+  }
+  const float* p = v->value->data<float>();
+  return std::vector<float>(p, p + v->type.NumElements());
+}
+
+// Resize (opset 10+) and Upsample (7-9), nearest and linear, as a gather
+// along each resized axis with index tables (and for linear two gathers
+// blended by a weight table) worked out here in double precision: exactly
+// ONNX's coordinate arithmetic, and ordinary injective ops that fuse.
+// Linear is separable, so bilinear is linear along H, then along W.
+absl::Status ConvertResize(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  const std::vector<int64_t>& in = x->type.shape;
+  const int rank = static_cast<int>(in.size());
+  const bool upsample = n.op_type() == "Upsample";
+  auto unsupported = [&](const std::string& what) {
+    return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
+                                                 ", opset ", c.opset(), "): ", what));
+  };
+  // Where scales and sizes come from, by op and opset.
+  std::vector<float> scales;
+  std::vector<int64_t> sizes;
+  if (upsample && c.opset() < 9) {
+    for (float f : FindAttr(n, "scales") ? FindAttr(n, "scales")->floats()
+                                         : google::protobuf::RepeatedField<float>()) {
+      scales.push_back(f);
+    }
+  } else if (upsample || c.opset() < 11) {
+    KILN_ASSIGN_OR_RETURN(scales, ConstantFloats(c, n, 1));
+  } else {
+    KILN_ASSIGN_OR_RETURN(scales, ConstantFloats(c, n, 2));
+    if (scales.empty() && c.HasInput(n, 3)) {
+      KILN_ASSIGN_OR_RETURN(sizes, c.ConstantInts(n, 3));
+    }
+  }
+  if (static_cast<int>(scales.size()) != rank && static_cast<int>(sizes.size()) != rank) {
+    return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
+                                                   "): needs one scale or size per dim of its ",
+                                                   rank, "-D input"));
+  }
+  const std::string mode = StringAttr(n, "mode", "nearest");
+  if (mode != "nearest" && mode != "linear" && mode != "bilinear") {
+    return unsupported(absl::StrCat("mode '", mode, "' (nearest and linear are supported)"));
+  }
+  const bool opset10_like = upsample || c.opset() < 11;
+  const std::string coordinates =
+      opset10_like ? "asymmetric" : StringAttr(n, "coordinate_transformation_mode", "half_pixel");
+  const std::string nearest = opset10_like ? "floor"
+                                           : StringAttr(n, "nearest_mode", "round_prefer_floor");
+  if (coordinates != "half_pixel" && coordinates != "asymmetric" &&
+      coordinates != "align_corners" && coordinates != "pytorch_half_pixel") {
+    return unsupported(absl::StrCat("coordinate_transformation_mode '", coordinates, "'"));
+  }
+  if (IntAttr(n, "exclude_outside", 0) != 0) return unsupported("exclude_outside");
+  Node* y = x;
+  for (int d = 0; d < rank; ++d) {
+    const int64_t out =
+        sizes.empty() ? static_cast<int64_t>(std::floor(in[d] * static_cast<double>(scales[d])))
+                      : sizes[d];
+    const double scale = sizes.empty() ? scales[d] : static_cast<double>(out) / in[d];
+    if (out < 1 || out > (int64_t{1} << 31) || !(scale > 0)) {
+      return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
+                                                     "): dim ", d, " resized to ", out));
+    }
+    if (out == in[d] && scale == 1.0) continue;
+    auto original = [&](int64_t o) -> double {
+      if (coordinates == "asymmetric") return o / scale;
+      if (coordinates == "align_corners") {
+        return out == 1 ? 0.0 : o * static_cast<double>(in[d] - 1) / (out - 1);
+      }
+      if (coordinates == "pytorch_half_pixel" && out == 1) return 0.0;
+      return (o + 0.5) / scale - 0.5;
+    };
+    auto clamp = [&](int64_t i) { return std::min<int64_t>(std::max<int64_t>(i, 0), in[d] - 1); };
+    std::vector<int64_t> lower(out), upper(out);
+    std::vector<float> weight(out);
+    for (int64_t o = 0; o < out; ++o) {
+      const double xo = original(o);
+      if (mode == "nearest") {
+        double i = nearest == "floor"                ? std::floor(xo)
+                   : nearest == "ceil"               ? std::ceil(xo)
+                   : nearest == "round_prefer_ceil"  ? std::floor(xo + 0.5)
+                                                     : std::ceil(xo - 0.5);
+        lower[o] = clamp(static_cast<int64_t>(i));
+      } else {
+        const double f = std::floor(xo);
+        lower[o] = clamp(static_cast<int64_t>(f));
+        upper[o] = clamp(static_cast<int64_t>(f) + 1);
+        weight[o] = static_cast<float>(xo - f);
+      }
+    }
+    const std::string axis = absl::StrCat("/resize_", d);
+    auto table = [&](const std::string& name, const std::vector<int64_t>& v) {
+      return c.Constant(n.name() + axis + name, TensorType{DType::kInt64, {out}}, v.data());
+    };
+    KILN_ASSIGN_OR_RETURN(Node* low, c.Add(n, "gather", {y, table("/lower", lower)},
+                                           AxisAttrs{d}, axis + "/gather_lower"));
+    if (mode == "nearest") {
+      y = low;
+      continue;
+    }
+    KILN_ASSIGN_OR_RETURN(Node* high, c.Add(n, "gather", {y, table("/upper", upper)},
+                                            AxisAttrs{d}, axis + "/gather_upper"));
+    // y = low + (high - low) * w, w shaped [out, 1, ...] to broadcast along d.
+    std::vector<int64_t> wshape{out};
+    for (int k = d + 1; k < rank; ++k) wshape.push_back(1);
+    Node* w = c.Constant(n.name() + axis + "/weight", TensorType{DType::kFloat32, wshape},
+                         weight.data());
+    KILN_ASSIGN_OR_RETURN(Node* diff, c.Add(n, "sub", {high, low}, NoAttrs{}, axis + "/diff"));
+    KILN_ASSIGN_OR_RETURN(Node* step, c.Add(n, "mul", {diff, w}, NoAttrs{}, axis + "/step"));
+    KILN_ASSIGN_OR_RETURN(y, c.Add(n, "add", {low, step}, NoAttrs{}, axis + "/blend"));
+  }
+  return c.Define(n.output(0), y);
+}
+
 absl::Status ConvertIsInf(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
   // is_inf's ActivationAttrs: alpha detects +inf, beta -inf.
@@ -1103,6 +1232,8 @@ const std::map<std::string, ConvertFn>& ConverterTable() {
       {"Xor", Simple("logical_xor")},
       {"Not", Simple("logical_not")},
       {"Mod", ConvertMod},
+      {"Resize", ConvertResize},
+      {"Upsample", ConvertResize},
   };
   return *table;
 }
