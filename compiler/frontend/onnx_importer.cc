@@ -323,6 +323,12 @@ const onnx::AttributeProto* FindAttr(const onnx::NodeProto& n, const std::string
   }
   return nullptr;
 }
+std::string StringAttr(const onnx::NodeProto& n, const std::string& name,
+                       const std::string& fallback) {
+  const onnx::AttributeProto* a = FindAttr(n, name);
+  return a != nullptr && a->has_s() ? a->s() : fallback;
+}
+
 int64_t IntAttr(const onnx::NodeProto& n, const std::string& name, int64_t fallback) {
   const onnx::AttributeProto* a = FindAttr(n, name);
   return a ? a->i() : fallback;
@@ -504,6 +510,109 @@ absl::Status ConvertConv1D(Converter& c, const onnx::NodeProto& n, Node* x, Node
   return c.Define(n.output(0), y);
 }
 
+// ConvTranspose in 1-D (as 2-D of height 1) and 2-D. Padding from pads, or
+// from output_shape / auto_pad SAME as ONNX defines them; output_padding
+// becomes a negative end padding (conv2d_transpose's convention).
+absl::Status ConvertConvTranspose(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  KILN_ASSIGN_OR_RETURN(Node* w, c.Value(n, 1));
+  const int rank = static_cast<int>(x->type.rank());
+  if ((rank != 3 && rank != 4) || w->type.rank() != rank) {
+    return absl::UnimplementedError(absl::StrCat(
+        "node '", n.name(), "' (ConvTranspose): only 1-D and 2-D are supported"));
+  }
+  const int dims = rank - 2;
+  const std::vector<int64_t> ones(dims, 1), zeros(dims, 0);
+  std::vector<int64_t> strides = IntsAttr(n, "strides", ones);
+  std::vector<int64_t> dilations = IntsAttr(n, "dilations", ones);
+  std::vector<int64_t> extra = IntsAttr(n, "output_padding", zeros);
+  std::vector<int64_t> pads = IntsAttr(n, "pads", std::vector<int64_t>(2 * dims, 0));
+  const std::vector<int64_t> output_shape = IntsAttr(n, "output_shape", {});
+  if (static_cast<int>(strides.size()) != dims || static_cast<int>(dilations.size()) != dims ||
+      static_cast<int>(extra.size()) != dims || static_cast<int>(pads.size()) != 2 * dims) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node '", n.name(), "' (ConvTranspose): strides, dilations, output_padding and pads "
+        "must have one (pads: two) entries per spatial dim"));
+  }
+  const std::string auto_pad = StringAttr(n, "auto_pad", "NOTSET");
+  const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+  if (!output_shape.empty() || same) {
+    std::vector<int64_t> target(dims);
+    for (int d = 0; d < dims; ++d) {
+      const size_t from_end = output_shape.size() >= static_cast<size_t>(dims)
+                                  ? output_shape.size() - dims + d
+                                  : 0;
+      target[d] = !output_shape.empty() ? output_shape[from_end]
+                                        : x->type.shape[2 + d] * strides[d];
+      const int64_t total = strides[d] * (x->type.shape[2 + d] - 1) + extra[d] +
+                            (w->type.shape[2 + d] - 1) * dilations[d] + 1 - target[d];
+      // Floor division, as ONNX's reference: a negative total (output_shape
+      // past the natural size) becomes output padding at the end.
+      const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
+      if (auto_pad == "SAME_UPPER") {
+        pads[d] = half;
+        pads[d + dims] = total - half;
+      } else {
+        pads[d] = total - half;
+        pads[d + dims] = half;
+      }
+    }
+  } else if (auto_pad == "VALID") {
+    std::fill(pads.begin(), pads.end(), 0);
+  }
+  RawAttrs raw;
+  // 1-D: a height of 1 in front of every spatial list.
+  auto two_d = [&](std::vector<int64_t> v, int64_t unit) {
+    if (dims == 2) return v;
+    return std::vector<int64_t>{unit, v[0]};
+  };
+  raw["strides"] = two_d(strides, 1);
+  raw["dilation"] = two_d(dilations, 1);
+  raw["output_padding"] = two_d(extra, 0);
+  raw["groups"] = IntAttr(n, "group", 1);
+  // Negative pads (from output_shape) are output padding.
+  std::vector<int64_t> padding =
+      dims == 2 ? std::vector<int64_t>{pads[0], pads[1], pads[2], pads[3]}
+                : std::vector<int64_t>{0, pads[0], 0, pads[1]};
+  std::vector<int64_t> output_padding = std::get<std::vector<int64_t>>(raw["output_padding"]);
+  for (int d = 0; d < 2; ++d) {
+    if (padding[d + 2] < 0) {
+      output_padding[d] -= padding[d + 2];
+      padding[d + 2] = 0;
+    }
+  }
+  raw["padding"] = padding;
+  raw["output_padding"] = output_padding;
+  const OpDef* def = OpRegistry::Default().Find("conv2d_transpose");
+  absl::StatusOr<Attrs> attrs = def->parse_attrs(raw);
+  if (!attrs.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (ConvTranspose): ",
+                                                   attrs.status().message()));
+  }
+  Node* x2 = x;
+  Node* w2 = w;
+  if (dims == 1) {
+    const std::vector<int64_t>& xs = x->type.shape;
+    const std::vector<int64_t>& ws = w->type.shape;
+    KILN_ASSIGN_OR_RETURN(x2, c.Add(n, "reshape", {x}, ReshapeAttrs{{xs[0], xs[1], 1, xs[2]}},
+                                    "/x_2d"));
+    KILN_ASSIGN_OR_RETURN(w2, c.Add(n, "reshape", {w}, ReshapeAttrs{{ws[0], ws[1], 1, ws[2]}},
+                                    "/w_2d"));
+  }
+  std::vector<Node*> inputs{x2, w2};
+  if (c.HasInput(n, 2)) {
+    KILN_ASSIGN_OR_RETURN(Node* b, c.Value(n, 2));
+    inputs.push_back(b);
+  }
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "conv2d_transpose", inputs, *attrs,
+                                       dims == 1 ? "/2d" : ""));
+  if (dims == 1) {
+    const std::vector<int64_t>& ys = y->type.shape;
+    KILN_ASSIGN_OR_RETURN(y, c.Add(n, "reshape", {y}, ReshapeAttrs{{ys[0], ys[1], ys[3]}}));
+  }
+  return c.Define(n.output(0), y);
+}
+
 absl::Status ConvertConv(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
   KILN_ASSIGN_OR_RETURN(Node* w, c.Value(n, 1));
@@ -611,12 +720,6 @@ ConvertFn Activation(const std::string& kiln_op, const char* alpha, float alpha_
     KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, kiln_op, {x}, a));
     return c.Define(n.output(0), y);
   };
-}
-
-std::string StringAttr(const onnx::NodeProto& n, const std::string& name,
-                       const std::string& fallback) {
-  const onnx::AttributeProto* a = FindAttr(n, name);
-  return a != nullptr && a->has_s() ? a->s() : fallback;
 }
 
 // A constant float operand's values (Resize's scales); empty when the
@@ -1233,6 +1336,7 @@ const std::map<std::string, ConvertFn>& ConverterTable() {
       {"Not", Simple("logical_not")},
       {"Mod", ConvertMod},
       {"Resize", ConvertResize},
+      {"ConvTranspose", ConvertConvTranspose},
       {"Upsample", ConvertResize},
   };
   return *table;

@@ -30,6 +30,7 @@ const OpRegistry& OpRegistry::Default() {
     RegisterTransformOps(*r);
     RegisterReduceOps(*r);
     RegisterMathOps(*r);
+    RegisterConvTransposeOp(*r);
     return r;
   }();
   return *registry;

@@ -17,6 +17,8 @@ void RegisterReduceOps(OpRegistry& registry);
 // sin ... atanh, round, ceil, sign, softplus, elu ..., is_nan, is_inf,
 // logical_and/or/xor/not, mod.
 void RegisterMathOps(OpRegistry& registry);
+// conv2d_transpose.
+void RegisterConvTransposeOp(OpRegistry& registry);
 
 }  // namespace kiln
 
