@@ -13,6 +13,7 @@ packages=(
   libonnx-dev python3-onnx python3-numpy python3-torch python3-torchvision
   zlib1g-dev libzstd-dev libtinfo-dev libxml2-dev libedit-dev libffi-dev
   libopenblas-dev libdnnl-dev  # peers //bench:gemm-bench links against
+  clang-16 libfuzzer-16-dev libclang-rt-16-dev  # fuzz/ (scripts/fuzz.sh): compiler, sanitizers
   "$@"
 )
 
