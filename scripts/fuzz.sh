@@ -44,8 +44,7 @@ for t in $targets; do labels+=("//fuzz:$t"); done
 bin_dir=$("${fuzz_bazel[@]}" info "${build_flags[@]}" bazel-bin 2>/dev/null)
 
 work_root=${KILN_FUZZ_WORK:-/tmp/kiln-fuzz-work}
-# Leaks inside the uninstrumented system libraries are theirs (fuzz/lsan.supp).
-export LSAN_OPTIONS="suppressions=$PWD/fuzz/lsan.supp:print_suppressions=0"
+# Suppressions (tools/sanitizers/) are linked in; see .bazelrc.
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 failed=()
 for t in $targets; do
