@@ -88,7 +88,10 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> RequestVariantKey(
                                                        count * sizeof(int64_t), " raw bytes"));
       }
       std::vector<int64_t> v(count);
-      std::memcpy(v.data(), request.raw_input_contents(found).data(), count * sizeof(int64_t));
+      // Not for zero values: memcpy to an empty vector's null data() is undefined.
+      if (count > 0) {
+        std::memcpy(v.data(), request.raw_input_contents(found).data(), count * sizeof(int64_t));
+      }
       values.push_back(std::move(v));
     } else {
       if (static_cast<size_t>(in.contents().int64_contents_size()) != count) {

@@ -69,5 +69,17 @@ TEST(InferRequestTest, VariantKeyRefusesAHugeValueShapeWithoutAllocatingIt) {
   EXPECT_THAT(std::string(raw_status.message()), HasSubstr("raw bytes"));
 }
 
+// Found by --config=asan (UBSan: null pointer passed to memcpy) in kiln-server
+// under onnx_conformance_test: a value input with no elements, sent raw.
+TEST(InferRequestTest, VariantKeyTakesAnEmptyValueInputSentRaw) {
+  inference::ModelInferRequest request = RequestWithShapeInput(0);
+  request.add_raw_input_contents(std::string(24, '\0'));
+  request.add_raw_input_contents("");
+  absl::StatusOr<std::vector<std::vector<int64_t>>> key =
+      RequestVariantKey(SignatureWithAValueInput(), request);
+  ASSERT_TRUE(key.ok()) << key.status();
+  EXPECT_THAT(*key, ElementsAre(ElementsAre(2, 3), ElementsAre(0), ElementsAre()));
+}
+
 }  // namespace
 }  // namespace kiln::server
