@@ -71,7 +71,8 @@ KILN_GRAPHS = {
         constants { name: "w" dtype: FLOAT32 dims: 2 dims: 2 dims: 3 dims: 3 raw_data: "%s" }
         nodes { name: "c" op: "conv2d" inputs: "x" inputs: "w"
                 attributes { key: "strides" value { ints { values: 1 values: 1 } } }
-                attributes { key: "padding" value { ints { values: 1 values: 1 values: 1 values: 1 } } } }
+                attributes { key: "padding"
+                             value { ints { values: 1 values: 1 values: 1 values: 1 } } } }
         nodes { name: "p" op: "max_pool2d" inputs: "c"
                 attributes { key: "kernel" value { ints { values: 2 values: 2 } } }
                 attributes { key: "strides" value { ints { values: 2 values: 2 } } } }
@@ -79,7 +80,8 @@ KILN_GRAPHS = {
                 attributes { key: "axes" value { ints { values: 2 values: 3 } } } }
         outputs: "m"''' % raw_f32(np.linspace(-1, 1, 36)),
     "symbolic_batch_reshape": '''
-        name: "sym" inputs { name: "x" dtype: FLOAT32 dims: -1 dims: 6 dim_params: "batch" dim_params: "" }
+        name: "sym"
+        inputs { name: "x" dtype: FLOAT32 dims: -1 dims: 6 dim_params: "batch" dim_params: "" }
         nodes { name: "r" op: "reshape" inputs: "x"
                 attributes { key: "shape" value { ints { values: -1 values: 2 values: 3 } } } }
         nodes { name: "s" op: "sigmoid" inputs: "r" }
@@ -217,7 +219,8 @@ INFER_REQUESTS = {
             raw_f32(np.arange(6)), raw_i64([3, 2])),
     "symbolic_contents": '''
         model_name: "symbolic"
-        inputs { name: "x" datatype: "FP32" shape: 1 shape: 3 contents { fp32_contents: [1, 2, 3] } }
+        inputs { name: "x" datatype: "FP32" shape: 1 shape: 3
+                 contents { fp32_contents: [1, 2, 3] } }
         inputs { name: "shape" datatype: "INT64" shape: 2 contents { int64_contents: [1, 3] } }''',
     "wrong_datatype": '''
         model_name: "static"

@@ -63,7 +63,8 @@ for t in $targets; do
   echo "$t: ${runs:-?} executions, ${rate:-?} exec/s, corpus $(ls "$work/corpus" | wc -l) inputs"
   crash=$(sed -n 's/^.*Test unit written to \(.*\)$/\1/p' "$log" | tail -1)
   if [ "$status" -ne 0 ] || [ -n "$crash" ]; then
-    grep -m1 -E "ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:|SUMMARY" "$log" || true
+    grep -a -m1 -E "ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:" "$log" ||
+      true
     echo "$t: CRASH (exit $status): ${crash:-no reproducer written; see $log}"
     failed+=("$t")
   fi
