@@ -15,6 +15,7 @@ packages=(
   libopenblas-dev libdnnl-dev  # peers //bench:gemm-bench links against
   openssl  # tests/server:auth_test makes its TLS certificates
   libssl-dev  # libcrypto's SHA-256 (cache keys, upload checksums)
+  clang-16 libfuzzer-16-dev libclang-rt-16-dev  # fuzz/ (scripts/fuzz.sh): compiler, sanitizers
   "$@"
 )
 

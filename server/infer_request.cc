@@ -93,24 +93,31 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> RequestVariantKey(
           "input '", input.name, "' decides shapes and must be INT64, got ", in.datatype(),
           ShapeToString(key.back())));
     }
-    std::vector<int64_t> v(static_cast<size_t>(*n));
+    // The values' size is checked against what the request brought before
+    // anything is allocated: a 50-byte request declaring shape [2^36] made the
+    // server allocate 512 GiB.
+    const size_t count = static_cast<size_t>(*n);
     if (raw) {
       if (found >= request.raw_input_contents_size() ||
-          request.raw_input_contents(found).size() != v.size() * sizeof(int64_t)) {
+          request.raw_input_contents(found).size() != count * sizeof(int64_t)) {
         return absl::InvalidArgumentError(absl::StrCat("input '", input.name, "' needs ",
-                                                       v.size() * sizeof(int64_t), " raw bytes"));
+                                                       count * sizeof(int64_t), " raw bytes"));
       }
-      std::memcpy(v.data(), request.raw_input_contents(found).data(), v.size() * sizeof(int64_t));
+      std::vector<int64_t> v(count);
+      // Not for zero values: memcpy to an empty vector's null data() is undefined.
+      if (count > 0) {
+        std::memcpy(v.data(), request.raw_input_contents(found).data(), count * sizeof(int64_t));
+      }
+      values.push_back(std::move(v));
     } else {
-      if (in.contents().int64_contents_size() != static_cast<int>(v.size())) {
+      if (static_cast<size_t>(in.contents().int64_contents_size()) != count) {
         return absl::InvalidArgumentError(absl::StrCat(
             "input '", input.name, "': contents hold ", in.contents().int64_contents_size(),
-            " elements, shape needs ", v.size()));
+            " elements, shape needs ", count));
       }
-      std::copy(in.contents().int64_contents().begin(), in.contents().int64_contents().end(),
-                v.begin());
+      values.emplace_back(in.contents().int64_contents().begin(),
+                          in.contents().int64_contents().end());
     }
-    values.push_back(std::move(v));
   }
   key.insert(key.end(), std::make_move_iterator(values.begin()),
              std::make_move_iterator(values.end()));

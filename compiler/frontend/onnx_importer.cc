@@ -358,6 +358,24 @@ std::vector<int64_t> IntsAttr(const onnx::NodeProto& n, const std::string& name,
   const onnx::AttributeProto* a = FindAttr(n, name);
   return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : fallback;
 }
+// A 2-D window's (Conv, pooling) strides, dilations and pads as auto_pad below
+// and the op's shape relation index them: 2, 2 and 4 values, pads >= 0, as the
+// Kiln graph's parser checks. libonnx's shape inference lets other lengths
+// through: pads of 3 values were read past their end.
+absl::Status CheckWindowAttrs(const onnx::NodeProto& n, const std::vector<int64_t>& strides,
+                              const std::vector<int64_t>& dilations,
+                              const std::vector<int64_t>& pads) {
+  const std::string node = absl::StrCat("node '", n.name(), "' (", n.op_type(), "): ");
+  if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        node, "a 2-D window takes 2 strides, 2 dilations and 4 pads, got ", strides.size(),
+        ", ", dilations.size(), " and ", pads.size()));
+  }
+  for (int64_t p : pads) {
+    if (p < 0) return absl::InvalidArgumentError(absl::StrCat(node, "pads must be >= 0"));
+  }
+  return absl::OkStatus();
+}
 
 // One-to-one ops: every input passed on, no attributes.
 ConvertFn Simple(const std::string& kiln_op) {
@@ -493,6 +511,7 @@ absl::Status ConvertConv1D(Converter& c, const onnx::NodeProto& n, Node* x, Node
   a.dilation = {1, dilation};
   a.groups = IntAttr(n, "group", 1);
   a.padding = {0, pads[0], 0, pads[1]};
+  KILN_RETURN_IF_ERROR(CheckWindowAttrs(n, a.strides, a.dilation, a.padding));
   const std::vector<int64_t>& xs = x->type.shape;
   const std::vector<int64_t>& ws = w->type.shape;
   KILN_ASSIGN_OR_RETURN(Node* x2, c.Add(n, "reshape", {x},
@@ -626,6 +645,7 @@ absl::Status ConvertConv(Converter& c, const onnx::NodeProto& n) {
   a.dilation = IntsAttr(n, "dilations", {1, 1});
   a.groups = IntAttr(n, "group", 1);
   a.padding = IntsAttr(n, "pads", {0, 0, 0, 0});
+  KILN_RETURN_IF_ERROR(CheckWindowAttrs(n, a.strides, a.dilation, a.padding));
   const onnx::AttributeProto* auto_pad = FindAttr(n, "auto_pad");
   if (auto_pad && auto_pad->s() != "NOTSET" && auto_pad->s() != "VALID") {
     // SAME_UPPER / SAME_LOWER: output = ceil(input / stride); extra padding at
@@ -1003,6 +1023,7 @@ ConvertFn Pool(const std::string& kiln_op) {
     a.dilation = lift(IntsAttr(n, "dilations", ones), 1);
     a.ceil_mode = IntAttr(n, "ceil_mode", 0) != 0;
     a.count_include_pad = IntAttr(n, "count_include_pad", 0) != 0;
+    KILN_RETURN_IF_ERROR(CheckWindowAttrs(n, a.strides, a.dilation, a.padding));
     const onnx::AttributeProto* auto_pad = FindAttr(n, "auto_pad");
     if (auto_pad && (auto_pad->s() == "SAME_UPPER" || auto_pad->s() == "SAME_LOWER")) {
       const bool upper = auto_pad->s() == "SAME_UPPER";

@@ -324,5 +324,35 @@ TEST(OnnxImporterTest, ExternalDataAnywhereIsRefusedBeforeAnyFileIsTouched) {
   }
 }
 
+// Found by //fuzz:onnx_importer_fuzzer: libonnx lets a Conv's or a pool's pads
+// of 2 values through, and the conv2d and pool2d relations read 4.
+TEST(OnnxImporterTest, WindowPadsOfTheWrongLengthAreInvalidArgument) {
+  onnx::ModelProto conv;
+  ASSERT_TRUE(conv.ParseFromString(OneNodeModel("Conv", {1, 1, 4, 4}, "pads", 1, /*list=*/true)));
+  conv.mutable_graph()->mutable_node(0)->add_input("w");
+  onnx::TensorProto* w = conv.mutable_graph()->add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : {1, 1, 3, 3}) w->add_dims(d);
+  for (int i = 0; i < 9; ++i) w->add_float_data(1);
+
+  onnx::ModelProto pool;
+  ASSERT_TRUE(
+      pool.ParseFromString(OneNodeModel("MaxPool", {1, 1, 4, 4}, "pads", 1, /*list=*/true)));
+  onnx::AttributeProto* kernel = pool.mutable_graph()->mutable_node(0)->add_attribute();
+  kernel->set_name("kernel_shape");
+  kernel->set_type(onnx::AttributeProto::INTS);
+  kernel->add_ints(2);
+  kernel->add_ints(2);
+
+  for (const onnx::ModelProto* model : {&conv, &pool}) {
+    SCOPED_TRACE(model->graph().node(0).op_type());
+    absl::Status s =
+        ImportOnnxModel(model->SerializeAsString(), OpRegistry::Default(), {}).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("4 pads"));
+  }
+}
+
 }  // namespace
 }  // namespace kiln

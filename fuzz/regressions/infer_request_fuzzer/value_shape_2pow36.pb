@@ -1,0 +1,4 @@
+
+symbolic*
+xFP32*
+shapeINT64€€€€€
