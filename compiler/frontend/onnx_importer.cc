@@ -682,6 +682,112 @@ absl::Status ConvertBatchNorm(Converter& c, const onnx::NodeProto& n) {
   return c.Define(n.output(0), y);
 }
 
+// ONNX's other reductions, composed: `before` maps each element (none:
+// as is), `kiln_op` reduces, `after` maps the result (none: as is).
+// ReduceLogSumExp subtracts the maximum first, so exp never overflows.
+ConvertFn ComposedReduce(const std::string& kind) {
+  return [kind](Converter& c, const onnx::NodeProto& n) -> absl::Status {
+    KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+    std::vector<int64_t> axes = IntsAttr(n, "axes", {});
+    if (c.HasInput(n, 1)) {
+      KILN_ASSIGN_OR_RETURN(axes, c.ConstantInts(n, 1));
+    }
+    const bool keep = IntAttr(n, "keepdims", 1) != 0;
+    if (axes.empty() && IntAttr(n, "noop_with_empty_axes", 0)) return c.Define(n.output(0), x);
+    if (x->type.dtype != DType::kFloat32) {
+      return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
+                                                   "): float tensors only"));
+    }
+    auto unary = [&](const char* op, Node* v, const char* suffix) {
+      return c.Add(n, op, {v}, NoAttrs{}, suffix);
+    };
+    auto reduce = [&](const char* op, Node* v, bool keepdims, const char* suffix) {
+      return c.Add(n, op, {v}, ReduceAttrs{axes, keepdims}, suffix);
+    };
+    Node* y = nullptr;
+    if (kind == "l1") {
+      KILN_ASSIGN_OR_RETURN(Node* a, unary("abs", x, "/abs"));
+      KILN_ASSIGN_OR_RETURN(y, reduce("sum", a, keep, ""));
+    } else if (kind == "l2" || kind == "sum_square") {
+      KILN_ASSIGN_OR_RETURN(Node* sq, c.Add(n, "mul", {x, x}, NoAttrs{}, "/square"));
+      KILN_ASSIGN_OR_RETURN(y, reduce("sum", sq, keep, kind == "l2" ? "/sum" : ""));
+      if (kind == "l2") {
+        KILN_ASSIGN_OR_RETURN(y, unary("sqrt", y, ""));
+      }
+    } else if (kind == "log_sum") {
+      KILN_ASSIGN_OR_RETURN(Node* s, reduce("sum", x, keep, "/sum"));
+      KILN_ASSIGN_OR_RETURN(y, unary("log", s, ""));
+    } else if (kind == "log_sum_exp") {
+      KILN_ASSIGN_OR_RETURN(Node* m, reduce("max", x, true, "/max"));
+      KILN_ASSIGN_OR_RETURN(Node* shifted, c.Add(n, "sub", {x, m}, NoAttrs{}, "/shift"));
+      KILN_ASSIGN_OR_RETURN(Node* e, unary("exp", shifted, "/exp"));
+      KILN_ASSIGN_OR_RETURN(Node* s, reduce("sum", e, keep, "/sum"));
+      KILN_ASSIGN_OR_RETURN(Node* l, unary("log", s, "/log"));
+      KILN_ASSIGN_OR_RETURN(Node* mk, reduce("max", x, keep, "/max_kept"));
+      KILN_ASSIGN_OR_RETURN(y, c.Add(n, "add", {l, mk}, NoAttrs{}, ""));
+    } else {
+      KILN_ASSIGN_OR_RETURN(y, reduce("prod", x, keep, ""));
+    }
+    return c.Define(n.output(0), y);
+  };
+}
+
+// x where x >= 0, else slope * x (slope broadcast: ONNX's unidirectional
+// broadcasting is NumPy's here, as the slope never has more dims).
+absl::Status ConvertPRelu(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  KILN_ASSIGN_OR_RETURN(Node* slope, c.Value(n, 1));
+  Node* zero = c.ScalarFloat(n.name() + "/zero", 0);
+  KILN_ASSIGN_OR_RETURN(Node* negative, c.Add(n, "minimum", {x, zero}, NoAttrs{}, "/negative"));
+  KILN_ASSIGN_OR_RETURN(Node* scaled, c.Add(n, "mul", {negative, slope}, NoAttrs{}, "/scaled"));
+  KILN_ASSIGN_OR_RETURN(Node* positive, c.Add(n, "relu", {x}, NoAttrs{}, "/positive"));
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "add", {positive, scaled}));
+  return c.Define(n.output(0), y);
+}
+
+// The max over each (n, c) plane, kept as [N, C, 1, 1].
+absl::Status ConvertGlobalMaxPool(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  std::vector<int64_t> axes;
+  for (int d = 2; d < x->type.rank(); ++d) axes.push_back(d);
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "max", {x}, ReduceAttrs{axes, true}));
+  return c.Define(n.output(0), y);
+}
+
+// (x - mean) / sqrt(var + epsilon) * scale + bias, statistics per (n, c)
+// over the spatial dims.
+absl::Status ConvertInstanceNorm(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  KILN_ASSIGN_OR_RETURN(Node* scale, c.Value(n, 1));
+  KILN_ASSIGN_OR_RETURN(Node* bias, c.Value(n, 2));
+  const int rank = static_cast<int>(x->type.rank());
+  if (rank < 3 || x->type.dtype != DType::kFloat32) {
+    return absl::UnimplementedError(absl::StrCat("node '", n.name(),
+                                                 "' (InstanceNormalization): float, rank >= 3"));
+  }
+  std::vector<int64_t> axes, per_channel{x->type.shape[1]};
+  for (int d = 2; d < rank; ++d) {
+    axes.push_back(d);
+    per_channel.push_back(1);
+  }
+  KILN_ASSIGN_OR_RETURN(Node* mean, c.Add(n, "mean", {x}, ReduceAttrs{axes, true}, "/mean"));
+  KILN_ASSIGN_OR_RETURN(Node* centred, c.Add(n, "sub", {x, mean}, NoAttrs{}, "/centred"));
+  KILN_ASSIGN_OR_RETURN(Node* sq, c.Add(n, "mul", {centred, centred}, NoAttrs{}, "/square"));
+  KILN_ASSIGN_OR_RETURN(Node* var, c.Add(n, "mean", {sq}, ReduceAttrs{axes, true}, "/var"));
+  KILN_ASSIGN_OR_RETURN(
+      Node* padded,
+      c.Add(n, "add", {var, c.ScalarFloat(n.name() + "/epsilon", FloatAttr(n, "epsilon", 1e-5f))},
+            NoAttrs{}, "/var_eps"));
+  KILN_ASSIGN_OR_RETURN(Node* sd, c.Add(n, "sqrt", {padded}, NoAttrs{}, "/sd"));
+  KILN_ASSIGN_OR_RETURN(Node* normal, c.Add(n, "div", {centred, sd}, NoAttrs{}, "/normal"));
+  KILN_ASSIGN_OR_RETURN(Node* s, c.Add(n, "reshape", {scale}, ReshapeAttrs{per_channel},
+                                       "/scale"));
+  KILN_ASSIGN_OR_RETURN(Node* b, c.Add(n, "reshape", {bias}, ReshapeAttrs{per_channel}, "/bias"));
+  KILN_ASSIGN_OR_RETURN(Node* scaled, c.Add(n, "mul", {normal, s}, NoAttrs{}, "/scaled"));
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "add", {scaled, b}));
+  return c.Define(n.output(0), y);
+}
+
 ConvertFn Reduce(const std::string& kiln_op) {
   return [kiln_op](Converter& c, const onnx::NodeProto& n) -> absl::Status {
     KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
@@ -1358,6 +1464,15 @@ const std::map<std::string, ConvertFn>& ConverterTable() {
       {"Mod", ConvertMod},
       {"Resize", ConvertResize},
       {"ConvTranspose", ConvertConvTranspose},
+      {"ReduceL1", ComposedReduce("l1")},
+      {"ReduceL2", ComposedReduce("l2")},
+      {"ReduceSumSquare", ComposedReduce("sum_square")},
+      {"ReduceLogSum", ComposedReduce("log_sum")},
+      {"ReduceLogSumExp", ComposedReduce("log_sum_exp")},
+      {"ReduceProd", ComposedReduce("prod")},
+      {"PRelu", ConvertPRelu},
+      {"GlobalMaxPool", ConvertGlobalMaxPool},
+      {"InstanceNormalization", ConvertInstanceNorm},
       {"Upsample", ConvertResize},
   };
   return *table;

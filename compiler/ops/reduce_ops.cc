@@ -94,6 +94,7 @@ void RegisterReduceOps(OpRegistry& r) {
   RegisterReduce(r, "sum", te::ReduceOp::kSum, "sum over `axes` (all by default)");
   RegisterReduce(r, "max", te::ReduceOp::kMax, "maximum over `axes` (all by default)");
   RegisterReduce(r, "min", te::ReduceOp::kMin, "minimum over `axes` (all by default)");
+  RegisterReduce(r, "prod", te::ReduceOp::kProd, "product over `axes` (all by default)");
   RegisterReduce(r, "mean", te::ReduceOp::kSum, "mean over `axes` (all by default)",
                  /*mean=*/true);
 }
