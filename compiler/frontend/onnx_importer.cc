@@ -788,6 +788,101 @@ absl::Status ConvertInstanceNorm(Converter& c, const onnx::NodeProto& n) {
   return c.Define(n.output(0), y);
 }
 
+// DepthToSpace (DCR and CRD) and SpaceToDepth: a reshape, a transpose and a
+// reshape, as ONNX defines them.
+absl::Status ConvertDepthSpace(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  if (x->type.rank() != 4) {
+    return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
+                                                   "): wants a 4-D input"));
+  }
+  const int64_t b = IntAttr(n, "blocksize", 1);
+  const std::vector<int64_t>& s = x->type.shape;
+  const int64_t N = s[0], C = s[1], H = s[2], W = s[3];
+  std::vector<int64_t> split, perm, joined;
+  if (n.op_type() == "SpaceToDepth") {
+    if (H % b != 0 || W % b != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("node '", n.name(),
+                                                     "' (SpaceToDepth): H and W must divide by ",
+                                                     "blocksize"));
+    }
+    split = {N, C, H / b, b, W / b, b};
+    perm = {0, 3, 5, 1, 2, 4};
+    joined = {N, C * b * b, H / b, W / b};
+  } else {
+    if (C % (b * b) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "node '", n.name(), "' (DepthToSpace): C must divide by blocksize^2"));
+    }
+    if (StringAttr(n, "mode", "DCR") == "CRD") {
+      split = {N, C / (b * b), b, b, H, W};
+      perm = {0, 1, 4, 2, 5, 3};
+    } else {
+      split = {N, b, b, C / (b * b), H, W};
+      perm = {0, 3, 4, 1, 5, 2};
+    }
+    joined = {N, C / (b * b), H * b, W * b};
+  }
+  KILN_ASSIGN_OR_RETURN(Node* a, c.Add(n, "reshape", {x}, ReshapeAttrs{split}, "/split"));
+  KILN_ASSIGN_OR_RETURN(Node* t, c.Add(n, "transpose", {a}, TransposeAttrs{perm}, "/move"));
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "reshape", {t}, ReshapeAttrs{joined}));
+  return c.Define(n.output(0), y);
+}
+
+// Tile: each dim d of size s repeated r times is a new dim of r in front of
+// it, broadcast, then merged: reshape [1, s0, 1, s1 ...], expand to
+// [r0, s0, r1, s1 ...], reshape [r0 s0, r1 s1 ...].
+absl::Status ConvertTile(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> repeats, c.ConstantInts(n, 1));
+  const std::vector<int64_t>& s = x->type.shape;
+  if (repeats.size() != s.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("node '", n.name(),
+                                                   "' (Tile): one repeat per dim"));
+  }
+  std::vector<int64_t> spread, wide, joined;
+  for (size_t d = 0; d < s.size(); ++d) {
+    if (repeats[d] < 0 || repeats[d] > (int64_t{1} << 31)) {
+      return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (Tile): repeat ",
+                                                     repeats[d], " is out of range"));
+    }
+    spread.insert(spread.end(), {1, s[d]});
+    wide.insert(wide.end(), {repeats[d], s[d]});
+    joined.push_back(repeats[d] * s[d]);
+  }
+  KILN_ASSIGN_OR_RETURN(Node* a, c.Add(n, "reshape", {x}, ReshapeAttrs{spread}, "/spread"));
+  KILN_ASSIGN_OR_RETURN(Node* e, c.Add(n, "expand", {a}, ReshapeAttrs{wide}, "/repeat"));
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "reshape", {e}, ReshapeAttrs{joined}));
+  return c.Define(n.output(0), y);
+}
+
+// Trilu: x where the (row, column) position keeps it, else 0; the mask is
+// a constant of the last two dims.
+absl::Status ConvertTrilu(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  int64_t k = 0;
+  if (c.HasInput(n, 1)) {
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> kv, c.ConstantInts(n, 1));
+    if (kv.size() != 1) return absl::InvalidArgumentError("Trilu's k is a scalar");
+    k = kv[0];
+  }
+  const int rank = static_cast<int>(x->type.rank());
+  if (rank < 2) return absl::InvalidArgumentError("Trilu wants at least 2 dims");
+  const int64_t rows = x->type.shape[rank - 2], cols = x->type.shape[rank - 1];
+  const bool upper = IntAttr(n, "upper", 1) != 0;
+  std::vector<char> keep(static_cast<size_t>(rows * cols));
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) keep[i * cols + j] = upper ? j - i >= k : j - i <= k;
+  }
+  Node* mask = c.Constant(n.name() + "/mask", TensorType{DType::kBool, {rows, cols}}, keep.data());
+  const int64_t zero_int = 0;
+  Node* zero = x->type.dtype == DType::kInt64
+                   ? c.Constant(n.name() + "/zero", TensorType{DType::kInt64, {}}, &zero_int)
+                   : c.ScalarFloat(n.name() + "/zero", 0);
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "where", {mask, x, zero}));
+  return c.Define(n.output(0), y);
+}
+
 ConvertFn Reduce(const std::string& kiln_op) {
   return [kiln_op](Converter& c, const onnx::NodeProto& n) -> absl::Status {
     KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
@@ -1473,6 +1568,10 @@ const std::map<std::string, ConvertFn>& ConverterTable() {
       {"PRelu", ConvertPRelu},
       {"GlobalMaxPool", ConvertGlobalMaxPool},
       {"InstanceNormalization", ConvertInstanceNorm},
+      {"DepthToSpace", ConvertDepthSpace},
+      {"SpaceToDepth", ConvertDepthSpace},
+      {"Tile", ConvertTile},
+      {"Trilu", ConvertTrilu},
       {"Upsample", ConvertResize},
   };
   return *table;
