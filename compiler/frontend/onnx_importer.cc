@@ -1415,14 +1415,6 @@ absl::Status ConvertConstantOfShape(Converter& c, const onnx::NodeProto& n) {
 absl::Status ConvertLayerNorm(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
   KILN_ASSIGN_OR_RETURN(Node* scale, c.Value(n, 1));
-  if (n.output_size() > 1) {
-    for (int i = 1; i < n.output_size(); ++i) {
-      if (!n.output(i).empty()) {
-        return absl::UnimplementedError(absl::StrCat("node '", n.name(),
-                                                     "' (LayerNormalization): Mean/InvStdDev outputs"));
-      }
-    }
-  }
   const int64_t rank = x->type.rank();
   KILN_ASSIGN_OR_RETURN(int64_t axis, AxisAttr(n, "axis", -1, rank));
   std::vector<int64_t> axes;
@@ -1442,7 +1434,91 @@ absl::Status ConvertLayerNorm(Converter& c, const onnx::NodeProto& n) {
     KILN_ASSIGN_OR_RETURN(Node* bias, c.Value(n, 2));
     KILN_ASSIGN_OR_RETURN(y, c.Add(n, "add", {y, bias}));
   }
+  // The optional Mean and InvStdDev outputs (kept dims, as ONNX shapes them).
+  if (n.output_size() > 1 && !n.output(1).empty()) {
+    KILN_RETURN_IF_ERROR(c.Define(n.output(1), mean));
+  }
+  if (n.output_size() > 2 && !n.output(2).empty()) {
+    KILN_ASSIGN_OR_RETURN(Node* inv, c.Add(n, "reciprocal", {std_dev}, NoAttrs{}, "/inv_std"));
+    KILN_RETURN_IF_ERROR(c.Define(n.output(2), inv));
+  }
   return c.Define(n.output(0), y);
+}
+
+// Size: the element count, a constant int64 scalar.
+absl::Status ConvertSize(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  const int64_t count = x->type.NumElements();
+  return c.Define(n.output(0),
+                  c.Constant(n.output(0), TensorType{DType::kInt64, {}}, &count));
+}
+
+// Shrink: x - bias above lambd, x + bias below -lambd, 0 between.
+absl::Status ConvertShrink(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  if (x->type.dtype != DType::kFloat32) {
+    return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (Shrink): float only"));
+  }
+  const float lambd = FloatAttr(n, "lambd", 0.5f), bias = FloatAttr(n, "bias", 0.0f);
+  Node* up = c.ScalarFloat(n.name() + "/lambd", lambd);
+  Node* down = c.ScalarFloat(n.name() + "/minus_lambd", -lambd);
+  Node* b = c.ScalarFloat(n.name() + "/bias", bias);
+  Node* zero = c.ScalarFloat(n.name() + "/zero", 0);
+  KILN_ASSIGN_OR_RETURN(Node* above, c.Add(n, "greater", {x, up}, NoAttrs{}, "/above"));
+  KILN_ASSIGN_OR_RETURN(Node* below, c.Add(n, "less", {x, down}, NoAttrs{}, "/below"));
+  KILN_ASSIGN_OR_RETURN(Node* minus, c.Add(n, "sub", {x, b}, NoAttrs{}, "/minus"));
+  KILN_ASSIGN_OR_RETURN(Node* plus, c.Add(n, "add", {x, b}, NoAttrs{}, "/plus"));
+  KILN_ASSIGN_OR_RETURN(Node* low, c.Add(n, "where", {below, plus, zero}, NoAttrs{}, "/low"));
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "where", {above, minus, low}));
+  return c.Define(n.output(0), y);
+}
+
+// Variadic Mean: the sum of the inputs over their count.
+absl::Status ConvertMean(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Value(n, 0));
+  for (int i = 1; i < n.input_size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(Node* v, c.Value(n, i));
+    KILN_ASSIGN_OR_RETURN(y, c.Add(n, "add", {y, v}, NoAttrs{}, absl::StrCat("/sum_", i)));
+  }
+  if (y->type.dtype != DType::kFloat32) {
+    return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (Mean): float only"));
+  }
+  Node* count = c.ScalarFloat(n.name() + "/count", static_cast<float>(n.input_size()));
+  KILN_ASSIGN_OR_RETURN(y, c.Add(n, "div", {y, count}));
+  return c.Define(n.output(0), y);
+}
+
+// ArgMax / ArgMin along `axis`: the first (or with select_last_index the
+// last) position where the element equals the extreme, as int64; two
+// reductions over a constant position table.
+ConvertFn ArgExtreme(bool max) {
+  return [max](Converter& c, const onnx::NodeProto& n) -> absl::Status {
+    KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+    if (x->type.dtype != DType::kFloat32 && x->type.dtype != DType::kInt64) {
+      return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
+                                                   "): float and int64 only"));
+    }
+    const int64_t rank = x->type.rank();
+    KILN_ASSIGN_OR_RETURN(int64_t axis, AxisAttr(n, "axis", 0, rank));
+    const bool keep = IntAttr(n, "keepdims", 1) != 0;
+    const bool last = IntAttr(n, "select_last_index", 0) != 0;
+    const int64_t len = x->type.shape[axis];
+    std::vector<int64_t> positions(static_cast<size_t>(len)), shape{len};
+    for (int64_t i = 0; i < len; ++i) positions[i] = i;
+    for (int64_t d = axis + 1; d < rank; ++d) shape.push_back(1);
+    Node* where_at = c.Constant(n.name() + "/positions", TensorType{DType::kInt64, shape},
+                                positions.data());
+    // Not there: past either end, so the other reduction never picks it.
+    const int64_t outside = last ? -1 : len;
+    Node* none = c.Constant(n.name() + "/none", TensorType{DType::kInt64, {}}, &outside);
+    KILN_ASSIGN_OR_RETURN(Node* extreme, c.Add(n, max ? "max" : "min", {x},
+                                               ReduceAttrs{{axis}, true}, "/extreme"));
+    KILN_ASSIGN_OR_RETURN(Node* hit, c.Add(n, "equal", {x, extreme}, NoAttrs{}, "/hit"));
+    KILN_ASSIGN_OR_RETURN(Node* at, c.Add(n, "where", {hit, where_at, none}, NoAttrs{}, "/at"));
+    KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, last ? "max" : "min", {at},
+                                         ReduceAttrs{{axis}, keep}));
+    return c.Define(n.output(0), y);
+  };
 }
 
 // Shapes are static, so Shape is a constant.
@@ -1572,6 +1648,13 @@ const std::map<std::string, ConvertFn>& ConverterTable() {
       {"SpaceToDepth", ConvertDepthSpace},
       {"Tile", ConvertTile},
       {"Trilu", ConvertTrilu},
+      {"Size", ConvertSize},
+      {"Shrink", ConvertShrink},
+      {"Mean", ConvertMean},
+      {"ArgMax", ArgExtreme(true)},
+      {"ArgMin", ArgExtreme(false)},
+      {"LessOrEqual", Simple("less_equal")},
+      {"GreaterOrEqual", Simple("greater_equal")},
       {"Upsample", ConvertResize},
   };
   return *table;

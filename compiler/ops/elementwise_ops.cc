@@ -75,6 +75,9 @@ void RegisterElementwiseOps(OpRegistry& r) {
   RegisterCompare(r, "equal", te::CompareOp::kEQ, "a == b (bool) with NumPy broadcasting");
   RegisterCompare(r, "less", te::CompareOp::kLT, "a < b (bool) with NumPy broadcasting");
   RegisterCompare(r, "greater", te::CompareOp::kGT, "a > b (bool) with NumPy broadcasting");
+  RegisterCompare(r, "less_equal", te::CompareOp::kLE, "a <= b (bool) with NumPy broadcasting");
+  RegisterCompare(r, "greater_equal", te::CompareOp::kGE,
+                  "a >= b (bool) with NumPy broadcasting");
   RegisterWhereAndCast(r);
   RegisterUnary(r, "abs", "|x|", false,
                 [](ComputeContext& c, Expr x) { return c.b().Unary(UnaryOp::kAbs, x); });
