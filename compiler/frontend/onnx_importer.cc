@@ -1649,6 +1649,17 @@ const std::map<std::string, ConvertFn>& ConverterTable() {
       {"Tile", ConvertTile},
       {"Trilu", ConvertTrilu},
       {"Size", ConvertSize},
+      {"GatherElements", [](Converter& c, const onnx::NodeProto& n) -> absl::Status {
+         KILN_ASSIGN_OR_RETURN(Node* data, c.Value(n, 0));
+         KILN_ASSIGN_OR_RETURN(Node* indices, c.Value(n, 1));
+         if (indices->type.dtype != DType::kInt64) {
+           return absl::UnimplementedError(absl::StrCat(
+               "node '", n.name(), "' (GatherElements): int64 indices only"));
+         }
+         KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "gather_elements", {data, indices},
+                                              AxisAttrs{IntAttr(n, "axis", 0)}));
+         return c.Define(n.output(0), y);
+       }},
       {"Shrink", ConvertShrink},
       {"Mean", ConvertMean},
       {"ArgMax", ArgExtreme(true)},

@@ -245,6 +245,54 @@ void RegisterSliceGatherExpandPad(OpRegistry& r) {
   };
   r.Register(std::move(gather));
 
+  // gather_elements: out[i] = data[i with its `axis` index replaced by
+  // indices[i]]; the output takes the indices' shape (ONNX GatherElements).
+  OpDef elements;
+  elements.name = "gather_elements";
+  elements.pattern = OpPattern::kInjective;
+  elements.min_inputs = elements.max_inputs = 2;
+  elements.summary = "data indexed elementwise along `axis` by an int64 tensor of its rank";
+  elements.parse_attrs = [](const RawAttrs& raw) -> absl::StatusOr<Attrs> {
+    KILN_RETURN_IF_ERROR(CheckKnownAttrs(raw, {"axis"}));
+    KILN_ASSIGN_OR_RETURN(int64_t axis, GetIntAttr(raw, "axis", 0));
+    return Attrs(AxisAttrs{axis});
+  };
+  elements.infer_type = [](const std::vector<TensorType>& in,
+                           const Attrs& attrs) -> absl::StatusOr<TensorType> {
+    if (in[1].dtype != DType::kInt64) {
+      return absl::InvalidArgumentError("gather_elements indices: int64");
+    }
+    KILN_ASSIGN_OR_RETURN(int64_t axis,
+                          NormalizeAxis(std::get<AxisAttrs>(attrs).axis, in[0].rank()));
+    if (in[1].rank() != in[0].rank()) {
+      return absl::InvalidArgumentError("gather_elements: indices must have the data's rank");
+    }
+    for (int64_t d = 0; d < in[0].rank(); ++d) {
+      if (d != axis && in[1].shape[d] > in[0].shape[d]) {
+        return absl::InvalidArgumentError("gather_elements: indices larger than the data");
+      }
+    }
+    return TensorType{in[0].dtype, in[1].shape};
+  };
+  elements.index_operand = [](const std::vector<TensorType>& in,
+                              const Attrs& attrs) -> std::optional<IndexOperand> {
+    absl::StatusOr<int64_t> axis = NormalizeAxis(std::get<AxisAttrs>(attrs).axis, in[0].rank());
+    if (!axis.ok()) return std::nullopt;
+    return IndexOperand{1, in[0].shape[*axis]};
+  };
+  elements.compute = [](ComputeContext& ctx) {
+    te::ExprBuilder& b = ctx.b();
+    int64_t axis = ctx.attrs<AxisAttrs>().axis;
+    if (axis < 0) axis += ctx.input_type(0).rank();
+    const int64_t n = ctx.input_type(0).shape[axis];
+    Expr i = ctx.Input(1, ctx.out());
+    i = b.Select(b.Compare(te::CompareOp::kLT, i, b.Int(0)), b.Add(i, b.Int(n)), i);
+    std::vector<Expr> idx = ctx.out();
+    idx[axis] = b.ClampIndex(i, n);  // out-of-range indices never read outside
+    return ctx.Input(0, idx);
+  };
+  r.Register(std::move(elements));
+
   OpDef expand;
   expand.name = "expand";
   expand.pattern = OpPattern::kBroadcast;
