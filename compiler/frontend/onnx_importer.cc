@@ -1774,12 +1774,17 @@ absl::Status RefuseExternalData(const onnx::ModelProto& model) {
 // checks before them catch the crashes found so far, this any others.
 absl::Status CheckAndInfer(onnx::ModelProto& model, bool probe) {
   if (probe) {
+    // A hostile model can also send libonnx into a long loop (a wild read
+    // as a loop bound): 5 s, and 1 s more per 10 MB, is far more than a
+    // real model's checks take.
+    const absl::Duration limit =
+        absl::Seconds(5) + absl::Seconds(static_cast<double>(model.ByteSizeLong()) / 10e6);
     absl::Status survived = ProbeForCrash(
         [&model] {
           onnx::checker::check_model(model);
           onnx::shape_inference::InferShapes(model);
         },
-        absl::Seconds(60));
+        limit);
     if (absl::IsInternal(survived) || absl::IsDeadlineExceeded(survived)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "the model is refused: ONNX's checker or shape inference failed on it in a "
