@@ -1090,20 +1090,31 @@ absl::Status ConvertMod(Converter& c, const onnx::NodeProto& n) {
 absl::Status ConvertClip(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
   ActivationAttrs a{FloatAttr(n, "min", -INFINITY), FloatAttr(n, "max", INFINITY)};
-  for (int i : {1, 2}) {  // opset 11+: min and max are (constant) inputs
+  bool constant_bounds = x->type.dtype == DType::kFloat32;
+  for (int i : {1, 2}) {  // opset 11+: min and max are inputs
     if (!c.HasInput(n, i)) continue;
     KILN_ASSIGN_OR_RETURN(Node* bound, c.Value(n, i));
     if (!bound->is_constant() || bound->type.dtype != DType::kFloat32 ||
         bound->type.NumElements() != 1) {
-      return absl::UnimplementedError(absl::StrCat("node '", n.name(),
-                                                   "' (Clip): bounds must be float constants"));
+      constant_bounds = false;
+      continue;
     }
     (i == 1 ? a.alpha : a.beta) = *bound->value->data<float>();
   }
-  if (x->type.dtype != DType::kFloat32) {
-    return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (Clip): only float"));
+  if (constant_bounds) {
+    KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "clip", {x}, a));
+    return c.Define(n.output(0), y);
   }
-  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "clip", {x}, a));
+  // Bounds that are tensors (or an integer x): max with the lower, then min
+  // with the upper, as ONNX defines Clip.
+  if (!c.HasInput(n, 1) && !c.HasInput(n, 2)) return c.Define(n.output(0), x);
+  Node* y = x;
+  for (int i : {1, 2}) {
+    if (!c.HasInput(n, i)) continue;
+    KILN_ASSIGN_OR_RETURN(Node* bound, c.Value(n, i));
+    KILN_ASSIGN_OR_RETURN(y, c.Add(n, i == 1 ? "maximum" : "minimum", {y, bound}, NoAttrs{},
+                                   i == 1 && c.HasInput(n, 2) ? "/low" : ""));
+  }
   return c.Define(n.output(0), y);
 }
 
@@ -1445,6 +1456,58 @@ absl::Status ConvertLayerNorm(Converter& c, const onnx::NodeProto& n) {
   return c.Define(n.output(0), y);
 }
 
+// Hardmax: 1 at the first maximum along `axis` (opset 13; before, over the
+// flattened trailing dims), 0 elsewhere.
+absl::Status ConvertHardmax(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  if (x->type.dtype != DType::kFloat32) {
+    return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (Hardmax): float only"));
+  }
+  const int64_t rank = x->type.rank();
+  KILN_ASSIGN_OR_RETURN(int64_t axis, AxisAttr(n, "axis", c.opset() >= 13 ? -1 : 1, rank));
+  Node* flat = x;
+  std::vector<int64_t> shape = x->type.shape;
+  if (c.opset() < 13) {  // coerced to 2-D [prod(dims before axis), prod(dims from axis)]
+    int64_t rows = 1, cols = 1;
+    for (int64_t d = 0; d < rank; ++d) (d < axis ? rows : cols) *= shape[d];
+    KILN_ASSIGN_OR_RETURN(flat, c.Add(n, "reshape", {x}, ReshapeAttrs{{rows, cols}}, "/2d"));
+    axis = 1;
+  }
+  const int64_t len = flat->type.shape[axis];
+  std::vector<int64_t> positions(static_cast<size_t>(len)), pshape{len};
+  for (int64_t i = 0; i < len; ++i) positions[i] = i;
+  for (int64_t d = axis + 1; d < flat->type.rank(); ++d) pshape.push_back(1);
+  Node* where_at = c.Constant(n.name() + "/positions", TensorType{DType::kInt64, pshape},
+                              positions.data());
+  Node* none = c.Constant(n.name() + "/none", TensorType{DType::kInt64, {}}, &len);
+  KILN_ASSIGN_OR_RETURN(Node* m, c.Add(n, "max", {flat}, ReduceAttrs{{axis}, true}, "/max"));
+  KILN_ASSIGN_OR_RETURN(Node* hit, c.Add(n, "equal", {flat, m}, NoAttrs{}, "/hit"));
+  KILN_ASSIGN_OR_RETURN(Node* at, c.Add(n, "where", {hit, where_at, none}, NoAttrs{}, "/at"));
+  KILN_ASSIGN_OR_RETURN(Node* first, c.Add(n, "min", {at}, ReduceAttrs{{axis}, true}, "/first"));
+  KILN_ASSIGN_OR_RETURN(Node* is_first, c.Add(n, "equal", {where_at, first}, NoAttrs{},
+                                              "/is_first"));
+  Node* one = c.ScalarFloat(n.name() + "/one", 1), *zero = c.ScalarFloat(n.name() + "/zero", 0);
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "where", {is_first, one, zero}, NoAttrs{},
+                                       c.opset() < 13 ? "/flat" : ""));
+  if (c.opset() < 13) {
+    KILN_ASSIGN_OR_RETURN(y, c.Add(n, "reshape", {y}, ReshapeAttrs{shape}));
+  }
+  return c.Define(n.output(0), y);
+}
+
+// (x - mean) / sqrt(mean((x - mean)^2)) over `axes` (default N, H, W).
+absl::Status ConvertMeanVarianceNorm(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  const std::vector<int64_t> axes = IntsAttr(n, "axes", {0, 2, 3});
+  KILN_ASSIGN_OR_RETURN(Node* mean, c.Add(n, "mean", {x}, ReduceAttrs{axes, true}, "/mean"));
+  KILN_ASSIGN_OR_RETURN(Node* centred, c.Add(n, "sub", {x, mean}, NoAttrs{}, "/centred"));
+  KILN_ASSIGN_OR_RETURN(Node* sq, c.Add(n, "mul", {centred, centred}, NoAttrs{}, "/square"));
+  KILN_ASSIGN_OR_RETURN(Node* var, c.Add(n, "mean", {sq}, ReduceAttrs{axes, true}, "/var"));
+  KILN_ASSIGN_OR_RETURN(Node* sd, c.Add(n, "sqrt", {var}, NoAttrs{}, "/sd"));
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "div", {centred, sd}));
+  return c.Define(n.output(0), y);
+}
+
 // Size: the element count, a constant int64 scalar.
 absl::Status ConvertSize(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
@@ -1649,6 +1712,8 @@ const std::map<std::string, ConvertFn>& ConverterTable() {
       {"Tile", ConvertTile},
       {"Trilu", ConvertTrilu},
       {"Size", ConvertSize},
+      {"Hardmax", ConvertHardmax},
+      {"MeanVarianceNormalization", ConvertMeanVarianceNorm},
       {"GatherElements", [](Converter& c, const onnx::NodeProto& n) -> absl::Status {
          KILN_ASSIGN_OR_RETURN(Node* data, c.Value(n, 0));
          KILN_ASSIGN_OR_RETURN(Node* indices, c.Value(n, 1));

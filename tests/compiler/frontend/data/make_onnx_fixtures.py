@@ -112,9 +112,9 @@ def matmul_mix():
 
 def unsupported_op():
     graph = helper.make_graph(
-        [helper.make_node("Hardmax", ["x"], ["y"], name="the_hardmax")], "unsupported",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+        [helper.make_node("Det", ["x"], ["y"], name="the_det")], "unsupported",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])])
     save("unsupported_op", graph, None, None)
 
 
