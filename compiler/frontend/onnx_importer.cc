@@ -1508,6 +1508,95 @@ absl::Status ConvertMeanVarianceNorm(Converter& c, const onnx::NodeProto& n) {
   return c.Define(n.output(0), y);
 }
 
+// LRN: x / (bias + alpha / size * (sum of x^2 over the `size` channels
+// around))^beta. The channel window sum is an average pool over a
+// [N, 1, C, H*W] view (padding counted), times size.
+absl::Status ConvertLrn(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  if (x->type.rank() != 4 || x->type.dtype != DType::kFloat32) {
+    return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (LRN): 4-D float only"));
+  }
+  const int64_t size = IntAttr(n, "size", 1);
+  if (size < 1 || size > x->type.shape[1] * 2 + 1) {
+    return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (LRN): size ", size));
+  }
+  const std::vector<int64_t>& s = x->type.shape;
+  KILN_ASSIGN_OR_RETURN(Node* sq, c.Add(n, "mul", {x, x}, NoAttrs{}, "/square"));
+  KILN_ASSIGN_OR_RETURN(Node* view, c.Add(n, "reshape", {sq},
+                                          ReshapeAttrs{{s[0], 1, s[1], s[2] * s[3]}}, "/view"));
+  Pool2DAttrs window;
+  window.kernel = {size, 1};
+  window.padding = {(size - 1) / 2, 0, size - 1 - (size - 1) / 2, 0};
+  window.count_include_pad = true;
+  KILN_ASSIGN_OR_RETURN(Node* avg, c.Add(n, "avg_pool2d", {view}, window, "/window_mean"));
+  KILN_ASSIGN_OR_RETURN(Node* back, c.Add(n, "reshape", {avg}, ReshapeAttrs{s}, "/back"));
+  KILN_ASSIGN_OR_RETURN(
+      Node* scaled, c.Add(n, "mul", {back, c.ScalarFloat(n.name() + "/alpha",
+                                                         FloatAttr(n, "alpha", 1e-4f))},
+                          NoAttrs{}, "/scaled"));
+  KILN_ASSIGN_OR_RETURN(
+      Node* base, c.Add(n, "add", {scaled, c.ScalarFloat(n.name() + "/bias",
+                                                         FloatAttr(n, "bias", 1.0f))},
+                        NoAttrs{}, "/base"));
+  KILN_ASSIGN_OR_RETURN(
+      Node* denom, c.Add(n, "pow", {base, c.ScalarFloat(n.name() + "/beta",
+                                                        FloatAttr(n, "beta", 0.75f))},
+                         NoAttrs{}, "/denominator"));
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "div", {x, denom}));
+  return c.Define(n.output(0), y);
+}
+
+// OneHot: `on` where the position along the new `axis` equals the index
+// (negative counts from depth), `off` elsewhere; depth and values constant.
+absl::Status ConvertOneHot(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* indices, c.Value(n, 0));
+  KILN_ASSIGN_OR_RETURN(Node* depth_node, c.Value(n, 1));
+  KILN_ASSIGN_OR_RETURN(Node* values, c.Value(n, 2));
+  if (!depth_node->is_constant() || depth_node->type.NumElements() != 1 ||
+      !values->is_constant() || values->type.NumElements() != 2) {
+    return absl::UnimplementedError(absl::StrCat(
+        "node '", n.name(), "' (OneHot): depth and values must be constants"));
+  }
+  int64_t depth = 0;
+  if (depth_node->type.dtype == DType::kInt64) {
+    depth = *depth_node->value->data<int64_t>();
+  } else if (depth_node->type.dtype == DType::kFloat32) {
+    depth = static_cast<int64_t>(*depth_node->value->data<float>());
+  }
+  if (depth < 1 || depth > (int64_t{1} << 24)) {
+    return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (OneHot): depth ",
+                                                   depth, " is out of range"));
+  }
+  const int64_t out_rank = indices->type.rank() + 1;
+  KILN_ASSIGN_OR_RETURN(int64_t axis, AxisAttr(n, "axis", -1, out_rank));
+  Node* idx = indices;
+  if (idx->type.dtype != DType::kInt64) {
+    KILN_ASSIGN_OR_RETURN(idx, c.Add(n, "cast", {idx}, CastAttrs{DType::kInt64}, "/int"));
+  }
+  const int64_t zero = 0;
+  Node* zero_node = c.Constant(n.name() + "/zero", TensorType{DType::kInt64, {}}, &zero);
+  Node* depth_const = c.Constant(n.name() + "/depth", TensorType{DType::kInt64, {}}, &depth);
+  KILN_ASSIGN_OR_RETURN(Node* negative, c.Add(n, "less", {idx, zero_node}, NoAttrs{}, "/neg"));
+  KILN_ASSIGN_OR_RETURN(Node* wrapped, c.Add(n, "add", {idx, depth_const}, NoAttrs{}, "/wrap"));
+  KILN_ASSIGN_OR_RETURN(idx, c.Add(n, "where", {negative, wrapped, idx}, NoAttrs{}, "/index"));
+  std::vector<int64_t> with_axis = indices->type.shape;
+  with_axis.insert(with_axis.begin() + axis, 1);
+  KILN_ASSIGN_OR_RETURN(idx, c.Add(n, "reshape", {idx}, ReshapeAttrs{with_axis}, "/spread"));
+  std::vector<int64_t> positions(static_cast<size_t>(depth)), pshape{depth};
+  for (int64_t i = 0; i < depth; ++i) positions[i] = i;
+  for (int64_t d = axis + 1; d < out_rank; ++d) pshape.push_back(1);
+  Node* where_at = c.Constant(n.name() + "/positions", TensorType{DType::kInt64, pshape},
+                              positions.data());
+  KILN_ASSIGN_OR_RETURN(Node* hit, c.Add(n, "equal", {idx, where_at}, NoAttrs{}, "/hit"));
+  const TensorType one{values->type.dtype, {}};
+  const char* v = values->value->bytes.data();
+  const size_t item = DTypeSize(values->type.dtype);
+  Node* off = c.Constant(n.name() + "/off", one, v);
+  Node* on = c.Constant(n.name() + "/on", one, v + item);
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "where", {hit, on, off}));
+  return c.Define(n.output(0), y);
+}
+
 // Size: the element count, a constant int64 scalar.
 absl::Status ConvertSize(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
@@ -1713,6 +1802,8 @@ const std::map<std::string, ConvertFn>& ConverterTable() {
       {"Trilu", ConvertTrilu},
       {"Size", ConvertSize},
       {"Hardmax", ConvertHardmax},
+      {"LRN", ConvertLrn},
+      {"OneHot", ConvertOneHot},
       {"MeanVarianceNormalization", ConvertMeanVarianceNorm},
       {"GatherElements", [](Converter& c, const onnx::NodeProto& n) -> absl::Status {
          KILN_ASSIGN_OR_RETURN(Node* data, c.Value(n, 0));

@@ -354,5 +354,54 @@ TEST(OnnxImporterTest, WindowPadsOfTheWrongLengthAreInvalidArgument) {
   }
 }
 
+// OneHot with constant depth and values (as exporters write it), negative
+// indices counting from depth; the expected rows worked out by hand.
+TEST(OnnxImporterTest, OneHotWithConstantDepthAndValues) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(13);
+  onnx::GraphProto* g = model.mutable_graph();
+  g->set_name("one_hot");
+  onnx::NodeProto* node = g->add_node();
+  node->set_op_type("OneHot");
+  node->set_name("one_hot");
+  for (const char* in : {"i", "depth", "values"}) node->add_input(in);
+  node->add_output("y");
+  onnx::TensorProto* depth = g->add_initializer();
+  depth->set_name("depth");
+  depth->set_data_type(onnx::TensorProto::INT64);
+  depth->add_int64_data(4);
+  onnx::TensorProto* values = g->add_initializer();
+  values->set_name("values");
+  values->set_data_type(onnx::TensorProto::FLOAT);
+  values->add_dims(2);
+  values->add_float_data(0);
+  values->add_float_data(5);
+  onnx::ValueInfoProto* i = g->add_input();
+  i->set_name("i");
+  i->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT64);
+  i->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(3);
+  onnx::ValueInfoProto* y = g->add_output();
+  y->set_name("y");
+  y->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : {3, 4}) {
+    y->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+  }
+  auto graph = ImportOnnxModel(model.SerializeAsString(), OpRegistry::Default(), {});
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  auto manager = engine::ModelManager::Create({});
+  ASSERT_TRUE(manager.ok());
+  ASSERT_TRUE((*manager)->Compile("one_hot", *std::move(graph), CompileOptions{}).ok());
+  const std::vector<int64_t> indices = {0, -1, 2};
+  auto input = runtime::Tensor::FromBytes(
+      {DType::kInt64, {3}}, absl::string_view(reinterpret_cast<const char*>(indices.data()), 24));
+  ASSERT_TRUE(input.ok());
+  auto result = (*manager)->Find("one_hot")->Run({&*input});
+  ASSERT_TRUE(result.ok()) << result.status();
+  const float* out = static_cast<const float*>(result->outputs[0].data());
+  EXPECT_THAT(std::vector<float>(out, out + 12),
+              ElementsAre(5, 0, 0, 0, 0, 0, 0, 5, 0, 0, 5, 0));
+}
+
 }  // namespace
 }  // namespace kiln
