@@ -43,6 +43,12 @@ class Factory final : public grpc::experimental::ServerInterceptorFactoryInterfa
       grpc::experimental::ServerRpcInfo* info) override {
     const std::string method = info->method() != nullptr ? info->method() : "";
     if (skipped_.count(method)) return nullptr;
+    // One request message per call only: a client stream's end also comes
+    // as "no message" (UploadModel's chunks).
+    if (info->type() == grpc::experimental::ServerRpcInfo::Type::CLIENT_STREAMING ||
+        info->type() == grpc::experimental::ServerRpcInfo::Type::BIDI_STREAMING) {
+      return nullptr;
+    }
     return new UnparsedRequestStatus(method);
   }
 
