@@ -407,6 +407,15 @@ absl::Status ConvertDropout(Converter& c, const onnx::NodeProto& n) {
           "): training mode (random dropping) is not supported; inference only"));
     }
   }
+  if (n.output_size() > 1 && !n.output(1).empty()) {
+    // The mask: every element kept, in inference.
+    KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+    const bool kept = true;
+    Node* one = c.Constant(n.name() + "/kept", TensorType{DType::kBool, {}}, &kept);
+    KILN_ASSIGN_OR_RETURN(Node* mask, c.Add(n, "expand", {one}, ReshapeAttrs{x->type.shape},
+                                            "/mask"));
+    KILN_RETURN_IF_ERROR(c.Define(n.output(1), mask));
+  }
   return ConvertIdentity(c, n);
 }
 
@@ -1721,11 +1730,28 @@ const std::map<std::string, ConvertFn>& ConverterTable() {
       {"Pow", [](Converter& c, const onnx::NodeProto& n) -> absl::Status {
          KILN_ASSIGN_OR_RETURN(Node* base, c.Value(n, 0));
          KILN_ASSIGN_OR_RETURN(Node* exponent, c.Value(n, 1));
-         if (base->type.dtype != exponent->type.dtype) {
+         if (base->type.dtype == exponent->type.dtype) return Simple("pow")(c, n);
+         if (base->type.dtype == DType::kBool || exponent->type.dtype == DType::kBool) {
            return absl::UnimplementedError(absl::StrCat(
-               "node '", n.name(), "' (Pow, opset ", c.opset(), "): mixed element types"));
+               "node '", n.name(), "' (Pow, opset ", c.opset(), "): bool operands"));
          }
-         return Simple("pow")(c, n);
+         // Mixed types (opset 12+): computed in float, the result in the
+         // base's type.
+         const DType out = base->type.dtype;
+         if (base->type.dtype != DType::kFloat32) {
+           KILN_ASSIGN_OR_RETURN(base, c.Add(n, "cast", {base}, CastAttrs{DType::kFloat32},
+                                             "/base_float"));
+         }
+         if (exponent->type.dtype != DType::kFloat32) {
+           KILN_ASSIGN_OR_RETURN(exponent, c.Add(n, "cast", {exponent},
+                                                 CastAttrs{DType::kFloat32}, "/exponent_float"));
+         }
+         KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "pow", {base, exponent}, NoAttrs{},
+                                              out == DType::kFloat32 ? "" : "/float"));
+         if (out != DType::kFloat32) {
+           KILN_ASSIGN_OR_RETURN(y, c.Add(n, "cast", {y}, CastAttrs{out}));
+         }
+         return c.Define(n.output(0), y);
        }},
       {"Erf", Simple("erf")},
       {"Floor", Simple("floor")},
