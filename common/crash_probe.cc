@@ -12,6 +12,13 @@
 #include "absl/strings/str_cat.h"
 
 namespace kiln {
+namespace {
+
+// The child's exit code when the work threw (an ordinary refusal, which
+// the in-process run will report); 1 is what sanitizers exit with.
+constexpr int kThrew = 42;
+
+}  // namespace
 
 absl::Status ProbeForCrash(const std::function<void()>& work, absl::Duration timeout) {
   const pid_t child = ::fork();
@@ -25,10 +32,14 @@ absl::Status ProbeForCrash(const std::function<void()>& work, absl::Duration tim
     // server (a test's unlimited core size made one take a minute).
     struct rlimit no_core = {0, 0};
     ::setrlimit(RLIMIT_CORE, &no_core);
+    // The default action for faults, so that a crash ends the child by its
+    // signal, whatever handlers the process installed (a sanitizer's turns
+    // a fault into exit code 1).
+    for (int signal : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) ::signal(signal, SIG_DFL);
     try {
       work();
     } catch (...) {
-      ::_exit(1);
+      ::_exit(kThrew);
     }
     ::_exit(0);
   }
@@ -51,6 +62,9 @@ absl::Status ProbeForCrash(const std::function<void()>& work, absl::Duration tim
   if (WIFSIGNALED(status)) {
     return absl::InternalError(absl::StrCat("it crashed (signal ", WTERMSIG(status), ", ",
                                             ::strsignal(WTERMSIG(status)), ")"));
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != kThrew) {
+    return absl::InternalError(absl::StrCat("it ended with exit code ", WEXITSTATUS(status)));
   }
   return absl::OkStatus();
 }
