@@ -16,7 +16,9 @@
 #include <functional>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <unordered_map>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/cord.h"
@@ -358,6 +360,17 @@ std::vector<int64_t> IntsAttr(const onnx::NodeProto& n, const std::string& name,
   const onnx::AttributeProto* a = FindAttr(n, name);
   return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : fallback;
 }
+// auto_pad SAME_UPPER / SAME_LOWER along one dim: the output is
+// ceil(input / stride), the padding that takes split with the odd one at the
+// end (UPPER) or the start (LOWER). {begin, end}.
+std::pair<int64_t, int64_t> SamePadding(int64_t in, int64_t kernel, int64_t stride,
+                                        int64_t dilation, bool upper) {
+  const int64_t out = (in + stride - 1) / stride;
+  const int64_t total = std::max<int64_t>(0, (out - 1) * stride + dilation * (kernel - 1) + 1 - in);
+  const int64_t begin = upper ? total / 2 : total - total / 2;
+  return {begin, total - begin};
+}
+
 // A 2-D window's (Conv, pooling) strides, dilations and pads as auto_pad below
 // and the op's shape relation index them: 2, 2 and 4 values, pads >= 0, as the
 // Kiln graph's parser checks. libonnx's shape inference lets other lengths
@@ -507,11 +520,8 @@ absl::Status ConvertConv1D(Converter& c, const onnx::NodeProto& n, Node* x, Node
   }
   const onnx::AttributeProto* auto_pad = FindAttr(n, "auto_pad");
   if (auto_pad && (auto_pad->s() == "SAME_UPPER" || auto_pad->s() == "SAME_LOWER")) {
-    const int64_t in = x->type.shape[2], k = w->type.shape[2];
-    const int64_t out = (in + stride - 1) / stride;
-    const int64_t total = std::max<int64_t>(0, (out - 1) * stride + dilation * (k - 1) + 1 - in);
-    pads[0] = auto_pad->s() == "SAME_UPPER" ? total / 2 : total - total / 2;
-    pads[1] = total - pads[0];
+    std::tie(pads[0], pads[1]) = SamePadding(x->type.shape[2], w->type.shape[2], stride,
+                                             dilation, auto_pad->s() == "SAME_UPPER");
   } else if (auto_pad && auto_pad->s() == "VALID") {
     pads = {0, 0};
   }
@@ -661,12 +671,8 @@ absl::Status ConvertConv(Converter& c, const onnx::NodeProto& n) {
     // the end (UPPER) or the start (LOWER).
     const bool upper = auto_pad->s() == "SAME_UPPER";
     for (int d = 0; d < 2; ++d) {
-      const int64_t in = x->type.shape[2 + d], k = w->type.shape[2 + d];
-      const int64_t out = (in + a.strides[d] - 1) / a.strides[d];
-      const int64_t total =
-          std::max<int64_t>(0, (out - 1) * a.strides[d] + a.dilation[d] * (k - 1) + 1 - in);
-      a.padding[d] = upper ? total / 2 : total - total / 2;
-      a.padding[d + 2] = total - a.padding[d];
+      std::tie(a.padding[d], a.padding[d + 2]) = SamePadding(
+          x->type.shape[2 + d], w->type.shape[2 + d], a.strides[d], a.dilation[d], upper);
     }
   } else if (auto_pad && auto_pad->s() == "VALID") {
     a.padding = {0, 0, 0, 0};
@@ -1249,12 +1255,8 @@ ConvertFn Pool(const std::string& kiln_op) {
     if (auto_pad && (auto_pad->s() == "SAME_UPPER" || auto_pad->s() == "SAME_LOWER")) {
       const bool upper = auto_pad->s() == "SAME_UPPER";
       for (int d = 0; d < 2; ++d) {
-        const int64_t in = input->type.shape[2 + d];
-        const int64_t out = (in + a.strides[d] - 1) / a.strides[d];
-        const int64_t total = std::max<int64_t>(
-            0, (out - 1) * a.strides[d] + a.dilation[d] * (a.kernel[d] - 1) + 1 - in);
-        a.padding[d] = upper ? total / 2 : total - total / 2;
-        a.padding[d + 2] = total - a.padding[d];
+        std::tie(a.padding[d], a.padding[d + 2]) = SamePadding(
+            input->type.shape[2 + d], a.kernel[d], a.strides[d], a.dilation[d], upper);
       }
     } else if (auto_pad && auto_pad->s() == "VALID") {
       a.padding = {0, 0, 0, 0};
@@ -1465,6 +1467,30 @@ absl::Status ConvertLayerNorm(Converter& c, const onnx::NodeProto& n) {
   return c.Define(n.output(0), y);
 }
 
+// [len, 1, ...] holding 0..len-1, with `trailing` dims of 1: each position
+// along an axis, broadcast against the dims that follow it.
+Node* PositionTable(Converter& c, const onnx::NodeProto& n, int64_t len, int64_t trailing) {
+  std::vector<int64_t> positions(static_cast<size_t>(len)), shape{len};
+  for (int64_t i = 0; i < len; ++i) positions[i] = i;
+  for (int64_t d = 0; d < trailing; ++d) shape.push_back(1);
+  return c.Constant(n.name() + "/positions", TensorType{DType::kInt64, shape}, positions.data());
+}
+
+// The first (with `last`, the last) position along `axis` where x equals its
+// max (or min), as int64: the extreme, then the least (greatest) of the
+// positions holding it, a position past either end standing for the rest.
+absl::StatusOr<Node*> ExtremePosition(Converter& c, const onnx::NodeProto& n, Node* x,
+                                      int64_t axis, bool max, bool last, bool keep,
+                                      Node* positions, const std::string& suffix) {
+  const int64_t outside = last ? -1 : x->type.shape[axis];
+  Node* none = c.Constant(n.name() + "/none", TensorType{DType::kInt64, {}}, &outside);
+  KILN_ASSIGN_OR_RETURN(Node* extreme, c.Add(n, max ? "max" : "min", {x},
+                                             ReduceAttrs{{axis}, true}, "/extreme"));
+  KILN_ASSIGN_OR_RETURN(Node* hit, c.Add(n, "equal", {x, extreme}, NoAttrs{}, "/hit"));
+  KILN_ASSIGN_OR_RETURN(Node* at, c.Add(n, "where", {hit, positions, none}, NoAttrs{}, "/at"));
+  return c.Add(n, last ? "max" : "min", {at}, ReduceAttrs{{axis}, keep}, suffix);
+}
+
 // Hardmax: 1 at the first maximum along `axis` (opset 13; before, over the
 // flattened trailing dims), 0 elsewhere.
 absl::Status ConvertHardmax(Converter& c, const onnx::NodeProto& n) {
@@ -1482,17 +1508,11 @@ absl::Status ConvertHardmax(Converter& c, const onnx::NodeProto& n) {
     KILN_ASSIGN_OR_RETURN(flat, c.Add(n, "reshape", {x}, ReshapeAttrs{{rows, cols}}, "/2d"));
     axis = 1;
   }
-  const int64_t len = flat->type.shape[axis];
-  std::vector<int64_t> positions(static_cast<size_t>(len)), pshape{len};
-  for (int64_t i = 0; i < len; ++i) positions[i] = i;
-  for (int64_t d = axis + 1; d < flat->type.rank(); ++d) pshape.push_back(1);
-  Node* where_at = c.Constant(n.name() + "/positions", TensorType{DType::kInt64, pshape},
-                              positions.data());
-  Node* none = c.Constant(n.name() + "/none", TensorType{DType::kInt64, {}}, &len);
-  KILN_ASSIGN_OR_RETURN(Node* m, c.Add(n, "max", {flat}, ReduceAttrs{{axis}, true}, "/max"));
-  KILN_ASSIGN_OR_RETURN(Node* hit, c.Add(n, "equal", {flat, m}, NoAttrs{}, "/hit"));
-  KILN_ASSIGN_OR_RETURN(Node* at, c.Add(n, "where", {hit, where_at, none}, NoAttrs{}, "/at"));
-  KILN_ASSIGN_OR_RETURN(Node* first, c.Add(n, "min", {at}, ReduceAttrs{{axis}, true}, "/first"));
+  Node* where_at =
+      PositionTable(c, n, flat->type.shape[axis], flat->type.rank() - axis - 1);
+  KILN_ASSIGN_OR_RETURN(Node* first, ExtremePosition(c, n, flat, axis, /*max=*/true,
+                                                     /*last=*/false, /*keep=*/true, where_at,
+                                                     "/first"));
   KILN_ASSIGN_OR_RETURN(Node* is_first, c.Add(n, "equal", {where_at, first}, NoAttrs{},
                                               "/is_first"));
   Node* one = c.ScalarFloat(n.name() + "/one", 1), *zero = c.ScalarFloat(n.name() + "/zero", 0);
@@ -1591,11 +1611,7 @@ absl::Status ConvertOneHot(Converter& c, const onnx::NodeProto& n) {
   std::vector<int64_t> with_axis = indices->type.shape;
   with_axis.insert(with_axis.begin() + axis, 1);
   KILN_ASSIGN_OR_RETURN(idx, c.Add(n, "reshape", {idx}, ReshapeAttrs{with_axis}, "/spread"));
-  std::vector<int64_t> positions(static_cast<size_t>(depth)), pshape{depth};
-  for (int64_t i = 0; i < depth; ++i) positions[i] = i;
-  for (int64_t d = axis + 1; d < out_rank; ++d) pshape.push_back(1);
-  Node* where_at = c.Constant(n.name() + "/positions", TensorType{DType::kInt64, pshape},
-                              positions.data());
+  Node* where_at = PositionTable(c, n, depth, out_rank - axis - 1);
   KILN_ASSIGN_OR_RETURN(Node* hit, c.Add(n, "equal", {idx, where_at}, NoAttrs{}, "/hit"));
   const TensorType one{values->type.dtype, {}};
   const char* v = values->value->bytes.data();
@@ -1663,21 +1679,9 @@ ConvertFn ArgExtreme(bool max) {
     KILN_ASSIGN_OR_RETURN(int64_t axis, AxisAttr(n, "axis", 0, rank));
     const bool keep = IntAttr(n, "keepdims", 1) != 0;
     const bool last = IntAttr(n, "select_last_index", 0) != 0;
-    const int64_t len = x->type.shape[axis];
-    std::vector<int64_t> positions(static_cast<size_t>(len)), shape{len};
-    for (int64_t i = 0; i < len; ++i) positions[i] = i;
-    for (int64_t d = axis + 1; d < rank; ++d) shape.push_back(1);
-    Node* where_at = c.Constant(n.name() + "/positions", TensorType{DType::kInt64, shape},
-                                positions.data());
-    // Not there: past either end, so the other reduction never picks it.
-    const int64_t outside = last ? -1 : len;
-    Node* none = c.Constant(n.name() + "/none", TensorType{DType::kInt64, {}}, &outside);
-    KILN_ASSIGN_OR_RETURN(Node* extreme, c.Add(n, max ? "max" : "min", {x},
-                                               ReduceAttrs{{axis}, true}, "/extreme"));
-    KILN_ASSIGN_OR_RETURN(Node* hit, c.Add(n, "equal", {x, extreme}, NoAttrs{}, "/hit"));
-    KILN_ASSIGN_OR_RETURN(Node* at, c.Add(n, "where", {hit, where_at, none}, NoAttrs{}, "/at"));
-    KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, last ? "max" : "min", {at},
-                                         ReduceAttrs{{axis}, keep}));
+    Node* positions = PositionTable(c, n, x->type.shape[axis], rank - axis - 1);
+    KILN_ASSIGN_OR_RETURN(Node* y,
+                          ExtremePosition(c, n, x, axis, max, last, keep, positions, ""));
     return c.Define(n.output(0), y);
   };
 }
