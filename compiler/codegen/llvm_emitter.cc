@@ -32,6 +32,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/kernel_abi.h"
 #include "common/status_macros.h"
+#include "compiler/codegen/element_conversion.h"
 #include "compiler/codegen/transpose_rows.h"
 #include "compiler/lower/linear_form.h"
 #include "llvm/IR/IRBuilder.h"
@@ -104,7 +105,7 @@ class Emitter {
         buffers_.push_back(LocalBuffer(i));
         continue;
       }
-      const int64_t bytes = fn_.buffers[i].num_elements * ElementBytes(fn_.buffers[i].type);
+      const int64_t bytes = fn_.buffers[i].num_elements * DTypeSize(StorageDType(i));
       buffers_.push_back(b_.CreateCall(alloc, {b_.getInt64(bytes)}, fn_.buffers[i].name));
     }
     scopes_.emplace_back();
@@ -124,17 +125,24 @@ class Emitter {
   }
 
  private:
-  static int64_t ElementBytes(ScalarType t) {
-    switch (t) {
-      case ScalarType::kF32:
-        return 4;
-      case ScalarType::kI64:
-        return 8;
-      case ScalarType::kBool:
-        return 1;
+  // A buffer's element type in memory: its declared storage, else its
+  // compute type's own.
+  DType StorageDType(int buffer) const {
+    const lower::BufferDecl& d = fn_.buffers[buffer];
+    if (d.storage) return *d.storage;
+    switch (d.type) {
+      case ScalarType::kF32: return DType::kFloat32;
+      case ScalarType::kI64: return DType::kInt64;
+      case ScalarType::kBool: return DType::kBool;
+      case ScalarType::kF64: return DType::kFloat64;
     }
-    return 4;
+    return DType::kFloat32;
   }
+  llvm::Type* StorageType(int buffer) {
+    return StorageElementType(ctx_, StorageDType(buffer));
+  }
+  llvm::Align StorageAlign(int buffer) const { return llvm::Align(DTypeSize(StorageDType(buffer))); }
+  bool NarrowStorage(int buffer) const { return fn_.buffers[buffer].storage.has_value(); }
 
   void AddFunctionAttrs(llvm::Function* f) {
     f->addFnAttr(llvm::Attribute::NoUnwind);
@@ -144,25 +152,19 @@ class Emitter {
     f->addFnAttr("min-legal-vector-width", "512");
   }
 
-  llvm::Type* MemoryType(ScalarType t) {
+  llvm::Type* ValueType(ScalarType t) {
     switch (t) {
-      case ScalarType::kF32:
-        return b_.getFloatTy();
-      case ScalarType::kI64:
-        return b_.getInt64Ty();
-      case ScalarType::kBool:
-        return b_.getInt8Ty();
+      case ScalarType::kF32: return b_.getFloatTy();
+      case ScalarType::kI64: return b_.getInt64Ty();
+      case ScalarType::kBool: return b_.getInt1Ty();
+      case ScalarType::kF64: return b_.getDoubleTy();
     }
     return b_.getFloatTy();
   }
 
-  llvm::Type* ValueType(ScalarType t) {
-    return t == ScalarType::kBool ? b_.getInt1Ty() : MemoryType(t);
-  }
-
   // Stack scratch in the current function's entry block: private to a thread.
   llvm::Value* LocalBuffer(size_t i) {
-    llvm::Type* array = llvm::ArrayType::get(MemoryType(fn_.buffers[i].type),
+    llvm::Type* array = llvm::ArrayType::get(StorageType(static_cast<int>(i)),
                                              fn_.buffers[i].num_elements);
     llvm::IRBuilder<> tmp(&func_->getEntryBlock(), func_->getEntryBlock().begin());
     llvm::AllocaInst* a = tmp.CreateAlloca(array, nullptr, fn_.buffers[i].name);
@@ -321,7 +323,7 @@ class Emitter {
     t.lane = s->var.get();
     t.store = s->children[0].get();
     if (t.store->kind != StmtKind::kStore ||
-        fn_.buffers[t.store->buffer].type != ScalarType::kF32 ||
+        fn_.buffers[t.store->buffer].type != ScalarType::kF32 || NarrowStorage(t.store->buffer) ||
         lower::LoadsBuffer(t.store->value, t.store->buffer)) {
       return std::nullopt;
     }
@@ -537,7 +539,7 @@ class Emitter {
   // only: one line per statement.
   absl::Status EmitPrefetch(const Stmt& s) {
     if (lane_var_ != nullptr) return absl::InternalError("a prefetch cannot be vectorised");
-    llvm::Type* mem = MemoryType(fn_.buffers[s->buffer].type);
+    llvm::Type* mem = StorageType(s->buffer);
     llvm::Value* addr = b_.CreateGEP(mem, buffers_[s->buffer], EmitExpr(s->index));
     b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {addr->getType()},
                        {addr, b_.getInt32(0), b_.getInt32(2), b_.getInt32(1)});
@@ -545,21 +547,20 @@ class Emitter {
   }
 
   void EmitStore(const Stmt& s) {
-    const ScalarType t = fn_.buffers[s->buffer].type;
+    const DType storage = StorageDType(s->buffer);
+    llvm::Type* mem = StorageType(s->buffer);
     if (lane_var_ == nullptr) {
       llvm::Value* index = EmitExpr(s->index);
-      llvm::Value* value = EmitExpr(s->value);
-      if (t == ScalarType::kBool) value = b_.CreateZExt(value, b_.getInt8Ty());
-      b_.CreateStore(value, b_.CreateInBoundsGEP(MemoryType(t), buffers_[s->buffer], index));
+      llvm::Value* value = NarrowToStorage(b_, storage, EmitExpr(s->value));
+      b_.CreateStore(value, b_.CreateInBoundsGEP(mem, buffers_[s->buffer], index));
       return;
     }
-    llvm::Value* value = Splat(EmitV(s->value));
-    if (t == ScalarType::kBool) value = b_.CreateZExt(value, VectorOf(b_.getInt8Ty()));
-    const llvm::Align align(ElementBytes(t));
+    llvm::Value* value = NarrowToStorage(b_, storage, Splat(EmitV(s->value)));
+    const llvm::Align align = StorageAlign(s->buffer);
     std::optional<int64_t> stride = lower::StrideAlong(s->index, lane_var_);
     if (stride == 1) {
       llvm::Value* addr =
-          b_.CreateInBoundsGEP(MemoryType(t), buffers_[s->buffer], ScalarAtLaneZero(s->index));
+          b_.CreateInBoundsGEP(mem, buffers_[s->buffer], ScalarAtLaneZero(s->index));
       if (mask_ != nullptr) {
         b_.CreateMaskedStore(value, addr, align, mask_);
       } else {
@@ -567,8 +568,7 @@ class Emitter {
       }
       return;
     }
-    llvm::Value* addrs = b_.CreateInBoundsGEP(MemoryType(t), buffers_[s->buffer],
-                                              Splat(EmitV(s->index)));
+    llvm::Value* addrs = b_.CreateInBoundsGEP(mem, buffers_[s->buffer], Splat(EmitV(s->index)));
     b_.CreateMaskedScatter(value, addrs, align, mask_ ? mask_ : AllLanes());
   }
 
@@ -615,8 +615,8 @@ class Emitter {
         return llvm::ConstantVector::get(lanes);
       }
       case ExprKind::kLoad: {
-        llvm::Type* mem = MemoryType(e->type);
-        const llvm::Align align(ElementBytes(e->type));
+        llvm::Type* mem = StorageType(e->buffer);
+        const llvm::Align align = StorageAlign(e->buffer);
         llvm::Value* v;
         std::optional<int64_t> stride = lower::StrideAlong(e->operands[0], lane_var_);
         if (stride == 1) {
@@ -636,7 +636,7 @@ class Emitter {
           v = b_.CreateMaskedGather(VectorOf(mem), addrs, align, mask_ ? mask_ : AllLanes(),
                                     llvm::Constant::getNullValue(VectorOf(mem)));
         }
-        return e->type == ScalarType::kBool ? b_.CreateTrunc(v, VectorOf(b_.getInt1Ty())) : v;
+        return WidenFromStorage(b_, StorageDType(e->buffer), v);
       }
       case ExprKind::kBinary:
         return EmitBinaryOn(e, Splat(EmitV(e->operands[0])), Splat(EmitV(e->operands[1])));
@@ -739,7 +739,7 @@ class Emitter {
   // which LLVM's vectoriser left as gathers). Only the kept elements of
   // active lanes are loaded, so nothing is read that the gather would not.
   llvm::Value* EmitStridedLoad(const Expr& e, int64_t stride) {
-    llvm::Type* mem = MemoryType(e->type);
+    llvm::Type* mem = StorageType(e->buffer);
     const unsigned wide = lanes_ * static_cast<unsigned>(stride);
     std::vector<int> keep(lanes_), spread(wide);
     std::vector<llvm::Constant*> first_of_each;
@@ -754,8 +754,8 @@ class Emitter {
     // Lane 0 may be masked off and its element outside the buffer.
     llvm::Value* addr = b_.CreateGEP(mem, buffers_[e->buffer], ScalarAtLaneZero(e->operands[0]));
     llvm::Value* loaded = b_.CreateMaskedLoad(llvm::FixedVectorType::get(mem, wide), addr,
-                                              llvm::Align(ElementBytes(e->type)), wide_mask);
-    return b_.CreateShuffleVector(loaded, keep);
+                                              StorageAlign(e->buffer), wide_mask);
+    return WidenFromStorage(b_, StorageDType(e->buffer), b_.CreateShuffleVector(loaded, keep));
   }
 
   llvm::Value* Lookup(const te::ExprNode* e) {
@@ -780,7 +780,7 @@ class Emitter {
 
   llvm::Value* CallLibm(const char* name, llvm::Value* x) {
     llvm::FunctionCallee f = m_.getOrInsertFunction(
-        name, llvm::FunctionType::get(b_.getFloatTy(), {b_.getFloatTy()}, false));
+        name, llvm::FunctionType::get(x->getType(), {x->getType()}, false));
     llvm::CallInst* call = b_.CreateCall(f, {x});
     call->setDoesNotThrow();
     call->setOnlyReadsMemory();
@@ -793,15 +793,14 @@ class Emitter {
         return e->type == ScalarType::kBool ? b_.getInt1(e->int_value != 0)
                                             : static_cast<llvm::Value*>(b_.getInt64(e->int_value));
       case ExprKind::kFloatImm:
-        return llvm::ConstantFP::get(b_.getFloatTy(), e->float_value);
+        return llvm::ConstantFP::get(ValueType(e->type), e->float_value);
       case ExprKind::kVar:
         return vars_.at(e->var.get());
       case ExprKind::kLoad: {
         llvm::Value* index = EmitExpr(e->operands[0]);
-        llvm::Value* addr =
-            b_.CreateInBoundsGEP(MemoryType(e->type), buffers_[e->buffer], index);
-        llvm::Value* v = b_.CreateLoad(MemoryType(e->type), addr);
-        return e->type == ScalarType::kBool ? b_.CreateTrunc(v, b_.getInt1Ty()) : v;
+        llvm::Value* addr = b_.CreateInBoundsGEP(StorageType(e->buffer), buffers_[e->buffer], index);
+        return WidenFromStorage(b_, StorageDType(e->buffer),
+                                b_.CreateLoad(StorageType(e->buffer), addr));
       }
       case ExprKind::kBinary:
         return EmitBinaryOn(e, EmitExpr(e->operands[0]), EmitExpr(e->operands[1]));
@@ -821,7 +820,7 @@ class Emitter {
   }
 
   llvm::Value* EmitCompareOn(const Expr& e, llvm::Value* a, llvm::Value* c) {
-        const bool is_float = e->operands[0]->type == ScalarType::kF32;
+        const bool is_float = te::IsFloat(e->operands[0]->type);
         using P = llvm::CmpInst::Predicate;
         static const P kFloat[] = {P::FCMP_OLT, P::FCMP_OLE, P::FCMP_OGT,
                                    P::FCMP_OGE, P::FCMP_OEQ, P::FCMP_UNE};
@@ -863,7 +862,7 @@ class Emitter {
 
   llvm::Value* EmitBinaryOn(const Expr& e, llvm::Value* a, llvm::Value* c) {
     using te::BinaryOp;
-    if (e->type == ScalarType::kF32) {
+    if (te::IsFloat(e->type)) {
       switch (e->binary_op()) {
         case BinaryOp::kAdd: return b_.CreateFAdd(a, c);
         case BinaryOp::kSub: return b_.CreateFSub(a, c);
@@ -900,11 +899,12 @@ class Emitter {
 
   llvm::Value* EmitUnaryOn(const Expr& e, llvm::Value* a) {
     using te::UnaryOp;
-    const char* libm = e->unary_op() == UnaryOp::kTanh   ? "tanhf"
-                       : e->unary_op() == UnaryOp::kErf  ? "erff"
-                       : e->unary_op() == UnaryOp::kSin  ? "sinf"
-                       : e->unary_op() == UnaryOp::kCos  ? "cosf"
-                       : e->unary_op() == UnaryOp::kAtan ? "atanf"
+    const bool f64 = e->type == ScalarType::kF64;
+    const char* libm = e->unary_op() == UnaryOp::kTanh   ? (f64 ? "tanh" : "tanhf")
+                       : e->unary_op() == UnaryOp::kErf  ? (f64 ? "erf" : "erff")
+                       : e->unary_op() == UnaryOp::kSin  ? (f64 ? "sin" : "sinf")
+                       : e->unary_op() == UnaryOp::kCos  ? (f64 ? "cos" : "cosf")
+                       : e->unary_op() == UnaryOp::kAtan ? (f64 ? "atan" : "atanf")
                                                          : nullptr;
     if (a->getType()->isVectorTy() && libm != nullptr) {
       // No vector form in libm's scalar names: one call per lane.
@@ -915,10 +915,10 @@ class Emitter {
       }
       return out;
     }
-    if (e->type == ScalarType::kF32) {
+    if (te::IsFloat(e->type)) {
       switch (e->unary_op()) {
         case UnaryOp::kNeg: return b_.CreateFNeg(a);
-        case UnaryOp::kExp: return EmitExp(a);
+        case UnaryOp::kExp: return f64 ? CallIntrinsic(llvm::Intrinsic::exp, {a}) : EmitExp(a);
         case UnaryOp::kLog: return CallIntrinsic(llvm::Intrinsic::log, {a});
         case UnaryOp::kSqrt: return CallIntrinsic(llvm::Intrinsic::sqrt, {a});
         case UnaryOp::kAbs: return CallIntrinsic(llvm::Intrinsic::fabs, {a});
@@ -933,6 +933,11 @@ class Emitter {
         case UnaryOp::kNot:
           return b_.CreateUIToFP(b_.CreateFCmpOEQ(a, llvm::ConstantFP::get(a->getType(), 0)),
                                  a->getType());
+        case UnaryOp::kRoundF16:
+          return NarrowThenWiden(DType::kFloat16, a);
+        case UnaryOp::kRoundBF16:
+          return NarrowThenWiden(DType::kBFloat16, a);
+        default: return a;
       }
     }
     switch (e->unary_op()) {
@@ -941,8 +946,19 @@ class Emitter {
           llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::abs, {a->getType()}),
           {a, b_.getFalse()});
       case UnaryOp::kNot: return b_.CreateNot(a);
+      case UnaryOp::kWrapI8: return NarrowThenWiden(DType::kInt8, a);
+      case UnaryOp::kWrapU8: return NarrowThenWiden(DType::kUInt8, a);
+      case UnaryOp::kWrapI16: return NarrowThenWiden(DType::kInt16, a);
+      case UnaryOp::kWrapU16: return NarrowThenWiden(DType::kUInt16, a);
+      case UnaryOp::kWrapI32: return NarrowThenWiden(DType::kInt32, a);
+      case UnaryOp::kWrapU32: return NarrowThenWiden(DType::kUInt32, a);
       default: return a;
     }
+  }
+
+  // `a` as a store of `dtype` would keep it, read back.
+  llvm::Value* NarrowThenWiden(DType dtype, llvm::Value* a) {
+    return WidenFromStorage(b_, dtype, NarrowToStorage(b_, dtype, a));
   }
 
   // expf inline, for a float or a vector of them at any width. libmvec's
@@ -986,42 +1002,59 @@ class Emitter {
 
   llvm::Value* EmitCastOn(const Expr& e, llvm::Value* a) {
     const ScalarType from = e->operands[0]->type;
-    llvm::Type* f32 = TypeLike(b_.getFloatTy(), a);
-    llvm::Type* i64 = TypeLike(b_.getInt64Ty(), a);
+    if (from == e->type) return a;
+    llvm::Type* to = TypeLike(ValueType(e->type), a);
     switch (e->type) {
       case ScalarType::kF32:
-        if (from == ScalarType::kF32) return a;
-        return from == ScalarType::kBool ? b_.CreateUIToFP(a, f32) : b_.CreateSIToFP(a, f32);
+      case ScalarType::kF64:
+        if (te::IsFloat(from)) {
+          return e->type == ScalarType::kF64 ? b_.CreateFPExt(a, to) : b_.CreateFPTrunc(a, to);
+        }
+        return from == ScalarType::kBool ? b_.CreateUIToFP(a, to) : b_.CreateSIToFP(a, to);
       case ScalarType::kI64:
-        if (from == ScalarType::kI64) return a;
-        return from == ScalarType::kBool ? b_.CreateZExt(a, i64) : b_.CreateFPToSI(a, i64);
+        return from == ScalarType::kBool ? b_.CreateZExt(a, to) : FloatToInt64(a);
       case ScalarType::kBool:
-        if (from == ScalarType::kBool) return a;
-        return from == ScalarType::kF32 ? b_.CreateFCmpUNE(a, llvm::ConstantFP::get(f32, 0))
-                                        : b_.CreateICmpNE(a, llvm::ConstantInt::get(i64, 0));
+        return te::IsFloat(from)
+                   ? b_.CreateFCmpUNE(a, llvm::ConstantFP::get(a->getType(), 0))
+                   : b_.CreateICmpNE(a, llvm::ConstantInt::get(a->getType(), 0));
     }
     return a;
   }
 
+  // A float converted to int64, truncating toward zero. fptosi alone is
+  // poison for NaN and beyond int64's range; here NaN gives 0 and the rest
+  // saturate, as the host-side constant folder does.
+  llvm::Value* FloatToInt64(llvm::Value* a) {
+    llvm::Type* i64 = TypeLike(b_.getInt64Ty(), a);
+    return CallIntrinsic2(llvm::Intrinsic::fptosi_sat, {i64, a->getType()}, {a});
+  }
+
+  llvm::Value* CallIntrinsic2(llvm::Intrinsic::ID id, std::vector<llvm::Type*> types,
+                              std::vector<llvm::Value*> args) {
+    llvm::Function* f = llvm::Intrinsic::getDeclaration(&m_, id, types);
+    return b_.CreateCall(f, args);
+  }
+
   llvm::Value* ReduceInit(te::ReduceOp op, ScalarType t) {
-    const bool f = t == ScalarType::kF32;
+    const bool f = te::IsFloat(t);
+    llvm::Type* ft = ValueType(t);
     switch (op) {
       case te::ReduceOp::kSum:
-        return f ? llvm::ConstantFP::get(b_.getFloatTy(), 0) : b_.getInt64(0);
+        return f ? llvm::ConstantFP::get(ft, 0) : b_.getInt64(0);
       case te::ReduceOp::kProd:
-        return f ? llvm::ConstantFP::get(b_.getFloatTy(), 1) : b_.getInt64(1);
+        return f ? llvm::ConstantFP::get(ft, 1) : b_.getInt64(1);
       case te::ReduceOp::kMax:
-        return f ? llvm::ConstantFP::getInfinity(b_.getFloatTy(), true)
+        return f ? llvm::ConstantFP::getInfinity(ft, true)
                  : b_.getInt64(std::numeric_limits<int64_t>::min());
       case te::ReduceOp::kMin:
-        return f ? llvm::ConstantFP::getInfinity(b_.getFloatTy(), false)
+        return f ? llvm::ConstantFP::getInfinity(ft, false)
                  : b_.getInt64(std::numeric_limits<int64_t>::max());
     }
     return nullptr;
   }
 
   llvm::Value* Combine(te::ReduceOp op, ScalarType t, llvm::Value* acc, llvm::Value* x) {
-    if (t == ScalarType::kF32) {
+    if (te::IsFloat(t)) {
       llvm::FastMathFlags fmf;
       fmf.setAllowReassoc();
       fmf.setAllowContract();
@@ -1057,7 +1090,7 @@ class Emitter {
     b_.CreateStore(ReduceInit(e->reduce_op(), e->type), acc);
     // A float max or min of anything NaN is NaN (NumPy, ONNX): an OR of
     // "x is NaN" beside the maxnum/minnum, both reductions LLVM vectorises.
-    const bool notes_nan = e->type == ScalarType::kF32 && (e->reduce_op() == te::ReduceOp::kMax ||
+    const bool notes_nan = te::IsFloat(e->type) && (e->reduce_op() == te::ReduceOp::kMax ||
                                                           e->reduce_op() == te::ReduceOp::kMin);
     llvm::AllocaInst* nan_seen = nullptr;
     if (notes_nan) {
@@ -1073,7 +1106,7 @@ class Emitter {
     int64_t total = 1;
     for (const te::Var& v : e->reduce_vars) total *= std::max<int64_t>(v->extent, 1);
     const size_t innermost = e->reduce_vars.size() - 1;
-    const bool blocked_sum = e->type == ScalarType::kF32 && e->reduce_op() == te::ReduceOp::kSum &&
+    const bool blocked_sum = te::IsFloat(e->type) && e->reduce_op() == te::ReduceOp::kSum &&
                              total > kSumBlock && !e->reduce_vars.empty() &&
                              e->reduce_vars[innermost]->extent >= 16;
     llvm::AllocaInst* into = acc;  // what the innermost loop adds into

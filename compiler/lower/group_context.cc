@@ -2,6 +2,7 @@
 
 #include <functional>
 
+#include "compiler/ir/element_access.h"
 #include "compiler/ir/op_def.h"
 #include "compiler/te/compute_context.h"
 
@@ -20,15 +21,11 @@ bool GroupContext::IsBaked(const Node* n) {
 }
 
 Expr GroupContext::BakedValue(const Node* n) {
-  switch (n->type.dtype) {
-    case DType::kFloat32:
-      return b.Float(*n->value->data<float>());
-    case DType::kInt64:
-      return b.Int(*n->value->data<int64_t>());
-    case DType::kBool:
-      return b.Bool(*n->value->data<uint8_t>() != 0);
-  }
-  return b.Float(0);
+  const te::ScalarType t = te::ScalarTypeOf(n->type.dtype);
+  const void* data = n->value->bytes.data();
+  if (te::IsFloat(t)) return b.Constant(t, ReadElementAsDouble(n->type.dtype, data, 0));
+  const int64_t v = ReadElementAsInt(n->type.dtype, data, 0);
+  return t == te::ScalarType::kBool ? b.Bool(v != 0) : b.Int(v);
 }
 
 Expr GroupContext::ValueOf(const Node* n, const std::vector<Expr>& idx) {
@@ -49,6 +46,13 @@ Expr GroupContext::ValueOf(const Node* n, const std::vector<Expr>& idx) {
   }
   te::ComputeContext ctx(b, n->attrs, in_types, n->type, std::move(accessors), idx);
   Expr e = n->op->compute(ctx);
+  // A narrow integer result wraps as its tensor would, though it never goes
+  // to memory here: uint8 200 + 100 is 44 to its consumer too. Floats of
+  // 16 bits are not rounded between fused ops: inside a kernel they compute
+  // in float32 (an explicit cast rounds; see the cast op).
+  if (IsIntegerDType(n->type.dtype)) {
+    if (std::optional<te::UnaryOp> wrap = te::NarrowingOp(n->type.dtype)) e = b.Unary(*wrap, e);
+  }
   memo.emplace(std::move(key), e);
   return e;
 }

@@ -18,9 +18,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "compiler/ir/dtype.h"
 #include "compiler/te/expr.h"
 
 namespace kiln::lower {
@@ -76,6 +78,10 @@ struct BufferDecl {
   // A small scratch buffer private to each thread (codegen gives every
   // function that uses it its own stack copy), e.g. a row of accumulators.
   bool local = false;
+  // The element type in memory where it is narrower than `type` (float16
+  // stored, float32 computed; int8 stored, int64 computed). Unset: `type`'s
+  // own (float32, int64, bool bytes, float64).
+  std::optional<DType> storage;
 };
 
 struct LoopFunction {

@@ -77,16 +77,20 @@ class GroupLowerer {
 
     LoopFunction& fn = out.function;
     fn.name = name;
+    bool narrow_params = false;
     for (const Node* p : g_.params) {
-      fn.buffers.push_back({p->name, te::ScalarTypeOf(p->type.dtype), p->type.NumElements()});
+      fn.buffers.push_back(ParamBuffer(p));
+      narrow_params |= fn.buffers.back().storage.has_value();
       g_.shapes.push_back(p->type.shape);
     }
-    fn.buffers.push_back({root->name, te::ScalarTypeOf(root->type.dtype), root->type.NumElements()});
+    fn.buffers.push_back(ParamBuffer(root));
+    narrow_params |= fn.buffers.back().storage.has_value();
     g_.shapes.push_back(root->type.shape);
     fn.num_params = static_cast<int>(fn.buffers.size());
 
-    // 6. Contractions take their own schedule (and skip 3 and 5).
-    if (TryContraction(out, out_vars, value)) {
+    // 6. Contractions take their own schedule (and skip 3 and 5). Their
+    // packing and register tiles read and write float32 memory directly.
+    if (!narrow_params && TryContraction(out, out_vars, value)) {
       out.scheduled = true;
       out.builder = std::move(g_.builder);
       return out;
@@ -132,6 +136,18 @@ class GroupLowerer {
   };
 
   // The register-tiled schedule (contraction_schedule.h) when it applies.
+  // A param's buffer: its compute type, and its element type in memory where
+  // that is narrower.
+  static BufferDecl ParamBuffer(const Node* p) {
+    BufferDecl d{p->name, te::ScalarTypeOf(p->type.dtype), p->type.NumElements()};
+    const DType dtype = p->type.dtype;
+    if (dtype != DType::kFloat32 && dtype != DType::kInt64 && dtype != DType::kBool &&
+        dtype != DType::kFloat64) {
+      d.storage = dtype;
+    }
+    return d;
+  }
+
   bool TryContraction(LoweredGroup& out, const std::vector<Var>& out_vars, const Expr& value) {
     LoopFunction& fn = out.function;
     ContractionTarget target;

@@ -27,7 +27,7 @@ std::shared_ptr<const ConstantData> Evaluate(const Node& n) {
     const Node* in = n.inputs[i];
     in_types.push_back(in->type);
     te::ScalarType st = te::ScalarTypeOf(in->type.dtype);
-    buffers.push_back({st, in->type.shape, in->value->bytes.data()});
+    buffers.push_back({in->type.dtype, in->type.shape, in->value->bytes.data()});
     accessors.push_back([&b, i, st](const std::vector<te::Expr>& indices) {
       return b.Load(static_cast<int>(i), st, indices);
     });
@@ -37,8 +37,7 @@ std::shared_ptr<const ConstantData> Evaluate(const Node& n) {
   auto data = std::make_shared<ConstantData>();
   data->type = n.type;
   data->bytes.resize(n.type.ByteSize());
-  te::EvaluateIntoBuffer(value, vars, n.type.shape, buffers, te::ScalarTypeOf(n.type.dtype),
-                         data->bytes.data());
+  te::EvaluateIntoBuffer(value, vars, n.type.shape, buffers, n.type.dtype, data->bytes.data());
   return data;
 }
 

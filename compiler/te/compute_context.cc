@@ -3,15 +3,23 @@
 namespace kiln::te {
 
 ScalarType ScalarTypeOf(DType dtype) {
+  if (dtype == DType::kBool) return ScalarType::kBool;
+  if (dtype == DType::kFloat64) return ScalarType::kF64;
+  return IsFloatDType(dtype) ? ScalarType::kF32 : ScalarType::kI64;
+}
+
+std::optional<UnaryOp> NarrowingOp(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32:
-      return ScalarType::kF32;
-    case DType::kInt64:
-      return ScalarType::kI64;
-    case DType::kBool:
-      return ScalarType::kBool;
+    case DType::kInt8: return UnaryOp::kWrapI8;
+    case DType::kUInt8: return UnaryOp::kWrapU8;
+    case DType::kInt16: return UnaryOp::kWrapI16;
+    case DType::kUInt16: return UnaryOp::kWrapU16;
+    case DType::kInt32: return UnaryOp::kWrapI32;
+    case DType::kUInt32: return UnaryOp::kWrapU32;
+    case DType::kFloat16: return UnaryOp::kRoundF16;
+    case DType::kBFloat16: return UnaryOp::kRoundBF16;
+    default: return std::nullopt;
   }
-  return ScalarType::kF32;
 }
 
 Expr ComputeContext::BroadcastInput(int i) {

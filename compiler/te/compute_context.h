@@ -8,6 +8,7 @@
 #define KILN_COMPILER_TE_COMPUTE_CONTEXT_H_
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,7 +23,12 @@ namespace kiln::te {
 
 using Accessor = std::function<Expr(const std::vector<Expr>& indices)>;
 
+// The compute type of a tensor element type (see compiler/ir/dtype.h).
 ScalarType ScalarTypeOf(DType dtype);
+
+// The unary op that keeps a compute-type value to what `dtype` can hold, for
+// types narrower than their compute type; none for the others.
+std::optional<UnaryOp> NarrowingOp(DType dtype);
 
 class ComputeContext {
  public:

@@ -5,16 +5,28 @@
 #include <limits>
 #include <unordered_map>
 
+#include "common/half_float.h"
 #include "common/status_macros.h"
+#include "compiler/ir/element_access.h"
 
 namespace kiln::te {
 namespace {
 
-// f32 values are held as float so folding rounds exactly as the kernels do.
+// Float values are held as double; f32 results are rounded to float after
+// every operation, so folding rounds as the kernels do.
 struct Scalar {
   int64_t i = 0;
-  float f = 0;
+  double f = 0;
 };
+
+double RoundTo(ScalarType t, double v) {
+  return t == ScalarType::kF32 ? static_cast<double>(static_cast<float>(v)) : v;
+}
+
+template <typename T>
+int64_t Wrap(int64_t v) {
+  return static_cast<int64_t>(static_cast<T>(v));
+}
 
 int64_t WrapAdd(int64_t a, int64_t b) {
   return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
@@ -22,7 +34,7 @@ int64_t WrapAdd(int64_t a, int64_t b) {
 int64_t WrapNeg(int64_t a) { return static_cast<int64_t>(0 - static_cast<uint64_t>(a)); }
 
 // `value`, unless `a` or `b` is NaN: min and max propagate NaN.
-float NanOr(float a, float b, float value) {
+double NanOr(double a, double b, double value) {
   return std::isnan(a) ? a : std::isnan(b) ? b : value;
 }
 
@@ -39,7 +51,7 @@ class Evaluator {
         r.i = e->int_value;
         return r;
       case ExprKind::kFloatImm:
-        r.f = static_cast<float>(e->float_value);
+        r.f = RoundTo(e->type, e->float_value);
         return r;
       case ExprKind::kVar:
         r.i = vars_.at(e->var.get());
@@ -72,16 +84,10 @@ class Evaluator {
       flat = flat * buf.shape[d] + Eval(e->operands[d]).i;
     }
     Scalar r;
-    switch (buf.type) {
-      case ScalarType::kF32:
-        r.f = static_cast<const float*>(buf.data)[flat];
-        break;
-      case ScalarType::kI64:
-        r.i = static_cast<const int64_t*>(buf.data)[flat];
-        break;
-      case ScalarType::kBool:
-        r.i = static_cast<const uint8_t*>(buf.data)[flat];
-        break;
+    if (IsFloat(e->type)) {
+      r.f = ReadElementAsDouble(buf.dtype, buf.data, flat);
+    } else {
+      r.i = ReadElementAsInt(buf.dtype, buf.data, flat);
     }
     return r;
   }
@@ -90,7 +96,7 @@ class Evaluator {
     Scalar a = Eval(e->operands[0]);
     Scalar b = Eval(e->operands[1]);
     Scalar r;
-    if (e->type == ScalarType::kF32) {
+    if (IsFloat(e->type)) {
       switch (e->binary_op()) {
         case BinaryOp::kAdd: r.f = a.f + b.f; break;
         case BinaryOp::kSub: r.f = a.f - b.f; break;
@@ -103,6 +109,7 @@ class Evaluator {
         case BinaryOp::kPow: r.f = std::pow(a.f, b.f); break;
         default: KILN_CHECK(false);
       }
+      r.f = RoundTo(e->type, r.f);
       return r;
     }
     switch (e->binary_op()) {
@@ -132,11 +139,17 @@ class Evaluator {
   Scalar Unary(const Expr& e) {
     Scalar a = Eval(e->operands[0]);
     Scalar r;
-    if (e->type != ScalarType::kF32) {
+    if (!IsFloat(e->type)) {
       switch (e->unary_op()) {
         case UnaryOp::kNeg: r.i = WrapNeg(a.i); break;
         case UnaryOp::kAbs: r.i = a.i < 0 ? WrapNeg(a.i) : a.i; break;
         case UnaryOp::kNot: r.i = !a.i; break;
+        case UnaryOp::kWrapI8: r.i = Wrap<int8_t>(a.i); break;
+        case UnaryOp::kWrapU8: r.i = Wrap<uint8_t>(a.i); break;
+        case UnaryOp::kWrapI16: r.i = Wrap<int16_t>(a.i); break;
+        case UnaryOp::kWrapU16: r.i = Wrap<uint16_t>(a.i); break;
+        case UnaryOp::kWrapI32: r.i = Wrap<int32_t>(a.i); break;
+        case UnaryOp::kWrapU32: r.i = Wrap<uint32_t>(a.i); break;
         default: r.i = a.i;
       }
       return r;
@@ -155,14 +168,20 @@ class Evaluator {
       case UnaryOp::kAtan: r.f = std::atan(a.f); break;
       case UnaryOp::kRound: r.f = std::nearbyint(a.f); break;
       case UnaryOp::kNot: r.f = a.f == 0; break;
+      case UnaryOp::kRoundF16: r.f = HalfToFloat(FloatToHalf(static_cast<float>(a.f))); break;
+      case UnaryOp::kRoundBF16:
+        r.f = BFloat16ToFloat(FloatToBFloat16(static_cast<float>(a.f)));
+        break;
+      default: r.f = a.f;
     }
+    r.f = RoundTo(e->type, r.f);
     return r;
   }
 
   Scalar Compare(const Expr& e) {
     Scalar a = Eval(e->operands[0]);
     Scalar b = Eval(e->operands[1]);
-    const bool is_float = e->operands[0]->type == ScalarType::kF32;
+    const bool is_float = IsFloat(e->operands[0]->type);
     auto cmp = [&](auto x, auto y) {
       switch (e->compare_op()) {
         case CompareOp::kLT: return x < y;
@@ -183,18 +202,21 @@ class Evaluator {
     const ScalarType from = e->operands[0]->type;
     Scalar a = Eval(e->operands[0]);
     Scalar r;
-    if (e->type == ScalarType::kF32) {
-      r.f = from == ScalarType::kF32 ? a.f : static_cast<float>(a.i);
+    if (IsFloat(e->type)) {
+      r.f = RoundTo(e->type, IsFloat(from) ? a.f : static_cast<double>(a.i));
     } else if (e->type == ScalarType::kBool) {
-      r.i = from == ScalarType::kF32 ? a.f != 0 : a.i != 0;
+      r.i = IsFloat(from) ? a.f != 0 : a.i != 0;
+    } else if (IsFloat(from)) {
+      // As ReadElementAsInt converts: NaN 0, beyond int64 saturated.
+      WriteElementFromDouble(DType::kInt64, &r.i, 0, a.f);
     } else {
-      r.i = from == ScalarType::kF32 ? static_cast<int64_t>(a.f) : a.i;
+      r.i = a.i;
     }
     return r;
   }
 
   Scalar Reduce(const Expr& e) {
-    const bool is_float = e->type == ScalarType::kF32;
+    const ScalarType t = e->type;
     Scalar acc;
     switch (e->reduce_op()) {
       case ReduceOp::kSum:
@@ -222,12 +244,12 @@ class Evaluator {
       Scalar x = Eval(e->operands[0]);
       switch (e->reduce_op()) {
         case ReduceOp::kSum:
-          acc.f += x.f;
-          acc.i += x.i;
+          acc.f = RoundTo(t, acc.f + x.f);
+          acc.i = WrapAdd(acc.i, x.i);
           break;
         case ReduceOp::kProd:
-          acc.f *= x.f;
-          acc.i *= x.i;
+          acc.f = RoundTo(t, acc.f * x.f);
+          acc.i = static_cast<int64_t>(static_cast<uint64_t>(acc.i) * static_cast<uint64_t>(x.i));
           break;
         case ReduceOp::kMax:
           acc.f = NanOr(acc.f, x.f, std::fmax(acc.f, x.f));
@@ -242,7 +264,6 @@ class Evaluator {
       while (d >= 0 && ++idx[d] == rv[d]->extent) idx[d--] = 0;
       if (d < 0) break;
     }
-    (void)is_float;
     return acc;
   }
 
@@ -254,7 +275,7 @@ class Evaluator {
 
 void EvaluateIntoBuffer(const Expr& value, const std::vector<Var>& out_vars,
                         const std::vector<int64_t>& out_shape,
-                        const std::vector<EvalBuffer>& buffers, ScalarType type, void* out) {
+                        const std::vector<EvalBuffer>& buffers, DType dtype, void* out) {
   Evaluator ev(buffers);
   int64_t total = 1;
   for (int64_t d : out_shape) total *= d;
@@ -262,16 +283,10 @@ void EvaluateIntoBuffer(const Expr& value, const std::vector<Var>& out_vars,
   for (int64_t flat = 0; flat < total; ++flat) {
     for (size_t d = 0; d < out_vars.size(); ++d) ev.Bind(out_vars[d].get(), idx[d]);
     Scalar s = ev.Eval(value);
-    switch (type) {
-      case ScalarType::kF32:
-        static_cast<float*>(out)[flat] = s.f;
-        break;
-      case ScalarType::kI64:
-        static_cast<int64_t*>(out)[flat] = s.i;
-        break;
-      case ScalarType::kBool:
-        static_cast<uint8_t*>(out)[flat] = s.i != 0;
-        break;
+    if (IsFloat(value->type)) {
+      WriteElementFromDouble(dtype, out, flat, s.f);
+    } else {
+      WriteElementFromInt(dtype, out, flat, s.i);
     }
     for (int d = static_cast<int>(out_shape.size()) - 1; d >= 0; --d) {
       if (++idx[d] < out_shape[d]) break;

@@ -13,6 +13,8 @@ const char* ScalarTypeName(ScalarType t) {
       return "i64";
     case ScalarType::kBool:
       return "bool";
+    case ScalarType::kF64:
+      return "f64";
   }
   return "?";
 }
@@ -24,7 +26,9 @@ const char* BinaryName(BinaryOp op) {
 }
 const char* UnaryName(UnaryOp op) {
   static const char* kNames[] = {"neg", "exp", "log", "sqrt", "tanh", "abs", "erf",
-                                 "floor", "not", "sin", "cos", "atan", "round"};
+                                 "floor", "not", "sin", "cos", "atan", "round",
+                                 "wrap_i8", "wrap_u8", "wrap_i16", "wrap_u16", "wrap_i32",
+                                 "wrap_u32", "round_f16", "round_bf16"};
   return kNames[static_cast<int>(op)];
 }
 const char* CompareName(CompareOp op) {

@@ -15,11 +15,16 @@
 
 namespace kiln::te {
 
-enum class ScalarType { kF32, kI64, kBool };
+// The types values are computed in. Tensors of narrower types widen into
+// these on load (float16 and bfloat16 into kF32, every integer type into kI64)
+// and narrow again on store.
+enum class ScalarType { kF32, kI64, kBool, kF64 };
+
+inline bool IsFloat(ScalarType t) { return t == ScalarType::kF32 || t == ScalarType::kF64; }
 
 enum class ExprKind {
   kIntImm,    // int_value (type kI64 or kBool)
-  kFloatImm,  // float_value (type kF32)
+  kFloatImm,  // float_value (type kF32 or kF64)
   kVar,       // var: a loop or reduction variable, type kI64
   kLoad,      // buffer[operands...]: multi-dim before flattening, one flat index after
   kBinary,    // op: BinaryOp; operands a, b of the same type
@@ -31,9 +36,14 @@ enum class ExprKind {
 };
 
 enum class BinaryOp { kAdd, kSub, kMul, kDiv, kMod, kMin, kMax, kPow, kAnd, kOr };
-// kRound rounds half to even (ONNX Round, C's nearbyint).
+// kRound rounds half to even (ONNX Round, C's nearbyint). The kWrap ops keep
+// an int64 value to what an integer type of that width holds (two's
+// complement wrapping, as a store would); kRoundF16/kRoundBF16 round a float
+// to the nearest float16/bfloat16 (to nearest even), both staying in their
+// compute type: they are how a narrow element type shows inside a kernel.
 enum class UnaryOp { kNeg, kExp, kLog, kSqrt, kTanh, kAbs, kErf, kFloor, kNot, kSin, kCos, kAtan,
-                     kRound };
+                     kRound, kWrapI8, kWrapU8, kWrapI16, kWrapU16, kWrapI32, kWrapU32,
+                     kRoundF16, kRoundBF16 };
 enum class CompareOp { kLT, kLE, kGT, kGE, kEQ, kNE };
 enum class ReduceOp { kSum, kMax, kMin, kProd };
 

@@ -67,6 +67,13 @@ Expr ExprBuilder::Constant(ScalarType type, double v) {
       return Int(static_cast<int64_t>(v));
     case ScalarType::kBool:
       return Bool(v != 0);
+    case ScalarType::kF64: {
+      ExprNode n;
+      n.kind = ExprKind::kFloatImm;
+      n.type = ScalarType::kF64;
+      n.float_value = v;
+      return Intern(std::move(n));
+    }
   }
   return Float(v);
 }
@@ -117,7 +124,19 @@ int64_t FoldInt(BinaryOp op, int64_t a, int64_t b, bool& ok) {
 }
 }  // namespace
 
+void ExprBuilder::MatchLiteral(Expr& a, Expr& b) {
+  if (a->type == b->type) return;
+  auto widen = [&](Expr& lit, const Expr& other) {
+    if (lit->kind == ExprKind::kFloatImm && IsFloat(other->type)) {
+      lit = Constant(other->type, lit->float_value);
+    }
+  };
+  widen(a, b);
+  widen(b, a);
+}
+
 Expr ExprBuilder::Binary(BinaryOp op, Expr a, Expr b) {
+  MatchLiteral(a, b);
   KILN_CHECK(a->type == b->type);
   if (a->type == ScalarType::kI64) {
     if (a->kind == ExprKind::kIntImm && b->kind == ExprKind::kIntImm) {
@@ -177,6 +196,7 @@ Expr ExprBuilder::Unary(UnaryOp op, Expr a) {
 }
 
 Expr ExprBuilder::Compare(CompareOp op, Expr a, Expr b) {
+  MatchLiteral(a, b);
   KILN_CHECK(a->type == b->type);
   ExprNode n;
   n.kind = ExprKind::kCompare;
@@ -187,6 +207,7 @@ Expr ExprBuilder::Compare(CompareOp op, Expr a, Expr b) {
 }
 
 Expr ExprBuilder::Select(Expr cond, Expr a, Expr b) {
+  MatchLiteral(a, b);
   KILN_CHECK(a->type == b->type && cond->type == ScalarType::kBool);
   if (cond->kind == ExprKind::kIntImm) return cond->int_value ? a : b;
   if (a == b) return a;

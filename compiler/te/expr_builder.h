@@ -65,6 +65,11 @@ class ExprBuilder {
   Expr Replace(const Expr& root, const Expr& from, const Expr& to);
 
  private:
+  // A float literal takes the float type of the value it meets: op computes
+  // write `x * Float(0.5)` once for float32 and float64 tensors alike (TVM's
+  // make_const of the other operand's dtype).
+  void MatchLiteral(Expr& a, Expr& b);
+
   Expr Intern(ExprNode node);
 
   using Key = std::tuple<int, int, int64_t, uint64_t, int, std::vector<const ExprNode*>,

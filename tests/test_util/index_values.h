@@ -20,7 +20,7 @@ inline std::vector<int64_t> IndexValues(const te::Expr& e, const std::vector<te:
     n *= v->extent;
   }
   std::vector<int64_t> out(n);
-  te::EvaluateIntoBuffer(e, vars, shape, {}, te::ScalarType::kI64, out.data());
+  te::EvaluateIntoBuffer(e, vars, shape, {}, DType::kInt64, out.data());
   return out;
 }
 
