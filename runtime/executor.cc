@@ -75,7 +75,7 @@ absl::Status CompiledModel::CheckIndices(int k, const std::vector<void*>& pointe
   for (int c : index_checks_after_[k + 1]) {
     const IndexCheck& check = program_.index_checks[c];
     const ValueSpec& v = program_.values[check.value];
-    KILN_RETURN_IF_ERROR(CheckIndicesInRange(static_cast<const int64_t*>(pointers[check.value]),
+    KILN_RETURN_IF_ERROR(CheckIndicesInRange(v.type.dtype, pointers[check.value],
                                              v.type.NumElements(), check.size, check.node));
   }
   return absl::OkStatus();

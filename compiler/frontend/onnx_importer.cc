@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <set>
@@ -27,6 +28,7 @@
 #include "absl/strings/str_split.h"
 #include "common/crash_probe.h"
 #include "common/status_macros.h"
+#include "compiler/ir/element_access.h"
 #include "compiler/ir/op_def.h"
 #include "compiler/ir/verifier.h"
 #include "compiler/ops/op_registry.h"
@@ -43,21 +45,74 @@ constexpr int64_t kMaxModelBytes = int64_t{2} << 30;
 
 absl::StatusOr<DType> ConvertElemType(int32_t elem, const std::string& what) {
   switch (elem) {
-    case onnx::TensorProto::FLOAT:
-      return DType::kFloat32;
-    case onnx::TensorProto::INT64:
-      return DType::kInt64;
-    case onnx::TensorProto::BOOL:
-      return DType::kBool;
+    case onnx::TensorProto::FLOAT: return DType::kFloat32;
+    case onnx::TensorProto::INT64: return DType::kInt64;
+    case onnx::TensorProto::BOOL: return DType::kBool;
+    case onnx::TensorProto::FLOAT16: return DType::kFloat16;
+    case onnx::TensorProto::BFLOAT16: return DType::kBFloat16;
+    case onnx::TensorProto::DOUBLE: return DType::kFloat64;
+    case onnx::TensorProto::INT8: return DType::kInt8;
+    case onnx::TensorProto::UINT8: return DType::kUInt8;
+    case onnx::TensorProto::INT16: return DType::kInt16;
+    case onnx::TensorProto::UINT16: return DType::kUInt16;
+    case onnx::TensorProto::INT32: return DType::kInt32;
+    case onnx::TensorProto::UINT32: return DType::kUInt32;
+    case onnx::TensorProto::UINT64: return DType::kUInt64;
     default:
       return absl::UnimplementedError(absl::StrCat(
           what, ": element type ", onnx::TensorProto::DataType_Name(elem),
-          " is not supported (FLOAT, INT64 and BOOL are)"));
+          " is not supported (strings and complex numbers are not; every numeric type and "
+          "BOOL are)"));
   }
 }
 
 bool KeepsDataOutside(const onnx::TensorProto& t) {
   return t.data_location() == onnx::TensorProto::EXTERNAL || t.external_data_size() > 0;
+}
+
+// The elements of `t`'s typed data field into `data` (typed by `t`). ONNX
+// keeps each type in one field: float_data, double_data, int64_data,
+// uint64_data (UINT32, UINT64), and int32_data for the rest, one element per
+// entry (FLOAT16 and BFLOAT16 as their 16-bit patterns). A count that does
+// not match the shape is caught by the caller.
+absl::Status CopyTypedData(const onnx::TensorProto& t, ConstantData& data) {
+  const DType dtype = data.type.dtype;
+  auto fill = [&](int64_t count, auto&& write) {
+    data.bytes.assign(count * DTypeSize(dtype), '\0');
+    for (int64_t i = 0; i < count; ++i) write(i);
+  };
+  switch (dtype) {
+    case DType::kFloat32:
+      data.bytes.assign(reinterpret_cast<const char*>(t.float_data().data()),
+                        t.float_data_size() * sizeof(float));
+      break;
+    case DType::kFloat64:
+      data.bytes.assign(reinterpret_cast<const char*>(t.double_data().data()),
+                        t.double_data_size() * sizeof(double));
+      break;
+    case DType::kInt64:
+      data.bytes.assign(reinterpret_cast<const char*>(t.int64_data().data()),
+                        t.int64_data_size() * sizeof(int64_t));
+      break;
+    case DType::kUInt32:
+    case DType::kUInt64:
+      fill(t.uint64_data_size(), [&](int64_t i) {
+        WriteElementFromInt(dtype, data.bytes.data(), i, static_cast<int64_t>(t.uint64_data(i)));
+      });
+      break;
+    case DType::kFloat16:
+    case DType::kBFloat16:
+      fill(t.int32_data_size(), [&](int64_t i) {
+        const uint16_t bits = static_cast<uint16_t>(t.int32_data(i));
+        std::memcpy(data.bytes.data() + 2 * i, &bits, 2);
+      });
+      break;
+    default:  // bool and the integers up to 32 bits
+      fill(t.int32_data_size(),
+           [&](int64_t i) { WriteElementFromInt(dtype, data.bytes.data(), i, t.int32_data(i)); });
+      break;
+  }
+  return absl::OkStatus();
 }
 
 // `t`'s data as a constant; with `take`, raw data moves out of `*take` (the
@@ -81,15 +136,8 @@ absl::StatusOr<std::shared_ptr<ConstantData>> ConvertTensor(const onnx::TensorPr
     data->bytes.swap(*take->mutable_raw_data());
   } else if (t.has_raw_data()) {
     data->bytes = t.raw_data();
-  } else if (data->type.dtype == DType::kFloat32) {
-    data->bytes.assign(reinterpret_cast<const char*>(t.float_data().data()),
-                       t.float_data_size() * sizeof(float));
-  } else if (data->type.dtype == DType::kBool) {
-    // ONNX keeps bools in int32_data, one per element.
-    for (int32_t v : t.int32_data()) data->bytes.push_back(v != 0 ? 1 : 0);
   } else {
-    data->bytes.assign(reinterpret_cast<const char*>(t.int64_data().data()),
-                       t.int64_data_size() * sizeof(int64_t));
+    KILN_RETURN_IF_ERROR(CopyTypedData(t, *data));
   }
   if (static_cast<int64_t>(data->bytes.size()) != bytes) {
     return absl::InvalidArgumentError(absl::StrCat(what, " of shape ",
@@ -271,6 +319,12 @@ class Converter {
   }
   Node* ScalarFloat(const std::string& name, float v) {
     return Constant(name, TensorType{DType::kFloat32, {}}, &v);
+  }
+  // A scalar constant of `dtype` holding `v` (rounded or converted as a store would).
+  Node* ScalarOf(const std::string& name, DType dtype, double v) {
+    char bytes[8] = {};
+    WriteElementFromDouble(dtype, bytes, 0, v);
+    return Constant(name, TensorType{dtype, {}}, bytes);
   }
 
   // Adds a typed Kiln op node.
@@ -1135,17 +1189,18 @@ absl::Status ConvertClip(Converter& c, const onnx::NodeProto& n) {
 
 absl::Status ConvertCast(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
-  DType to;
-  switch (IntAttr(n, "to", 0)) {
-    case onnx::TensorProto::FLOAT: to = DType::kFloat32; break;
-    case onnx::TensorProto::INT64: to = DType::kInt64; break;
-    case onnx::TensorProto::BOOL: to = DType::kBool; break;
-    default:
-      return absl::UnimplementedError(absl::StrCat(
-          "node '", n.name(), "' (Cast): target type ",
-          onnx::TensorProto::DataType_Name(static_cast<int>(IntAttr(n, "to", 0)))));
-  }
+  KILN_ASSIGN_OR_RETURN(
+      DType to, ConvertElemType(static_cast<int32_t>(IntAttr(n, "to", 0)),
+                                absl::StrCat("node '", n.name(), "' (Cast): target type")));
   KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "cast", {x}, CastAttrs{to}));
+  return c.Define(n.output(0), y);
+}
+
+// CastLike: a Cast to the element type of input 1 (only its type is read).
+absl::Status ConvertCastLike(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  KILN_ASSIGN_OR_RETURN(Node* like, c.Value(n, 1));
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "cast", {x}, CastAttrs{like->type.dtype}));
   return c.Define(n.output(0), y);
 }
 
@@ -1771,6 +1826,7 @@ const std::map<std::string, ConvertFn>& ConverterTable() {
       {"HardSigmoid", Activation("hard_sigmoid", "alpha", 0.2f, "beta", 0.5f)},
       {"Clip", ConvertClip},
       {"Cast", ConvertCast},
+      {"CastLike", ConvertCastLike},
       {"LogSoftmax", Softmaxish("log_softmax")},
       {"ReduceMean", Reduce("mean")},
       {"ReduceMin", Reduce("min")},

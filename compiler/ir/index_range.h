@@ -11,16 +11,20 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "compiler/ir/dtype.h"
+#include "compiler/ir/element_access.h"
 
 namespace kiln {
 
 // InvalidArgument naming `what`, the first index out of range, where it is
 // and the range.
-inline absl::Status CheckIndicesInRange(const int64_t* values, int64_t count, int64_t size,
-                                        absl::string_view what) {
+// `values` are `count` integers of `dtype` (int32 or int64 as ONNX allows).
+inline absl::Status CheckIndicesInRange(DType dtype, const void* values, int64_t count,
+                                        int64_t size, absl::string_view what) {
   for (int64_t i = 0; i < count; ++i) {
-    if (values[i] < -size || values[i] >= size) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": index ", values[i],
+    const int64_t v = ReadElementAsInt(dtype, values, i);
+    if (v < -size || v >= size) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": index ", v,
                                                      " (element ", i, ") is outside [", -size,
                                                      ", ", size, ")"));
     }

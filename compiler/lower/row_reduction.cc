@@ -136,12 +136,12 @@ class RowReducer {
         init = b_.Constant(r->type, 1);
         break;
       case te::ReduceOp::kMax:
-        init = r->type == te::ScalarType::kF32 ? b_.Float(-INFINITY)
-                                               : b_.Int(std::numeric_limits<int64_t>::min());
+        init = te::IsFloat(r->type) ? b_.Constant(r->type, -INFINITY)
+                                    : b_.Int(std::numeric_limits<int64_t>::min());
         break;
       case te::ReduceOp::kMin:
-        init = r->type == te::ScalarType::kF32 ? b_.Float(INFINITY)
-                                               : b_.Int(std::numeric_limits<int64_t>::max());
+        init = te::IsFloat(r->type) ? b_.Constant(r->type, INFINITY)
+                                    : b_.Int(std::numeric_limits<int64_t>::max());
         break;
     }
     if (strided_window) {

@@ -45,15 +45,14 @@ void RegisterWhereAndCast(OpRegistry& r) {
   OpDef cast;
   cast.name = "cast";
   cast.pattern = OpPattern::kElemWise;
-  cast.summary = "element type conversion (attribute `to`: float32, int64, bool)";
+  cast.summary =
+      "element type conversion (attribute `to`: a dtype name: float32, float16, int8, bool, ...)";
   cast.parse_attrs = [](const RawAttrs& raw) -> absl::StatusOr<Attrs> {
     KILN_RETURN_IF_ERROR(CheckKnownAttrs(raw, {"to"}));
     auto it = raw.find("to");
     const std::string* to = it == raw.end() ? nullptr : std::get_if<std::string>(&it->second);
     if (to == nullptr) return absl::InvalidArgumentError("cast needs `to` (a dtype name)");
-    if (*to == "float32") return Attrs(CastAttrs{DType::kFloat32});
-    if (*to == "int64") return Attrs(CastAttrs{DType::kInt64});
-    if (*to == "bool") return Attrs(CastAttrs{DType::kBool});
+    if (std::optional<DType> dtype = DTypeFromName(*to)) return Attrs(CastAttrs{*dtype});
     return absl::InvalidArgumentError(absl::StrCat("cannot cast to '", *to, "'"));
   };
   cast.infer_type = [](const std::vector<TensorType>& in,
@@ -61,7 +60,12 @@ void RegisterWhereAndCast(OpRegistry& r) {
     return TensorType{std::get<CastAttrs>(attrs).to, in[0].shape};
   };
   cast.compute = [](ComputeContext& ctx) {
-    return ctx.b().Cast(ctx.out_scalar(), ctx.Input(0, ctx.out()));
+    Expr y = ctx.b().Cast(ctx.out_scalar(), ctx.Input(0, ctx.out()));
+    // A cast to float16 or bfloat16 rounds even where it is fused and never
+    // stored (the narrow integers wrap wherever they are inlined anyway).
+    const DType to = ctx.output_type().dtype;
+    if (to == DType::kFloat16 || to == DType::kBFloat16) y = ctx.b().Unary(*te::NarrowingOp(to), y);
+    return y;
   };
   r.Register(std::move(cast));
 }

@@ -25,7 +25,7 @@ absl::StatusOr<TensorType> BroadcastRelation(const std::vector<TensorType>& in, 
 }
 
 absl::StatusOr<TensorType> SameFloatRelation(const std::vector<TensorType>& in, const Attrs&) {
-  KILN_RETURN_IF_ERROR(RequireDType(in, DType::kFloat32));
+  KILN_RETURN_IF_ERROR(RequireFloat(in));
   return in[0];
 }
 

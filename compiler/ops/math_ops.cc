@@ -91,7 +91,7 @@ void RegisterTrigonometry(OpRegistry& r) {
                   Expr zero = b.Constant(t, 0);
                   return b.Select(Gt(b, x, zero), b.Constant(t, 1),
                                   b.Select(Lt(b, x, zero), b.Constant(t, -1),
-                                           t == te::ScalarType::kF32 ? x : zero));
+                                           te::IsFloat(t) ? x : zero));
                 });
 }
 
@@ -134,7 +134,7 @@ void RegisterFloatTest(OpRegistry& r, const char* name, const char* summary,
   def.parse_attrs = std::move(parse);
   def.infer_type = [](const std::vector<TensorType>& in,
                       const Attrs&) -> absl::StatusOr<TensorType> {
-    KILN_RETURN_IF_ERROR(RequireDType(in, DType::kFloat32));
+    KILN_RETURN_IF_ERROR(RequireFloat(in));
     return TensorType{DType::kBool, in[0].shape};
   };
   def.compute = [f](ComputeContext& ctx) { return f(ctx, ctx.Input(0, ctx.out())); };

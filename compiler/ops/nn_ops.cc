@@ -1,5 +1,6 @@
 // Neural-network ops: dense / matmul (with optional bias), softmax, conv2d.
 #include <cmath>
+#include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -120,7 +121,7 @@ void RegisterSoftmax(OpRegistry& r, bool log) {
   };
   def.infer_type = [](const std::vector<TensorType>& in,
                       const Attrs& attrs) -> absl::StatusOr<TensorType> {
-    KILN_RETURN_IF_ERROR(RequireDType(in, DType::kFloat32));
+    KILN_RETURN_IF_ERROR(RequireFloat(in));
     KILN_RETURN_IF_ERROR(NormalizeAxis(std::get<AxisAttrs>(attrs).axis, in[0].rank()).status());
     return in[0];
   };
@@ -268,7 +269,7 @@ void RegisterBatchNorm(OpRegistry& r) {
   };
   def.infer_type = [](const std::vector<TensorType>& in,
                       const Attrs& attrs) -> absl::StatusOr<TensorType> {
-    KILN_RETURN_IF_ERROR(RequireDType(in, DType::kFloat32));
+    KILN_RETURN_IF_ERROR(RequireFloat(in));
     KILN_ASSIGN_OR_RETURN(int64_t axis,
                           NormalizeAxis(std::get<BatchNormAttrs>(attrs).axis, in[0].rank()));
     const int64_t channels = in[0].shape[axis];
@@ -341,8 +342,13 @@ absl::StatusOr<Attrs> ParsePool(const RawAttrs& raw) {
   return Attrs(a);
 }
 
-absl::StatusOr<TensorType> PoolRelation(const std::vector<TensorType>& in, const Attrs& attrs) {
-  KILN_RETURN_IF_ERROR(RequireDType(in, DType::kFloat32));
+// Max pooling takes any numeric type (uint8 images); average pooling floats.
+absl::StatusOr<TensorType> PoolRelation(const std::vector<TensorType>& in, const Attrs& attrs,
+                                        bool average) {
+  if (average) KILN_RETURN_IF_ERROR(RequireFloat(in));
+  if (in[0].dtype == DType::kBool) {
+    return absl::InvalidArgumentError("max pooling of bool tensors is not supported");
+  }
   const Pool2DAttrs& a = std::get<Pool2DAttrs>(attrs);
   if (in[0].rank() != 4) {
     return absl::InvalidArgumentError(absl::StrCat("pool2d wants NCHW, got ", in[0].ToString()));
@@ -359,7 +365,7 @@ absl::StatusOr<TensorType> PoolRelation(const std::vector<TensorType>& in, const
       --out[2 + d];
     }
   }
-  return TensorType{DType::kFloat32, out};
+  return TensorType{in[0].dtype, out};
 }
 
 void RegisterPool(OpRegistry& r, const char* name, bool average) {
@@ -368,7 +374,9 @@ void RegisterPool(OpRegistry& r, const char* name, bool average) {
   def.pattern = OpPattern::kOutEWiseFusable;
   def.summary = average ? "2-D average pooling, NCHW" : "2-D max pooling, NCHW";
   def.parse_attrs = ParsePool;
-  def.infer_type = PoolRelation;
+  def.infer_type = [average](const std::vector<TensorType>& in, const Attrs& attrs) {
+    return PoolRelation(in, attrs, average);
+  };
   def.compute = [average](ComputeContext& ctx) {
     te::ExprBuilder& b = ctx.b();
     const Pool2DAttrs& a = ctx.attrs<Pool2DAttrs>();
@@ -383,7 +391,10 @@ void RegisterPool(OpRegistry& r, const char* name, bool average) {
     Expr valid = b.Binary(te::BinaryOp::kAnd, b.InRange(y, xs[2]), b.InRange(x, xs[3]));
     Expr value = ctx.Input(0, {o[0], o[1], b.ClampIndex(y, xs[2]), b.ClampIndex(x, xs[3])});
     if (!average) {
-      return b.Reduce(te::ReduceOp::kMax, {ky, kx}, b.Select(valid, value, b.Float(-INFINITY)));
+      Expr lowest = te::IsFloat(value->type)
+                        ? b.Constant(value->type, -INFINITY)
+                        : b.Int(std::numeric_limits<int64_t>::min());
+      return b.Reduce(te::ReduceOp::kMax, {ky, kx}, b.Select(valid, value, lowest));
     }
     Expr sum = b.Reduce(te::ReduceOp::kSum, {ky, kx}, b.Select(valid, value, b.Float(0)));
     if (a.count_include_pad) {
@@ -397,7 +408,7 @@ void RegisterPool(OpRegistry& r, const char* name, bool average) {
       Expr y0 = b.Sub(b.Mul(o[2], b.Int(a.strides[0])), b.Int(a.padding[0]));
       Expr x0 = b.Sub(b.Mul(o[3], b.Int(a.strides[1])), b.Int(a.padding[1]));
       Expr count = b.Mul(span(y0, xs[2], 0), span(x0, xs[3], 1));
-      return b.Div(sum, b.Cast(te::ScalarType::kF32, count));
+      return b.Div(sum, b.Cast(value->type, count));
     }
     Expr count = b.Reduce(te::ReduceOp::kSum, {ky, kx},
                           b.Select(valid, b.Float(1), b.Float(0)));

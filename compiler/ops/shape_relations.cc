@@ -41,4 +41,16 @@ absl::Status RequireDType(const std::vector<TensorType>& types, DType dtype) {
   return absl::OkStatus();
 }
 
+absl::Status RequireFloat(const std::vector<TensorType>& types) {
+  for (size_t i = 0; i < types.size(); ++i) {
+    if (!IsFloatDType(types[i].dtype) || types[i].dtype != types[0].dtype) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input ", i, " has dtype ", DTypeName(types[i].dtype), ", expected ",
+          IsFloatDType(types[0].dtype) ? DTypeName(types[0].dtype)
+                                       : "a float type (float16, bfloat16, float32, float64)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace kiln

@@ -20,6 +20,9 @@ absl::StatusOr<int64_t> NormalizeAxis(int64_t axis, int64_t rank);
 // InvalidArgument unless every type has `dtype`.
 absl::Status RequireDType(const std::vector<TensorType>& types, DType dtype);
 
+// Every type is the same float type (float16, bfloat16, float32 or float64).
+absl::Status RequireFloat(const std::vector<TensorType>& types);
+
 }  // namespace kiln
 
 #endif  // KILN_COMPILER_OPS_SHAPE_RELATIONS_H_

@@ -206,7 +206,7 @@ void RegisterSliceGatherExpandPad(OpRegistry& r) {
   gather.name = "gather";
   gather.pattern = OpPattern::kInjective;
   gather.min_inputs = gather.max_inputs = 2;
-  gather.summary = "data indexed along `axis` by an int64 tensor (negative counts from the end)";
+  gather.summary = "data indexed along `axis` by an int32/int64 tensor (negative counts from the end)";
   gather.parse_attrs = [](const RawAttrs& raw) -> absl::StatusOr<Attrs> {
     KILN_RETURN_IF_ERROR(CheckKnownAttrs(raw, {"axis"}));
     KILN_ASSIGN_OR_RETURN(int64_t axis, GetIntAttr(raw, "axis", 0));
@@ -214,7 +214,9 @@ void RegisterSliceGatherExpandPad(OpRegistry& r) {
   };
   gather.infer_type = [](const std::vector<TensorType>& in,
                          const Attrs& attrs) -> absl::StatusOr<TensorType> {
-    if (in[1].dtype != DType::kInt64) return absl::InvalidArgumentError("gather indices: int64");
+    if (in[1].dtype != DType::kInt64 && in[1].dtype != DType::kInt32) {
+      return absl::InvalidArgumentError("gather indices: int32 or int64");
+    }
     KILN_ASSIGN_OR_RETURN(int64_t axis,
                           NormalizeAxis(std::get<AxisAttrs>(attrs).axis, in[0].rank()));
     std::vector<int64_t> shape(in[0].shape.begin(), in[0].shape.begin() + axis);
@@ -259,8 +261,8 @@ void RegisterSliceGatherExpandPad(OpRegistry& r) {
   };
   elements.infer_type = [](const std::vector<TensorType>& in,
                            const Attrs& attrs) -> absl::StatusOr<TensorType> {
-    if (in[1].dtype != DType::kInt64) {
-      return absl::InvalidArgumentError("gather_elements indices: int64");
+    if (in[1].dtype != DType::kInt64 && in[1].dtype != DType::kInt32) {
+      return absl::InvalidArgumentError("gather_elements indices: int32 or int64");
     }
     KILN_ASSIGN_OR_RETURN(int64_t axis,
                           NormalizeAxis(std::get<AxisAttrs>(attrs).axis, in[0].rank()));

@@ -36,9 +36,10 @@ absl::StatusOr<bool> InferTypes(Graph& graph) {
       std::optional<IndexOperand> index = n->op->index_operand(in_types, n->attrs);
       const Node* indices = index ? n->inputs[index->input] : nullptr;
       if (indices != nullptr && indices->is_constant() && indices->value &&
-          indices->value->type.dtype == DType::kInt64) {
+          IsIntegerDType(indices->value->type.dtype)) {
         KILN_RETURN_IF_ERROR(CheckIndicesInRange(
-            indices->value->data<int64_t>(), indices->value->type.NumElements(), index->size,
+            indices->value->type.dtype, indices->value->bytes.data(),
+            indices->value->type.NumElements(), index->size,
             absl::StrCat("node '", n->name, "' (", n->op->name, ")")));
       }
     }
