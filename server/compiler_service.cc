@@ -26,6 +26,7 @@
 #include "server/call_auth.h"
 #include "server/cpu_affinity.h"
 #include "server/infer_request.h"
+#include "server/kserve_datatype.h"
 #include "server/model_repository.h"
 #include "server/report_conversion.h"
 #include "server/status_conversion.h"
@@ -496,14 +497,9 @@ namespace {
 
 absl::StatusOr<runtime::Tensor> DecodeTensorValue(const kiln::v1::TensorValue& v, size_t index) {
   TensorType type;
-  if (v.datatype() == "FP32") {
-    type.dtype = DType::kFloat32;
-  } else if (v.datatype() == "INT64") {
-    type.dtype = DType::kInt64;
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat("argument ", index, ": datatype '",
-                                                   v.datatype(), "' (FP32 or INT64)"));
-  }
+  absl::StatusOr<DType> dtype = DTypeFromDatatype(v.datatype(), absl::StrCat("argument ", index));
+  if (!dtype.ok()) return dtype.status();
+  type.dtype = *dtype;
   type.shape.assign(v.shape().begin(), v.shape().end());
   absl::StatusOr<int64_t> n = CheckedNumElements(type.shape);
   if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat("argument ", index, ": ", n.status().message()));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <map>
 
 #include "absl/status/status.h"
@@ -17,26 +18,132 @@ std::string InputNames(const Program& program) {
   return absl::StrJoin(names, ", ");
 }
 
-// Tensor bytes from the typed `contents` field (used when raw contents are absent).
+// `values` as elements of type To, each checked to fit: KServe carries INT8
+// and INT16 in int32 fields, UINT8 and UINT16 in uint32 ones.
+template <typename To, typename From>
+absl::Status NarrowInto(const google::protobuf::RepeatedField<From>& values,
+                        absl::string_view field, DType dtype, const std::string& name,
+                        std::string* bytes) {
+  bytes->resize(values.size() * sizeof(To));
+  for (int i = 0; i < values.size(); ++i) {
+    const int64_t v = static_cast<int64_t>(values[i]);
+    if (v < static_cast<int64_t>(std::numeric_limits<To>::min()) ||
+        v > static_cast<int64_t>(std::numeric_limits<To>::max())) {
+      return absl::InvalidArgumentError(absl::StrCat("input '", name, "': ", field, "[", i,
+                                                     "] = ", v, " is out of range for ",
+                                                     DatatypeName(dtype)));
+    }
+    const To narrow = static_cast<To>(v);
+    std::memcpy(bytes->data() + i * sizeof(To), &narrow, sizeof(To));
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+void CopyInto(const google::protobuf::RepeatedField<T>& values, std::string* bytes) {
+  bytes->assign(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
+}
+
+// Tensor bytes from the typed `contents` field (used when raw contents are
+// absent): the field KServe assigns to the type, counted before converting.
 absl::StatusOr<std::string> BytesFromContents(const TensorType& type,
                                               const inference::InferTensorContents& c,
                                               const std::string& name) {
-  std::string bytes;
-  if (type.dtype == DType::kFloat32) {
-    bytes.assign(reinterpret_cast<const char*>(c.fp32_contents().data()),
-                 c.fp32_contents_size() * sizeof(float));
-  } else if (type.dtype == DType::kInt64) {
-    bytes.assign(reinterpret_cast<const char*>(c.int64_contents().data()),
-                 c.int64_contents_size() * sizeof(int64_t));
-  } else {
-    for (bool b : c.bool_contents()) bytes.push_back(b ? 1 : 0);
-  }
-  if (static_cast<int64_t>(bytes.size()) != type.ByteSize()) {
+  const DType dtype = type.dtype;
+  if (dtype == DType::kFloat16 || dtype == DType::kBFloat16) {
+    if (type.NumElements() == 0) return std::string();
     return absl::InvalidArgumentError(absl::StrCat(
-        "input '", name, "': contents hold ", bytes.size() / DTypeSize(type.dtype),
-        " elements, shape needs ", type.NumElements()));
+        "input '", name, "' is ", DatatypeName(dtype),
+        ", which KServe has no typed contents field for: send it in raw_input_contents"));
   }
+  absl::string_view field;
+  int count = 0;
+  switch (dtype) {
+    case DType::kBool:
+      field = "bool_contents", count = c.bool_contents_size();
+      break;
+    case DType::kInt8:
+    case DType::kInt16:
+    case DType::kInt32:
+      field = "int_contents", count = c.int_contents_size();
+      break;
+    case DType::kInt64:
+      field = "int64_contents", count = c.int64_contents_size();
+      break;
+    case DType::kUInt8:
+    case DType::kUInt16:
+    case DType::kUInt32:
+      field = "uint_contents", count = c.uint_contents_size();
+      break;
+    case DType::kUInt64:
+      field = "uint64_contents", count = c.uint64_contents_size();
+      break;
+    case DType::kFloat32:
+      field = "fp32_contents", count = c.fp32_contents_size();
+      break;
+    case DType::kFloat64:
+      field = "fp64_contents", count = c.fp64_contents_size();
+      break;
+    case DType::kFloat16:
+    case DType::kBFloat16:
+      break;  // refused above
+  }
+  if (count != type.NumElements()) {
+    return absl::InvalidArgumentError(absl::StrCat("input '", name, "' (", DatatypeName(dtype),
+                                                   "): ", field, " holds ", count,
+                                                   " elements, shape needs ", type.NumElements()));
+  }
+  std::string bytes;
+  absl::Status narrowed;
+  switch (dtype) {
+    case DType::kBool:
+      for (bool b : c.bool_contents()) bytes.push_back(b ? 1 : 0);
+      break;
+    case DType::kInt8:
+      narrowed = NarrowInto<int8_t>(c.int_contents(), field, dtype, name, &bytes);
+      break;
+    case DType::kInt16:
+      narrowed = NarrowInto<int16_t>(c.int_contents(), field, dtype, name, &bytes);
+      break;
+    case DType::kInt32:
+      CopyInto(c.int_contents(), &bytes);
+      break;
+    case DType::kInt64:
+      CopyInto(c.int64_contents(), &bytes);
+      break;
+    case DType::kUInt8:
+      narrowed = NarrowInto<uint8_t>(c.uint_contents(), field, dtype, name, &bytes);
+      break;
+    case DType::kUInt16:
+      narrowed = NarrowInto<uint16_t>(c.uint_contents(), field, dtype, name, &bytes);
+      break;
+    case DType::kUInt32:
+      CopyInto(c.uint_contents(), &bytes);
+      break;
+    case DType::kUInt64:
+      CopyInto(c.uint64_contents(), &bytes);
+      break;
+    case DType::kFloat32:
+      CopyInto(c.fp32_contents(), &bytes);
+      break;
+    case DType::kFloat64:
+      CopyInto(c.fp64_contents(), &bytes);
+      break;
+    case DType::kFloat16:
+    case DType::kBFloat16:
+      break;
+  }
+  if (!narrowed.ok()) return narrowed;
   return bytes;
+}
+
+// Raw BOOL bytes other than 0 and 1 (a client's own encoding) read as true,
+// as in C: kernels assume 0 or 1. Empty when `bytes` needs no change.
+std::string NormalizedBools(absl::string_view bytes) {
+  if (std::all_of(bytes.begin(), bytes.end(), [](char b) { return b == 0 || b == 1; })) return "";
+  std::string out(bytes);
+  for (char& b : out) b = b != 0 ? 1 : 0;
+  return out;
 }
 
 // KServe: a request carries its tensors either all in raw_input_contents or
@@ -55,18 +162,6 @@ absl::Status CheckOneKindOfContents(const inference::ModelInferRequest& request)
 }
 
 }  // namespace
-
-std::string DatatypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return "FP32";
-    case DType::kInt64:
-      return "INT64";
-    case DType::kBool:
-      return "BOOL";
-  }
-  return "?";
-}
 
 absl::StatusOr<std::vector<std::vector<int64_t>>> RequestVariantKey(
     const ModelSignature& signature, const inference::ModelInferRequest& request) {
@@ -88,36 +183,49 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> RequestVariantKey(
     if (!input.decides_shapes) continue;
     // Its values are part of what compiles: decoded here, not run.
     absl::StatusOr<int64_t> n = CheckedNumElements(key.back());
-    if (!n.ok() || in.datatype() != "INT64") {
+    const bool wide = in.datatype() == "INT64";
+    if (!n.ok() || (!wide && in.datatype() != "INT32")) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "input '", input.name, "' decides shapes and must be INT64, got ", in.datatype(),
-          ShapeToString(key.back())));
+          "input '", input.name, "' decides shapes and must be INT64 or INT32, got ",
+          in.datatype(), ShapeToString(key.back())));
     }
     // The values' size is checked against what the request brought before
     // anything is allocated: a 50-byte request declaring shape [2^36] made the
     // server allocate 512 GiB.
     const size_t count = static_cast<size_t>(*n);
+    const size_t item = wide ? sizeof(int64_t) : sizeof(int32_t);
+    std::vector<int64_t> v;
     if (raw) {
       if (found >= request.raw_input_contents_size() ||
-          request.raw_input_contents(found).size() != count * sizeof(int64_t)) {
-        return absl::InvalidArgumentError(absl::StrCat("input '", input.name, "' needs ",
-                                                       count * sizeof(int64_t), " raw bytes"));
+          request.raw_input_contents(found).size() != count * item) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("input '", input.name, "' needs ", count * item, " raw bytes"));
       }
-      std::vector<int64_t> v(count);
-      // Not for zero values: memcpy to an empty vector's null data() is undefined.
-      if (count > 0) {
-        std::memcpy(v.data(), request.raw_input_contents(found).data(), count * sizeof(int64_t));
+      const char* bytes = request.raw_input_contents(found).data();
+      v.resize(count);
+      for (size_t i = 0; i < count; ++i) {
+        if (wide) {
+          std::memcpy(&v[i], bytes + i * item, item);
+        } else {
+          int32_t narrow;
+          std::memcpy(&narrow, bytes + i * item, item);
+          v[i] = narrow;
+        }
       }
-      values.push_back(std::move(v));
     } else {
-      if (static_cast<size_t>(in.contents().int64_contents_size()) != count) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "input '", input.name, "': contents hold ", in.contents().int64_contents_size(),
-            " elements, shape needs ", count));
+      const int given =
+          wide ? in.contents().int64_contents_size() : in.contents().int_contents_size();
+      if (static_cast<size_t>(given) != count) {
+        return absl::InvalidArgumentError(absl::StrCat("input '", input.name, "': contents hold ",
+                                                       given, " elements, shape needs ", count));
       }
-      values.emplace_back(in.contents().int64_contents().begin(),
-                          in.contents().int64_contents().end());
+      if (wide) {
+        v.assign(in.contents().int64_contents().begin(), in.contents().int64_contents().end());
+      } else {
+        v.assign(in.contents().int_contents().begin(), in.contents().int_contents().end());
+      }
     }
+    values.push_back(std::move(v));
   }
   key.insert(key.end(), std::make_move_iterator(values.begin()),
              std::make_move_iterator(values.end()));
@@ -158,7 +266,10 @@ absl::StatusOr<std::vector<runtime::Tensor>> DecodeInputs(
                        ShapeToString(spec.type.shape), ")"));
     }
     const auto& in = request.inputs(it->second);
-    if (in.datatype() != DatatypeName(spec.type.dtype)) {
+    absl::StatusOr<DType> dtype =
+        DTypeFromDatatype(in.datatype(), absl::StrCat("input '", spec.name, "'"));
+    if (!dtype.ok()) return dtype.status();
+    if (*dtype != spec.type.dtype) {
       return absl::InvalidArgumentError(absl::StrCat("input '", spec.name, "' expects datatype ",
                                                      DatatypeName(spec.type.dtype), ", got '",
                                                      in.datatype(), "'"));
@@ -177,6 +288,10 @@ absl::StatusOr<std::vector<runtime::Tensor>> DecodeInputs(
         return absl::InvalidArgumentError(
             absl::StrCat("input '", spec.name, "' (", spec.type.ToString(), ") needs ",
                          spec.type.ByteSize(), " raw bytes, got ", bytes.size()));
+      }
+      if (spec.type.dtype == DType::kBool) {
+        from_contents = NormalizedBools(bytes);
+        if (!from_contents.empty()) bytes = from_contents;
       }
     } else {
       absl::StatusOr<std::string> b = BytesFromContents(spec.type, in.contents(), spec.name);

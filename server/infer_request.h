@@ -12,14 +12,14 @@
 #include "proto/grpc_service.pb.h"
 #include "runtime/executor.h"
 #include "runtime/tensor.h"
+#include "server/kserve_datatype.h"
 
 namespace kiln::server {
 
-// "FP32", "INT64", "BOOL": the protocol's datatype names.
-std::string DatatypeName(DType dtype);
-
 // The request's inputs as tensors in the model's input order. InvalidArgument
-// naming the input and saying what was expected and what came. `shapes`,
+// naming the input and saying what was expected and what came (Unimplemented
+// for BYTES). Typed contents are range-checked into narrower types; FP16 and
+// BF16, which KServe has no typed field for, must come raw. `shapes`,
 // when given, are the shapes to expect (one per program input, in order)
 // instead of the program's: a model with symbolic dims, already checked.
 // `consumed` names request inputs the program folded in as constants (its
@@ -31,8 +31,8 @@ absl::StatusOr<std::vector<runtime::Tensor>> DecodeInputs(
 
 // What a model with symbolic dims or inputs that decide shapes is compiled
 // for (engine::VariantKey): every input's shape in the signature's order,
-// then the int64 values of the inputs that decide shapes. InvalidArgument
-// naming a missing input or a value input that is not INT64 of its size.
+// then the values of the inputs that decide shapes, as int64. InvalidArgument
+// naming a missing input or a value input that is not INT64 or INT32 of its size.
 absl::StatusOr<std::vector<std::vector<int64_t>>> RequestVariantKey(
     const ModelSignature& signature, const inference::ModelInferRequest& request);
 

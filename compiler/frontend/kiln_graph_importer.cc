@@ -18,10 +18,31 @@ absl::StatusOr<DType> ConvertDType(kiln::v1::DataType dtype, const std::string& 
       return DType::kFloat32;
     case kiln::v1::INT64:
       return DType::kInt64;
+    case kiln::v1::FLOAT16:
+      return DType::kFloat16;
+    case kiln::v1::BFLOAT16:
+      return DType::kBFloat16;
+    case kiln::v1::FLOAT64:
+      return DType::kFloat64;
+    case kiln::v1::INT8:
+      return DType::kInt8;
+    case kiln::v1::UINT8:
+      return DType::kUInt8;
+    case kiln::v1::INT16:
+      return DType::kInt16;
+    case kiln::v1::UINT16:
+      return DType::kUInt16;
+    case kiln::v1::INT32:
+      return DType::kInt32;
+    case kiln::v1::UINT32:
+      return DType::kUInt32;
+    case kiln::v1::UINT64:
+      return DType::kUInt64;
+    case kiln::v1::BOOL:
+      return DType::kBool;
     default:
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " has unsupported dtype ", kiln::v1::DataType_Name(dtype),
-                       " (expected FLOAT32 or INT64)"));
+      return absl::InvalidArgumentError(absl::StrCat(what, " has unsupported dtype ",
+                                                     kiln::v1::DataType_Name(dtype)));
   }
 }
 
