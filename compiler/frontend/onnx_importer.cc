@@ -317,9 +317,6 @@ class Converter {
     data->bytes.assign(static_cast<const char*>(bytes), data->type.ByteSize());
     return graph_.AddConstant(name, std::move(data));
   }
-  Node* ScalarFloat(const std::string& name, float v) {
-    return Constant(name, TensorType{DType::kFloat32, {}}, &v);
-  }
   // A scalar constant of `dtype` holding `v` (rounded or converted as a store would).
   Node* ScalarOf(const std::string& name, DType dtype, double v) {
     char bytes[8] = {};
@@ -331,6 +328,42 @@ class Converter {
   absl::StatusOr<Node*> Add(const onnx::NodeProto& n, const std::string& op,
                             std::vector<Node*> inputs, Attrs attrs = NoAttrs{},
                             const std::string& suffix = "") {
+    if (IsFloat32Kernel(op)) {
+      return AddInFloat32(n, op, std::move(inputs), std::move(attrs), suffix);
+    }
+    return AddOp(n, op, std::move(inputs), std::move(attrs), suffix);
+  }
+
+  // Convolutions and matrix products have float32 kernels only (packed
+  // panels, register tiles). float16 and bfloat16 operands are widened for
+  // them and the result rounded back, fused on both sides: computed and
+  // accumulated in float32, as ONNX Runtime's CPU provider does.
+  static bool IsFloat32Kernel(const std::string& op) {
+    return op == "conv2d" || op == "conv2d_transpose" || op == "dense" || op == "matmul";
+  }
+
+  absl::StatusOr<Node*> AddInFloat32(const onnx::NodeProto& n, const std::string& op,
+                                     std::vector<Node*> inputs, Attrs attrs,
+                                     const std::string& suffix) {
+    const DType dtype = inputs[0]->type.dtype;
+    if (dtype == DType::kFloat32) return AddOp(n, op, std::move(inputs), std::move(attrs), suffix);
+    if (dtype != DType::kFloat16 && dtype != DType::kBFloat16) {
+      return absl::UnimplementedError(absl::StrCat(
+          "node '", n.name(), "' (", n.op_type(), "): element type ", DTypeName(dtype),
+          " is not supported here (float16, bfloat16 and float32 are)"));
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (inputs[i]->type.dtype != dtype) continue;  // the relation reports the mismatch
+      KILN_ASSIGN_OR_RETURN(inputs[i], AddOp(n, "cast", {inputs[i]}, CastAttrs{DType::kFloat32},
+                                             absl::StrCat(suffix, "/in", i, "_float32")));
+    }
+    KILN_ASSIGN_OR_RETURN(Node* y, AddOp(n, op, std::move(inputs), std::move(attrs), suffix));
+    return AddOp(n, "cast", {y}, CastAttrs{dtype}, absl::StrCat(suffix, "/", DTypeName(dtype)));
+  }
+
+  absl::StatusOr<Node*> AddOp(const onnx::NodeProto& n, const std::string& op,
+                              std::vector<Node*> inputs, Attrs attrs = NoAttrs{},
+                              const std::string& suffix = "") {
     const OpDef* def = ops_.Find(op);
     KILN_CHECK(def != nullptr);
     std::vector<TensorType> types;
@@ -507,13 +540,13 @@ absl::Status ConvertGemm(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* y,
                         c.Add(n, op, {a, b}, NoAttrs{}, c.HasInput(n, 2) ? "/matmul" : ""));
   if (alpha != 1) {
-    KILN_ASSIGN_OR_RETURN(y, c.Add(n, "mul", {y, c.ScalarFloat(n.name() + "/alpha", alpha)},
+    KILN_ASSIGN_OR_RETURN(y, c.Add(n, "mul", {y, c.ScalarOf(n.name() + "/alpha", y->type.dtype, alpha)},
                                    NoAttrs{}, "/alpha_mul"));
   }
   if (c.HasInput(n, 2)) {
     KILN_ASSIGN_OR_RETURN(Node* bias, c.Value(n, 2));
     if (beta != 1) {
-      KILN_ASSIGN_OR_RETURN(bias, c.Add(n, "mul", {bias, c.ScalarFloat(n.name() + "/beta", beta)},
+      KILN_ASSIGN_OR_RETURN(bias, c.Add(n, "mul", {bias, c.ScalarOf(n.name() + "/beta", bias->type.dtype, beta)},
                                         NoAttrs{}, "/beta_mul"));
     }
     KILN_ASSIGN_OR_RETURN(y, c.Add(n, "add", {y, bias}));
@@ -763,7 +796,7 @@ ConvertFn ComposedReduce(const std::string& kind) {
     }
     const bool keep = IntAttr(n, "keepdims", 1) != 0;
     if (axes.empty() && IntAttr(n, "noop_with_empty_axes", 0)) return c.Define(n.output(0), x);
-    if (x->type.dtype != DType::kFloat32) {
+    if (!IsFloatDType(x->type.dtype)) {
       return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
                                                    "): float tensors only"));
     }
@@ -806,7 +839,7 @@ ConvertFn ComposedReduce(const std::string& kind) {
 absl::Status ConvertPRelu(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
   KILN_ASSIGN_OR_RETURN(Node* slope, c.Value(n, 1));
-  Node* zero = c.ScalarFloat(n.name() + "/zero", 0);
+  Node* zero = c.ScalarOf(n.name() + "/zero", x->type.dtype, 0);
   KILN_ASSIGN_OR_RETURN(Node* negative, c.Add(n, "minimum", {x, zero}, NoAttrs{}, "/negative"));
   KILN_ASSIGN_OR_RETURN(Node* scaled, c.Add(n, "mul", {negative, slope}, NoAttrs{}, "/scaled"));
   KILN_ASSIGN_OR_RETURN(Node* positive, c.Add(n, "relu", {x}, NoAttrs{}, "/positive"));
@@ -830,7 +863,7 @@ absl::Status ConvertInstanceNorm(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* scale, c.Value(n, 1));
   KILN_ASSIGN_OR_RETURN(Node* bias, c.Value(n, 2));
   const int rank = static_cast<int>(x->type.rank());
-  if (rank < 3 || x->type.dtype != DType::kFloat32) {
+  if (rank < 3 || !IsFloatDType(x->type.dtype)) {
     return absl::UnimplementedError(absl::StrCat("node '", n.name(),
                                                  "' (InstanceNormalization): float, rank >= 3"));
   }
@@ -845,7 +878,7 @@ absl::Status ConvertInstanceNorm(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* var, c.Add(n, "mean", {sq}, ReduceAttrs{axes, true}, "/var"));
   KILN_ASSIGN_OR_RETURN(
       Node* padded,
-      c.Add(n, "add", {var, c.ScalarFloat(n.name() + "/epsilon", FloatAttr(n, "epsilon", 1e-5f))},
+      c.Add(n, "add", {var, c.ScalarOf(n.name() + "/epsilon", var->type.dtype, FloatAttr(n, "epsilon", 1e-5f))},
             NoAttrs{}, "/var_eps"));
   KILN_ASSIGN_OR_RETURN(Node* sd, c.Add(n, "sqrt", {padded}, NoAttrs{}, "/sd"));
   KILN_ASSIGN_OR_RETURN(Node* normal, c.Add(n, "div", {centred, sd}, NoAttrs{}, "/normal"));
@@ -947,7 +980,7 @@ absl::Status ConvertTrilu(Converter& c, const onnx::NodeProto& n) {
   const int64_t zero_int = 0;
   Node* zero = x->type.dtype == DType::kInt64
                    ? c.Constant(n.name() + "/zero", TensorType{DType::kInt64, {}}, &zero_int)
-                   : c.ScalarFloat(n.name() + "/zero", 0);
+                   : c.ScalarOf(n.name() + "/zero", x->type.dtype, 0);
   KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "where", {mask, x, zero}));
   return c.Define(n.output(0), y);
 }
@@ -975,7 +1008,7 @@ absl::Status ConvertGlobalAveragePool(Converter& c, const onnx::NodeProto& n) {
   }
   KILN_ASSIGN_OR_RETURN(Node* s, c.Add(n, "sum", {x}, ReduceAttrs{{2, 3}, true}, "/sum"));
   const float scale = 1.0f / static_cast<float>(x->type.shape[2] * x->type.shape[3]);
-  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "mul", {s, c.ScalarFloat(n.name() + "/scale", scale)}));
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "mul", {s, c.ScalarOf(n.name() + "/scale", s->type.dtype, scale)}));
   return c.Define(n.output(0), y);
 }
 
@@ -1454,8 +1487,7 @@ absl::Status ConvertPad(Converter& c, const onnx::NodeProto& n) {
       if (!v->is_constant() || v->type.NumElements() != 1) {
         return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (Pad): constant value"));
       }
-      a.value = v->type.dtype == DType::kFloat32 ? *v->value->data<float>()
-                                                 : static_cast<float>(*v->value->data<int64_t>());
+      a.value = static_cast<float>(ReadElementAsDouble(v->type.dtype, v->value->bytes.data(), 0));
     }
     if (c.HasInput(n, 3)) {
       return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (Pad): axes input"));
@@ -1501,7 +1533,7 @@ absl::Status ConvertLayerNorm(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* centered, c.Add(n, "sub", {x, mean}, NoAttrs{}, "/centered"));
   KILN_ASSIGN_OR_RETURN(Node* sq, c.Add(n, "mul", {centered, centered}, NoAttrs{}, "/square"));
   KILN_ASSIGN_OR_RETURN(Node* var, c.Add(n, "mean", {sq}, ReduceAttrs{axes, true}, "/var"));
-  KILN_ASSIGN_OR_RETURN(Node* shifted, c.Add(n, "add", {var, c.ScalarFloat(n.name() + "/eps", eps)},
+  KILN_ASSIGN_OR_RETURN(Node* shifted, c.Add(n, "add", {var, c.ScalarOf(n.name() + "/eps", var->type.dtype, eps)},
                                               NoAttrs{}, "/var_eps"));
   KILN_ASSIGN_OR_RETURN(Node* std_dev, c.Add(n, "sqrt", {shifted}, NoAttrs{}, "/std"));
   KILN_ASSIGN_OR_RETURN(Node* normed, c.Add(n, "div", {centered, std_dev}, NoAttrs{}, "/normed"));
@@ -1550,7 +1582,7 @@ absl::StatusOr<Node*> ExtremePosition(Converter& c, const onnx::NodeProto& n, No
 // flattened trailing dims), 0 elsewhere.
 absl::Status ConvertHardmax(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
-  if (x->type.dtype != DType::kFloat32) {
+  if (!IsFloatDType(x->type.dtype)) {
     return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (Hardmax): float only"));
   }
   const int64_t rank = x->type.rank();
@@ -1570,7 +1602,8 @@ absl::Status ConvertHardmax(Converter& c, const onnx::NodeProto& n) {
                                                      "/first"));
   KILN_ASSIGN_OR_RETURN(Node* is_first, c.Add(n, "equal", {where_at, first}, NoAttrs{},
                                               "/is_first"));
-  Node* one = c.ScalarFloat(n.name() + "/one", 1), *zero = c.ScalarFloat(n.name() + "/zero", 0);
+  Node* one = c.ScalarOf(n.name() + "/one", x->type.dtype, 1);
+  Node* zero = c.ScalarOf(n.name() + "/zero", x->type.dtype, 0);
   KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "where", {is_first, one, zero}, NoAttrs{},
                                        c.opset() < 13 ? "/flat" : ""));
   if (c.opset() < 13) {
@@ -1597,7 +1630,7 @@ absl::Status ConvertMeanVarianceNorm(Converter& c, const onnx::NodeProto& n) {
 // [N, 1, C, H*W] view (padding counted), times size.
 absl::Status ConvertLrn(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
-  if (x->type.rank() != 4 || x->type.dtype != DType::kFloat32) {
+  if (x->type.rank() != 4 || !IsFloatDType(x->type.dtype)) {
     return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (LRN): 4-D float only"));
   }
   const int64_t size = IntAttr(n, "size", 1);
@@ -1615,15 +1648,15 @@ absl::Status ConvertLrn(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* avg, c.Add(n, "avg_pool2d", {view}, window, "/window_mean"));
   KILN_ASSIGN_OR_RETURN(Node* back, c.Add(n, "reshape", {avg}, ReshapeAttrs{s}, "/back"));
   KILN_ASSIGN_OR_RETURN(
-      Node* scaled, c.Add(n, "mul", {back, c.ScalarFloat(n.name() + "/alpha",
+      Node* scaled, c.Add(n, "mul", {back, c.ScalarOf(n.name() + "/alpha", x->type.dtype,
                                                          FloatAttr(n, "alpha", 1e-4f))},
                           NoAttrs{}, "/scaled"));
   KILN_ASSIGN_OR_RETURN(
-      Node* base, c.Add(n, "add", {scaled, c.ScalarFloat(n.name() + "/bias",
+      Node* base, c.Add(n, "add", {scaled, c.ScalarOf(n.name() + "/bias", x->type.dtype,
                                                          FloatAttr(n, "bias", 1.0f))},
                         NoAttrs{}, "/base"));
   KILN_ASSIGN_OR_RETURN(
-      Node* denom, c.Add(n, "pow", {base, c.ScalarFloat(n.name() + "/beta",
+      Node* denom, c.Add(n, "pow", {base, c.ScalarOf(n.name() + "/beta", x->type.dtype,
                                                         FloatAttr(n, "beta", 0.75f))},
                          NoAttrs{}, "/denominator"));
   KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "div", {x, denom}));
@@ -1641,12 +1674,8 @@ absl::Status ConvertOneHot(Converter& c, const onnx::NodeProto& n) {
     return absl::UnimplementedError(absl::StrCat(
         "node '", n.name(), "' (OneHot): depth and values must be constants"));
   }
-  int64_t depth = 0;
-  if (depth_node->type.dtype == DType::kInt64) {
-    depth = *depth_node->value->data<int64_t>();
-  } else if (depth_node->type.dtype == DType::kFloat32) {
-    depth = static_cast<int64_t>(*depth_node->value->data<float>());
-  }
+  const int64_t depth =
+      ReadElementAsInt(depth_node->type.dtype, depth_node->value->bytes.data(), 0);
   if (depth < 1 || depth > (int64_t{1} << 24)) {
     return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (OneHot): depth ",
                                                    depth, " is out of range"));
@@ -1688,14 +1717,14 @@ absl::Status ConvertSize(Converter& c, const onnx::NodeProto& n) {
 // Shrink: x - bias above lambd, x + bias below -lambd, 0 between.
 absl::Status ConvertShrink(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
-  if (x->type.dtype != DType::kFloat32) {
+  if (!IsFloatDType(x->type.dtype)) {
     return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (Shrink): float only"));
   }
   const float lambd = FloatAttr(n, "lambd", 0.5f), bias = FloatAttr(n, "bias", 0.0f);
-  Node* up = c.ScalarFloat(n.name() + "/lambd", lambd);
-  Node* down = c.ScalarFloat(n.name() + "/minus_lambd", -lambd);
-  Node* b = c.ScalarFloat(n.name() + "/bias", bias);
-  Node* zero = c.ScalarFloat(n.name() + "/zero", 0);
+  Node* up = c.ScalarOf(n.name() + "/lambd", x->type.dtype, lambd);
+  Node* down = c.ScalarOf(n.name() + "/minus_lambd", x->type.dtype, -lambd);
+  Node* b = c.ScalarOf(n.name() + "/bias", x->type.dtype, bias);
+  Node* zero = c.ScalarOf(n.name() + "/zero", x->type.dtype, 0);
   KILN_ASSIGN_OR_RETURN(Node* above, c.Add(n, "greater", {x, up}, NoAttrs{}, "/above"));
   KILN_ASSIGN_OR_RETURN(Node* below, c.Add(n, "less", {x, down}, NoAttrs{}, "/below"));
   KILN_ASSIGN_OR_RETURN(Node* minus, c.Add(n, "sub", {x, b}, NoAttrs{}, "/minus"));
@@ -1712,10 +1741,10 @@ absl::Status ConvertMean(Converter& c, const onnx::NodeProto& n) {
     KILN_ASSIGN_OR_RETURN(Node* v, c.Value(n, i));
     KILN_ASSIGN_OR_RETURN(y, c.Add(n, "add", {y, v}, NoAttrs{}, absl::StrCat("/sum_", i)));
   }
-  if (y->type.dtype != DType::kFloat32) {
+  if (!IsFloatDType(y->type.dtype)) {
     return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (Mean): float only"));
   }
-  Node* count = c.ScalarFloat(n.name() + "/count", static_cast<float>(n.input_size()));
+  Node* count = c.ScalarOf(n.name() + "/count", y->type.dtype, n.input_size());
   KILN_ASSIGN_OR_RETURN(y, c.Add(n, "div", {y, count}));
   return c.Define(n.output(0), y);
 }
@@ -1726,9 +1755,9 @@ absl::Status ConvertMean(Converter& c, const onnx::NodeProto& n) {
 ConvertFn ArgExtreme(bool max) {
   return [max](Converter& c, const onnx::NodeProto& n) -> absl::Status {
     KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
-    if (x->type.dtype != DType::kFloat32 && x->type.dtype != DType::kInt64) {
+    if (x->type.dtype == DType::kBool) {
       return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
-                                                   "): float and int64 only"));
+                                                   "): numeric tensors only"));
     }
     const int64_t rank = x->type.rank();
     KILN_ASSIGN_OR_RETURN(int64_t axis, AxisAttr(n, "axis", 0, rank));
