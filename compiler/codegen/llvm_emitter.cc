@@ -887,6 +887,17 @@ class Emitter {
       case BinaryOp::kMax: return CallIntrinsic(llvm::Intrinsic::smax, {a, c});
       case BinaryOp::kAnd: return b_.CreateAnd(a, c);
       case BinaryOp::kOr: return b_.CreateOr(a, c);
+      case BinaryOp::kShl:
+      case BinaryOp::kShr: {
+        // x86 masks the count to 6 bits and LLVM makes 64+ poison: 0 instead.
+        llvm::Value* in_range =
+            b_.CreateICmpULT(c, llvm::ConstantInt::get(c->getType(), 64));
+        llvm::Value* count =
+            b_.CreateSelect(in_range, c, llvm::ConstantInt::get(c->getType(), 0));
+        llvm::Value* shifted = e->binary_op() == BinaryOp::kShl ? b_.CreateShl(a, count)
+                                                                : b_.CreateLShr(a, count);
+        return b_.CreateSelect(in_range, shifted, llvm::ConstantInt::get(a->getType(), 0));
+      }
       case BinaryOp::kPow: {
         llvm::Value* fa = b_.CreateSIToFP(a, TypeLike(b_.getDoubleTy(), a));
         llvm::Value* fc = b_.CreateSIToFP(c, TypeLike(b_.getDoubleTy(), c));

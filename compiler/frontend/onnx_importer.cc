@@ -279,13 +279,16 @@ class Converter {
         return WaitingForValues();
       }
     }
-    if (!v->is_constant() || v->type.dtype != DType::kInt64) {
+    if (!v->is_constant() || !IsIntegerDType(v->type.dtype)) {
       return absl::UnimplementedError(absl::StrCat(
           "node '", n.name(), "' (", n.op_type(), "): input ", i,
-          " must be a constant int64 tensor (computed shapes are not supported yet)"));
+          " must be a constant integer tensor (computed shapes are not supported yet)"));
     }
-    const int64_t* p = v->value->data<int64_t>();
-    return std::vector<int64_t>(p, p + v->type.NumElements());
+    std::vector<int64_t> values(v->type.NumElements());
+    for (size_t k = 0; k < values.size(); ++k) {
+      values[k] = ReadElementAsInt(v->type.dtype, v->value->bytes.data(), k);
+    }
+    return values;
   }
 
   // Whether `v` is computed from constants and graph inputs only (collected
@@ -1869,6 +1872,88 @@ ConvertFn ArgExtreme(bool max) {
   };
 }
 
+// BitShift: direction "LEFT" or "RIGHT" on unsigned integers.
+absl::Status ConvertBitShift(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  KILN_ASSIGN_OR_RETURN(Node* amount, c.Value(n, 1));
+  const std::string direction = StringAttr(n, "direction", "");
+  if (direction != "LEFT" && direction != "RIGHT") {
+    return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (BitShift): direction '",
+                                                   direction, "' (LEFT or RIGHT)"));
+  }
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, direction == "LEFT" ? "shift_left" : "shift_right",
+                                       {x, amount}));
+  return c.Define(n.output(0), y);
+}
+
+// CumSum: the axis is a constant input (a scalar).
+absl::Status ConvertCumSum(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> axis, c.ConstantInts(n, 1));
+  if (axis.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("node '", n.name(),
+                                                   "' (CumSum): axis must be one value"));
+  }
+  ScanAttrs a{axis[0], IntAttr(n, "exclusive", 0) != 0, IntAttr(n, "reverse", 0) != 0};
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "cumsum", {x}, a));
+  return c.Define(n.output(0), y);
+}
+
+// EyeLike: ones on diagonal k of a 2-D shape, a constant of `dtype` (the
+// input's type unless given): only the input's shape is read.
+absl::Status ConvertEyeLike(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  if (x->type.rank() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (EyeLike): input ",
+                                                   x->type.ToString(), " is not 2-D"));
+  }
+  DType dtype = x->type.dtype;
+  if (FindAttr(n, "dtype") != nullptr) {
+    KILN_ASSIGN_OR_RETURN(dtype, ConvertElemType(static_cast<int32_t>(IntAttr(n, "dtype", 0)),
+                                                 absl::StrCat("node '", n.name(), "' (EyeLike)")));
+  }
+  const int64_t k = IntAttr(n, "k", 0);
+  const TensorType type{dtype, x->type.shape};
+  std::string bytes(type.ByteSize(), '\0');
+  for (int64_t i = 0; i < type.shape[0]; ++i) {
+    const int64_t j = i + k;
+    if (j >= 0 && j < type.shape[1]) WriteElementFromInt(dtype, bytes.data(), i * type.shape[1] + j, 1);
+  }
+  return c.Define(n.output(0), c.Constant(n.output(0), type, bytes.data()));
+}
+
+// HannWindow, HammingWindow, BlackmanWindow (opset 17): a constant of the
+// size the input holds, periodic (default) or symmetric, as ONNX defines
+// them: sum over terms of (-1)^j a_j cos(2 pi j i / N), N = size (periodic)
+// or size - 1 (symmetric).
+ConvertFn Window(std::vector<double> coefficients) {
+  return [coefficients](Converter& c, const onnx::NodeProto& n) -> absl::Status {
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> size, c.ConstantInts(n, 0));
+    if (size.size() != 1 || size[0] < 0 || size[0] > (int64_t{1} << 24)) {
+      return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
+                                                     "): size must be one value in [0, 2^24]"));
+    }
+    KILN_ASSIGN_OR_RETURN(
+        DType dtype, ConvertElemType(static_cast<int32_t>(IntAttr(n, "output_datatype",
+                                                                  onnx::TensorProto::FLOAT)),
+                                     absl::StrCat("node '", n.name(), "' (", n.op_type(), ")")));
+    const bool periodic = IntAttr(n, "periodic", 1) != 0;
+    const double denominator = static_cast<double>(periodic ? size[0] : size[0] - 1);
+    const TensorType type{dtype, {size[0]}};
+    std::string bytes(type.ByteSize(), '\0');
+    for (int64_t i = 0; i < size[0]; ++i) {
+      double v = 0;
+      for (size_t j = 0; j < coefficients.size(); ++j) {
+        const double sign = j % 2 == 0 ? 1 : -1;
+        v += sign * coefficients[j] *
+             std::cos(2 * M_PI * static_cast<double>(j) * static_cast<double>(i) / denominator);
+      }
+      WriteElementFromDouble(dtype, bytes.data(), i, v);
+    }
+    return c.Define(n.output(0), c.Constant(n.output(0), type, bytes.data()));
+  };
+}
+
 // Shapes are static, so Shape is a constant.
 absl::Status ConvertShape(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
@@ -1956,6 +2041,12 @@ const std::map<std::string, ConvertFn>& ConverterTable() {
       {"Cast", ConvertCast},
       {"CastLike", ConvertCastLike},
       {"LogSoftmax", Softmaxish("log_softmax")},
+      {"BitShift", ConvertBitShift},
+      {"CumSum", ConvertCumSum},
+      {"EyeLike", ConvertEyeLike},
+      {"HannWindow", Window({0.5, 0.5})},
+      {"HammingWindow", Window({25.0 / 46, 21.0 / 46})},
+      {"BlackmanWindow", Window({0.42, 0.5, 0.08})},
       {"NegativeLogLikelihoodLoss", ConvertNllLoss},
       {"SoftmaxCrossEntropyLoss", ConvertSoftmaxCrossEntropy},
       {"ReduceMean", Reduce("mean")},

@@ -124,9 +124,20 @@ struct ModAttrs {
   bool operator==(const ModAttrs& o) const { return fmod == o.fmod; }
 };
 
+// cumsum: along `axis`; exclusive leaves out the element itself; reverse
+// sums from the end.
+struct ScanAttrs {
+  int64_t axis = 0;
+  bool exclusive = false;
+  bool reverse = false;
+  bool operator==(const ScanAttrs& o) const {
+    return axis == o.axis && exclusive == o.exclusive && reverse == o.reverse;
+  }
+};
+
 using Attrs = std::variant<NoAttrs, AxisAttrs, ReshapeAttrs, TransposeAttrs, ReduceAttrs,
                            Conv2DAttrs, BatchNormAttrs, DropoutAttrs, ActivationAttrs, CastAttrs,
-                           Pool2DAttrs, SliceAttrs, PadAttrs, ModAttrs>;
+                           Pool2DAttrs, SliceAttrs, PadAttrs, ModAttrs, ScanAttrs>;
 
 // "axis=-1", "perm=[1,0]", "" for NoAttrs: the printed-IR form.
 std::string AttrsToString(const Attrs& attrs);

@@ -30,6 +30,7 @@ const OpRegistry& OpRegistry::Default() {
     RegisterTransformOps(*r);
     RegisterReduceOps(*r);
     RegisterMathOps(*r);
+    RegisterScanAndBitOps(*r);
     RegisterConvTransposeOp(*r);
     return r;
   }();

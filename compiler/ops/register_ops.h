@@ -19,6 +19,8 @@ void RegisterReduceOps(OpRegistry& registry);
 void RegisterMathOps(OpRegistry& registry);
 // conv2d_transpose.
 void RegisterConvTransposeOp(OpRegistry& registry);
+// cumsum, shift_left, shift_right.
+void RegisterScanAndBitOps(OpRegistry& registry);
 
 }  // namespace kiln
 

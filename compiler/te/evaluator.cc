@@ -126,6 +126,14 @@ class Evaluator {
       case BinaryOp::kMax: r.i = std::max(a.i, b.i); break;
       case BinaryOp::kAnd: r.i = a.i && b.i; break;
       case BinaryOp::kOr: r.i = a.i || b.i; break;
+      case BinaryOp::kShl:
+        r.i = b.i < 0 || b.i >= 64 ? 0
+                                   : static_cast<int64_t>(static_cast<uint64_t>(a.i) << b.i);
+        break;
+      case BinaryOp::kShr:
+        r.i = b.i < 0 || b.i >= 64 ? 0
+                                   : static_cast<int64_t>(static_cast<uint64_t>(a.i) >> b.i);
+        break;
       case BinaryOp::kPow: {
         int64_t p = 1;
         for (int64_t k = 0; k < b.i; ++k) p *= a.i;

@@ -21,7 +21,8 @@ const char* ScalarTypeName(ScalarType t) {
 
 namespace {
 const char* BinaryName(BinaryOp op) {
-  static const char* kNames[] = {"+", "-", "*", "/", "%", "min", "max", "pow", "&&", "||"};
+  static const char* kNames[] = {"+", "-", "*", "/", "%", "min", "max", "pow", "&&", "||",
+                                 "<<", ">>"};
   return kNames[static_cast<int>(op)];
 }
 const char* UnaryName(UnaryOp op) {

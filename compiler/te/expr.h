@@ -35,7 +35,11 @@ enum class ExprKind {
   kReduce,    // op: ReduceOp over reduce_vars of operands[0] (the body)
 };
 
-enum class BinaryOp { kAdd, kSub, kMul, kDiv, kMod, kMin, kMax, kPow, kAnd, kOr };
+// kShl and kShr shift an integer's bits (kShr logically: the unsigned types
+// ONNX shifts are zero-extended into int64, so their bits shift as they
+// would in their own width); a shift by 64 or more, or by a negative amount,
+// gives 0.
+enum class BinaryOp { kAdd, kSub, kMul, kDiv, kMod, kMin, kMax, kPow, kAnd, kOr, kShl, kShr };
 // kRound rounds half to even (ONNX Round, C's nearbyint). The kWrap ops keep
 // an int64 value to what an integer type of that width holds (two's
 // complement wrapping, as a store would); kRoundF16/kRoundBF16 round a float
