@@ -20,8 +20,12 @@ using te::ReduceOp;
 
 // dense: x (..., K), weight (N, K) as in TVM, optional bias (N) -> (..., N).
 // matmul: x (..., K), weight (K, N), optional bias (N) -> (..., N).
+// Any one numeric type: float32 takes the packed-panel kernels; integer
+// products (MatMulInteger) and float64 take the plain loop nest, exact in
+// their compute type.
 absl::StatusOr<TensorType> LinearRelation(const std::vector<TensorType>& in, bool transposed) {
-  KILN_RETURN_IF_ERROR(RequireDType(in, DType::kFloat32));
+  KILN_RETURN_IF_ERROR(RequireDType(in, in[0].dtype));
+  if (in[0].dtype == DType::kBool) return absl::InvalidArgumentError("bool matrix products");
   const TensorType& x = in[0];
   const TensorType& w = in[1];
   if (!transposed && w.rank() > 2 && x.rank() >= 2 && in.size() == 2) {
@@ -36,7 +40,7 @@ absl::StatusOr<TensorType> LinearRelation(const std::vector<TensorType>& in, boo
                         std::vector<int64_t>(w.shape.begin(), w.shape.end() - 2)));
     batch.push_back(x.shape[x.rank() - 2]);
     batch.push_back(w.shape.back());
-    return TensorType{DType::kFloat32, batch};
+    return TensorType{x.dtype, batch};
   }
   if (x.rank() < 1 || w.rank() != 2) {
     return absl::InvalidArgumentError(absl::StrCat("expected x of rank >= 1 and a 2-D weight, got ",
@@ -56,7 +60,7 @@ absl::StatusOr<TensorType> LinearRelation(const std::vector<TensorType>& in, boo
   }
   std::vector<int64_t> shape = x.shape;
   shape.back() = n;
-  return TensorType{DType::kFloat32, shape};
+  return TensorType{x.dtype, shape};
 }
 
 Expr LinearCompute(ComputeContext& ctx, bool transposed) {

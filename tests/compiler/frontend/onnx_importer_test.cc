@@ -403,5 +403,73 @@ TEST(OnnxImporterTest, OneHotWithConstantDepthAndValues) {
               ElementsAre(5, 0, 0, 0, 0, 0, 0, 5, 0, 0, 5, 0));
 }
 
+// A QuantizeLinear model: x (float [n]) by a constant scale and uint8 zero
+// point (or a zero point of `zp_type` for the error cases).
+onnx::ModelProto QuantizeModel(int64_t n, float scale, int zp_type, int32_t zp) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(13);
+  onnx::GraphProto* g = model.mutable_graph();
+  g->set_name("quantize");
+  onnx::NodeProto* node = g->add_node();
+  node->set_op_type("QuantizeLinear");
+  node->set_name("q");
+  for (const char* in : {"x", "scale", "zp"}) node->add_input(in);
+  node->add_output("y");
+  onnx::TensorProto* s = g->add_initializer();
+  s->set_name("scale");
+  s->set_data_type(onnx::TensorProto::FLOAT);
+  s->add_float_data(scale);
+  onnx::TensorProto* z = g->add_initializer();
+  z->set_name("zp");
+  z->set_data_type(zp_type);
+  z->add_int32_data(zp);
+  onnx::ValueInfoProto* x = g->add_input();
+  x->set_name("x");
+  x->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  x->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(n);
+  onnx::ValueInfoProto* y = g->add_output();
+  y->set_name("y");
+  y->mutable_type()->mutable_tensor_type()->set_elem_type(zp_type);
+  y->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(n);
+  return model;
+}
+
+// round-half-to-even(x / 0.5) + 10, saturated to uint8: worked out by hand.
+TEST(OnnxImporterTest, QuantizeLinearRoundsHalfToEvenAndSaturates) {
+  const std::vector<float> x = {-1.0f, 0.5f, 1.26f, 300.0f, 0.75f, 0.25f, -20.0f};
+  auto graph = ImportOnnxModel(
+      QuantizeModel(7, 0.5f, onnx::TensorProto::UINT8, 10).SerializeAsString(),
+      OpRegistry::Default(), {});
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  auto manager = engine::ModelManager::Create({});
+  ASSERT_TRUE(manager.ok());
+  ASSERT_TRUE((*manager)->Compile("q", *std::move(graph), CompileOptions{}).ok());
+  auto input = runtime::Tensor::FromBytes(
+      {DType::kFloat32, {7}}, absl::string_view(reinterpret_cast<const char*>(x.data()), 28));
+  ASSERT_TRUE(input.ok());
+  auto result = (*manager)->Find("q")->Run({&*input});
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->outputs[0].type().dtype, DType::kUInt8);
+  const uint8_t* out = static_cast<const uint8_t*>(result->outputs[0].data());
+  EXPECT_THAT(std::vector<int>(out, out + 7), ElementsAre(8, 11, 13, 255, 12, 10, 0));
+}
+
+TEST(OnnxImporterTest, BadQuantisationParametersAreInvalidArgument) {
+  for (float scale : {0.0f, -1.0f, NAN, INFINITY}) {
+    absl::Status s = ImportOnnxModel(
+        QuantizeModel(4, scale, onnx::TensorProto::UINT8, 0).SerializeAsString(),
+        OpRegistry::Default(), {}).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << scale << ": " << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("scale"));
+  }
+  // A zero point of a type QuantizeLinear cannot produce.
+  absl::Status s = ImportOnnxModel(
+      QuantizeModel(4, 1.0f, onnx::TensorProto::INT32, 70000).SerializeAsString(),
+      OpRegistry::Default(), {}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("zero point"));
+}
+
 }  // namespace
 }  // namespace kiln
