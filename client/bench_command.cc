@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/element_type.h"
 #include "client/model_file.h"
+#include "common/half_float.h"
 
 namespace kiln::client {
 namespace {
@@ -18,9 +21,41 @@ double MsBetween(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
+// Pseudorandom values of one input, by kind: floats in [-0.5, 0.5), bools and
+// 8-bit integers over their whole range (masks, pixels, quantized data).
+// Wider integers are zero: they are mostly indices and shapes, where a random
+// value would be out of range and the request refused.
+std::string RandomElements(const ElementType& type, int64_t n, uint32_t* seed) {
+  std::string data(n * type.size, '\0');
+  auto next = [seed] {
+    *seed = *seed * 1664525u + 1013904223u;
+    return *seed >> 8;  // 24 bits
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    char* at = data.data() + i * type.size;
+    if (type.kind == ElementType::Kind::kFloat) {
+      const float f = static_cast<float>(next()) / static_cast<float>(1 << 24) - 0.5f;
+      if (type.datatype == "FP32") {
+        std::memcpy(at, &f, 4);
+      } else if (type.datatype == "FP64") {
+        const double d = f;
+        std::memcpy(at, &d, 8);
+      } else {
+        const uint16_t h = type.datatype == "FP16" ? FloatToHalf(f) : FloatToBFloat16(f);
+        std::memcpy(at, &h, 2);
+      }
+    } else if (type.kind == ElementType::Kind::kBool) {
+      *at = static_cast<char>(next() & 1);
+    } else if (type.size == 1) {
+      *at = static_cast<char>(next() & 0xff);
+    }
+  }
+  return data;
+}
+
 // Pseudorandom inputs for the model's inputs at batch `batch`: a symbolic
 // (-1) dim is the batch when it leads, else 1.
-std::vector<std::pair<std::string, NpyArray>> MakeInputs(
+absl::StatusOr<std::vector<std::pair<std::string, NpyArray>>> MakeInputs(
     const inference::ModelMetadataResponse& meta, int batch) {
   std::vector<std::pair<std::string, NpyArray>> inputs;
   uint32_t seed = 12345;
@@ -33,16 +68,12 @@ std::vector<std::pair<std::string, NpyArray>> MakeInputs(
       a.shape.push_back(size);
       n *= size;
     }
-    if (a.datatype == "FP32") {
-      std::vector<float> v(n);
-      for (float& f : v) {
-        seed = seed * 1664525u + 1013904223u;
-        f = static_cast<float>(seed >> 8) / static_cast<float>(1 << 24) - 0.5f;
-      }
-      a.data.assign(reinterpret_cast<const char*>(v.data()), v.size() * 4);
-    } else {
-      a.data.assign(n * (a.datatype == "INT64" ? 8 : 1), '\0');
+    const ElementType* type = FindElementType(a.datatype);
+    if (type == nullptr) {
+      return absl::UnimplementedError(absl::StrCat("input '", in.name(), "' is ", a.datatype,
+                                                   ", which bench cannot make values for"));
     }
+    a.data = RandomElements(*type, n, &seed);
     inputs.push_back({in.name(), std::move(a)});
   }
   return inputs;
@@ -100,7 +131,10 @@ absl::Status RunBench(KilnClient& client, const BenchOptions& options, std::ostr
     meta = client.ModelMetadata(name);
     if (!meta.ok()) return meta.status();
   }
-  const std::vector<std::pair<std::string, NpyArray>> inputs = MakeInputs(*meta, options.batch);
+  absl::StatusOr<std::vector<std::pair<std::string, NpyArray>>> made =
+      MakeInputs(*meta, options.batch);
+  if (!made.ok()) return made.status();
+  const std::vector<std::pair<std::string, NpyArray>> inputs = *std::move(made);
 
   // The first request of a new shape compiles it: timed apart.
   const auto first_start = Clock::now();

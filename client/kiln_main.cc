@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "client/bench_command.h"
 #include "client/cli_args.h"
+#include "client/element_type.h"
 #include "client/kiln_client.h"
 #include "client/model_file.h"
 #include "client/npy.h"
@@ -216,6 +217,23 @@ int Compile(KilnClient& client, const CliArgs& args) {
   return 0;
 }
 
+// NumPy has no bfloat16: a float32 .npy given for a BF16 input is rounded to
+// it. Without the model's metadata the inputs go as they are, and the server
+// names any datatype that does not fit.
+void ConvertForBFloat16Inputs(KilnClient& client, const std::string& model,
+                              std::vector<std::pair<std::string, NpyArray>>* inputs) {
+  const bool any_fp32 = std::any_of(inputs->begin(), inputs->end(),
+                                    [](const auto& in) { return in.second.datatype == "FP32"; });
+  if (!any_fp32) return;
+  auto meta = client.ModelMetadata(model);
+  if (!meta.ok()) return;
+  for (auto& [name, array] : *inputs) {
+    for (const auto& in : meta->inputs()) {
+      if (in.name() == name && in.datatype() == "BF16") array = Float32ToBFloat16(std::move(array));
+    }
+  }
+}
+
 int Infer(KilnClient& client, const CliArgs& args) {
   if (args.positional.size() != 2) return Usage("infer takes one model NAME");
   std::vector<std::pair<std::string, NpyArray>> inputs;
@@ -226,6 +244,7 @@ int Infer(KilnClient& client, const CliArgs& args) {
     if (!array.ok()) return Fail(array.status());
     inputs.push_back({spec.substr(0, eq), *std::move(array)});
   }
+  ConvertForBFloat16Inputs(client, args.positional[1], &inputs);
   auto result = client.Infer(args.positional[1], inputs, args.Has("profile"));
   if (!result.ok()) return Fail(result.status());
   std::vector<std::string> files(result->outputs.size());
@@ -250,19 +269,11 @@ int Infer(KilnClient& client, const CliArgs& args) {
     std::string o = absl::StrCat("{\"name\": \"", name, "\", \"datatype\": \"", a.datatype,
                                  "\", \"shape\": [", absl::StrJoin(a.shape, ", "), "]");
     if (!files[i].empty()) absl::StrAppend(&o, ", \"file\": \"", files[i], "\"");
-    const size_t item = a.datatype == "FP32" ? 4 : 8;
-    if (a.data.size() / item <= 64) {
+    const ElementType* type = FindElementType(a.datatype);
+    if (type != nullptr && a.data.size() / type->size <= 64) {
       std::vector<std::string> values;
-      for (size_t k = 0; k < a.data.size() / item; ++k) {
-        if (item == 4) {
-          float f;
-          std::memcpy(&f, a.data.data() + k * 4, 4);
-          values.push_back(absl::StrCat(f));
-        } else {
-          int64_t v;
-          std::memcpy(&v, a.data.data() + k * 8, 8);
-          values.push_back(absl::StrCat(v));
-        }
+      for (size_t k = 0; k < a.data.size() / type->size; ++k) {
+        values.push_back(FormatElement(*type, a.data, k));
       }
       absl::StrAppend(&o, ", \"values\": [", absl::StrJoin(values, ", "), "]");
     }

@@ -1,7 +1,9 @@
 #include "client/npy.h"
 
+#include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -9,6 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "client/element_type.h"
+#include "common/half_float.h"
 
 namespace kiln::client {
 namespace {
@@ -90,17 +94,17 @@ absl::StatusOr<NpyArray> ParseNpy(absl::string_view bytes) {
   NpyArray array;
   absl::StatusOr<std::string> descr = DictValue(header, "descr");
   if (!descr.ok()) return descr.status();
-  int64_t item = 0;
-  if (*descr == "'<f4'") {
-    array.datatype = "FP32";
-    item = 4;
-  } else if (*descr == "'<i8'") {
-    array.datatype = "INT64";
-    item = 8;
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("npy dtype ", *descr, " is not supported (float32 '<f4' or int64 '<i8')"));
+  const ElementType* type = nullptr;
+  if (descr->size() >= 2 && descr->front() == '\'' && descr->back() == '\'') {
+    type = FindNpyElementType(absl::string_view(*descr).substr(1, descr->size() - 2));
   }
+  if (type == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("npy dtype ", *descr,
+                                                   " is not supported (little-endian ",
+                                                   NpyDescrList(), ")"));
+  }
+  array.datatype = std::string(type->datatype);
+  const int64_t item = static_cast<int64_t>(type->size);
   absl::StatusOr<std::string> fortran = DictValue(header, "fortran_order");
   if (!fortran.ok()) return fortran.status();
   if (*fortran != "False") {
@@ -124,12 +128,31 @@ absl::StatusOr<NpyArray> ParseNpy(absl::string_view bytes) {
 }
 
 std::string SerializeNpy(const NpyArray& array) {
+  const ElementType* type = FindElementType(array.datatype);
+  std::vector<int64_t> dims = array.shape;
+  absl::string_view descr = "|u1";
+  std::string widened;  // BF16 as float32
+  absl::string_view data = array.data;
+  if (type == nullptr) {
+    dims = {static_cast<int64_t>(array.data.size())};
+  } else if (type->datatype == "BF16") {
+    descr = "<f4";
+    for (size_t i = 0; i < array.data.size() / 2; ++i) {
+      uint16_t h;
+      std::memcpy(&h, array.data.data() + i * 2, 2);
+      const float f = BFloat16ToFloat(h);
+      widened.append(reinterpret_cast<const char*>(&f), 4);
+    }
+    data = widened;
+  } else {
+    descr = type->npy_descr;
+  }
   std::string shape = "(";
-  for (size_t i = 0; i < array.shape.size(); ++i) {
-    absl::StrAppend(&shape, array.shape[i], array.shape.size() == 1 ? "," : (i + 1 < array.shape.size() ? ", " : ""));
+  for (size_t i = 0; i < dims.size(); ++i) {
+    absl::StrAppend(&shape, dims[i], dims.size() == 1 ? "," : (i + 1 < dims.size() ? ", " : ""));
   }
   shape += ")";
-  std::string header = absl::StrCat("{'descr': '", array.datatype == "INT64" ? "<i8" : "<f4",
+  std::string header = absl::StrCat("{'descr': '", descr,
                                     "', 'fortran_order': False, 'shape': ", shape, ", }");
   // Pad with spaces so that magic + length + header + '\n' is a multiple of 64.
   const size_t total = 10 + header.size() + 1;
@@ -141,7 +164,7 @@ std::string SerializeNpy(const NpyArray& array) {
   out.push_back(static_cast<char>(header.size() & 0xff));
   out.push_back(static_cast<char>(header.size() >> 8));
   out += header;
-  out += array.data;
+  out.append(data.data(), data.size());
   return out;
 }
 
@@ -158,12 +181,30 @@ absl::StatusOr<NpyArray> ReadNpyFile(const std::string& path) {
 }
 
 absl::Status WriteNpyFile(const std::string& path, const NpyArray& array) {
+  if (FindElementType(array.datatype) == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot write ", path, ": datatype '", array.datatype, "' has no .npy form"));
+  }
   std::ofstream out(path, std::ios::binary);
   if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path));
   const std::string bytes = SerializeNpy(array);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   if (!out) return absl::InternalError(absl::StrCat("failed writing ", path));
   return absl::OkStatus();
+}
+
+NpyArray Float32ToBFloat16(NpyArray array) {
+  if (array.datatype != "FP32") return array;
+  std::string narrow(array.data.size() / 2, '\0');
+  for (size_t i = 0; i < array.data.size() / 4; ++i) {
+    float f;
+    std::memcpy(&f, array.data.data() + i * 4, 4);
+    const uint16_t h = FloatToBFloat16(f);
+    std::memcpy(&narrow[i * 2], &h, 2);
+  }
+  array.datatype = "BF16";
+  array.data = std::move(narrow);
+  return array;
 }
 
 }  // namespace kiln::client

@@ -4,9 +4,11 @@
 
 #include <cstring>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "client/element_type.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace kiln::client {
@@ -16,8 +18,9 @@ std::string Shape(const google::protobuf::RepeatedField<int64_t>& dims) {
   return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
 }
 
+// "float32", "bfloat16", "bool": the enum's names as the compiler prints types.
 std::string DTypeName(kiln::v1::DataType t) {
-  return t == kiln::v1::INT64 ? "int64" : "float32";
+  return absl::AsciiStrToLower(kiln::v1::DataType_Name(t));
 }
 
 }  // namespace
@@ -183,20 +186,15 @@ std::string FormatInferResult(const InferResult& result) {
   std::string out;
   for (const auto& [name, array] : result.outputs) {
     absl::StrAppend(&out, name, ": ", array.datatype, "[", absl::StrJoin(array.shape, ","), "]");
-    const bool is_float = array.datatype == "FP32";
-    const size_t item = is_float ? 4 : 8;
-    const size_t count = array.data.size() / item;
+    const ElementType* type = FindElementType(array.datatype);
+    if (type == nullptr) {
+      absl::StrAppend(&out, " (", array.data.size(), " bytes)\n");
+      continue;
+    }
+    const size_t count = array.data.size() / type->size;
     std::vector<std::string> values;
     for (size_t i = 0; i < std::min<size_t>(count, 8); ++i) {
-      if (is_float) {
-        float f;
-        std::memcpy(&f, array.data.data() + i * 4, 4);
-        values.push_back(absl::StrFormat("%.6g", f));
-      } else {
-        int64_t v;
-        std::memcpy(&v, array.data.data() + i * 8, 8);
-        values.push_back(absl::StrCat(v));
-      }
+      values.push_back(FormatElement(*type, array.data, i));
     }
     absl::StrAppend(&out, " = [", absl::StrJoin(values, ", "), count > 8 ? ", ..." : "", "]\n");
   }

@@ -34,9 +34,10 @@ absl::StatusOr<DType> DTypeFromDatatype(absl::string_view datatype, absl::string
     return absl::UnimplementedError(
         absl::StrCat(tensor, " is ", datatype, ": Kiln serves numeric and bool tensors only"));
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      tensor, " has datatype '", datatype,
-      "', which KServe does not define (BOOL, UINT8..UINT64, INT8..INT64, FP16, FP32, FP64, BF16)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(tensor, " has datatype '", datatype,
+                   "', which KServe does not define (BOOL, UINT8..UINT64, INT8..INT64, FP16, "
+                   "FP32, FP64, BF16)"));
 }
 
 }  // namespace kiln::server

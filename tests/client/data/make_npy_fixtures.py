@@ -18,6 +18,23 @@ def main():
     np.save(os.path.join(HERE, "f32_fortran.npy"),
             np.asfortranarray(np.arange(6, dtype=np.float32).reshape(2, 3)))
     np.save(os.path.join(HERE, "f64_3.npy"), np.array([1, 2, 3], dtype=np.float64))
+    # One file per further element type, named after its NumPy descr, with the
+    # values npy_test expects written out by hand.
+    typed = {
+        "f2": [1.0, -2.5, 65504.0, 2.0**-14],
+        "i1": [-128, 127, 0, -1],
+        "u1": [0, 255, 7],
+        "i2": [-32768, 32767, -2],
+        "u2": [65535, 0, 0x1234],
+        "i4": [-2**31, 2**31 - 1, -2],
+        "u4": [2**32 - 1, 0, 0xDEADBEEF],
+        "u8": [2**64 - 1, 0, 2**63],
+        "b1": [True, False, True],
+    }
+    for code, values in typed.items():
+        np.save(os.path.join(HERE, "%s.npy" % code), np.array(values, dtype=code).reshape(-1, 1))
+    np.save(os.path.join(HERE, "f4_big_endian.npy"), np.array([1, 2], dtype=">f4"))
+    np.save(os.path.join(HERE, "c8.npy"), np.array([1 + 2j], dtype=np.complex64))
 
 
 if __name__ == "__main__":
