@@ -141,7 +141,9 @@ class Emitter {
   llvm::Type* StorageType(int buffer) {
     return StorageElementType(ctx_, StorageDType(buffer));
   }
-  llvm::Align StorageAlign(int buffer) const { return llvm::Align(DTypeSize(StorageDType(buffer))); }
+  llvm::Align StorageAlign(int buffer) const {
+    return llvm::Align(DTypeSize(StorageDType(buffer)));
+  }
   bool NarrowStorage(int buffer) const { return fn_.buffers[buffer].storage.has_value(); }
 
   void AddFunctionAttrs(llvm::Function* f) {
@@ -231,14 +233,16 @@ class Emitter {
   void AttachLoopMetadata(llvm::BranchInst* back, ForKind kind) {
     std::vector<llvm::Metadata*> ops{nullptr};
     if (kind == kNoUnroll) {
-      ops.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.unroll.disable")}));
+      ops.push_back(
+          llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.unroll.disable")}));
     }
     if (kind == ForKind::kVectorized) {
       ops.push_back(llvm::MDNode::get(
           ctx_, {llvm::MDString::get(ctx_, "llvm.loop.vectorize.enable"),
                  llvm::ConstantAsMetadata::get(b_.getTrue())}));
     } else if (kind == ForKind::kUnrolled) {
-      ops.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.unroll.enable")}));
+      ops.push_back(
+          llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.unroll.enable")}));
     }
     if (ops.size() == 1) return;
     llvm::MDNode* md = llvm::MDNode::getDistinct(ctx_, ops);
@@ -508,7 +512,8 @@ class Emitter {
     llvm::BasicBlock* cont = nullptr;
     if (!invariant.empty()) {
       llvm::Value* cond = EmitExpr(invariant[0]);
-      for (size_t i = 1; i < invariant.size(); ++i) cond = b_.CreateAnd(cond, EmitExpr(invariant[i]));
+      for (size_t i = 1; i < invariant.size(); ++i)
+        cond = b_.CreateAnd(cond, EmitExpr(invariant[i]));
       llvm::BasicBlock* then = llvm::BasicBlock::Create(ctx_, "store.if", func_);
       cont = llvm::BasicBlock::Create(ctx_, "store.end", func_);
       b_.CreateCondBr(cond, then, cont);
@@ -798,7 +803,8 @@ class Emitter {
         return vars_.at(e->var.get());
       case ExprKind::kLoad: {
         llvm::Value* index = EmitExpr(e->operands[0]);
-        llvm::Value* addr = b_.CreateInBoundsGEP(StorageType(e->buffer), buffers_[e->buffer], index);
+        llvm::Value* addr =
+            b_.CreateInBoundsGEP(StorageType(e->buffer), buffers_[e->buffer], index);
         return WidenFromStorage(b_, StorageDType(e->buffer),
                                 b_.CreateLoad(StorageType(e->buffer), addr));
       }

@@ -548,14 +548,16 @@ absl::Status ConvertGemm(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* y,
                         c.Add(n, op, {a, b}, NoAttrs{}, c.HasInput(n, 2) ? "/matmul" : ""));
   if (alpha != 1) {
-    KILN_ASSIGN_OR_RETURN(y, c.Add(n, "mul", {y, c.ScalarOf(n.name() + "/alpha", y->type.dtype, alpha)},
-                                   NoAttrs{}, "/alpha_mul"));
+    KILN_ASSIGN_OR_RETURN(
+        y, c.Add(n, "mul", {y, c.ScalarOf(n.name() + "/alpha", y->type.dtype, alpha)}, NoAttrs{},
+                 "/alpha_mul"));
   }
   if (c.HasInput(n, 2)) {
     KILN_ASSIGN_OR_RETURN(Node* bias, c.Value(n, 2));
     if (beta != 1) {
-      KILN_ASSIGN_OR_RETURN(bias, c.Add(n, "mul", {bias, c.ScalarOf(n.name() + "/beta", bias->type.dtype, beta)},
-                                        NoAttrs{}, "/beta_mul"));
+      KILN_ASSIGN_OR_RETURN(
+          bias, c.Add(n, "mul", {bias, c.ScalarOf(n.name() + "/beta", bias->type.dtype, beta)},
+                      NoAttrs{}, "/beta_mul"));
     }
     KILN_ASSIGN_OR_RETURN(y, c.Add(n, "add", {y, bias}));
   }
@@ -595,7 +597,8 @@ absl::Status ConvertFlatten(Converter& c, const onnx::NodeProto& n) {
 
 absl::Status ConvertTranspose(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
-  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "transpose", {x}, TransposeAttrs{IntsAttr(n, "perm", {})}));
+  KILN_ASSIGN_OR_RETURN(Node * y,
+                        c.Add(n, "transpose", {x}, TransposeAttrs{IntsAttr(n, "perm", {})}));
   return c.Define(n.output(0), y);
 }
 
@@ -891,10 +894,11 @@ absl::Status ConvertInstanceNorm(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* centred, c.Add(n, "sub", {x, mean}, NoAttrs{}, "/centred"));
   KILN_ASSIGN_OR_RETURN(Node* sq, c.Add(n, "mul", {centred, centred}, NoAttrs{}, "/square"));
   KILN_ASSIGN_OR_RETURN(Node* var, c.Add(n, "mean", {sq}, ReduceAttrs{axes, true}, "/var"));
-  KILN_ASSIGN_OR_RETURN(
-      Node* padded,
-      c.Add(n, "add", {var, c.ScalarOf(n.name() + "/epsilon", var->type.dtype, FloatAttr(n, "epsilon", 1e-5f))},
-            NoAttrs{}, "/var_eps"));
+  KILN_ASSIGN_OR_RETURN(Node * padded,
+                        c.Add(n, "add",
+                              {var, c.ScalarOf(n.name() + "/epsilon", var->type.dtype,
+                                               FloatAttr(n, "epsilon", 1e-5f))},
+                              NoAttrs{}, "/var_eps"));
   KILN_ASSIGN_OR_RETURN(Node* sd, c.Add(n, "sqrt", {padded}, NoAttrs{}, "/sd"));
   KILN_ASSIGN_OR_RETURN(Node* normal, c.Add(n, "div", {centred, sd}, NoAttrs{}, "/normal"));
   KILN_ASSIGN_OR_RETURN(Node* s, c.Add(n, "reshape", {scale}, ReshapeAttrs{per_channel},
@@ -1023,15 +1027,16 @@ absl::Status ConvertGlobalAveragePool(Converter& c, const onnx::NodeProto& n) {
   }
   KILN_ASSIGN_OR_RETURN(Node* s, c.Add(n, "sum", {x}, ReduceAttrs{{2, 3}, true}, "/sum"));
   const float scale = 1.0f / static_cast<float>(x->type.shape[2] * x->type.shape[3]);
-  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "mul", {s, c.ScalarOf(n.name() + "/scale", s->type.dtype, scale)}));
+  KILN_ASSIGN_OR_RETURN(
+      Node * y, c.Add(n, "mul", {s, c.ScalarOf(n.name() + "/scale", s->type.dtype, scale)}));
   return c.Define(n.output(0), y);
 }
 
 absl::Status ConvertConstant(Converter& c, const onnx::NodeProto& n) {
   const onnx::AttributeProto* value = FindAttr(n, "value");
   if (value == nullptr || !value->has_t()) {
-    return absl::UnimplementedError(
-        absl::StrCat("node '", n.name(), "' (Constant): only the `value` tensor form is supported"));
+    return absl::UnimplementedError(absl::StrCat(
+        "node '", n.name(), "' (Constant): only the `value` tensor form is supported"));
   }
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<ConstantData> data, ConvertTensor(value->t()));
   return c.Define(n.output(0), c.graph().AddConstant(n.output(0), std::move(data)));
@@ -1391,7 +1396,8 @@ absl::Status ConvertSqueeze(Converter& c, const onnx::NodeProto& n, bool unsquee
     for (int64_t a : axes) {
       if (a < 0) a += x->type.rank();
       if (a < 0 || a >= x->type.rank() || shape[a] != 1) {
-        return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "': cannot squeeze axis ", a));
+        return absl::InvalidArgumentError(
+            absl::StrCat("node '", n.name(), "': cannot squeeze axis ", a));
       }
       drop[a] = true;
     }
@@ -1478,7 +1484,8 @@ absl::Status ConvertGather(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* data, c.Value(n, 0));
   KILN_ASSIGN_OR_RETURN(Node* indices, c.Value(n, 1));
   if (indices->type.dtype != DType::kInt64) {
-    return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (Gather): int64 indices only"));
+    return absl::UnimplementedError(
+        absl::StrCat("node '", n.name(), "' (Gather): int64 indices only"));
   }
   KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "gather", {data, indices},
                                        AxisAttrs{IntAttr(n, "axis", 0)}));
@@ -1499,7 +1506,8 @@ absl::Status AddSlice(Converter& c, const onnx::NodeProto& n, Node* x,
   if (steps.empty()) steps.assign(starts.size(), 1);
   if (ends.size() != starts.size() || axes.size() != starts.size() ||
       steps.size() != starts.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (Slice): lengths differ"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("node '", n.name(), "' (Slice): lengths differ"));
   }
   SliceAttrs a;
   a.starts.assign(rank, 0);
@@ -1508,7 +1516,8 @@ absl::Status AddSlice(Converter& c, const onnx::NodeProto& n, Node* x,
   for (size_t i = 0; i < starts.size(); ++i) {
     int64_t axis = axes[i] < 0 ? axes[i] + rank : axes[i];
     if (axis < 0 || axis >= rank || steps[i] == 0) {
-      return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (Slice): bad axis or step"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("node '", n.name(), "' (Slice): bad axis or step"));
     }
     const int64_t dim = x->type.shape[axis];
     int64_t start = starts[i] < 0 ? starts[i] + dim : starts[i];
@@ -1599,7 +1608,8 @@ absl::Status ConvertPad(Converter& c, const onnx::NodeProto& n) {
     if (c.HasInput(n, 2)) {
       KILN_ASSIGN_OR_RETURN(Node* v, c.Value(n, 2));
       if (!v->is_constant() || v->type.NumElements() != 1) {
-        return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (Pad): constant value"));
+        return absl::UnimplementedError(
+            absl::StrCat("node '", n.name(), "' (Pad): constant value"));
       }
       a.value = static_cast<float>(ReadElementAsDouble(v->type.dtype, v->value->bytes.data(), 0));
     }
@@ -1647,8 +1657,9 @@ absl::Status ConvertLayerNorm(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* centered, c.Add(n, "sub", {x, mean}, NoAttrs{}, "/centered"));
   KILN_ASSIGN_OR_RETURN(Node* sq, c.Add(n, "mul", {centered, centered}, NoAttrs{}, "/square"));
   KILN_ASSIGN_OR_RETURN(Node* var, c.Add(n, "mean", {sq}, ReduceAttrs{axes, true}, "/var"));
-  KILN_ASSIGN_OR_RETURN(Node* shifted, c.Add(n, "add", {var, c.ScalarOf(n.name() + "/eps", var->type.dtype, eps)},
-                                              NoAttrs{}, "/var_eps"));
+  KILN_ASSIGN_OR_RETURN(Node * shifted,
+                        c.Add(n, "add", {var, c.ScalarOf(n.name() + "/eps", var->type.dtype, eps)},
+                              NoAttrs{}, "/var_eps"));
   KILN_ASSIGN_OR_RETURN(Node* std_dev, c.Add(n, "sqrt", {shifted}, NoAttrs{}, "/std"));
   KILN_ASSIGN_OR_RETURN(Node* normed, c.Add(n, "div", {centered, std_dev}, NoAttrs{}, "/normed"));
   KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "mul", {normed, scale}, NoAttrs{},
@@ -2146,6 +2157,17 @@ absl::Status ConvertQLinearConv(Converter& c, const onnx::NodeProto& n) {
   return c.Define(n.output(0), y);
 }
 
+absl::Status ConvertEinsum(Converter& c, const onnx::NodeProto& n) {
+  std::vector<Node*> inputs;
+  for (int i = 0; i < n.input_size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(Node* v, c.Value(n, i));
+    inputs.push_back(v);
+  }
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "einsum", inputs,
+                                       EinsumAttrs{StringAttr(n, "equation", "")}));
+  return c.Define(n.output(0), y);
+}
+
 // BitShift: direction "LEFT" or "RIGHT" on unsigned integers.
 absl::Status ConvertBitShift(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
@@ -2191,7 +2213,8 @@ absl::Status ConvertEyeLike(Converter& c, const onnx::NodeProto& n) {
   std::string bytes(type.ByteSize(), '\0');
   for (int64_t i = 0; i < type.shape[0]; ++i) {
     const int64_t j = i + k;
-    if (j >= 0 && j < type.shape[1]) WriteElementFromInt(dtype, bytes.data(), i * type.shape[1] + j, 1);
+    if (j >= 0 && j < type.shape[1])
+      WriteElementFromInt(dtype, bytes.data(), i * type.shape[1] + j, 1);
   }
   return c.Define(n.output(0), c.Constant(n.output(0), type, bytes.data()));
 }
@@ -2273,7 +2296,8 @@ const std::map<std::string, ConvertFn>& ConverterTable() {
       {"Constant", ConvertConstant},
       {"Abs", Simple("abs")},
       {"Reciprocal", Simple("reciprocal")},
-      {"Pow", [](Converter& c, const onnx::NodeProto& n) -> absl::Status {
+      {"Pow",
+       [](Converter& c, const onnx::NodeProto& n) -> absl::Status {
          KILN_ASSIGN_OR_RETURN(Node* base, c.Value(n, 0));
          KILN_ASSIGN_OR_RETURN(Node* exponent, c.Value(n, 1));
          if (base->type.dtype == exponent->type.dtype) return Simple("pow")(c, n);
@@ -2316,6 +2340,7 @@ const std::map<std::string, ConvertFn>& ConverterTable() {
       {"CastLike", ConvertCastLike},
       {"LogSoftmax", Softmaxish("log_softmax")},
       {"BitShift", ConvertBitShift},
+      {"Einsum", ConvertEinsum},
       {"DequantizeLinear", ConvertDequantizeLinear},
       {"QuantizeLinear", ConvertQuantizeLinear},
       {"DynamicQuantizeLinear", ConvertDynamicQuantizeLinear},
@@ -2332,8 +2357,10 @@ const std::map<std::string, ConvertFn>& ConverterTable() {
       {"SoftmaxCrossEntropyLoss", ConvertSoftmaxCrossEntropy},
       {"ReduceMean", Reduce("mean")},
       {"ReduceMin", Reduce("min")},
-      {"Squeeze", [](Converter& c, const onnx::NodeProto& n) { return ConvertSqueeze(c, n, false); }},
-      {"Unsqueeze", [](Converter& c, const onnx::NodeProto& n) { return ConvertSqueeze(c, n, true); }},
+      {"Squeeze",
+       [](Converter& c, const onnx::NodeProto& n) { return ConvertSqueeze(c, n, false); }},
+      {"Unsqueeze",
+       [](Converter& c, const onnx::NodeProto& n) { return ConvertSqueeze(c, n, true); }},
       {"Concat", ConvertConcat},
       {"MaxPool", Pool("max_pool2d")},
       {"AveragePool", Pool("avg_pool2d")},
@@ -2393,7 +2420,8 @@ const std::map<std::string, ConvertFn>& ConverterTable() {
       {"LRN", ConvertLrn},
       {"OneHot", ConvertOneHot},
       {"MeanVarianceNormalization", ConvertMeanVarianceNorm},
-      {"GatherElements", [](Converter& c, const onnx::NodeProto& n) -> absl::Status {
+      {"GatherElements",
+       [](Converter& c, const onnx::NodeProto& n) -> absl::Status {
          KILN_ASSIGN_OR_RETURN(Node* data, c.Value(n, 0));
          KILN_ASSIGN_OR_RETURN(Node* indices, c.Value(n, 1));
          if (indices->type.dtype != DType::kInt64) {

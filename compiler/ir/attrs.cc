@@ -49,6 +49,9 @@ struct Printer {
                         List(a.sizes));
   }
   std::string operator()(const ModAttrs& a) const { return absl::StrCat("fmod=", a.fmod ? 1 : 0); }
+  std::string operator()(const EinsumAttrs& a) const {
+    return absl::StrCat("equation=\"", a.equation, "\"");
+  }
   std::string operator()(const ScanAttrs& a) const {
     return absl::StrCat("axis=", a.axis, ", exclusive=", a.exclusive ? 1 : 0,
                         ", reverse=", a.reverse ? 1 : 0);

@@ -135,9 +135,15 @@ struct ScanAttrs {
   }
 };
 
+// einsum: the equation as ONNX writes it ("bij,bjk->bik", "...ii->...i").
+struct EinsumAttrs {
+  std::string equation;
+  bool operator==(const EinsumAttrs& o) const { return equation == o.equation; }
+};
+
 using Attrs = std::variant<NoAttrs, AxisAttrs, ReshapeAttrs, TransposeAttrs, ReduceAttrs,
                            Conv2DAttrs, BatchNormAttrs, DropoutAttrs, ActivationAttrs, CastAttrs,
-                           Pool2DAttrs, SliceAttrs, PadAttrs, ModAttrs, ScanAttrs>;
+                           Pool2DAttrs, SliceAttrs, PadAttrs, ModAttrs, ScanAttrs, EinsumAttrs>;
 
 // "axis=-1", "perm=[1,0]", "" for NoAttrs: the printed-IR form.
 std::string AttrsToString(const Attrs& attrs);

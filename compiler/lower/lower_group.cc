@@ -189,7 +189,8 @@ class GroupLowerer {
     if (padding_stage && schedule->row_tiles) {
       per_channel = FillPerChannel(g_, conv, fn, target, schedule->body);
     }
-    if (padding_stage && !per_channel) per_image = FillPerImage(g_, conv, fn, target, schedule->body);
+    if (padding_stage && !per_channel)
+      per_image = FillPerImage(g_, conv, fn, target, schedule->body);
     if (per_channel) {
       fn.body = *per_channel;
       out.schedule += " (padded per channel)";

@@ -31,6 +31,7 @@ const OpRegistry& OpRegistry::Default() {
     RegisterReduceOps(*r);
     RegisterMathOps(*r);
     RegisterScanAndBitOps(*r);
+    RegisterEinsumOp(*r);
     RegisterConvTransposeOp(*r);
     return r;
   }();

@@ -21,6 +21,8 @@ void RegisterMathOps(OpRegistry& registry);
 void RegisterConvTransposeOp(OpRegistry& registry);
 // cumsum, shift_left, shift_right.
 void RegisterScanAndBitOps(OpRegistry& registry);
+// einsum.
+void RegisterEinsumOp(OpRegistry& registry);
 
 }  // namespace kiln
 
