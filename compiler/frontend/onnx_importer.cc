@@ -28,6 +28,7 @@
 #include "absl/strings/str_split.h"
 #include "common/crash_probe.h"
 #include "common/status_macros.h"
+#include "compiler/frontend/onnx_converter.h"
 #include "compiler/ir/element_access.h"
 #include "compiler/ir/op_def.h"
 #include "compiler/ir/verifier.h"
@@ -39,118 +40,12 @@
 #include "onnx/shape_inference/implementation.h"
 
 namespace kiln {
+namespace onnx_import {
 namespace {
 
 constexpr int64_t kMaxModelBytes = int64_t{2} << 30;
 
-absl::StatusOr<DType> ConvertElemType(int32_t elem, const std::string& what) {
-  switch (elem) {
-    case onnx::TensorProto::FLOAT: return DType::kFloat32;
-    case onnx::TensorProto::INT64: return DType::kInt64;
-    case onnx::TensorProto::BOOL: return DType::kBool;
-    case onnx::TensorProto::FLOAT16: return DType::kFloat16;
-    case onnx::TensorProto::BFLOAT16: return DType::kBFloat16;
-    case onnx::TensorProto::DOUBLE: return DType::kFloat64;
-    case onnx::TensorProto::INT8: return DType::kInt8;
-    case onnx::TensorProto::UINT8: return DType::kUInt8;
-    case onnx::TensorProto::INT16: return DType::kInt16;
-    case onnx::TensorProto::UINT16: return DType::kUInt16;
-    case onnx::TensorProto::INT32: return DType::kInt32;
-    case onnx::TensorProto::UINT32: return DType::kUInt32;
-    case onnx::TensorProto::UINT64: return DType::kUInt64;
-    default:
-      return absl::UnimplementedError(absl::StrCat(
-          what, ": element type ", onnx::TensorProto::DataType_Name(elem),
-          " is not supported (strings and complex numbers are not; every numeric type and "
-          "BOOL are)"));
-  }
-}
-
-bool KeepsDataOutside(const onnx::TensorProto& t) {
-  return t.data_location() == onnx::TensorProto::EXTERNAL || t.external_data_size() > 0;
-}
-
-// The elements of `t`'s typed data field into `data` (typed by `t`). ONNX
-// keeps each type in one field: float_data, double_data, int64_data,
-// uint64_data (UINT32, UINT64), and int32_data for the rest, one element per
-// entry (FLOAT16 and BFLOAT16 as their 16-bit patterns). A count that does
-// not match the shape is caught by the caller.
-absl::Status CopyTypedData(const onnx::TensorProto& t, ConstantData& data) {
-  const DType dtype = data.type.dtype;
-  auto fill = [&](int64_t count, auto&& write) {
-    data.bytes.assign(count * DTypeSize(dtype), '\0');
-    for (int64_t i = 0; i < count; ++i) write(i);
-  };
-  switch (dtype) {
-    case DType::kFloat32:
-      data.bytes.assign(reinterpret_cast<const char*>(t.float_data().data()),
-                        t.float_data_size() * sizeof(float));
-      break;
-    case DType::kFloat64:
-      data.bytes.assign(reinterpret_cast<const char*>(t.double_data().data()),
-                        t.double_data_size() * sizeof(double));
-      break;
-    case DType::kInt64:
-      data.bytes.assign(reinterpret_cast<const char*>(t.int64_data().data()),
-                        t.int64_data_size() * sizeof(int64_t));
-      break;
-    case DType::kUInt32:
-    case DType::kUInt64:
-      fill(t.uint64_data_size(), [&](int64_t i) {
-        WriteElementFromInt(dtype, data.bytes.data(), i, static_cast<int64_t>(t.uint64_data(i)));
-      });
-      break;
-    case DType::kFloat16:
-    case DType::kBFloat16:
-      fill(t.int32_data_size(), [&](int64_t i) {
-        const uint16_t bits = static_cast<uint16_t>(t.int32_data(i));
-        std::memcpy(data.bytes.data() + 2 * i, &bits, 2);
-      });
-      break;
-    default:  // bool and the integers up to 32 bits
-      fill(t.int32_data_size(),
-           [&](int64_t i) { WriteElementFromInt(dtype, data.bytes.data(), i, t.int32_data(i)); });
-      break;
-  }
-  return absl::OkStatus();
-}
-
-// `t`'s data as a constant; with `take`, raw data moves out of `*take` (the
-// same tensor, owned by the caller) instead of being copied: a 45 MB model's
-// weights were copied, and their pages faulted in, once more per import.
-absl::StatusOr<std::shared_ptr<ConstantData>> ConvertTensor(const onnx::TensorProto& t,
-                                                            onnx::TensorProto* take = nullptr) {
-  const std::string what = absl::StrCat("tensor '", t.name(), "'");
-  if (KeepsDataOutside(t)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " keeps its data in an external file; Kiln accepts only "
-                           "self-contained models"));
-  }
-  auto data = std::make_shared<ConstantData>();
-  KILN_ASSIGN_OR_RETURN(data->type.dtype, ConvertElemType(t.data_type(), what));
-  data->type.shape.assign(t.dims().begin(), t.dims().end());
-  absl::StatusOr<int64_t> n = CheckedNumElements(data->type.shape);
-  if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat(what, ": ", n.status().message()));
-  const int64_t bytes = *n * DTypeSize(data->type.dtype);
-  if (t.has_raw_data() && take != nullptr) {
-    data->bytes.swap(*take->mutable_raw_data());
-  } else if (t.has_raw_data()) {
-    data->bytes = t.raw_data();
-  } else {
-    KILN_RETURN_IF_ERROR(CopyTypedData(t, *data));
-  }
-  if (static_cast<int64_t>(data->bytes.size()) != bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " of shape ",
-                                                   ShapeToString(data->type.shape), " needs ",
-                                                   bytes, " bytes of data, has ",
-                                                   data->bytes.size()));
-  }
-  return data;
-}
-
-class Converter;
-using ConvertFn = std::function<absl::Status(Converter&, const onnx::NodeProto&)>;
-const std::map<std::string, ConvertFn>& ConverterTable();
+}  // namespace
 
 // Unimplemented, naming op, node and opset, for a node Kiln has no
 // converter for (any domain but ONNX's default is unsupported).
@@ -166,324 +61,8 @@ absl::Status CheckOperatorSupported(const onnx::NodeProto& n, int64_t opset) {
   return absl::OkStatus();
 }
 
-constexpr char kWaitingPayload[] = "kiln.dev/onnx-waits-for-values";
-constexpr char kNeedsValuesPayload[] = "kiln.dev/onnx-needs-input-values";
+namespace {
 
-class Converter {
- public:
-  Converter(const OpRegistry& ops, int64_t opset) : ops_(ops), opset_(opset) {}
-
-  Graph& graph() { return graph_; }
-  int64_t opset() const { return opset_; }
-
-  absl::Status Define(const std::string& name, Node* node) {
-    if (name.empty()) return absl::OkStatus();
-    values_[name] = node;
-    return absl::OkStatus();
-  }
-
-  absl::StatusOr<Node*> Value(const onnx::NodeProto& n, int i) {
-    if (i >= n.input_size() || n.input(i).empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("node '", n.name(), "' (", n.op_type(), ") lacks input ", i));
-    }
-    if (waiting_.count(n.input(i))) return WaitingForValues();
-    auto it = values_.find(n.input(i));
-    if (it == values_.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' reads '", n.input(i),
-                                                     "', which nothing defines"));
-    }
-    return it->second;
-  }
-
-  // Graph inputs a node needs the values of (Reshape's shape fed by the
-  // model's input): found, the node and everything after it wait, and the
-  // import ends with them all named (NeedsInputValues) instead of at the
-  // first.
-  static absl::Status WaitingForValues() {
-    absl::Status s = absl::UnimplementedError("waits for an input's value");
-    s.SetPayload(kWaitingPayload, absl::Cord("1"));
-    return s;
-  }
-  static bool IsWaiting(const absl::Status& s) {
-    return s.GetPayload(kWaitingPayload).has_value();
-  }
-  void MarkWaiting(const onnx::NodeProto& n) {
-    for (const std::string& out : n.output()) waiting_.insert(out);
-  }
-  const std::set<std::string>& needed_values() const { return needed_values_; }
-  bool HasInput(const onnx::NodeProto& n, int i) const {
-    return i < n.input_size() && !n.input(i).empty();
-  }
-
-  // `v` as a constant: itself, or — for a shape subgraph as PyTorch exports
-  // them (Shape -> Gather -> Unsqueeze -> Concat) — evaluated here.
-  // Results are memoised: without that, every Gather or Slice would walk the
-  // whole graph above it again (seconds on a 4-layer transformer).
-  absl::StatusOr<Node*> Folded(Node* v) {
-    // Post-order with an explicit stack: a chain of thousands of shape ops
-    // must not overflow the thread's stack (issue 20's class of crash).
-    auto settled = [this](Node* n) {
-      return n->is_constant() || n->is_input() || folded_.count(n) > 0;
-    };
-    std::vector<Node*> stack = {v};
-    while (!stack.empty()) {
-      Node* n = stack.back();
-      if (settled(n)) {
-        stack.pop_back();
-        continue;
-      }
-      bool inputs_settled = true;
-      for (Node* in : n->inputs) {
-        if (!settled(in)) {
-          stack.push_back(in);
-          inputs_settled = false;
-        }
-      }
-      if (!inputs_settled) continue;
-      stack.pop_back();
-      bool all_constant = true;
-      for (Node*& in : n->inputs) {
-        if (auto f = folded_.find(in); f != folded_.end()) in = f->second;
-        all_constant &= in->is_constant();
-      }
-      Node* result = n;
-      if (all_constant) {
-        absl::StatusOr<std::shared_ptr<const ConstantData>> value = EvaluateConstantNode(*n);
-        if (value.ok()) result = graph_.AddConstant(n->name, *std::move(value));
-      }
-      folded_[n] = result;
-    }
-    auto f = folded_.find(v);
-    return f == folded_.end() ? v : f->second;
-  }
-
-  // A constant operand's int64 values (Reshape's shape, ReduceSum's axes).
-  absl::StatusOr<std::vector<int64_t>> ConstantInts(const onnx::NodeProto& n, int i) {
-    KILN_ASSIGN_OR_RETURN(Node* v, Value(n, i));
-    KILN_ASSIGN_OR_RETURN(v, Folded(v));
-    if (!v->is_constant()) {
-      // Computed from the model's inputs alone: their values decide it.
-      std::set<std::string> leaves;
-      if (InputLeaves(v, &leaves) && !leaves.empty()) {
-        // The node's other operands past its data may need values too
-        // (Slice's ends after its starts): named now, as the node stops here.
-        for (int j = 1; j < n.input_size(); ++j) {
-          if (j == i || !HasInput(n, j) || waiting_.count(n.input(j))) continue;
-          auto other = values_.find(n.input(j));
-          if (other == values_.end()) continue;
-          absl::StatusOr<Node*> folded = Folded(other->second);
-          if (folded.ok() && !(*folded)->is_constant()) InputLeaves(*folded, &leaves);
-        }
-        needed_values_.insert(leaves.begin(), leaves.end());
-        return WaitingForValues();
-      }
-    }
-    if (!v->is_constant() || !IsIntegerDType(v->type.dtype)) {
-      return absl::UnimplementedError(absl::StrCat(
-          "node '", n.name(), "' (", n.op_type(), "): input ", i,
-          " must be a constant integer tensor (computed shapes are not supported yet)"));
-    }
-    std::vector<int64_t> values(v->type.NumElements());
-    for (size_t k = 0; k < values.size(); ++k) {
-      values[k] = ReadElementAsInt(v->type.dtype, v->value->bytes.data(), k);
-    }
-    return values;
-  }
-
-  // Whether `v` is computed from constants and graph inputs only (collected
-  // in `leaves`): then binding those inputs to values folds it.
-  // Iterative, each node once: a deep or widely shared shape computation
-  // must neither overflow the stack nor be walked once per path.
-  bool InputLeaves(Node* v, std::set<std::string>* leaves) {
-    std::vector<Node*> stack = {v};
-    std::set<Node*> seen = {v};
-    while (!stack.empty()) {
-      Node* n = stack.back();
-      stack.pop_back();
-      if (n->is_constant()) continue;
-      if (n->is_input()) {
-        if (n->type.dtype != DType::kInt64) return false;
-        leaves->insert(n->name);
-        continue;
-      }
-      for (Node* in : n->inputs) {
-        if (seen.insert(in).second) stack.push_back(in);
-      }
-    }
-    return true;
-  }
-
-  Node* Constant(const std::string& name, TensorType type, const void* bytes) {
-    auto data = std::make_shared<ConstantData>();
-    data->type = std::move(type);
-    data->bytes.assign(static_cast<const char*>(bytes), data->type.ByteSize());
-    return graph_.AddConstant(name, std::move(data));
-  }
-  // A scalar constant of `dtype` holding `v` (rounded or converted as a store would).
-  Node* ScalarOf(const std::string& name, DType dtype, double v) {
-    char bytes[8] = {};
-    WriteElementFromDouble(dtype, bytes, 0, v);
-    return Constant(name, TensorType{dtype, {}}, bytes);
-  }
-
-  // Adds a typed Kiln op node.
-  absl::StatusOr<Node*> Add(const onnx::NodeProto& n, const std::string& op,
-                            std::vector<Node*> inputs, Attrs attrs = NoAttrs{},
-                            const std::string& suffix = "") {
-    if (IsFloat32Kernel(op)) {
-      return AddInFloat32(n, op, std::move(inputs), std::move(attrs), suffix);
-    }
-    return AddOp(n, op, std::move(inputs), std::move(attrs), suffix);
-  }
-
-  // Convolutions and matrix products have fast kernels for float32 only
-  // (packed panels, register tiles). float16 and bfloat16 operands are
-  // widened for them and the result rounded back, fused on both sides:
-  // computed and accumulated in float32, as ONNX Runtime's CPU provider
-  // does. Integer and float64 matrix products take the plain loop nest.
-  static bool IsFloat32Kernel(const std::string& op) {
-    return op == "conv2d" || op == "conv2d_transpose" || op == "dense" || op == "matmul";
-  }
-
-  absl::StatusOr<Node*> AddInFloat32(const onnx::NodeProto& n, const std::string& op,
-                                     std::vector<Node*> inputs, Attrs attrs,
-                                     const std::string& suffix) {
-    const DType dtype = inputs[0]->type.dtype;
-    const bool conv = op == "conv2d" || op == "conv2d_transpose";
-    if (conv && dtype != DType::kFloat32 && dtype != DType::kFloat16 &&
-        dtype != DType::kBFloat16) {
-      return absl::UnimplementedError(absl::StrCat(
-          "node '", n.name(), "' (", n.op_type(), "): element type ", DTypeName(dtype),
-          " is not supported here (float16, bfloat16 and float32 are)"));
-    }
-    if (dtype != DType::kFloat16 && dtype != DType::kBFloat16) {
-      return AddOp(n, op, std::move(inputs), std::move(attrs), suffix);
-    }
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (inputs[i]->type.dtype != dtype) continue;  // the relation reports the mismatch
-      KILN_ASSIGN_OR_RETURN(inputs[i], AddOp(n, "cast", {inputs[i]}, CastAttrs{DType::kFloat32},
-                                             absl::StrCat(suffix, "/in", i, "_float32")));
-    }
-    KILN_ASSIGN_OR_RETURN(Node* y, AddOp(n, op, std::move(inputs), std::move(attrs), suffix));
-    return AddOp(n, "cast", {y}, CastAttrs{dtype}, absl::StrCat(suffix, "/", DTypeName(dtype)));
-  }
-
-  absl::StatusOr<Node*> AddOp(const onnx::NodeProto& n, const std::string& op,
-                              std::vector<Node*> inputs, Attrs attrs = NoAttrs{},
-                              const std::string& suffix = "") {
-    const OpDef* def = ops_.Find(op);
-    KILN_CHECK(def != nullptr);
-    std::vector<TensorType> types;
-    for (const Node* in : inputs) types.push_back(in->type);
-    absl::StatusOr<TensorType> type = def->infer_type(types, attrs);
-    if (!type.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
-                                                     "): ", type.status().message()));
-    }
-    Node* node = graph_.AddOp(n.name() + suffix, def, std::move(inputs), std::move(attrs));
-    node->type = *type;
-    node->type_known = true;
-    return node;
-  }
-
-  absl::Status ConvertNode(const onnx::NodeProto& n) {
-    KILN_RETURN_IF_ERROR(CheckOperatorSupported(n, opset_));
-    KILN_RETURN_IF_ERROR(ConverterTable().at(n.op_type())(*this, n));
-    // Secondary outputs (Dropout's mask, training-mode BatchNormalization's
-    // statistics) are not produced: refuse a model that names one.
-    for (const std::string& out : n.output()) {
-      if (!out.empty() && !values_.count(out)) {
-        return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
-                                                     ", opset ", opset_, "): output '", out,
-                                                     "' is not supported"));
-      }
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  const OpRegistry& ops_;
-  int64_t opset_;
-  Graph graph_;
-  std::unordered_map<std::string, Node*> values_;
-  // Outputs of nodes waiting for input values, and those inputs.
-  std::set<std::string> waiting_;
-  std::set<std::string> needed_values_;
-  // Folded()'s answers: a node maps to its constant, or to itself when it cannot fold.
-  std::unordered_map<Node*, Node*> folded_;
-};
-
-const onnx::AttributeProto* FindAttr(const onnx::NodeProto& n, const std::string& name) {
-  for (const auto& a : n.attribute()) {
-    if (a.name() == name) return &a;
-  }
-  return nullptr;
-}
-std::string StringAttr(const onnx::NodeProto& n, const std::string& name,
-                       const std::string& fallback) {
-  const onnx::AttributeProto* a = FindAttr(n, name);
-  return a != nullptr && a->has_s() ? a->s() : fallback;
-}
-
-int64_t IntAttr(const onnx::NodeProto& n, const std::string& name, int64_t fallback) {
-  const onnx::AttributeProto* a = FindAttr(n, name);
-  return a ? a->i() : fallback;
-}
-float FloatAttr(const onnx::NodeProto& n, const std::string& name, float fallback) {
-  const onnx::AttributeProto* a = FindAttr(n, name);
-  return a ? a->f() : fallback;
-}
-// An axis attribute of a tensor of rank `rank`, made non-negative: in
-// [-rank, rank) (or up to rank itself where one past the last axis is
-// meaningful, as Flatten's). Anything else names the node: an axis read
-// unchecked indexed past the shape.
-absl::StatusOr<int64_t> AxisAttr(const onnx::NodeProto& n, const std::string& name,
-                                 int64_t fallback, int64_t rank, bool one_past_last = false) {
-  const int64_t axis = IntAttr(n, name, fallback);
-  const int64_t high = one_past_last ? rank : rank - 1;
-  if (axis < -rank || axis > high) {
-    return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
-                                                   "): ", name, " ", axis, " is outside ",
-                                                   -rank, "..", high, " for a rank-", rank,
-                                                   " input"));
-  }
-  return axis < 0 ? axis + rank : axis;
-}
-std::vector<int64_t> IntsAttr(const onnx::NodeProto& n, const std::string& name,
-                              std::vector<int64_t> fallback) {
-  const onnx::AttributeProto* a = FindAttr(n, name);
-  return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : fallback;
-}
-// auto_pad SAME_UPPER / SAME_LOWER along one dim: the output is
-// ceil(input / stride), the padding that takes split with the odd one at the
-// end (UPPER) or the start (LOWER). {begin, end}.
-std::pair<int64_t, int64_t> SamePadding(int64_t in, int64_t kernel, int64_t stride,
-                                        int64_t dilation, bool upper) {
-  const int64_t out = (in + stride - 1) / stride;
-  const int64_t total = std::max<int64_t>(0, (out - 1) * stride + dilation * (kernel - 1) + 1 - in);
-  const int64_t begin = upper ? total / 2 : total - total / 2;
-  return {begin, total - begin};
-}
-
-// A 2-D window's (Conv, pooling) strides, dilations and pads as auto_pad below
-// and the op's shape relation index them: 2, 2 and 4 values, pads >= 0, as the
-// Kiln graph's parser checks. libonnx's shape inference lets other lengths
-// through: pads of 3 values were read past their end.
-absl::Status CheckWindowAttrs(const onnx::NodeProto& n, const std::vector<int64_t>& strides,
-                              const std::vector<int64_t>& dilations,
-                              const std::vector<int64_t>& pads) {
-  const std::string node = absl::StrCat("node '", n.name(), "' (", n.op_type(), "): ");
-  if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        node, "a 2-D window takes 2 strides, 2 dilations and 4 pads, got ", strides.size(),
-        ", ", dilations.size(), " and ", pads.size()));
-  }
-  for (int64_t p : pads) {
-    if (p < 0) return absl::InvalidArgumentError(absl::StrCat(node, "pads must be >= 0"));
-  }
-  return absl::OkStatus();
-}
 
 // One-to-one ops: every input passed on, no attributes.
 ConvertFn Simple(const std::string& kiln_op) {
@@ -749,6 +328,8 @@ absl::Status ConvertConvTranspose(Converter& c, const onnx::NodeProto& n) {
   return c.Define(n.output(0), y);
 }
 
+}  // namespace
+
 // A 2-D Conv node's convolution of x by w (+ bias), its attributes read from n.
 absl::StatusOr<Node*> Conv2D(Converter& c, const onnx::NodeProto& n, Node* x, Node* w,
                              Node* bias) {
@@ -778,6 +359,8 @@ absl::StatusOr<Node*> Conv2D(Converter& c, const onnx::NodeProto& n, Node* x, No
   if (bias != nullptr) inputs.push_back(bias);
   return c.Add(n, "conv2d", inputs, a);
 }
+
+namespace {
 
 absl::Status ConvertConv(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
@@ -1255,105 +838,6 @@ absl::Status ConvertCastLike(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* like, c.Value(n, 1));
   KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "cast", {x}, CastAttrs{like->type.dtype}));
   return c.Define(n.output(0), y);
-}
-
-// NegativeLogLikelihoodLoss of log-probabilities x [N, C, d...] at targets t
-// [N, d...]: -x[n, t, d...] * weight[t], 0 where t is ignore_index, then
-// reduced ("none", "sum", or "mean": over the weights that counted).
-// Ignored targets are replaced by 0 before any gather, so that every index
-// read is in range whatever ignore_index is.
-absl::StatusOr<Node*> NllLoss(Converter& c, const onnx::NodeProto& n, Node* x, Node* t,
-                              Node* weight) {
-  const std::string reduction = StringAttr(n, "reduction", "mean");
-  if (reduction != "none" && reduction != "sum" && reduction != "mean") {
-    return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
-                                                   "): reduction '", reduction, "'"));
-  }
-  if (x->type.rank() < 2 || t->type.rank() != x->type.rank() - 1 ||
-      !IsFloatDType(x->type.dtype) ||
-      (t->type.dtype != DType::kInt64 && t->type.dtype != DType::kInt32)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "node '", n.name(), "' (", n.op_type(), "): wants float [N, C, ...] and integer targets "
-        "[N, ...], got ", x->type.ToString(), " and ", t->type.ToString()));
-  }
-  Node* mask = nullptr;  // where the target counts
-  Node* target = t;
-  if (FindAttr(n, "ignore_index") != nullptr) {
-    Node* ignored = c.ScalarOf(n.name() + "/ignore_index", t->type.dtype,
-                               static_cast<double>(IntAttr(n, "ignore_index", 0)));
-    KILN_ASSIGN_OR_RETURN(Node* is_ignored, c.Add(n, "equal", {t, ignored}, NoAttrs{}, "/ignored"));
-    KILN_ASSIGN_OR_RETURN(mask, c.Add(n, "logical_not", {is_ignored}, NoAttrs{}, "/counts"));
-    KILN_ASSIGN_OR_RETURN(target, c.Add(n, "where", {mask, t, c.ScalarOf(n.name() + "/zero_target",
-                                                                         t->type.dtype, 0)},
-                                        NoAttrs{}, "/target"));
-  }
-  std::vector<int64_t> picked_shape = t->type.shape;
-  picked_shape.insert(picked_shape.begin() + 1, 1);
-  KILN_ASSIGN_OR_RETURN(Node* index, c.Add(n, "reshape", {target}, ReshapeAttrs{picked_shape},
-                                           "/index"));
-  KILN_ASSIGN_OR_RETURN(Node* picked, c.Add(n, "gather_elements", {x, index}, AxisAttrs{1},
-                                            "/picked"));
-  KILN_ASSIGN_OR_RETURN(picked, c.Add(n, "reshape", {picked}, ReshapeAttrs{t->type.shape},
-                                      "/picked_flat"));
-  KILN_ASSIGN_OR_RETURN(Node* loss, c.Add(n, "neg", {picked}, NoAttrs{}, "/nll"));
-  Node* w = nullptr;  // each element's weight, where weights or a mask apply
-  if (weight != nullptr) {
-    KILN_ASSIGN_OR_RETURN(w, c.Add(n, "gather", {weight, target}, AxisAttrs{0}, "/weight"));
-  }
-  if (mask != nullptr) {
-    Node* one = c.ScalarOf(n.name() + "/one", x->type.dtype, 1);
-    Node* zero = c.ScalarOf(n.name() + "/zero", x->type.dtype, 0);
-    KILN_ASSIGN_OR_RETURN(w, c.Add(n, "where", {mask, w ? w : one, zero}, NoAttrs{}, "/masked"));
-  }
-  if (w != nullptr) {
-    KILN_ASSIGN_OR_RETURN(loss, c.Add(n, "mul", {loss, w}, NoAttrs{}, "/weighted"));
-  }
-  if (reduction == "none") return loss;
-  KILN_ASSIGN_OR_RETURN(Node* total, c.Add(n, "sum", {loss}, ReduceAttrs{{}, false},
-                                           reduction == "sum" ? "" : "/total"));
-  if (reduction == "sum") return total;
-  Node* count;
-  if (w != nullptr) {
-    KILN_ASSIGN_OR_RETURN(count, c.Add(n, "sum", {w}, ReduceAttrs{{}, false}, "/weight_total"));
-  } else {
-    count = c.ScalarOf(n.name() + "/count", x->type.dtype,
-                       static_cast<double>(t->type.NumElements()));
-  }
-  return c.Add(n, "div", {total, count});
-}
-
-absl::Status ConvertNllLoss(Converter& c, const onnx::NodeProto& n) {
-  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
-  KILN_ASSIGN_OR_RETURN(Node* t, c.Value(n, 1));
-  Node* weight = nullptr;
-  if (c.HasInput(n, 2)) {
-    KILN_ASSIGN_OR_RETURN(weight, c.Value(n, 2));
-  }
-  KILN_ASSIGN_OR_RETURN(Node* loss, NllLoss(c, n, x, t, weight));
-  return c.Define(n.output(0), loss);
-}
-
-// SoftmaxCrossEntropyLoss: NLL of log_softmax over the class axis (1); the
-// optional second output is that log_softmax.
-absl::Status ConvertSoftmaxCrossEntropy(Converter& c, const onnx::NodeProto& n) {
-  KILN_ASSIGN_OR_RETURN(Node* scores, c.Value(n, 0));
-  KILN_ASSIGN_OR_RETURN(Node* t, c.Value(n, 1));
-  Node* weight = nullptr;
-  if (c.HasInput(n, 2)) {
-    KILN_ASSIGN_OR_RETURN(weight, c.Value(n, 2));
-  }
-  if (scores->type.rank() < 2) {
-    return absl::InvalidArgumentError(absl::StrCat("node '", n.name(),
-                                                   "' (SoftmaxCrossEntropyLoss): scores ",
-                                                   scores->type.ToString(), " need [N, C, ...]"));
-  }
-  KILN_ASSIGN_OR_RETURN(Node* log_prob, c.Add(n, "log_softmax", {scores}, AxisAttrs{1},
-                                              "/log_prob"));
-  KILN_ASSIGN_OR_RETURN(Node* loss, NllLoss(c, n, log_prob, t, weight));
-  if (n.output_size() > 1 && !n.output(1).empty()) {
-    KILN_RETURN_IF_ERROR(c.Define(n.output(1), log_prob));
-  }
-  return c.Define(n.output(0), loss);
 }
 
 ConvertFn Softmaxish(const std::string& kiln_op) {
@@ -1895,268 +1379,6 @@ ConvertFn ArgExtreme(bool max) {
   };
 }
 
-// ---- Quantisation: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear,
-// MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv, composed from
-// elementwise ops (fused around the products) and integer or float32
-// products.
-
-// A per-axis parameter (1-D, one value per channel of `axis`) as a view that
-// broadcasts against a tensor of `rank`; a scalar (or one-element) parameter
-// as it is.
-absl::StatusOr<Node*> AlongAxis(Converter& c, const onnx::NodeProto& n, Node* p, int64_t axis,
-                                int64_t rank, const std::string& suffix) {
-  if (p->type.NumElements() == 1 && p->type.rank() <= 1) {
-    if (p->type.rank() == 0) return p;
-    return c.Add(n, "reshape", {p}, ReshapeAttrs{{}}, suffix);
-  }
-  if (p->type.rank() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
-                                                   "): a quantisation parameter ",
-                                                   p->type.ToString(),
-                                                   " must be a scalar or 1-D"));
-  }
-  std::vector<int64_t> shape(rank - axis, 1);
-  shape[0] = p->type.shape[0];
-  return c.Add(n, "reshape", {p}, ReshapeAttrs{shape}, suffix);
-}
-
-// A scale that is a constant must be positive and finite: a zero scale
-// would divide by zero in every element.
-absl::Status CheckScale(const onnx::NodeProto& n, const Node* scale) {
-  if (!IsFloatDType(scale->type.dtype)) {
-    return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
-                                                   "): scale must be float, got ",
-                                                   scale->type.ToString()));
-  }
-  if (!scale->is_constant()) return absl::OkStatus();
-  for (int64_t i = 0; i < scale->type.NumElements(); ++i) {
-    const double v = ReadElementAsDouble(scale->type.dtype, scale->value->bytes.data(), i);
-    if (!(v > 0) || std::isinf(v)) {
-      return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
-                                                     "): scale ", v, " (element ", i,
-                                                     ") must be positive and finite"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// The range a quantised type saturates to.
-std::pair<float, float> QuantizedRange(DType dtype) {
-  switch (dtype) {
-    case DType::kInt8: return {-128.0f, 127.0f};
-    case DType::kUInt8: return {0.0f, 255.0f};
-    case DType::kInt16: return {-32768.0f, 32767.0f};
-    case DType::kUInt16: return {0.0f, 65535.0f};
-    default: return {-2147483648.0f, 2147483520.0f};  // int32, as far as float32 reaches
-  }
-}
-
-// saturate(round_half_even(x / scale) + zero_point) in `to`; x float32.
-absl::StatusOr<Node*> Requantize(Converter& c, const onnx::NodeProto& n, Node* x, Node* scale,
-                                 Node* zero_point, DType to, const std::string& suffix) {
-  KILN_ASSIGN_OR_RETURN(Node* q, c.Add(n, "div", {x, scale}, NoAttrs{}, suffix + "/scaled"));
-  KILN_ASSIGN_OR_RETURN(q, c.Add(n, "round", {q}, NoAttrs{}, suffix + "/rounded"));
-  if (zero_point != nullptr) {
-    KILN_ASSIGN_OR_RETURN(Node* zp, c.Add(n, "cast", {zero_point}, CastAttrs{DType::kFloat32},
-                                          suffix + "/zero_point"));
-    KILN_ASSIGN_OR_RETURN(q, c.Add(n, "add", {q, zp}, NoAttrs{}, suffix + "/shifted"));
-  }
-  const auto [low, high] = QuantizedRange(to);
-  KILN_ASSIGN_OR_RETURN(q, c.Add(n, "clip", {q}, ActivationAttrs{low, high},
-                                 suffix + "/saturated"));
-  return c.Add(n, "cast", {q}, CastAttrs{to}, suffix);
-}
-
-// (x - zero_point) as float32 (or as int32 with `int32`), per tensor or
-// per axis.
-absl::StatusOr<Node*> Centered(Converter& c, const onnx::NodeProto& n, Node* x, Node* zero_point,
-                               DType as, const std::string& suffix) {
-  KILN_ASSIGN_OR_RETURN(Node* v, c.Add(n, "cast", {x}, CastAttrs{as}, suffix + "/wide"));
-  if (zero_point == nullptr) return v;
-  if (zero_point->type.dtype != x->type.dtype) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "node '", n.name(), "' (", n.op_type(), "): zero point ", zero_point->type.ToString(),
-        " must have the quantised tensor's type ", DTypeName(x->type.dtype)));
-  }
-  KILN_ASSIGN_OR_RETURN(Node* zp, c.Add(n, "cast", {zero_point}, CastAttrs{as},
-                                        suffix + "/zero_point"));
-  return c.Add(n, "sub", {v, zp}, NoAttrs{}, suffix + "/centered");
-}
-
-absl::StatusOr<Node*> OptionalValue(Converter& c, const onnx::NodeProto& n, int i) {
-  if (!c.HasInput(n, i)) return nullptr;
-  return c.Value(n, i);
-}
-
-absl::Status ConvertDequantizeLinear(Converter& c, const onnx::NodeProto& n) {
-  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
-  KILN_ASSIGN_OR_RETURN(Node* scale, c.Value(n, 1));
-  KILN_ASSIGN_OR_RETURN(Node* zero_point, OptionalValue(c, n, 2));
-  KILN_RETURN_IF_ERROR(CheckScale(n, scale));
-  const int64_t rank = x->type.rank();
-  int64_t axis = 0;  // read only for per-axis parameters
-  if (scale->type.NumElements() != 1) {
-    KILN_ASSIGN_OR_RETURN(axis, AxisAttr(n, "axis", 1, rank));
-  }
-  KILN_ASSIGN_OR_RETURN(scale, AlongAxis(c, n, scale, axis, rank, "/scale"));
-  if (zero_point != nullptr) {
-    KILN_ASSIGN_OR_RETURN(zero_point, AlongAxis(c, n, zero_point, axis, rank, "/zp"));
-  }
-  KILN_ASSIGN_OR_RETURN(Node* v, Centered(c, n, x, zero_point, DType::kFloat32, "/x"));
-  if (scale->type.dtype != DType::kFloat32) {
-    KILN_ASSIGN_OR_RETURN(scale, c.Add(n, "cast", {scale}, CastAttrs{DType::kFloat32}, "/s32"));
-  }
-  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "mul", {v, scale}));
-  return c.Define(n.output(0), y);
-}
-
-absl::Status ConvertQuantizeLinear(Converter& c, const onnx::NodeProto& n) {
-  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
-  KILN_ASSIGN_OR_RETURN(Node* scale, c.Value(n, 1));
-  KILN_ASSIGN_OR_RETURN(Node* zero_point, OptionalValue(c, n, 2));
-  KILN_RETURN_IF_ERROR(CheckScale(n, scale));
-  const DType to = zero_point ? zero_point->type.dtype : DType::kUInt8;
-  if (to != DType::kUInt8 && to != DType::kInt8) {
-    return absl::InvalidArgumentError(absl::StrCat("node '", n.name(),
-                                                   "' (QuantizeLinear): zero point type ",
-                                                   DTypeName(to), " (uint8 or int8)"));
-  }
-  const int64_t rank = x->type.rank();
-  int64_t axis = 0;  // read only for per-axis parameters
-  if (scale->type.NumElements() != 1) {
-    KILN_ASSIGN_OR_RETURN(axis, AxisAttr(n, "axis", 1, rank));
-  }
-  KILN_ASSIGN_OR_RETURN(scale, AlongAxis(c, n, scale, axis, rank, "/scale"));
-  if (zero_point != nullptr) {
-    KILN_ASSIGN_OR_RETURN(zero_point, AlongAxis(c, n, zero_point, axis, rank, "/zp"));
-  }
-  if (x->type.dtype != DType::kFloat32) {
-    KILN_ASSIGN_OR_RETURN(x, c.Add(n, "cast", {x}, CastAttrs{DType::kFloat32}, "/x32"));
-  }
-  if (scale->type.dtype != DType::kFloat32) {
-    KILN_ASSIGN_OR_RETURN(scale, c.Add(n, "cast", {scale}, CastAttrs{DType::kFloat32}, "/s32"));
-  }
-  KILN_ASSIGN_OR_RETURN(Node* y, Requantize(c, n, x, scale, zero_point, to, ""));
-  return c.Define(n.output(0), y);
-}
-
-// DynamicQuantizeLinear: uint8 with scale and zero point from x's range
-// (extended to include 0), as ONNX defines it.
-absl::Status ConvertDynamicQuantizeLinear(Converter& c, const onnx::NodeProto& n) {
-  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
-  if (x->type.dtype != DType::kFloat32) {
-    return absl::InvalidArgumentError(absl::StrCat("node '", n.name(),
-                                                   "' (DynamicQuantizeLinear): x must be float"));
-  }
-  Node* zero = c.ScalarOf(n.name() + "/zero", DType::kFloat32, 0);
-  KILN_ASSIGN_OR_RETURN(Node* low, c.Add(n, "min", {x}, ReduceAttrs{{}, false}, "/min"));
-  KILN_ASSIGN_OR_RETURN(Node* high, c.Add(n, "max", {x}, ReduceAttrs{{}, false}, "/max"));
-  KILN_ASSIGN_OR_RETURN(low, c.Add(n, "minimum", {low, zero}, NoAttrs{}, "/low"));
-  KILN_ASSIGN_OR_RETURN(high, c.Add(n, "maximum", {high, zero}, NoAttrs{}, "/high"));
-  KILN_ASSIGN_OR_RETURN(Node* span, c.Add(n, "sub", {high, low}, NoAttrs{}, "/span"));
-  Node* levels = c.ScalarOf(n.name() + "/levels", DType::kFloat32, 255);
-  KILN_ASSIGN_OR_RETURN(Node* scale, c.Add(n, "div", {span, levels}, NoAttrs{}, "/scale"));
-  KILN_ASSIGN_OR_RETURN(Node* minus_low, c.Add(n, "neg", {low}, NoAttrs{}, "/minus_low"));
-  KILN_ASSIGN_OR_RETURN(Node* zp, Requantize(c, n, minus_low, scale, nullptr, DType::kUInt8,
-                                             "/zero_point"));
-  KILN_ASSIGN_OR_RETURN(Node* y, Requantize(c, n, x, scale, zp, DType::kUInt8, ""));
-  KILN_RETURN_IF_ERROR(c.Define(n.output(0), y));
-  KILN_RETURN_IF_ERROR(c.Define(n.output(1), scale));
-  return c.Define(n.output(2), zp);
-}
-
-// MatMulInteger: (a - a_zero_point) x (b - b_zero_point) in int32, exact
-// (int64 accumulation, wrapped to int32 as the type does). a's zero point is
-// per tensor or per row (M), b's per tensor or per column (N).
-absl::StatusOr<Node*> IntegerProduct(Converter& c, const onnx::NodeProto& n, Node* a, Node* a_zp,
-                                     Node* b, Node* b_zp) {
-  if (a_zp != nullptr && a_zp->type.rank() == 1 && a_zp->type.NumElements() > 1) {
-    KILN_ASSIGN_OR_RETURN(a_zp, c.Add(n, "reshape", {a_zp},
-                                      ReshapeAttrs{{a_zp->type.shape[0], 1}}, "/a_zp_rows"));
-  }
-  KILN_ASSIGN_OR_RETURN(Node* ca, Centered(c, n, a, a_zp, DType::kInt32, "/a"));
-  KILN_ASSIGN_OR_RETURN(Node* cb, Centered(c, n, b, b_zp, DType::kInt32, "/b"));
-  return c.Add(n, "matmul", {ca, cb}, NoAttrs{}, "/product");
-}
-
-absl::Status ConvertMatMulInteger(Converter& c, const onnx::NodeProto& n) {
-  KILN_ASSIGN_OR_RETURN(Node* a, c.Value(n, 0));
-  KILN_ASSIGN_OR_RETURN(Node* b, c.Value(n, 1));
-  KILN_ASSIGN_OR_RETURN(Node* a_zp, OptionalValue(c, n, 2));
-  KILN_ASSIGN_OR_RETURN(Node* b_zp, OptionalValue(c, n, 3));
-  KILN_ASSIGN_OR_RETURN(Node* y, IntegerProduct(c, n, a, a_zp, b, b_zp));
-  return c.Define(n.output(0), y);
-}
-
-// QLinearMatMul: the integer product requantised by a_scale * b_scale /
-// y_scale (in float32, as ONNX Runtime does) into y's type.
-absl::Status ConvertQLinearMatMul(Converter& c, const onnx::NodeProto& n) {
-  std::vector<Node*> in(8);
-  for (int i = 0; i < 8; ++i) {
-    KILN_ASSIGN_OR_RETURN(in[i], c.Value(n, i));
-  }
-  for (int i : {1, 4, 6}) KILN_RETURN_IF_ERROR(CheckScale(n, in[i]));
-  Node* a_zp = in[2];
-  Node* b_zp = in[5];
-  KILN_ASSIGN_OR_RETURN(Node* acc, IntegerProduct(c, n, in[0], a_zp, in[3], b_zp));
-  KILN_ASSIGN_OR_RETURN(acc, c.Add(n, "cast", {acc}, CastAttrs{DType::kFloat32}, "/acc"));
-  KILN_ASSIGN_OR_RETURN(Node* ab, c.Add(n, "mul", {in[1], in[4]}, NoAttrs{}, "/ab_scale"));
-  if (ab->type.rank() == 1 && ab->type.NumElements() > 1) {  // per output column
-    KILN_ASSIGN_OR_RETURN(ab, c.Add(n, "reshape", {ab}, ReshapeAttrs{{ab->type.shape[0]}},
-                                    "/ab_columns"));
-  }
-  KILN_ASSIGN_OR_RETURN(Node* real, c.Add(n, "mul", {acc, ab}, NoAttrs{}, "/real"));
-  KILN_ASSIGN_OR_RETURN(Node* y, Requantize(c, n, real, in[6], in[7], in[7]->type.dtype, ""));
-  return c.Define(n.output(0), y);
-}
-
-// ConvInteger and QLinearConv: the centered operands convolved in float32
-// (the fast conv kernels), exact while every output's sum of products stays
-// below 2^24 in magnitude (uint8 x int8 products of up to 2^15: 512 terms
-// at the extremes, far more in practice), then cast to int32 or requantised.
-// The weight's zero point is per tensor or per output channel.
-absl::StatusOr<Node*> CenteredWeight(Converter& c, const onnx::NodeProto& n, Node* w, Node* zp) {
-  if (zp != nullptr && zp->type.NumElements() > 1) {
-    KILN_ASSIGN_OR_RETURN(zp, AlongAxis(c, n, zp, 0, w->type.rank(), "/w_zp_channels"));
-  }
-  return Centered(c, n, w, zp, DType::kFloat32, "/w");
-}
-
-absl::Status ConvertConvInteger(Converter& c, const onnx::NodeProto& n) {
-  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
-  KILN_ASSIGN_OR_RETURN(Node* w, c.Value(n, 1));
-  KILN_ASSIGN_OR_RETURN(Node* x_zp, OptionalValue(c, n, 2));
-  KILN_ASSIGN_OR_RETURN(Node* w_zp, OptionalValue(c, n, 3));
-  KILN_ASSIGN_OR_RETURN(Node* cx, Centered(c, n, x, x_zp, DType::kFloat32, "/x"));
-  KILN_ASSIGN_OR_RETURN(Node* cw, CenteredWeight(c, n, w, w_zp));
-  KILN_ASSIGN_OR_RETURN(Node* acc, Conv2D(c, n, cx, cw, nullptr));
-  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "cast", {acc}, CastAttrs{DType::kInt32}));
-  return c.Define(n.output(0), y);
-}
-
-// QLinearConv(x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, bias?):
-// bias is int32 in x_scale * w_scale units, added before requantising.
-absl::Status ConvertQLinearConv(Converter& c, const onnx::NodeProto& n) {
-  std::vector<Node*> in(8);
-  for (int i = 0; i < 8; ++i) {
-    KILN_ASSIGN_OR_RETURN(in[i], c.Value(n, i));
-  }
-  for (int i : {1, 4, 6}) KILN_RETURN_IF_ERROR(CheckScale(n, in[i]));
-  KILN_ASSIGN_OR_RETURN(Node* cx, Centered(c, n, in[0], in[2], DType::kFloat32, "/x"));
-  KILN_ASSIGN_OR_RETURN(Node* cw, CenteredWeight(c, n, in[3], in[5]));
-  Node* bias = nullptr;
-  if (c.HasInput(n, 8)) {
-    KILN_ASSIGN_OR_RETURN(Node* b, c.Value(n, 8));
-    KILN_ASSIGN_OR_RETURN(bias, c.Add(n, "cast", {b}, CastAttrs{DType::kFloat32}, "/bias"));
-  }
-  KILN_ASSIGN_OR_RETURN(Node* acc, Conv2D(c, n, cx, cw, bias));
-  KILN_ASSIGN_OR_RETURN(Node* xw, c.Add(n, "mul", {in[1], in[4]}, NoAttrs{}, "/xw_scale"));
-  KILN_ASSIGN_OR_RETURN(xw, AlongAxis(c, n, xw, 1, acc->type.rank(), "/xw_channels"));
-  KILN_ASSIGN_OR_RETURN(Node* real, c.Add(n, "mul", {acc, xw}, NoAttrs{}, "/real"));
-  KILN_ASSIGN_OR_RETURN(Node* y, Requantize(c, n, real, in[6], in[7], in[7]->type.dtype, ""));
-  return c.Define(n.output(0), y);
-}
-
 absl::Status ConvertEinsum(Converter& c, const onnx::NodeProto& n) {
   std::vector<Node*> inputs;
   for (int i = 0; i < n.input_size(); ++i) {
@@ -2267,8 +1489,11 @@ absl::Status ConvertShape(Converter& c, const onnx::NodeProto& n) {
   return c.Define(n.output(0), shape);
 }
 
-const std::map<std::string, ConvertFn>& ConverterTable() {
-  static const auto* table = new std::map<std::string, ConvertFn>{
+}  // namespace
+
+const ConverterMap& ConverterTable() {
+  static const ConverterMap* table = [] {
+    auto* t = new ConverterMap{
       {"Add", Simple("add")},
       {"Sub", Simple("sub")},
       {"Mul", Simple("mul")},
@@ -2341,20 +1566,11 @@ const std::map<std::string, ConvertFn>& ConverterTable() {
       {"LogSoftmax", Softmaxish("log_softmax")},
       {"BitShift", ConvertBitShift},
       {"Einsum", ConvertEinsum},
-      {"DequantizeLinear", ConvertDequantizeLinear},
-      {"QuantizeLinear", ConvertQuantizeLinear},
-      {"DynamicQuantizeLinear", ConvertDynamicQuantizeLinear},
-      {"MatMulInteger", ConvertMatMulInteger},
-      {"QLinearMatMul", ConvertQLinearMatMul},
-      {"ConvInteger", ConvertConvInteger},
-      {"QLinearConv", ConvertQLinearConv},
       {"CumSum", ConvertCumSum},
       {"EyeLike", ConvertEyeLike},
       {"HannWindow", Window({0.5, 0.5})},
       {"HammingWindow", Window({25.0 / 46, 21.0 / 46})},
       {"BlackmanWindow", Window({0.42, 0.5, 0.08})},
-      {"NegativeLogLikelihoodLoss", ConvertNllLoss},
-      {"SoftmaxCrossEntropyLoss", ConvertSoftmaxCrossEntropy},
       {"ReduceMean", Reduce("mean")},
       {"ReduceMin", Reduce("min")},
       {"Squeeze",
@@ -2439,9 +1655,15 @@ const std::map<std::string, ConvertFn>& ConverterTable() {
       {"LessOrEqual", Simple("less_equal")},
       {"GreaterOrEqual", Simple("greater_equal")},
       {"Upsample", ConvertResize},
-  };
+    };
+    AddLossConverters(*t);
+    AddQuantizedConverters(*t);
+    return t;
+  }();
   return *table;
 }
+
+namespace {
 
 // Integer attributes beyond this are refused before libonnx sees them: no
 // real model needs them, and libonnx 1.12's shape inference overflows or
@@ -2574,6 +1796,18 @@ absl::Status CheckAndInfer(onnx::ModelProto& model, bool probe) {
 }
 
 }  // namespace
+}  // namespace onnx_import
+
+using onnx_import::CheckAndInfer;
+using onnx_import::CheckAttributesForLibOnnx;
+using onnx_import::CheckOperatorSupported;
+using onnx_import::ConvertElemType;
+using onnx_import::Converter;
+using onnx_import::ConverterTable;
+using onnx_import::ConvertTensor;
+using onnx_import::kMaxModelBytes;
+using onnx_import::kNeedsValuesPayload;
+using onnx_import::RefuseExternalData;
 
 std::vector<std::string> InputsThatDecideShapes(const absl::Status& status) {
   auto names = status.GetPayload(kNeedsValuesPayload);

@@ -1,0 +1,280 @@
+// Quantised ONNX operators: QuantizeLinear, DequantizeLinear (per tensor and
+// per axis), DynamicQuantizeLinear, MatMulInteger, QLinearMatMul, ConvInteger
+// and QLinearConv, composed from elementwise ops (which fuse around the
+// products) and integer or float32 products.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "compiler/frontend/onnx_converter.h"
+
+namespace kiln::onnx_import {
+namespace {
+
+
+// A per-axis parameter (1-D, one value per channel of `axis`) as a view that
+// broadcasts against a tensor of `rank`; a scalar (or one-element) parameter
+// as it is.
+absl::StatusOr<Node*> AlongAxis(Converter& c, const onnx::NodeProto& n, Node* p, int64_t axis,
+                                int64_t rank, const std::string& suffix) {
+  if (p->type.NumElements() == 1 && p->type.rank() <= 1) {
+    if (p->type.rank() == 0) return p;
+    return c.Add(n, "reshape", {p}, ReshapeAttrs{{}}, suffix);
+  }
+  if (p->type.rank() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
+                                                   "): a quantisation parameter ",
+                                                   p->type.ToString(),
+                                                   " must be a scalar or 1-D"));
+  }
+  std::vector<int64_t> shape(rank - axis, 1);
+  shape[0] = p->type.shape[0];
+  return c.Add(n, "reshape", {p}, ReshapeAttrs{shape}, suffix);
+}
+
+// A scale that is a constant must be positive and finite: a zero scale
+// would divide by zero in every element.
+absl::Status CheckScale(const onnx::NodeProto& n, const Node* scale) {
+  if (!IsFloatDType(scale->type.dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
+                                                   "): scale must be float, got ",
+                                                   scale->type.ToString()));
+  }
+  if (!scale->is_constant()) return absl::OkStatus();
+  for (int64_t i = 0; i < scale->type.NumElements(); ++i) {
+    const double v = ReadElementAsDouble(scale->type.dtype, scale->value->bytes.data(), i);
+    if (!(v > 0) || std::isinf(v)) {
+      return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
+                                                     "): scale ", v, " (element ", i,
+                                                     ") must be positive and finite"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The range a quantised type saturates to.
+std::pair<float, float> QuantizedRange(DType dtype) {
+  switch (dtype) {
+    case DType::kInt8: return {-128.0f, 127.0f};
+    case DType::kUInt8: return {0.0f, 255.0f};
+    case DType::kInt16: return {-32768.0f, 32767.0f};
+    case DType::kUInt16: return {0.0f, 65535.0f};
+    default: return {-2147483648.0f, 2147483520.0f};  // int32, as far as float32 reaches
+  }
+}
+
+// saturate(round_half_even(x / scale) + zero_point) in `to`; x float32.
+absl::StatusOr<Node*> Requantize(Converter& c, const onnx::NodeProto& n, Node* x, Node* scale,
+                                 Node* zero_point, DType to, const std::string& suffix) {
+  KILN_ASSIGN_OR_RETURN(Node* q, c.Add(n, "div", {x, scale}, NoAttrs{}, suffix + "/scaled"));
+  KILN_ASSIGN_OR_RETURN(q, c.Add(n, "round", {q}, NoAttrs{}, suffix + "/rounded"));
+  if (zero_point != nullptr) {
+    KILN_ASSIGN_OR_RETURN(Node* zp, c.Add(n, "cast", {zero_point}, CastAttrs{DType::kFloat32},
+                                          suffix + "/zero_point"));
+    KILN_ASSIGN_OR_RETURN(q, c.Add(n, "add", {q, zp}, NoAttrs{}, suffix + "/shifted"));
+  }
+  const auto [low, high] = QuantizedRange(to);
+  KILN_ASSIGN_OR_RETURN(q, c.Add(n, "clip", {q}, ActivationAttrs{low, high},
+                                 suffix + "/saturated"));
+  return c.Add(n, "cast", {q}, CastAttrs{to}, suffix);
+}
+
+// (x - zero_point) as float32 (or as int32 with `int32`), per tensor or
+// per axis.
+absl::StatusOr<Node*> Centered(Converter& c, const onnx::NodeProto& n, Node* x, Node* zero_point,
+                               DType as, const std::string& suffix) {
+  KILN_ASSIGN_OR_RETURN(Node* v, c.Add(n, "cast", {x}, CastAttrs{as}, suffix + "/wide"));
+  if (zero_point == nullptr) return v;
+  if (zero_point->type.dtype != x->type.dtype) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node '", n.name(), "' (", n.op_type(), "): zero point ", zero_point->type.ToString(),
+        " must have the quantised tensor's type ", DTypeName(x->type.dtype)));
+  }
+  KILN_ASSIGN_OR_RETURN(Node* zp, c.Add(n, "cast", {zero_point}, CastAttrs{as},
+                                        suffix + "/zero_point"));
+  return c.Add(n, "sub", {v, zp}, NoAttrs{}, suffix + "/centered");
+}
+
+absl::Status ConvertDequantizeLinear(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  KILN_ASSIGN_OR_RETURN(Node* scale, c.Value(n, 1));
+  KILN_ASSIGN_OR_RETURN(Node* zero_point, OptionalValue(c, n, 2));
+  KILN_RETURN_IF_ERROR(CheckScale(n, scale));
+  const int64_t rank = x->type.rank();
+  int64_t axis = 0;  // read only for per-axis parameters
+  if (scale->type.NumElements() != 1) {
+    KILN_ASSIGN_OR_RETURN(axis, AxisAttr(n, "axis", 1, rank));
+  }
+  KILN_ASSIGN_OR_RETURN(scale, AlongAxis(c, n, scale, axis, rank, "/scale"));
+  if (zero_point != nullptr) {
+    KILN_ASSIGN_OR_RETURN(zero_point, AlongAxis(c, n, zero_point, axis, rank, "/zp"));
+  }
+  KILN_ASSIGN_OR_RETURN(Node* v, Centered(c, n, x, zero_point, DType::kFloat32, "/x"));
+  if (scale->type.dtype != DType::kFloat32) {
+    KILN_ASSIGN_OR_RETURN(scale, c.Add(n, "cast", {scale}, CastAttrs{DType::kFloat32}, "/s32"));
+  }
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "mul", {v, scale}));
+  return c.Define(n.output(0), y);
+}
+
+absl::Status ConvertQuantizeLinear(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  KILN_ASSIGN_OR_RETURN(Node* scale, c.Value(n, 1));
+  KILN_ASSIGN_OR_RETURN(Node* zero_point, OptionalValue(c, n, 2));
+  KILN_RETURN_IF_ERROR(CheckScale(n, scale));
+  const DType to = zero_point ? zero_point->type.dtype : DType::kUInt8;
+  if (to != DType::kUInt8 && to != DType::kInt8) {
+    return absl::InvalidArgumentError(absl::StrCat("node '", n.name(),
+                                                   "' (QuantizeLinear): zero point type ",
+                                                   DTypeName(to), " (uint8 or int8)"));
+  }
+  const int64_t rank = x->type.rank();
+  int64_t axis = 0;  // read only for per-axis parameters
+  if (scale->type.NumElements() != 1) {
+    KILN_ASSIGN_OR_RETURN(axis, AxisAttr(n, "axis", 1, rank));
+  }
+  KILN_ASSIGN_OR_RETURN(scale, AlongAxis(c, n, scale, axis, rank, "/scale"));
+  if (zero_point != nullptr) {
+    KILN_ASSIGN_OR_RETURN(zero_point, AlongAxis(c, n, zero_point, axis, rank, "/zp"));
+  }
+  if (x->type.dtype != DType::kFloat32) {
+    KILN_ASSIGN_OR_RETURN(x, c.Add(n, "cast", {x}, CastAttrs{DType::kFloat32}, "/x32"));
+  }
+  if (scale->type.dtype != DType::kFloat32) {
+    KILN_ASSIGN_OR_RETURN(scale, c.Add(n, "cast", {scale}, CastAttrs{DType::kFloat32}, "/s32"));
+  }
+  KILN_ASSIGN_OR_RETURN(Node* y, Requantize(c, n, x, scale, zero_point, to, ""));
+  return c.Define(n.output(0), y);
+}
+
+// DynamicQuantizeLinear: uint8 with scale and zero point from x's range
+// (extended to include 0), as ONNX defines it.
+absl::Status ConvertDynamicQuantizeLinear(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  if (x->type.dtype != DType::kFloat32) {
+    return absl::InvalidArgumentError(absl::StrCat("node '", n.name(),
+                                                   "' (DynamicQuantizeLinear): x must be float"));
+  }
+  Node* zero = c.ScalarOf(n.name() + "/zero", DType::kFloat32, 0);
+  KILN_ASSIGN_OR_RETURN(Node* low, c.Add(n, "min", {x}, ReduceAttrs{{}, false}, "/min"));
+  KILN_ASSIGN_OR_RETURN(Node* high, c.Add(n, "max", {x}, ReduceAttrs{{}, false}, "/max"));
+  KILN_ASSIGN_OR_RETURN(low, c.Add(n, "minimum", {low, zero}, NoAttrs{}, "/low"));
+  KILN_ASSIGN_OR_RETURN(high, c.Add(n, "maximum", {high, zero}, NoAttrs{}, "/high"));
+  KILN_ASSIGN_OR_RETURN(Node* span, c.Add(n, "sub", {high, low}, NoAttrs{}, "/span"));
+  Node* levels = c.ScalarOf(n.name() + "/levels", DType::kFloat32, 255);
+  KILN_ASSIGN_OR_RETURN(Node* scale, c.Add(n, "div", {span, levels}, NoAttrs{}, "/scale"));
+  KILN_ASSIGN_OR_RETURN(Node* minus_low, c.Add(n, "neg", {low}, NoAttrs{}, "/minus_low"));
+  KILN_ASSIGN_OR_RETURN(Node* zp, Requantize(c, n, minus_low, scale, nullptr, DType::kUInt8,
+                                             "/zero_point"));
+  KILN_ASSIGN_OR_RETURN(Node* y, Requantize(c, n, x, scale, zp, DType::kUInt8, ""));
+  KILN_RETURN_IF_ERROR(c.Define(n.output(0), y));
+  KILN_RETURN_IF_ERROR(c.Define(n.output(1), scale));
+  return c.Define(n.output(2), zp);
+}
+
+// MatMulInteger: (a - a_zero_point) x (b - b_zero_point) in int32, exact
+// (int64 accumulation, wrapped to int32 as the type does). a's zero point is
+// per tensor or per row (M), b's per tensor or per column (N).
+absl::StatusOr<Node*> IntegerProduct(Converter& c, const onnx::NodeProto& n, Node* a, Node* a_zp,
+                                     Node* b, Node* b_zp) {
+  if (a_zp != nullptr && a_zp->type.rank() == 1 && a_zp->type.NumElements() > 1) {
+    KILN_ASSIGN_OR_RETURN(a_zp, c.Add(n, "reshape", {a_zp},
+                                      ReshapeAttrs{{a_zp->type.shape[0], 1}}, "/a_zp_rows"));
+  }
+  KILN_ASSIGN_OR_RETURN(Node* ca, Centered(c, n, a, a_zp, DType::kInt32, "/a"));
+  KILN_ASSIGN_OR_RETURN(Node* cb, Centered(c, n, b, b_zp, DType::kInt32, "/b"));
+  return c.Add(n, "matmul", {ca, cb}, NoAttrs{}, "/product");
+}
+
+absl::Status ConvertMatMulInteger(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* a, c.Value(n, 0));
+  KILN_ASSIGN_OR_RETURN(Node* b, c.Value(n, 1));
+  KILN_ASSIGN_OR_RETURN(Node* a_zp, OptionalValue(c, n, 2));
+  KILN_ASSIGN_OR_RETURN(Node* b_zp, OptionalValue(c, n, 3));
+  KILN_ASSIGN_OR_RETURN(Node* y, IntegerProduct(c, n, a, a_zp, b, b_zp));
+  return c.Define(n.output(0), y);
+}
+
+// QLinearMatMul: the integer product requantised by a_scale * b_scale /
+// y_scale (in float32, as ONNX Runtime does) into y's type.
+absl::Status ConvertQLinearMatMul(Converter& c, const onnx::NodeProto& n) {
+  std::vector<Node*> in(8);
+  for (int i = 0; i < 8; ++i) {
+    KILN_ASSIGN_OR_RETURN(in[i], c.Value(n, i));
+  }
+  for (int i : {1, 4, 6}) KILN_RETURN_IF_ERROR(CheckScale(n, in[i]));
+  Node* a_zp = in[2];
+  Node* b_zp = in[5];
+  KILN_ASSIGN_OR_RETURN(Node* acc, IntegerProduct(c, n, in[0], a_zp, in[3], b_zp));
+  KILN_ASSIGN_OR_RETURN(acc, c.Add(n, "cast", {acc}, CastAttrs{DType::kFloat32}, "/acc"));
+  KILN_ASSIGN_OR_RETURN(Node* ab, c.Add(n, "mul", {in[1], in[4]}, NoAttrs{}, "/ab_scale"));
+  if (ab->type.rank() == 1 && ab->type.NumElements() > 1) {  // per output column
+    KILN_ASSIGN_OR_RETURN(ab, c.Add(n, "reshape", {ab}, ReshapeAttrs{{ab->type.shape[0]}},
+                                    "/ab_columns"));
+  }
+  KILN_ASSIGN_OR_RETURN(Node* real, c.Add(n, "mul", {acc, ab}, NoAttrs{}, "/real"));
+  KILN_ASSIGN_OR_RETURN(Node* y, Requantize(c, n, real, in[6], in[7], in[7]->type.dtype, ""));
+  return c.Define(n.output(0), y);
+}
+
+// ConvInteger and QLinearConv: the centered operands convolved in float32
+// (the fast conv kernels), exact while every output's sum of products stays
+// below 2^24 in magnitude (uint8 x int8 products of up to 2^15: 512 terms
+// at the extremes, far more in practice), then cast to int32 or requantised.
+// The weight's zero point is per tensor or per output channel.
+absl::StatusOr<Node*> CenteredWeight(Converter& c, const onnx::NodeProto& n, Node* w, Node* zp) {
+  if (zp != nullptr && zp->type.NumElements() > 1) {
+    KILN_ASSIGN_OR_RETURN(zp, AlongAxis(c, n, zp, 0, w->type.rank(), "/w_zp_channels"));
+  }
+  return Centered(c, n, w, zp, DType::kFloat32, "/w");
+}
+
+absl::Status ConvertConvInteger(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  KILN_ASSIGN_OR_RETURN(Node* w, c.Value(n, 1));
+  KILN_ASSIGN_OR_RETURN(Node* x_zp, OptionalValue(c, n, 2));
+  KILN_ASSIGN_OR_RETURN(Node* w_zp, OptionalValue(c, n, 3));
+  KILN_ASSIGN_OR_RETURN(Node* cx, Centered(c, n, x, x_zp, DType::kFloat32, "/x"));
+  KILN_ASSIGN_OR_RETURN(Node* cw, CenteredWeight(c, n, w, w_zp));
+  KILN_ASSIGN_OR_RETURN(Node* acc, Conv2D(c, n, cx, cw, nullptr));
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "cast", {acc}, CastAttrs{DType::kInt32}));
+  return c.Define(n.output(0), y);
+}
+
+// QLinearConv(x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, bias?):
+// bias is int32 in x_scale * w_scale units, added before requantising.
+absl::Status ConvertQLinearConv(Converter& c, const onnx::NodeProto& n) {
+  std::vector<Node*> in(8);
+  for (int i = 0; i < 8; ++i) {
+    KILN_ASSIGN_OR_RETURN(in[i], c.Value(n, i));
+  }
+  for (int i : {1, 4, 6}) KILN_RETURN_IF_ERROR(CheckScale(n, in[i]));
+  KILN_ASSIGN_OR_RETURN(Node* cx, Centered(c, n, in[0], in[2], DType::kFloat32, "/x"));
+  KILN_ASSIGN_OR_RETURN(Node* cw, CenteredWeight(c, n, in[3], in[5]));
+  Node* bias = nullptr;
+  if (c.HasInput(n, 8)) {
+    KILN_ASSIGN_OR_RETURN(Node* b, c.Value(n, 8));
+    KILN_ASSIGN_OR_RETURN(bias, c.Add(n, "cast", {b}, CastAttrs{DType::kFloat32}, "/bias"));
+  }
+  KILN_ASSIGN_OR_RETURN(Node* acc, Conv2D(c, n, cx, cw, bias));
+  KILN_ASSIGN_OR_RETURN(Node* xw, c.Add(n, "mul", {in[1], in[4]}, NoAttrs{}, "/xw_scale"));
+  KILN_ASSIGN_OR_RETURN(xw, AlongAxis(c, n, xw, 1, acc->type.rank(), "/xw_channels"));
+  KILN_ASSIGN_OR_RETURN(Node* real, c.Add(n, "mul", {acc, xw}, NoAttrs{}, "/real"));
+  KILN_ASSIGN_OR_RETURN(Node* y, Requantize(c, n, real, in[6], in[7], in[7]->type.dtype, ""));
+  return c.Define(n.output(0), y);
+}
+
+}  // namespace
+
+void AddQuantizedConverters(ConverterMap& table) {
+  table["DequantizeLinear"] = ConvertDequantizeLinear;
+  table["QuantizeLinear"] = ConvertQuantizeLinear;
+  table["DynamicQuantizeLinear"] = ConvertDynamicQuantizeLinear;
+  table["MatMulInteger"] = ConvertMatMulInteger;
+  table["QLinearMatMul"] = ConvertQLinearMatMul;
+  table["ConvInteger"] = ConvertConvInteger;
+  table["QLinearConv"] = ConvertQLinearConv;
+}
+
+}  // namespace kiln::onnx_import
