@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -333,6 +334,7 @@ absl::StatusOr<Node*> Conv2D(Converter& c, const onnx::NodeProto& n, Node* x, No
 // The families of converters, each adding its op types to `table`.
 void AddLossConverters(ConverterMap& table);
 void AddQuantizedConverters(ConverterMap& table);
+void AddRecurrentConverters(ConverterMap& table);
 
 }  // namespace kiln::onnx_import
 

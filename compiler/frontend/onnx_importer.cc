@@ -1658,6 +1658,7 @@ const ConverterMap& ConverterTable() {
     };
     AddLossConverters(*t);
     AddQuantizedConverters(*t);
+    AddRecurrentConverters(*t);
     return t;
   }();
   return *table;
