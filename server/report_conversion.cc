@@ -144,15 +144,34 @@ void FillModelTiming(const engine::ServedModel& served, kiln::v1::ModelTiming* o
   }
 }
 
+kiln::v1::DataType WireDataType(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return kiln::v1::FLOAT32;
+    case DType::kInt64: return kiln::v1::INT64;
+    case DType::kBool: return kiln::v1::BOOL;
+    case DType::kFloat16: return kiln::v1::FLOAT16;
+    case DType::kBFloat16: return kiln::v1::BFLOAT16;
+    case DType::kFloat64: return kiln::v1::FLOAT64;
+    case DType::kInt8: return kiln::v1::INT8;
+    case DType::kUInt8: return kiln::v1::UINT8;
+    case DType::kInt16: return kiln::v1::INT16;
+    case DType::kUInt16: return kiln::v1::UINT16;
+    case DType::kInt32: return kiln::v1::INT32;
+    case DType::kUInt32: return kiln::v1::UINT32;
+    case DType::kUInt64: return kiln::v1::UINT64;
+  }
+  return kiln::v1::DATA_TYPE_UNSPECIFIED;
+}
+
 void FillValueInfo(const TensorSignature& value, kiln::v1::ValueInfo* out) {
   out->set_name(value.name);
-  out->set_dtype(value.dtype == DType::kInt64 ? kiln::v1::INT64 : kiln::v1::FLOAT32);
+  out->set_dtype(WireDataType(value.dtype));
   for (int64_t d : value.dims) out->add_dims(d);
 }
 
 void FillValueInfo(const ValueSpec& value, kiln::v1::ValueInfo* out) {
   out->set_name(value.name);
-  out->set_dtype(value.type.dtype == DType::kInt64 ? kiln::v1::INT64 : kiln::v1::FLOAT32);
+  out->set_dtype(WireDataType(value.type.dtype));
   for (int64_t d : value.type.shape) out->add_dims(d);
 }
 

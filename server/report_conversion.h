@@ -15,6 +15,9 @@ void FillCacheStats(const engine::CacheStats& stats, kiln::v1::GetCacheStatsResp
 void FillModelTiming(const engine::ServedModel& served, kiln::v1::ModelTiming* out);
 void FillKernelTiming(const std::string& name, const runtime::DurationSnapshot& d,
                       kiln::v1::KernelTiming* out);
+// A DType as kiln.v1's DataType (the inverse of the Kiln graph importer's).
+kiln::v1::DataType WireDataType(DType dtype);
+
 void FillValueInfo(const TensorSignature& value, kiln::v1::ValueInfo* out);
 void FillValueInfo(const ValueSpec& value, kiln::v1::ValueInfo* out);
 
