@@ -147,8 +147,10 @@ class Converter {
     return f == folded_.end() ? v : f->second;
   }
 
-  // A constant operand's int64 values (Reshape's shape, ReduceSum's axes).
-  absl::StatusOr<std::vector<int64_t>> ConstantInts(const onnx::NodeProto& n, int i) {
+  // Operand i as a constant: itself, folded, or (when the model's inputs
+  // alone decide it) WaitingForValues, naming them. `what` says what the
+  // operand must be, for the Unimplemented otherwise.
+  absl::StatusOr<Node*> ConstantOperand(const onnx::NodeProto& n, int i) {
     KILN_ASSIGN_OR_RETURN(Node* v, Value(n, i));
     KILN_ASSIGN_OR_RETURN(v, Folded(v));
     if (!v->is_constant()) {
@@ -167,15 +169,35 @@ class Converter {
         needed_values_.insert(leaves.begin(), leaves.end());
         return WaitingForValues();
       }
-    }
-    if (!v->is_constant() || !IsIntegerDType(v->type.dtype)) {
       return absl::UnimplementedError(absl::StrCat(
           "node '", n.name(), "' (", n.op_type(), "): input ", i,
-          " must be a constant integer tensor (computed shapes are not supported yet)"));
+          " must be a constant or computed from integer model inputs (its value decides a "
+          "shape)"));
+    }
+    return v;
+  }
+
+  // A constant operand's integer values (Reshape's shape, ReduceSum's axes).
+  absl::StatusOr<std::vector<int64_t>> ConstantInts(const onnx::NodeProto& n, int i) {
+    KILN_ASSIGN_OR_RETURN(Node* v, ConstantOperand(n, i));
+    if (!IsIntegerDType(v->type.dtype)) {
+      return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
+                                                     "): input ", i, " must be integers, got ",
+                                                     v->type.ToString()));
     }
     std::vector<int64_t> values(v->type.NumElements());
     for (size_t k = 0; k < values.size(); ++k) {
       values[k] = ReadElementAsInt(v->type.dtype, v->value->bytes.data(), k);
+    }
+    return values;
+  }
+
+  // A constant numeric operand's values as doubles (Range's bounds).
+  absl::StatusOr<std::vector<double>> ConstantDoubles(const onnx::NodeProto& n, int i) {
+    KILN_ASSIGN_OR_RETURN(Node* v, ConstantOperand(n, i));
+    std::vector<double> values(v->type.NumElements());
+    for (size_t k = 0; k < values.size(); ++k) {
+      values[k] = ReadElementAsDouble(v->type.dtype, v->value->bytes.data(), k);
     }
     return values;
   }
@@ -192,7 +214,7 @@ class Converter {
       stack.pop_back();
       if (n->is_constant()) continue;
       if (n->is_input()) {
-        if (n->type.dtype != DType::kInt64) return false;
+        if (!IsIntegerDType(n->type.dtype)) return false;
         leaves->insert(n->name);
         continue;
       }

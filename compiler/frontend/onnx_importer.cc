@@ -615,14 +615,34 @@ absl::Status ConvertGlobalAveragePool(Converter& c, const onnx::NodeProto& n) {
   return c.Define(n.output(0), y);
 }
 
+// Constant: a tensor (`value`), or opset 12's scalar and list forms
+// (value_float, value_floats, value_int, value_ints). Sparse and string
+// values are Unimplemented.
 absl::Status ConvertConstant(Converter& c, const onnx::NodeProto& n) {
-  const onnx::AttributeProto* value = FindAttr(n, "value");
-  if (value == nullptr || !value->has_t()) {
-    return absl::UnimplementedError(absl::StrCat(
-        "node '", n.name(), "' (Constant): only the `value` tensor form is supported"));
+  if (const onnx::AttributeProto* value = FindAttr(n, "value"); value && value->has_t()) {
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<ConstantData> data, ConvertTensor(value->t()));
+    return c.Define(n.output(0), c.graph().AddConstant(n.output(0), std::move(data)));
   }
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<ConstantData> data, ConvertTensor(value->t()));
-  return c.Define(n.output(0), c.graph().AddConstant(n.output(0), std::move(data)));
+  if (const onnx::AttributeProto* f = FindAttr(n, "value_float")) {
+    const float v = f->f();
+    return c.Define(n.output(0), c.Constant(n.output(0), TensorType{DType::kFloat32, {}}, &v));
+  }
+  if (const onnx::AttributeProto* i = FindAttr(n, "value_int")) {
+    const int64_t v = i->i();
+    return c.Define(n.output(0), c.Constant(n.output(0), TensorType{DType::kInt64, {}}, &v));
+  }
+  if (const onnx::AttributeProto* fs = FindAttr(n, "value_floats")) {
+    const std::vector<float> v(fs->floats().begin(), fs->floats().end());
+    const TensorType type{DType::kFloat32, {static_cast<int64_t>(v.size())}};
+    return c.Define(n.output(0), c.Constant(n.output(0), type, v.data()));
+  }
+  if (const onnx::AttributeProto* is = FindAttr(n, "value_ints")) {
+    const std::vector<int64_t> v(is->ints().begin(), is->ints().end());
+    const TensorType type{DType::kInt64, {static_cast<int64_t>(v.size())}};
+    return c.Define(n.output(0), c.Constant(n.output(0), type, v.data()));
+  }
+  return absl::UnimplementedError(absl::StrCat(
+      "node '", n.name(), "' (Constant): sparse and string values are not supported"));
 }
 
 // Variadic elementwise ops folded pairwise (Sum, Min, Max).
@@ -1441,6 +1461,41 @@ absl::Status ConvertEyeLike(Converter& c, const onnx::NodeProto& n) {
   return c.Define(n.output(0), c.Constant(n.output(0), type, bytes.data()));
 }
 
+// Range(start, limit, delta): its length depends on the values, so they
+// must be constants or decided by integer model inputs (the model is then
+// specialised per value, as for Reshape's shape); the result is a constant.
+absl::Status ConvertRange(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* start_node, c.Value(n, 0));
+  const DType dtype = start_node->type.dtype;
+  std::vector<double> v[3];
+  for (int i = 0; i < 3; ++i) {
+    KILN_ASSIGN_OR_RETURN(v[i], c.ConstantDoubles(n, i));
+    if (v[i].size() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (Range): input ", i,
+                                                     " must be a scalar"));
+    }
+  }
+  const double start = v[0][0], limit = v[1][0], delta = v[2][0];
+  const double steps = std::ceil((limit - start) / delta);
+  if (delta == 0 || !std::isfinite(steps) || steps > double{1 << 24}) {
+    return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (Range): start ",
+                                                   start, ", limit ", limit, ", delta ", delta,
+                                                   " do not give at most 2^24 values"));
+  }
+  const int64_t count = std::max<int64_t>(0, static_cast<int64_t>(steps));
+  const TensorType type{dtype, {count}};
+  std::string bytes(type.ByteSize(), '\0');
+  for (int64_t i = 0; i < count; ++i) {
+    if (IsFloatDType(dtype)) {
+      WriteElementFromDouble(dtype, bytes.data(), i, start + static_cast<double>(i) * delta);
+    } else {
+      WriteElementFromInt(dtype, bytes.data(), i,
+                          static_cast<int64_t>(start) + i * static_cast<int64_t>(delta));
+    }
+  }
+  return c.Define(n.output(0), c.Constant(n.output(0), type, bytes.data()));
+}
+
 // HannWindow, HammingWindow, BlackmanWindow (opset 17): a constant of the
 // size the input holds, periodic (default) or symmetric, as ONNX defines
 // them: sum over terms of (-1)^j a_j cos(2 pi j i / N), N = size (periodic)
@@ -1568,6 +1623,7 @@ const ConverterMap& ConverterTable() {
       {"Einsum", ConvertEinsum},
       {"CumSum", ConvertCumSum},
       {"EyeLike", ConvertEyeLike},
+      {"Range", ConvertRange},
       {"HannWindow", Window({0.5, 0.5})},
       {"HammingWindow", Window({25.0 / 46, 21.0 / 46})},
       {"BlackmanWindow", Window({0.42, 0.5, 0.08})},
@@ -1946,13 +2002,19 @@ absl::StatusOr<Graph> ImportParsed(onnx::ModelProto& model, const OpRegistry& op
     if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat(what, ": ", n.status().message()));
     if (auto value = options.input_values.find(in.name()); value != options.input_values.end()) {
       // An input that decides shapes: its value is part of this compile.
-      if (type.dtype != DType::kInt64 || static_cast<int64_t>(value->second.size()) != *n) {
+      // Given as int64s whatever the input's integer type (the server
+      // decodes INT32 values to int64): stored back in the input's type.
+      if (!IsIntegerDType(type.dtype) || static_cast<int64_t>(value->second.size()) != *n) {
         return absl::InvalidArgumentError(absl::StrCat(
             what, " (", type.ToString(), ") cannot take the ", value->second.size(),
-            " int64 values given for it"));
+            " integer values given for it"));
+      }
+      std::string bytes(type.ByteSize(), '\0');
+      for (size_t k = 0; k < value->second.size(); ++k) {
+        WriteElementFromInt(type.dtype, bytes.data(), k, value->second[k]);
       }
       KILN_RETURN_IF_ERROR(
-          c.Define(in.name(), c.Constant(in.name(), std::move(type), value->second.data())));
+          c.Define(in.name(), c.Constant(in.name(), std::move(type), bytes.data())));
       continue;
     }
     KILN_RETURN_IF_ERROR(c.Define(in.name(), c.graph().AddInput(in.name(), std::move(type))));
