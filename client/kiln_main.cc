@@ -23,7 +23,7 @@
 #include "client/kiln_client.h"
 #include "client/model_file.h"
 #include "client/npy.h"
-#include "client/onnx_conformance.h"
+#include "client/onnx_test_command.h"
 #include "client/report_format.h"
 
 namespace kiln::client {
@@ -51,7 +51,7 @@ constexpr char kUsage[] = R"(usage: kiln COMMAND [--server HOST:PORT] [--tls-ca 
   models [--json]
   unload NAME
   info [--json]
-  onnx-test CASE_DIR... [--model-tolerance]
+  onnx-test CASE_DIR... [--model-tolerance] [--json]
                              ONNX test cases; ends "N passed, N failed, N unsupported"
   bench FILE|--model NAME [--batch B] [--concurrency C] [--iterations N] [--warmup W]
              [--exact] [--json]
@@ -421,21 +421,7 @@ int Main(int argc, char** argv) {
   if (command == "info") return Print((*client)->GetServerInfo(), *args, FormatServerInfo);
   if (command == "onnx-test") {
     if (args->positional.size() < 2) return Usage("onnx-test takes case directories");
-    int passed = 0, failed = 0, unsupported = 0;
-    for (size_t i = 1; i < args->positional.size(); ++i) {
-      OnnxCaseResult r = RunOnnxCase(
-          **client, args->positional[i],
-          args->Has("model-tolerance") ? Tolerance::kModel : Tolerance::kOnnxRunner);
-      std::cout << OutcomeName(r.outcome) << " " << args->positional[i];
-      if (!r.detail.empty()) std::cout << "  (" << r.detail << ")";
-      std::cout << "\n";
-      (r.outcome == OnnxCaseResult::Outcome::kPass       ? passed
-       : r.outcome == OnnxCaseResult::Outcome::kFail     ? failed
-                                                         : unsupported)++;
-    }
-    std::cout << passed << " passed, " << failed << " failed, " << unsupported
-              << " unsupported\n";
-    return failed > 0 ? 1 : 0;
+    return OnnxTestCommand(**client, *args);
   }
   if (command == "bench") return BenchCommand(**client, *args);
   if (command == "kernels") return Print((*client)->ListKernels(), *args, FormatKernels);
