@@ -1099,29 +1099,40 @@ absl::Status ConvertSplit(Converter& c, const onnx::NodeProto& n) {
 
 absl::Status ConvertPad(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
-  const onnx::AttributeProto* mode = FindAttr(n, "mode");
-  if (mode && mode->s() != "constant") {
-    return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (Pad): mode '",
-                                                 mode->s(), "'"));
-  }
   PadAttrs a;
+  const std::string mode = StringAttr(n, "mode", "constant");
+  if (mode == "edge") {
+    a.mode = PadAttrs::Mode::kEdge;
+  } else if (mode == "reflect") {
+    a.mode = PadAttrs::Mode::kReflect;
+  } else if (mode != "constant") {
+    return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (Pad): mode '", mode,
+                                                 "'"));
+  }
   a.pads = IntsAttr(n, "pads", {});
   a.value = FloatAttr(n, "value", 0);
+  std::vector<Node*> inputs{x};
   if (c.opset() >= 11) {
     KILN_ASSIGN_OR_RETURN(a.pads, c.ConstantInts(n, 1));
-    if (c.HasInput(n, 2)) {
+    if (c.HasInput(n, 2) && a.mode == PadAttrs::Mode::kConstant) {
       KILN_ASSIGN_OR_RETURN(Node* v, c.Value(n, 2));
-      if (!v->is_constant() || v->type.NumElements() != 1) {
-        return absl::UnimplementedError(
-            absl::StrCat("node '", n.name(), "' (Pad): constant value"));
+      if (v->is_constant() && v->type.NumElements() == 1) {
+        a.value = static_cast<float>(ReadElementAsDouble(v->type.dtype, v->value->bytes.data(), 0));
+        // Values a float cannot hold exactly (a large int64 or a double) are read at run time.
+        char back[8] = {};
+        WriteElementFromDouble(v->type.dtype, back, 0, a.value);
+        if (std::memcmp(back, v->value->bytes.data(), DTypeSize(v->type.dtype)) != 0) {
+          inputs.push_back(v);
+        }
+      } else {
+        inputs.push_back(v);
       }
-      a.value = static_cast<float>(ReadElementAsDouble(v->type.dtype, v->value->bytes.data(), 0));
     }
     if (c.HasInput(n, 3)) {
       return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (Pad): axes input"));
     }
   }
-  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "pad", {x}, a));
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "pad", inputs, a));
   return c.Define(n.output(0), y);
 }
 

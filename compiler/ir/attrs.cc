@@ -57,7 +57,9 @@ struct Printer {
                         ", reverse=", a.reverse ? 1 : 0);
   }
   std::string operator()(const PadAttrs& a) const {
-    return absl::StrCat("pads=", List(a.pads), ", value=", FloatBits(a.value));
+    static const char* kModes[] = {"constant", "edge", "reflect"};
+    return absl::StrCat("pads=", List(a.pads), ", value=", FloatBits(a.value),
+                        ", mode=", kModes[static_cast<int>(a.mode)]);
   }
   // Exact and readable: the shortest decimal plus the bit pattern.
   static std::string FloatBits(float f) {

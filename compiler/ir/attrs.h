@@ -111,10 +111,17 @@ struct SliceAttrs {
 };
 
 // pad (constant mode): `pads` = begins for every dim, then ends; the fill value.
+// pad: `pads` (begins, then ends; negative crops). Mode constant fills with
+// `value` (or the optional second input, a scalar), edge repeats the border
+// element, reflect mirrors about it (pads below the dim).
 struct PadAttrs {
+  enum class Mode { kConstant, kEdge, kReflect };
   std::vector<int64_t> pads;
   float value = 0;
-  bool operator==(const PadAttrs& o) const { return pads == o.pads && value == o.value; }
+  Mode mode = Mode::kConstant;
+  bool operator==(const PadAttrs& o) const {
+    return pads == o.pads && value == o.value && mode == o.mode;
+  }
 };
 
 // mod: the remainder's sign follows the divisor (Python), or with fmod the

@@ -316,12 +316,25 @@ void RegisterSliceGatherExpandPad(OpRegistry& r) {
   OpDef pad;
   pad.name = "pad";
   pad.pattern = OpPattern::kInjective;
-  pad.summary = "constant padding: `pads` (begins, then ends) and `value`";
+  pad.summary =
+      "padding by `pads` (begins, then ends): mode constant (`value`, or a scalar second "
+      "input), edge or reflect";
+  pad.min_inputs = 1;
+  pad.max_inputs = 2;
   pad.parse_attrs = [](const RawAttrs& raw) -> absl::StatusOr<Attrs> {
-    KILN_RETURN_IF_ERROR(CheckKnownAttrs(raw, {"pads", "value"}));
+    KILN_RETURN_IF_ERROR(CheckKnownAttrs(raw, {"pads", "value", "mode"}));
     PadAttrs a;
     KILN_ASSIGN_OR_RETURN(a.pads, GetIntsAttr(raw, "pads", {}));
     KILN_ASSIGN_OR_RETURN(a.value, GetFloatAttr(raw, "value", 0));
+    auto it = raw.find("mode");
+    const std::string* mode = it == raw.end() ? nullptr : std::get_if<std::string>(&it->second);
+    if (mode != nullptr && *mode == "edge") {
+      a.mode = PadAttrs::Mode::kEdge;
+    } else if (mode != nullptr && *mode == "reflect") {
+      a.mode = PadAttrs::Mode::kReflect;
+    } else if (mode != nullptr && *mode != "constant") {
+      return absl::InvalidArgumentError(absl::StrCat("pad mode '", *mode, "'"));
+    }
     return Attrs(a);
   };
   pad.infer_type = [](const std::vector<TensorType>& in,
@@ -331,10 +344,19 @@ void RegisterSliceGatherExpandPad(OpRegistry& r) {
     if (static_cast<int64_t>(a.pads.size()) != 2 * rank) {
       return absl::InvalidArgumentError("pad wants 2 * rank pads");
     }
+    if (in.size() == 2 && (in[1].NumElements() != 1 || in[1].dtype != in[0].dtype)) {
+      return absl::InvalidArgumentError("a pad value input must be one element of the data's type");
+    }
     std::vector<int64_t> shape = in[0].shape;
     for (int64_t d = 0; d < rank; ++d) {
       shape[d] += a.pads[d] + a.pads[d + rank];
       if (shape[d] < 0) return absl::InvalidArgumentError("pad removes more than the dim");
+      const int64_t most = std::max(a.pads[d], a.pads[d + rank]);
+      if (a.mode == PadAttrs::Mode::kReflect && most > 0 && most >= in[0].shape[d]) {
+        return absl::InvalidArgumentError(absl::StrCat("reflect pads of ", most,
+                                                       " need a dim above that, got ",
+                                                       in[0].shape[d]));
+      }
     }
     return TensorType{in[0].dtype, shape};
   };
@@ -347,10 +369,22 @@ void RegisterSliceGatherExpandPad(OpRegistry& r) {
     std::vector<Expr> idx;
     for (int64_t d = 0; d < rank; ++d) {
       Expr i = b.Sub(ctx.out()[d], b.Int(a.pads[d]));
-      valid = b.Binary(te::BinaryOp::kAnd, valid, b.InRange(i, in[d]));
+      if (a.mode == PadAttrs::Mode::kReflect && in[d] > 1) {
+        // Mirror about the first and the last element: -i below, 2 (n - 1) - i above.
+        i = b.Select(b.Compare(te::CompareOp::kLT, i, b.Int(0)), b.Sub(b.Int(0), i), i);
+        i = b.Select(b.Compare(te::CompareOp::kGE, i, b.Int(in[d])),
+                     b.Sub(b.Int(2 * (in[d] - 1)), i), i);
+      } else if (a.mode == PadAttrs::Mode::kConstant) {
+        valid = b.Binary(te::BinaryOp::kAnd, valid, b.InRange(i, in[d]));
+      }
       idx.push_back(b.ClampIndex(i, std::max<int64_t>(in[d], 1)));
     }
-    return b.Select(valid, ctx.Input(0, idx), b.Constant(ctx.out_scalar(), a.value));
+    Expr x = ctx.Input(0, idx);
+    if (a.mode != PadAttrs::Mode::kConstant) return x;
+    Expr fill = ctx.num_inputs() == 2
+                    ? ctx.Input(1, std::vector<Expr>(ctx.input_type(1).rank(), b.Int(0)))
+                    : b.Constant(ctx.out_scalar(), a.value);
+    return b.Select(valid, x, fill);
   };
   r.Register(std::move(pad));
 }
