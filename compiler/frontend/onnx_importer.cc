@@ -1421,6 +1421,68 @@ absl::Status ConvertEinsum(Converter& c, const onnx::NodeProto& n) {
   return c.Define(n.output(0), y);
 }
 
+absl::Status ConvertGatherNd(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* data, c.Value(n, 0));
+  KILN_ASSIGN_OR_RETURN(Node* indices, c.Value(n, 1));
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "gather_nd", {data, indices},
+                                       AxisAttrs{IntAttr(n, "batch_dims", 0)}));
+  return c.Define(n.output(0), y);
+}
+
+absl::StatusOr<ScatterAttrs> ScatterAttrsOf(const onnx::NodeProto& n, int64_t rank) {
+  ScatterAttrs a;
+  KILN_ASSIGN_OR_RETURN(a.axis, AxisAttr(n, "axis", 0, std::max<int64_t>(rank, 1)));
+  const std::string reduction = StringAttr(n, "reduction", "none");
+  if (reduction == "add") {
+    a.reduction = ScatterAttrs::Reduction::kAdd;
+  } else if (reduction == "mul") {
+    a.reduction = ScatterAttrs::Reduction::kMul;
+  } else if (reduction == "max") {
+    a.reduction = ScatterAttrs::Reduction::kMax;
+  } else if (reduction == "min") {
+    a.reduction = ScatterAttrs::Reduction::kMin;
+  } else if (reduction != "none") {
+    return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
+                                                   "): reduction '", reduction, "'"));
+  }
+  return a;
+}
+
+// ScatterElements (and the older Scatter), ScatterND.
+ConvertFn Scatter(const std::string& kiln_op) {
+  return [kiln_op](Converter& c, const onnx::NodeProto& n) -> absl::Status {
+    std::vector<Node*> in(3);
+    for (int i = 0; i < 3; ++i) {
+      KILN_ASSIGN_OR_RETURN(in[i], c.Value(n, i));
+    }
+    KILN_ASSIGN_OR_RETURN(ScatterAttrs a, ScatterAttrsOf(n, in[0]->type.rank()));
+    KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, kiln_op, in, a));
+    return c.Define(n.output(0), y);
+  };
+}
+
+// TopK: k from its constant input (opset 10+) or attribute; values and
+// indices, largest first (or smallest), ties to the lower index.
+absl::Status ConvertTopK(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  TopKAttrs a;
+  KILN_ASSIGN_OR_RETURN(a.axis, AxisAttr(n, "axis", -1, std::max<int64_t>(x->type.rank(), 1)));
+  a.largest = IntAttr(n, "largest", 1) != 0;
+  a.k = IntAttr(n, "k", 1);
+  if (c.HasInput(n, 1)) {
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> k, c.ConstantInts(n, 1));
+    if (k.size() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (TopK): k must be "
+                                                     "one value"));
+    }
+    a.k = k[0];
+  }
+  KILN_ASSIGN_OR_RETURN(Node* values, c.Add(n, "top_k_values", {x}, a, "/values"));
+  KILN_ASSIGN_OR_RETURN(Node* indices, c.Add(n, "top_k_indices", {x}, a, "/indices"));
+  KILN_RETURN_IF_ERROR(c.Define(n.output(0), values));
+  return c.Define(n.output_size() > 1 ? n.output(1) : "", indices);
+}
+
 // BitShift: direction "LEFT" or "RIGHT" on unsigned integers.
 absl::Status ConvertBitShift(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
@@ -1631,6 +1693,11 @@ const ConverterMap& ConverterTable() {
       {"CastLike", ConvertCastLike},
       {"LogSoftmax", Softmaxish("log_softmax")},
       {"BitShift", ConvertBitShift},
+      {"GatherND", ConvertGatherNd},
+      {"ScatterElements", Scatter("scatter_elements")},
+      {"Scatter", Scatter("scatter_elements")},
+      {"ScatterND", Scatter("scatter_nd")},
+      {"TopK", ConvertTopK},
       {"Einsum", ConvertEinsum},
       {"CumSum", ConvertCumSum},
       {"EyeLike", ConvertEyeLike},

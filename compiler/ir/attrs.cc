@@ -49,6 +49,14 @@ struct Printer {
                         List(a.sizes));
   }
   std::string operator()(const ModAttrs& a) const { return absl::StrCat("fmod=", a.fmod ? 1 : 0); }
+  std::string operator()(const ScatterAttrs& a) const {
+    static const char* kReductions[] = {"none", "add", "mul", "max", "min"};
+    return absl::StrCat("axis=", a.axis, ", reduction=",
+                        kReductions[static_cast<int>(a.reduction)]);
+  }
+  std::string operator()(const TopKAttrs& a) const {
+    return absl::StrCat("axis=", a.axis, ", k=", a.k, ", largest=", a.largest ? 1 : 0);
+  }
   std::string operator()(const EinsumAttrs& a) const {
     return absl::StrCat("equation=\"", a.equation, "\"");
   }

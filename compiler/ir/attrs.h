@@ -148,9 +148,31 @@ struct EinsumAttrs {
   bool operator==(const EinsumAttrs& o) const { return equation == o.equation; }
 };
 
+// scatter_elements: along `axis`, combining with the data by `reduction`.
+struct ScatterAttrs {
+  enum class Reduction { kNone, kAdd, kMul, kMax, kMin };
+  int64_t axis = 0;
+  Reduction reduction = Reduction::kNone;
+  bool operator==(const ScatterAttrs& o) const {
+    return axis == o.axis && reduction == o.reduction;
+  }
+};
+
+// top_k_values / top_k_indices: the k largest (or smallest) along `axis`,
+// in order (ties: the lower index first).
+struct TopKAttrs {
+  int64_t axis = -1;
+  int64_t k = 1;
+  bool largest = true;
+  bool operator==(const TopKAttrs& o) const {
+    return axis == o.axis && k == o.k && largest == o.largest;
+  }
+};
+
 using Attrs = std::variant<NoAttrs, AxisAttrs, ReshapeAttrs, TransposeAttrs, ReduceAttrs,
                            Conv2DAttrs, BatchNormAttrs, DropoutAttrs, ActivationAttrs, CastAttrs,
-                           Pool2DAttrs, SliceAttrs, PadAttrs, ModAttrs, ScanAttrs, EinsumAttrs>;
+                           Pool2DAttrs, SliceAttrs, PadAttrs, ModAttrs, ScanAttrs, EinsumAttrs,
+                           ScatterAttrs, TopKAttrs>;
 
 // "axis=-1", "perm=[1,0]", "" for NoAttrs: the printed-IR form.
 std::string AttrsToString(const Attrs& attrs);

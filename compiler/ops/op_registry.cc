@@ -32,6 +32,7 @@ const OpRegistry& OpRegistry::Default() {
     RegisterMathOps(*r);
     RegisterScanAndBitOps(*r);
     RegisterEinsumOp(*r);
+    RegisterIndexOps(*r);
     RegisterConvTransposeOp(*r);
     return r;
   }();

@@ -23,6 +23,8 @@ void RegisterConvTransposeOp(OpRegistry& registry);
 void RegisterScanAndBitOps(OpRegistry& registry);
 // einsum.
 void RegisterEinsumOp(OpRegistry& registry);
+// gather_nd, scatter_elements, scatter_nd, top_k_values, top_k_indices.
+void RegisterIndexOps(OpRegistry& registry);
 
 }  // namespace kiln
 
