@@ -681,11 +681,12 @@ absl::StatusOr<std::vector<float>> ConstantFloats(Converter& c, const onnx::Node
   return std::vector<float>(p, p + v->type.NumElements());
 }
 
-// Resize (opset 10+) and Upsample (7-9), nearest and linear, as a gather
-// along each resized axis with index tables (and for linear two gathers
-// blended by a weight table) worked out here in double precision: exactly
-// ONNX's coordinate arithmetic, and ordinary injective ops that fuse.
-// Linear is separable, so bilinear is linear along H, then along W.
+// Resize (opset 10+) and Upsample (7-9), nearest, linear and cubic, as a
+// gather along each resized axis with index tables (linear: two gathers
+// blended by a weight table; cubic: four weighted taps) worked out here in
+// double precision: exactly ONNX's coordinate arithmetic, and ordinary
+// injective ops that fuse. All three are separable, so bilinear is linear
+// along H, then along W, and bicubic likewise.
 absl::Status ConvertResize(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
   const std::vector<int64_t>& in = x->type.shape;
@@ -717,9 +718,11 @@ absl::Status ConvertResize(Converter& c, const onnx::NodeProto& n) {
                                                    rank, "-D input"));
   }
   const std::string mode = StringAttr(n, "mode", "nearest");
-  if (mode != "nearest" && mode != "linear" && mode != "bilinear") {
-    return unsupported(absl::StrCat("mode '", mode, "' (nearest and linear are supported)"));
+  if (mode != "nearest" && mode != "linear" && mode != "bilinear" && mode != "cubic") {
+    return unsupported(absl::StrCat("mode '", mode, "' (nearest, linear and cubic are supported)"));
   }
+  const double cubic_a = FloatAttr(n, "cubic_coeff_a", -0.75f);
+  const bool exclude_outside = IntAttr(n, "exclude_outside", 0) != 0;
   const bool opset10_like = upsample || c.opset() < 11;
   const std::string coordinates =
       opset10_like ? "asymmetric" : StringAttr(n, "coordinate_transformation_mode", "half_pixel");
@@ -729,7 +732,6 @@ absl::Status ConvertResize(Converter& c, const onnx::NodeProto& n) {
       coordinates != "align_corners" && coordinates != "pytorch_half_pixel") {
     return unsupported(absl::StrCat("coordinate_transformation_mode '", coordinates, "'"));
   }
-  if (IntAttr(n, "exclude_outside", 0) != 0) return unsupported("exclude_outside");
   Node* y = x;
   for (int d = 0; d < rank; ++d) {
     const int64_t out =
@@ -751,10 +753,33 @@ absl::Status ConvertResize(Converter& c, const onnx::NodeProto& n) {
     };
     auto clamp = [&](int64_t i) { return std::min<int64_t>(std::max<int64_t>(i, 0), in[d] - 1); };
     std::vector<int64_t> lower(out), upper(out);
-    std::vector<float> weight(out);
+    std::vector<double> weight(out);
+    // Cubic: four taps at floor(x) - 1 ... floor(x) + 2 with Keys' weights
+    // (ONNX's cubic_coeff_a); exclude_outside drops taps past the edge and
+    // renormalises, else they read the edge element.
+    std::vector<std::vector<int64_t>> taps(4, std::vector<int64_t>(out));
+    std::vector<std::vector<double>> tap_weights(4, std::vector<double>(out));
     for (int64_t o = 0; o < out; ++o) {
       const double xo = original(o);
-      if (mode == "nearest") {
+      if (mode == "cubic") {
+        const double f = std::floor(xo), t = xo - f;
+        const double a = cubic_a;
+        const double dist[4] = {t + 1, t, 1 - t, 2 - t};
+        double total = 0;
+        for (int k = 0; k < 4; ++k) {
+          const double z = dist[k];
+          double w = z <= 1 ? ((a + 2) * z - (a + 3)) * z * z + 1
+                            : ((a * z - 5 * a) * z + 8 * a) * z - 4 * a;
+          const int64_t i = static_cast<int64_t>(f) - 1 + k;
+          if (exclude_outside && (i < 0 || i >= in[d])) w = 0;
+          taps[k][o] = clamp(i);
+          tap_weights[k][o] = w;
+          total += w;
+        }
+        if (exclude_outside && total != 0) {
+          for (int k = 0; k < 4; ++k) tap_weights[k][o] /= total;
+        }
+      } else if (mode == "nearest") {
         double i = nearest == "floor"                ? std::floor(xo)
                    : nearest == "ceil"               ? std::ceil(xo)
                    : nearest == "round_prefer_ceil"  ? std::floor(xo + 0.5)
@@ -764,13 +789,39 @@ absl::Status ConvertResize(Converter& c, const onnx::NodeProto& n) {
         const double f = std::floor(xo);
         lower[o] = clamp(static_cast<int64_t>(f));
         upper[o] = clamp(static_cast<int64_t>(f) + 1);
-        weight[o] = static_cast<float>(xo - f);
+        weight[o] = xo - f;
       }
     }
     const std::string axis = absl::StrCat("/resize_", d);
     auto table = [&](const std::string& name, const std::vector<int64_t>& v) {
       return c.Constant(n.name() + axis + name, TensorType{DType::kInt64, {out}}, v.data());
     };
+    // Weights in x's type, shaped [out, 1, ...] to broadcast along d.
+    std::vector<int64_t> wshape{out};
+    for (int k = d + 1; k < rank; ++k) wshape.push_back(1);
+    auto weights = [&](const std::string& name, const std::vector<double>& v) {
+      const TensorType type{x->type.dtype, wshape};
+      std::string bytes(type.ByteSize(), '\0');
+      for (int64_t o = 0; o < out; ++o) WriteElementFromDouble(type.dtype, bytes.data(), o, v[o]);
+      return c.Constant(n.name() + axis + name, type, bytes.data());
+    };
+    if (mode == "cubic") {
+      Node* sum = nullptr;
+      for (int k = 0; k < 4; ++k) {
+        const std::string tap = absl::StrCat(axis, "/tap", k);
+        KILN_ASSIGN_OR_RETURN(Node* g, c.Add(n, "gather", {y, table(tap + "_at", taps[k])},
+                                             AxisAttrs{d}, tap + "_gather"));
+        KILN_ASSIGN_OR_RETURN(g, c.Add(n, "mul", {g, weights(tap + "_weight", tap_weights[k])},
+                                       NoAttrs{}, tap + "_weighted"));
+        if (sum == nullptr) {
+          sum = g;
+        } else {
+          KILN_ASSIGN_OR_RETURN(sum, c.Add(n, "add", {sum, g}, NoAttrs{}, tap + "_sum"));
+        }
+      }
+      y = sum;
+      continue;
+    }
     KILN_ASSIGN_OR_RETURN(Node* low, c.Add(n, "gather", {y, table("/lower", lower)},
                                            AxisAttrs{d}, axis + "/gather_lower"));
     if (mode == "nearest") {
@@ -779,11 +830,8 @@ absl::Status ConvertResize(Converter& c, const onnx::NodeProto& n) {
     }
     KILN_ASSIGN_OR_RETURN(Node* high, c.Add(n, "gather", {y, table("/upper", upper)},
                                             AxisAttrs{d}, axis + "/gather_upper"));
-    // y = low + (high - low) * w, w shaped [out, 1, ...] to broadcast along d.
-    std::vector<int64_t> wshape{out};
-    for (int k = d + 1; k < rank; ++k) wshape.push_back(1);
-    Node* w = c.Constant(n.name() + axis + "/weight", TensorType{DType::kFloat32, wshape},
-                         weight.data());
+    // y = low + (high - low) * w.
+    Node* w = weights("/weight", weight);
     KILN_ASSIGN_OR_RETURN(Node* diff, c.Add(n, "sub", {high, low}, NoAttrs{}, axis + "/diff"));
     KILN_ASSIGN_OR_RETURN(Node* step, c.Add(n, "mul", {diff, w}, NoAttrs{}, axis + "/step"));
     KILN_ASSIGN_OR_RETURN(y, c.Add(n, "add", {low, step}, NoAttrs{}, axis + "/blend"));
