@@ -1,0 +1,394 @@
+#!/usr/bin/python3
+"""Exports the model zoo Kiln is measured against, with PyTorch's outputs.
+
+Run with Debian's /usr/bin/python3 (python3-torch 1.13, python3-torchvision 0.14):
+    /usr/bin/python3 tests/models/export_zoo.py OUT_DIR [NAME...]
+Each model becomes OUT_DIR/NAME/{model.onnx, test_data_set_0/{input_N,output_N}.pb}
+(ONNX's own test layout, so `kiln onnx-test --model-tolerance` runs it).
+Models are built with weights=None and a fixed seed (nothing is downloaded),
+exported with static shapes at opset 14, 17 where LayerNorm should become
+LayerNormalization, 13 for the quantised CNN, with small inputs where a model
+allows them (64x64 images, inception_v3's smallest 75x75, alexnet's 224x224
+whose pooling is only exportable there). BatchNorm statistics are measured
+on random batches first (calibrate_batch_norm), so outputs are not vanishingly
+small; vit_small's zero-initialised head is drawn at random for the same reason.
+Two models are not a plain export:
+  fp16_mlp: PyTorch 1.13 has no Half Linear on CPU, so the MLP is exported in
+        float32 and its ONNX graph rewritten to float16 (weights, input,
+        output); the reference runs each layer in float32 on the float16
+        weights and rounds its output to float16, as the float16 graph does.
+  qdq_int8: static quantisation with the qnnpack engine (this PyTorch has no
+        fbgemm), exported as QuantizeLinear/DequantizeLinear around float
+        Conv and Gemm; the reference is the quantised PyTorch model's output.
+"""
+import os
+import sys
+from dataclasses import dataclass
+from typing import Callable, Optional, Tuple
+
+import onnx
+import torch
+import torchvision
+from onnx import numpy_helper
+
+IMAGE = (1, 3, 64, 64)
+
+
+@dataclass
+class Case:
+    model: torch.nn.Module
+    inputs: Tuple[torch.Tensor, ...]
+    opset: int = 14
+    # The outputs to check against; default: the model run on `inputs`.
+    reference: Optional[Callable[[], Tuple[torch.Tensor, ...]]] = None
+    # Applied to the exported ONNX model before it is saved.
+    rewrite: Optional[Callable[[onnx.ModelProto], None]] = None
+    # The inputs written as test data; default: `inputs`.
+    feeds: Optional[Tuple[torch.Tensor, ...]] = None
+
+
+class OutOnly(torch.nn.Module):
+    """A torchvision segmentation model's 'out' only (it returns a dict)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x)["out"]
+
+
+def image(size=IMAGE):
+    return (torch.randn(*size),)
+
+
+# --- torchvision CNNs and vision transformers -------------------------------
+
+def resnet50():
+    return Case(torchvision.models.resnet50(weights=None), image())
+
+
+def mobilenet_v3_small():
+    return Case(torchvision.models.mobilenet_v3_small(weights=None), image())
+
+
+def regnet_y_400mf():
+    return Case(torchvision.models.regnet_y_400mf(weights=None), image())
+
+
+def convnext_tiny():
+    return Case(torchvision.models.convnext_tiny(weights=None), image(), opset=17)
+
+
+def googlenet():
+    return Case(torchvision.models.googlenet(weights=None, aux_logits=False, init_weights=False),
+                image())
+
+
+def inception_v3():
+    model = torchvision.models.inception_v3(weights=None, aux_logits=False, init_weights=False)
+    return Case(model, image((1, 3, 75, 75)))
+
+
+def alexnet():
+    # Below 224x224 its AdaptiveAvgPool2d(6) does not divide and has no ONNX form.
+    return Case(torchvision.models.alexnet(weights=None), image((1, 3, 224, 224)))
+
+
+def swin_t():
+    return Case(torchvision.models.swin_t(weights=None), image(), opset=17)
+
+
+def vit_small():
+    model = torchvision.models.VisionTransformer(image_size=64, patch_size=16, num_layers=4,
+                                                 num_heads=4, hidden_dim=128, mlp_dim=512,
+                                                 num_classes=1000)
+    torch.nn.init.normal_(model.heads.head.weight, std=0.1)  # torchvision zeroes it
+    return Case(model, image(), opset=17)
+
+
+def fcn_resnet50():
+    model = torchvision.models.segmentation.fcn_resnet50(weights=None, weights_backbone=None)
+    return Case(OutOnly(model), image())
+
+
+def deeplabv3_mobilenet_v3_large():
+    model = torchvision.models.segmentation.deeplabv3_mobilenet_v3_large(
+        weights=None, weights_backbone=None)
+    return Case(OutOnly(model), image())
+
+
+def lraspp_mobilenet_v3_large():
+    model = torchvision.models.segmentation.lraspp_mobilenet_v3_large(
+        weights=None, weights_backbone=None)
+    return Case(OutOnly(model), image())
+
+
+# --- hand-written models -----------------------------------------------------
+
+def conv_block(cin, cout):
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(cin, cout, 3, padding=1), torch.nn.BatchNorm2d(cout), torch.nn.ReLU(),
+        torch.nn.Conv2d(cout, cout, 3, padding=1), torch.nn.BatchNorm2d(cout), torch.nn.ReLU())
+
+
+class UNet(torch.nn.Module):
+    """Two levels down, two up: one up by ConvTranspose2d, one by bilinear Upsample."""
+
+    def __init__(self, cin=3, classes=2, width=16):
+        super().__init__()
+        self.enc0 = conv_block(cin, width)
+        self.enc1 = conv_block(width, 2 * width)
+        self.mid = conv_block(2 * width, 4 * width)
+        self.pool = torch.nn.MaxPool2d(2)
+        self.up1 = torch.nn.ConvTranspose2d(4 * width, 2 * width, 2, stride=2)
+        self.dec1 = conv_block(4 * width, 2 * width)
+        self.up0 = torch.nn.Sequential(
+            torch.nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False),
+            torch.nn.Conv2d(2 * width, width, 1))
+        self.dec0 = conv_block(2 * width, width)
+        self.head = torch.nn.Conv2d(width, classes, 1)
+
+    def forward(self, x):
+        e0 = self.enc0(x)
+        e1 = self.enc1(self.pool(e0))
+        m = self.mid(self.pool(e1))
+        d1 = self.dec1(torch.cat([self.up1(m), e1], 1))
+        d0 = self.dec0(torch.cat([self.up0(d1), e0], 1))
+        return self.head(d0)
+
+
+def unet():
+    return Case(UNet(), image())
+
+
+class Recurrent(torch.nn.Module):
+    """A 2-layer bidirectional batch-first LSTM or GRU and a per-step classifier."""
+
+    def __init__(self, cell, features=32, hidden=64, classes=10):
+        super().__init__()
+        self.rnn = cell(features, hidden, num_layers=2, bidirectional=True, batch_first=True)
+        self.head = torch.nn.Linear(2 * hidden, classes)
+
+    def forward(self, x):
+        y, _ = self.rnn(x)
+        return self.head(y)
+
+
+def lstm():
+    return Case(Recurrent(torch.nn.LSTM), (torch.randn(2, 16, 32),))
+
+
+def gru():
+    return Case(Recurrent(torch.nn.GRU), (torch.randn(2, 16, 32),))
+
+
+def audio_conv1d():
+    layers = []
+    channels = [1, 16, 32, 64]
+    for cin, cout in zip(channels, channels[1:]):
+        layers += [torch.nn.Conv1d(cin, cout, 9, stride=2, padding=4), torch.nn.BatchNorm1d(cout),
+                   torch.nn.ReLU(), torch.nn.MaxPool1d(2)]
+    model = torch.nn.Sequential(*layers, torch.nn.AdaptiveAvgPool1d(1), torch.nn.Flatten(),
+                                torch.nn.Linear(64, 12))
+    return Case(model, (torch.randn(2, 1, 4000),))
+
+
+class BertEncoder(torch.nn.Module):
+    """Token and position embeddings, a TransformerEncoder skipping padded keys."""
+
+    def __init__(self, vocab=1000, max_len=64, d_model=128, heads=4, layers=2):
+        super().__init__()
+        self.tokens = torch.nn.Embedding(vocab, d_model)
+        self.positions = torch.nn.Parameter(torch.randn(1, max_len, d_model) * 0.02)
+        layer = torch.nn.TransformerEncoderLayer(d_model, heads, dim_feedforward=4 * d_model,
+                                                 dropout=0.0, activation="gelu",
+                                                 batch_first=True)
+        self.encoder = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.norm = torch.nn.LayerNorm(d_model)
+
+    def forward(self, ids, padding):
+        x = self.tokens(ids) + self.positions[:, :ids.shape[1]]
+        return self.norm(self.encoder(x, src_key_padding_mask=padding))
+
+
+def bert_encoder():
+    ids = torch.randint(0, 1000, (2, 16))
+    padding = torch.zeros(2, 16, dtype=torch.bool)
+    padding[0, 12:] = True  # the first sequence has 12 tokens, the second 16
+    return Case(BertEncoder(), (ids, padding), opset=17)
+
+
+class CausalSelfAttention(torch.nn.Module):
+    def __init__(self, d_model, heads):
+        super().__init__()
+        self.heads = heads
+        self.qkv = torch.nn.Linear(d_model, 3 * d_model)
+        self.proj = torch.nn.Linear(d_model, d_model)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=2)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        scores = q @ k.transpose(-2, -1) / (d // self.heads) ** 0.5
+        mask = torch.triu(torch.ones(t, t, dtype=torch.bool), 1)
+        scores = scores.masked_fill(mask, float("-inf"))
+        y = torch.softmax(scores, dim=-1) @ v
+        return self.proj(y.transpose(1, 2).reshape(b, t, d))
+
+
+class GptBlock(torch.nn.Module):
+    def __init__(self, d_model, heads):
+        super().__init__()
+        self.ln1 = torch.nn.LayerNorm(d_model)
+        self.attn = CausalSelfAttention(d_model, heads)
+        self.ln2 = torch.nn.LayerNorm(d_model)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(d_model, 4 * d_model), torch.nn.GELU(),
+                                       torch.nn.Linear(4 * d_model, d_model))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class GptDecoder(torch.nn.Module):
+    def __init__(self, vocab=1000, max_len=64, d_model=128, heads=4, layers=2):
+        super().__init__()
+        self.tokens = torch.nn.Embedding(vocab, d_model)
+        self.positions = torch.nn.Embedding(max_len, d_model)
+        self.blocks = torch.nn.Sequential(*[GptBlock(d_model, heads) for _ in range(layers)])
+        self.norm = torch.nn.LayerNorm(d_model)
+        self.head = torch.nn.Linear(d_model, vocab, bias=False)
+
+    def forward(self, ids):
+        positions = torch.arange(ids.shape[1]).unsqueeze(0)
+        x = self.tokens(ids) + self.positions(positions)
+        return self.head(self.norm(self.blocks(x)))
+
+
+def gpt_decoder():
+    return Case(GptDecoder(), (torch.randint(0, 1000, (2, 16)),), opset=17)
+
+
+def to_float16(model_proto):
+    """Float tensors of a Gemm/Relu graph to float16: weights, input, output."""
+    graph = model_proto.graph
+    for i, t in enumerate(graph.initializer):
+        if t.data_type == onnx.TensorProto.FLOAT:
+            half = numpy_helper.from_array(numpy_helper.to_array(t).astype("float16"), t.name)
+            graph.initializer[i].CopyFrom(half)
+    for v in list(graph.input) + list(graph.output):
+        v.type.tensor_type.elem_type = onnx.TensorProto.FLOAT16
+    del graph.value_info[:]
+
+
+def fp16_mlp():
+    model = torch.nn.Sequential(
+        torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 128), torch.nn.ReLU(),
+        torch.nn.Linear(128, 10))
+    model = model.half().float()  # weights rounded to float16, kept float32 to run on CPU
+    x = torch.randn(4, 256).half()
+
+    def reference():
+        y = x
+        for layer in model:  # each op's output is float16 in the rewritten graph
+            y = layer(y.float()).half()
+        return (y,)
+
+    return Case(model, (x.float(),), reference=reference, rewrite=to_float16, feeds=(x,))
+
+
+class SmallQuantCnn(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.quant = torch.ao.quantization.QuantStub()
+        self.features = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+            torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2))
+        self.fc = torch.nn.Linear(32 * 8 * 8, 10)
+        self.dequant = torch.ao.quantization.DeQuantStub()
+
+    def forward(self, x):
+        x = self.features(self.quant(x))
+        return self.dequant(self.fc(torch.flatten(x, 1)))
+
+
+def qdq_int8():
+    torch.backends.quantized.engine = "qnnpack"
+    model = SmallQuantCnn().eval()
+    model.qconfig = torch.ao.quantization.get_default_qconfig("qnnpack")
+    torch.ao.quantization.fuse_modules(
+        model, [["features.0", "features.1"], ["features.3", "features.4"]], inplace=True)
+    torch.ao.quantization.prepare(model, inplace=True)
+    with torch.no_grad():
+        for _ in range(8):
+            model(torch.randn(4, 3, 32, 32))
+    torch.ao.quantization.convert(model, inplace=True)
+    return Case(model, (torch.randn(1, 3, 32, 32),), opset=13)
+
+
+MODELS = {f.__name__: f for f in [
+    resnet50, mobilenet_v3_small, regnet_y_400mf, convnext_tiny, googlenet, inception_v3,
+    alexnet, swin_t, vit_small, fcn_resnet50, deeplabv3_mobilenet_v3_large,
+    lraspp_mobilenet_v3_large, unet, lstm, gru, audio_conv1d, bert_encoder, gpt_decoder,
+    fp16_mlp, qdq_int8]}
+
+
+def calibrate_batch_norm(model, x):
+    """BatchNorm running statistics measured on random batches shaped like x.
+
+    With its initial statistics (mean 0, variance 1) a random network's
+    signal shrinks or grows layer by layer (mobilenet_v3_small ends near
+    1e-10), and an output that small passes any comparison.
+    """
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    if not norms:
+        return
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None  # a cumulative average over the batches
+    model.train()
+    with torch.no_grad():
+        for _ in range(4):
+            model(torch.randn(4, *x.shape[1:]))
+    model.eval()
+
+
+def write_tensor(path, value):
+    with open(path, "wb") as f:
+        f.write(numpy_helper.from_array(value.detach().numpy()).SerializeToString())
+
+
+def export(name, out_dir):
+    torch.manual_seed(0)
+    case = MODELS[name]()
+    calibrate_batch_norm(case.model, case.inputs[0])
+    case.model.eval()
+    case_dir = os.path.join(out_dir, name)
+    data = os.path.join(case_dir, "test_data_set_0")
+    os.makedirs(data, exist_ok=True)
+    path = os.path.join(case_dir, "model.onnx")
+    # Exported and run with autograd on: PyTorch's fused inference fast path
+    # (which has no ONNX form) only runs when no parameter needs a gradient,
+    # so the reference takes the path the export traced.
+    outputs = case.reference() if case.reference else case.model(*case.inputs)
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    torch.onnx.export(case.model, case.inputs, path, opset_version=case.opset,
+                      input_names=["input_%d" % i for i in range(len(case.inputs))],
+                      output_names=["output_%d" % i for i in range(len(outputs))])
+    if case.rewrite:
+        proto = onnx.load(path)
+        case.rewrite(proto)
+        onnx.checker.check_model(proto)
+        onnx.save(proto, path)
+    for i, x in enumerate(case.feeds or case.inputs):
+        write_tensor(os.path.join(data, "input_%d.pb" % i), x)
+    for i, y in enumerate(outputs):
+        write_tensor(os.path.join(data, "output_%d.pb" % i), y)
+
+
+if __name__ == "__main__":
+    out = sys.argv[1]
+    for name in sys.argv[2:] or list(MODELS):
+        export(name, out)
+        print("exported", name)
