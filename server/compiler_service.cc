@@ -170,7 +170,7 @@ absl::StatusOr<engine::ShapeBinding> LoadShapes(const engine::SymbolicModel& mod
 
 absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
     const kiln::v1::CompileModelRequest& request, const engine::CompileEventSink& events,
-    absl::Time deadline, std::function<bool()> stop) {
+    absl::Time deadline, std::function<bool()> stop, const std::string& external_data_dir) {
   const bool onnx = request.model_case() == kiln::v1::CompileModelRequest::kOnnxModel;
   if (!onnx && request.model_case() != kiln::v1::CompileModelRequest::kGraph) {
     return absl::InvalidArgumentError("the request carries no model");
@@ -192,7 +192,7 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
   // loads) why it failed.
   engine::CompileStates::Mark compiling = models_->states().Begin(name);
   absl::StatusOr<kiln::v1::CompileModelResponse> compiled =
-      CompileNamed(request, name, identity, events, deadline, std::move(stop));
+      CompileNamed(request, name, identity, events, deadline, std::move(stop), external_data_dir);
   if (!compiled.ok() && IsTheModelsFault(compiled.status())) {
     models_->states().Failed(name, compiled.status());
   }
@@ -202,7 +202,7 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
 absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::CompileNamed(
     const kiln::v1::CompileModelRequest& request, const std::string& name,
     const engine::ModelIdentity& identity, const engine::CompileEventSink& events,
-    absl::Time deadline, std::function<bool()> stop) {
+    absl::Time deadline, std::function<bool()> stop, const std::string& external_data_dir) {
   const bool onnx = request.model_case() == kiln::v1::CompileModelRequest::kOnnxModel;
   if (request.options().has_opt_level() &&
       (request.options().opt_level() < 0 || request.options().opt_level() > 3)) {
@@ -221,6 +221,8 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::CompileNamed(
   if (!slot.ok()) return slot.status();
   OnnxImportOptions import_options;
   import_options.max_nodes = limits_.max_graph_nodes;
+  import_options.external_data_dir = external_data_dir;
+  import_options.max_external_data_bytes = limits_.max_upload_bytes;
   for (const auto& [input, dims] : request.options().input_shapes()) {
     import_options.input_shapes[input].assign(dims.values().begin(), dims.values().end());
   }
@@ -332,7 +334,7 @@ int CompilerService::LoadRepository(const std::string& dir) {
     request->set_version(model.version);
     request->set_replace(true);
     absl::StatusOr<kiln::v1::CompileModelResponse> compiled =
-        Compile(*request, nullptr, absl::InfiniteFuture(), nullptr);
+        Compile(*request, nullptr, absl::InfiniteFuture(), nullptr, ModelDirectory(model));
     if (!compiled.ok()) {
       Fail("LoadRepository", absl::Status(compiled.status().code(),
                                           absl::StrCat("model '", model.name, "' version ",

@@ -71,14 +71,17 @@ class CompilerService final : public kiln::v1::Compiler::Service {
   // CompileModel and CompileModelStream share this; `events` may be null.
   // `stop`: whether the caller has gone or its deadline passed, asked
   // between passes and kernels; the compile then ends and loads nothing.
+  // `external_data_dir`: set only for models from the server's own
+  // repository, where ONNX external data is read from (never for requests).
   absl::StatusOr<kiln::v1::CompileModelResponse> Compile(
       const kiln::v1::CompileModelRequest& request, const engine::CompileEventSink& events,
-      absl::Time deadline, std::function<bool()> stop);
+      absl::Time deadline, std::function<bool()> stop,
+      const std::string& external_data_dir = "");
   // Compile once the name is checked and marked compiling.
   absl::StatusOr<kiln::v1::CompileModelResponse> CompileNamed(
       const kiln::v1::CompileModelRequest& request, const std::string& name,
       const engine::ModelIdentity& identity, const engine::CompileEventSink& events,
-      absl::Time deadline, std::function<bool()> stop);
+      absl::Time deadline, std::function<bool()> stop, const std::string& external_data_dir);
 
   engine::ModelManager* models_;
   std::vector<int> inference_cpus_;

@@ -82,6 +82,11 @@ absl::StatusOr<std::vector<RepositoryModel>> ScanRepository(const std::string& d
   return models;
 }
 
+std::string ModelDirectory(const RepositoryModel& model) {
+  const size_t slash = model.path.find_last_of('/');
+  return slash == std::string::npos ? "." : model.path.substr(0, slash);
+}
+
 absl::StatusOr<kiln::v1::CompileModelRequest> RepositoryRequest(const std::string& dir,
                                                                 const RepositoryModel& model,
                                                                 int64_t max_bytes) {

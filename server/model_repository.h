@@ -25,6 +25,10 @@ struct RepositoryModel {
   std::string path;  // of the model file
 };
 
+// The directory a repository model's file is in (DIR/NAME/VERSION): where
+// its ONNX external data may be read from.
+std::string ModelDirectory(const RepositoryModel& model);
+
 // Every model in `dir` at its highest version; names with no usable
 // version are left out. InvalidArgument when `dir` is not a directory.
 absl::StatusOr<std::vector<RepositoryModel>> ScanRepository(const std::string& dir);

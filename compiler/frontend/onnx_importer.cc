@@ -29,6 +29,7 @@
 #include "common/crash_probe.h"
 #include "common/status_macros.h"
 #include "compiler/frontend/onnx_converter.h"
+#include "compiler/frontend/onnx_external_data.h"
 #include "compiler/ir/element_access.h"
 #include "compiler/ir/op_def.h"
 #include "compiler/ir/verifier.h"
@@ -2072,6 +2073,10 @@ absl::StatusOr<ModelSignature> SignatureOf(const onnx::ModelProto& model,
 // ImportOnnxModel after the parse; takes the initializers' data.
 absl::StatusOr<Graph> ImportParsed(onnx::ModelProto& model, const OpRegistry& ops,
                                    const OnnxImportOptions& options) {
+  if (!options.external_data_dir.empty()) {
+    KILN_RETURN_IF_ERROR(LoadExternalData(model, options.external_data_dir,
+                                          options.max_external_data_bytes));
+  }
   KILN_RETURN_IF_ERROR(RefuseExternalData(model));
   int64_t opset = 0;
   for (const auto& o : model.opset_import()) {

@@ -38,6 +38,11 @@ struct OnnxImportOptions {
   // that a crash in them refuses the model instead of killing the server.
   // Off only for bytes already imported once with it on.
   bool probe_libonnx = true;
+  // Set only for models the server loads from its own repository: the
+  // directory external data is read from (onnx_external_data.h), at most
+  // `max_external_data_bytes` in all. Empty: external data is refused.
+  std::string external_data_dir;
+  int64_t max_external_data_bytes = int64_t{2} << 30;
 };
 
 absl::StatusOr<Graph> ImportOnnxModel(absl::string_view bytes, const OpRegistry& ops,

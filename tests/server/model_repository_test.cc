@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "grpcpp/grpcpp.h"
+#include "onnx/onnx_pb.h"
 #include "gtest/gtest.h"
 #include "tests/server/server_fixture.h"
 
@@ -84,6 +85,113 @@ TEST(ModelRepositoryTest, LoadsTheHighestVersionOfEachModelAndNothingFromOutside
     EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
     EXPECT_THAT(s.error_message(),
                 HasSubstr(std::string(name) == "broken" ? "ONNX" : "not inside the repository"));
+  }
+  (*server)->Shutdown();
+}
+
+// x [2, 3] @ w [3, 2] + b [2], w and b kept in `weights` (w's 24 bytes, then
+// b's 8) as ONNX external data at `location`.
+std::string ExternalDataModel(const std::string& location) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(13);
+  onnx::GraphProto* g = model.mutable_graph();
+  g->set_name("affine");
+  onnx::NodeProto* mm = g->add_node();
+  mm->set_op_type("MatMul");
+  mm->add_input("x");
+  mm->add_input("w");
+  mm->add_output("xw");
+  onnx::NodeProto* add = g->add_node();
+  add->set_op_type("Add");
+  add->add_input("xw");
+  add->add_input("b");
+  add->add_output("y");
+  auto external = [&](const char* name, std::vector<int64_t> dims, int offset, int length) {
+    onnx::TensorProto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) t->add_dims(d);
+    t->set_data_location(onnx::TensorProto::EXTERNAL);
+    for (const auto& [k, v] : {std::pair<std::string, std::string>{"location", location},
+                               {"offset", std::to_string(offset)},
+                               {"length", std::to_string(length)}}) {
+      onnx::StringStringEntryProto* e = t->add_external_data();
+      e->set_key(k);
+      e->set_value(v);
+    }
+  };
+  external("w", {3, 2}, 0, 24);
+  external("b", {2}, 24, 8);
+  auto value = [](onnx::ValueInfoProto* v, const char* name, std::vector<int64_t> dims) {
+    v->set_name(name);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) {
+      v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+    }
+  };
+  value(g->add_input(), "x", {2, 3});
+  value(g->add_output(), "y", {2, 2});
+  return model.SerializeAsString();
+}
+
+// External data is read from the model's own directory, and from nowhere
+// else: not through "..", an absolute path or a symlink out.
+TEST(ModelRepositoryTest, ExternalDataLoadsFromInsideTheModelsDirectoryOnly) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string root = std::string(tmp != nullptr ? tmp : "/tmp") + "/kiln_repo_external";
+  const std::string repo = root + "/repo";
+  std::system(("rm -rf " + root).c_str());
+  const std::vector<float> w = {1, 2, 3, 4, 5, 6}, b = {0.5f, -1};
+  std::string weights(reinterpret_cast<const char*>(w.data()), 24);
+  weights.append(reinterpret_cast<const char*>(b.data()), 8);
+  Write(repo + "/affine/1/model.onnx", ExternalDataModel("weights.bin"));
+  Write(repo + "/affine/1/weights.bin", weights);
+  Write(root + "/outside/weights.bin", weights);
+  Write(repo + "/climbs/1/model.onnx", ExternalDataModel("../../../outside/weights.bin"));
+  Write(repo + "/absolute/1/model.onnx", ExternalDataModel(root + "/outside/weights.bin"));
+  Write(repo + "/linked/1/model.onnx", ExternalDataModel("weights.bin"));
+  ASSERT_EQ(::symlink((root + "/outside/weights.bin").c_str(),
+                      (repo + "/linked/1/weights.bin").c_str()),
+            0);
+  Write(repo + "/short/1/model.onnx", ExternalDataModel("weights.bin"));
+  Write(repo + "/short/1/weights.bin", weights.substr(0, 28));  // b's last 4 bytes missing
+
+  server::ServerOptions options;
+  options.address = "127.0.0.1";
+  options.port = 0;
+  options.threads = 1;
+  options.model_repository = repo;
+  auto server = server::StartKilnServer(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string((*server)->port()),
+                                     grpc::InsecureChannelCredentials());
+  auto inference = inference::GRPCInferenceService::NewStub(channel);
+  auto infer = [&](const std::string& name, inference::ModelInferResponse* response) {
+    const std::vector<float> x = {1, 0, -1, 2, 1, 0};
+    inference::ModelInferRequest request;
+    request.set_model_name(name);
+    AddInput(request, "x", "FP32", {2, 3});
+    request.add_raw_input_contents(std::string(reinterpret_cast<const char*>(x.data()), 24));
+    grpc::ClientContext ctx;
+    return inference->ModelInfer(&ctx, request, response);
+  };
+  inference::ModelInferResponse response;
+  grpc::Status s = infer("affine", &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  // [1 0 -1] @ [[1 2] [3 4] [5 6]] = [-4 -4]; [2 1 0] @ ... = [5 8]; + [0.5 -1].
+  EXPECT_THAT(Floats(response.raw_output_contents(0)),
+              ::testing::ElementsAre(-3.5f, -5.0f, 5.5f, 7.0f));
+  for (const auto& [name, reason] :
+       {std::pair<std::string, std::string>{"climbs", "climbs out"},
+        {"absolute", "relative path"},
+        {"linked", "symlinks out are refused"},
+        {"short", "does not hold the tensor's 8 bytes"}}) {
+    SCOPED_TRACE(name);
+    inference::ModelInferResponse refused;
+    grpc::Status st = infer(name, &refused);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << st.error_message();
+    EXPECT_THAT(st.error_message(), HasSubstr(reason));
   }
   (*server)->Shutdown();
 }
