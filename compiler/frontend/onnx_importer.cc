@@ -85,8 +85,16 @@ absl::Status ConvertIdentity(Converter& c, const onnx::NodeProto& n) {
 
 // Dropout is the identity in inference; opset 12's training_mode input,
 // when given, must be a constant false (training mode drops at random).
+// Dropout at inference is the identity; so is training mode with a drop
+// ratio of constant 0 (torchvision's Swin exports attention dropout so).
 absl::Status ConvertDropout(Converter& c, const onnx::NodeProto& n) {
-  if (c.HasInput(n, 2)) {
+  bool zero_ratio = false;
+  if (c.HasInput(n, 1)) {
+    KILN_ASSIGN_OR_RETURN(Node* ratio, c.Value(n, 1));
+    zero_ratio = ratio->is_constant() && ratio->type.NumElements() == 1 &&
+                 ReadElementAsDouble(ratio->type.dtype, ratio->value->bytes.data(), 0) == 0;
+  }
+  if (c.HasInput(n, 2) && !zero_ratio) {
     KILN_ASSIGN_OR_RETURN(Node* training, c.Value(n, 2));
     if (!training->is_constant() || training->type.dtype != DType::kBool ||
         training->type.NumElements() != 1 || training->value->bytes[0] != 0) {
@@ -605,12 +613,20 @@ ConvertFn Reduce(const std::string& kiln_op) {
 // mean over H and W, kept: sum then scale.
 absl::Status ConvertGlobalAveragePool(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
-  if (x->type.rank() != 4) {
-    return absl::UnimplementedError(absl::StrCat("node '", n.name(),
-                                                 "' (GlobalAveragePool): only NCHW is supported"));
+  if (x->type.rank() < 3) {
+    return absl::InvalidArgumentError(absl::StrCat("node '", n.name(),
+                                                   "' (GlobalAveragePool): input ",
+                                                   x->type.ToString(), " has no spatial dims"));
   }
-  KILN_ASSIGN_OR_RETURN(Node* s, c.Add(n, "sum", {x}, ReduceAttrs{{2, 3}, true}, "/sum"));
-  const float scale = 1.0f / static_cast<float>(x->type.shape[2] * x->type.shape[3]);
+  // Over every spatial dim: NCL (1-D audio nets), NCHW, NCDHW.
+  std::vector<int64_t> axes;
+  int64_t count = 1;
+  for (int64_t d = 2; d < x->type.rank(); ++d) {
+    axes.push_back(d);
+    count *= x->type.shape[d];
+  }
+  KILN_ASSIGN_OR_RETURN(Node* s, c.Add(n, "sum", {x}, ReduceAttrs{axes, true}, "/sum"));
+  const double scale = 1.0 / static_cast<double>(count);
   KILN_ASSIGN_OR_RETURN(
       Node * y, c.Add(n, "mul", {s, c.ScalarOf(n.name() + "/scale", s->type.dtype, scale)}));
   return c.Define(n.output(0), y);
