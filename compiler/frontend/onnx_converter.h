@@ -353,6 +353,11 @@ absl::StatusOr<Node*> OptionalValue(Converter& c, const onnx::NodeProto& n, int 
 absl::StatusOr<Node*> Conv2D(Converter& c, const onnx::NodeProto& n, Node* x, Node* w,
                              Node* bias);
 
+// 3-D Conv and pooling (NCDHW) for the Conv, MaxPool and AveragePool
+// converters: onnx_volume_converters.cc.
+absl::Status ConvertVolumeConv(Converter& c, const onnx::NodeProto& n, Node* x, Node* w);
+absl::Status ConvertVolumePool(Converter& c, const onnx::NodeProto& n, Node* x, bool average);
+
 // The families of converters, each adding its op types to `table`.
 void AddLossConverters(ConverterMap& table);
 void AddQuantizedConverters(ConverterMap& table);

@@ -375,6 +375,7 @@ absl::Status ConvertConv(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
   KILN_ASSIGN_OR_RETURN(Node* w, c.Value(n, 1));
   if (x->type.rank() == 3 && w->type.rank() == 3) return ConvertConv1D(c, n, x, w);
+  if (x->type.rank() == 5) return ConvertVolumeConv(c, n, x, w);
   Node* bias = nullptr;
   if (c.HasInput(n, 2)) {
     KILN_ASSIGN_OR_RETURN(bias, c.Value(n, 2));
@@ -994,11 +995,15 @@ ConvertFn Pool(const std::string& kiln_op) {
   return [kiln_op](Converter& c, const onnx::NodeProto& n) -> absl::Status {
     KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
     std::vector<int64_t> kernel = IntsAttr(n, "kernel_shape", {});
+    if (x->type.rank() == 5 && kernel.size() == 3 &&
+        (n.output_size() < 2 || n.output(1).empty())) {
+      return ConvertVolumePool(c, n, x, kiln_op == "avg_pool2d");
+    }
     // 1-D pooling runs as 2-D over a plane of height 1 (as ConvertConv1D).
     const bool one_d = x->type.rank() == 3 && kernel.size() == 1;
     if (!one_d && (x->type.rank() != 4 || kernel.size() != 2)) {
       return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
-                                                   "): only 1-D and 2-D pooling are supported"));
+                                                   "): only 1-D, 2-D and 3-D pooling are supported"));
     }
     auto lift = [one_d](std::vector<int64_t> v, int64_t unit) {
       if (!one_d) return v;

@@ -194,6 +194,22 @@ def audio_conv1d():
     return Case(model, (torch.randn(2, 1, 4000),))
 
 
+def video_conv3d():
+    """A small 3-D (video) CNN: strided, padded, dilated and grouped Conv3d,
+    BatchNorm3d, both pools in 3-D, with and without counting the padding."""
+    model = torch.nn.Sequential(
+        torch.nn.Conv3d(3, 8, (3, 5, 5), stride=(1, 2, 2), padding=(1, 2, 2)),
+        torch.nn.BatchNorm3d(8), torch.nn.ReLU(),
+        torch.nn.MaxPool3d((3, 3, 3), stride=(2, 2, 2), padding=1),
+        torch.nn.Conv3d(8, 16, 3, padding=2, dilation=2, groups=2), torch.nn.ReLU(),
+        torch.nn.AvgPool3d((2, 3, 3), stride=(1, 2, 2), padding=(1, 1, 1),
+                           count_include_pad=False),
+        torch.nn.Conv3d(16, 16, 1), torch.nn.ReLU(),
+        torch.nn.AvgPool3d(2, stride=1, padding=1, count_include_pad=True),
+        torch.nn.AdaptiveAvgPool3d(1), torch.nn.Flatten(), torch.nn.Linear(16, 5))
+    return Case(model, (torch.randn(1, 3, 8, 32, 32),))
+
+
 class BertEncoder(torch.nn.Module):
     """Token and position embeddings, a TransformerEncoder skipping padded keys."""
 
@@ -330,7 +346,8 @@ def qdq_int8():
 MODELS = {f.__name__: f for f in [
     resnet50, mobilenet_v3_small, regnet_y_400mf, convnext_tiny, googlenet, inception_v3,
     alexnet, swin_t, vit_small, fcn_resnet50, deeplabv3_mobilenet_v3_large,
-    lraspp_mobilenet_v3_large, unet, lstm, gru, audio_conv1d, bert_encoder, gpt_decoder,
+    lraspp_mobilenet_v3_large, unet, lstm, gru, audio_conv1d, video_conv3d, bert_encoder,
+    gpt_decoder,
     fp16_mlp, qdq_int8]}
 
 
