@@ -7,6 +7,8 @@
 #include <cstring>
 #include <set>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -187,7 +189,7 @@ double NarrowUlp(const ElementType& type, double w) {
 // infinity only itself, as NumPy's assert_allclose (ONNX's runner) has it;
 // integers and bools exactly.
 std::string Compare(const NpyArray& got, const NpyArray& want, const std::string& name,
-                    Tolerance tolerance) {
+                    Tolerance tolerance, double declared_atol) {
   if (got.datatype != want.datatype || got.shape != want.shape) {
     auto shape = [](const NpyArray& a) {
       std::string s = a.datatype + "[";
@@ -231,9 +233,9 @@ std::string Compare(const NpyArray& got, const NpyArray& want, const std::string
       excess = g == w ? 0 : INFINITY;
     } else {
       const double allowed =
-          std::max(tolerance == Tolerance::kModel ? 1e-4 * model_bound
-                                                  : kAtol + kRtol * std::fabs(w),
-                   NarrowUlp(*type, w));
+          std::max({tolerance == Tolerance::kModel ? 1e-4 * model_bound
+                                                   : kAtol + kRtol * std::fabs(w),
+                    NarrowUlp(*type, w), declared_atol});
       excess = std::fabs(g - w) - allowed;
     }
     if (excess > worst_excess) {
@@ -260,6 +262,14 @@ const char* OutcomeName(Outcome o) {
 }
 
 OnnxCaseResult RunOnnxCase(KilnClient& client, const std::string& dir, Tolerance tolerance) {
+  // A model case may declare its own absolute tolerance (a quantised model:
+  // one quantisation step of its output) in a file `tolerance`.
+  double declared_atol = 0;
+  if (tolerance == Tolerance::kModel) {
+    if (absl::StatusOr<std::string> t = ReadFileBytes(dir + "/tolerance"); t.ok()) {
+      if (!absl::SimpleAtod(absl::StripAsciiWhitespace(*t), &declared_atol)) declared_atol = 0;
+    }
+  }
   absl::StatusOr<std::string> bytes = ReadFileBytes(dir + "/model.onnx");
   if (!bytes.ok()) return Result(Outcome::kFail, std::string(bytes.status().message()));
   onnx::ModelProto model;
@@ -350,7 +360,7 @@ OnnxCaseResult RunOnnxCase(KilnClient& client, const std::string& dir, Tolerance
                                      onnx::TensorProto::DataType_Name(t.data_type())));
         break;
       }
-      std::string diff = Compare(*got, want, outputs[k], tolerance);
+      std::string diff = Compare(*got, want, outputs[k], tolerance, declared_atol);
       if (!diff.empty()) result = Result(Outcome::kFail, diff);
     }
     if (result.outcome != Outcome::kPass) break;

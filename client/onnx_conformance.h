@@ -19,7 +19,8 @@ struct OnnxCaseResult {
 
 enum class Tolerance {
   kOnnxRunner,  // |got - want| <= 1e-7 + 1e-3 |want|, per element (ONNX's runner)
-  kModel,       // |got - want| <= 1e-4 * max(1, max |want|), for whole models
+  kModel,       // |got - want| <= 1e-4 * max(1, max |want|), for whole models, or the
+                // absolute tolerance the case declares in a file `tolerance`
 };
 
 OnnxCaseResult RunOnnxCase(KilnClient& client, const std::string& case_dir,

@@ -313,6 +313,21 @@ class Converter {
     return absl::OkStatus();
   }
 
+  // What a DequantizeLinear output was made from, so that a Conv, Gemm or
+  // MatMul reading it can multiply the integers first and scale after
+  // (onnx_quantized_converters.cc).
+  struct Dequantized {
+    Node* quantized = nullptr;
+    Node* zero_point = nullptr;  // may be null
+    Node* scale = nullptr;       // as given: a scalar or one per channel of `axis`
+    int64_t axis = 1;
+  };
+  void NoteDequantized(const std::string& name, Dequantized d) { dequantized_[name] = d; }
+  const Dequantized* DequantizedFrom(const std::string& name) const {
+    auto it = dequantized_.find(name);
+    return it == dequantized_.end() ? nullptr : &it->second;
+  }
+
  private:
   const OpRegistry& ops_;
   int64_t opset_;
@@ -323,6 +338,7 @@ class Converter {
   std::set<std::string> needed_values_;
   // Folded()'s answers: a node maps to its constant, or to itself when it cannot fold.
   std::unordered_map<Node*, Node*> folded_;
+  std::unordered_map<std::string, Dequantized> dequantized_;
 };
 
 // Attribute readers: the attribute `name` of `n`, or `fallback` when absent.
@@ -357,6 +373,10 @@ absl::StatusOr<Node*> Conv2D(Converter& c, const onnx::NodeProto& n, Node* x, No
 // converters: onnx_volume_converters.cc.
 absl::Status ConvertVolumeConv(Converter& c, const onnx::NodeProto& n, Node* x, Node* w);
 absl::Status ConvertVolumePool(Converter& c, const onnx::NodeProto& n, Node* x, bool average);
+
+// A Conv between DequantizeLinear outputs as an integer convolution scaled
+// once (onnx_quantized_converters.cc); null when the pattern does not apply.
+absl::StatusOr<Node*> QuantizedConv2D(Converter& c, const onnx::NodeProto& n, Node* bias);
 
 // The families of converters, each adding its op types to `table`.
 void AddLossConverters(ConverterMap& table);

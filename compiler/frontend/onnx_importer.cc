@@ -380,7 +380,10 @@ absl::Status ConvertConv(Converter& c, const onnx::NodeProto& n) {
   if (c.HasInput(n, 2)) {
     KILN_ASSIGN_OR_RETURN(bias, c.Value(n, 2));
   }
-  KILN_ASSIGN_OR_RETURN(Node* y, Conv2D(c, n, x, w, bias));
+  KILN_ASSIGN_OR_RETURN(Node* y, QuantizedConv2D(c, n, bias));
+  if (y == nullptr) {
+    KILN_ASSIGN_OR_RETURN(y, Conv2D(c, n, x, w, bias));
+  }
   return c.Define(n.output(0), y);
 }
 

@@ -20,6 +20,11 @@ Two models are not a plain export:
   qdq_int8: static quantisation with the qnnpack engine (this PyTorch has no
         fbgemm), exported as QuantizeLinear/DequantizeLinear around float
         Conv and Gemm; the reference is the quantised PyTorch model's output.
+  qdq_resnet18: torchvision's quantisable resnet18, quantised the same way;
+        its reference is the fake-quant evaluation of the exported graph
+        (fake_quant_reference: float32 convolutions between exact
+        QuantizeLinear/DequantizeLinear), and it declares one quantisation
+        step of its output as its tolerance (a file `tolerance`).
 """
 import os
 import sys
@@ -45,6 +50,10 @@ class Case:
     rewrite: Optional[Callable[[onnx.ModelProto], None]] = None
     # The inputs written as test data; default: `inputs`.
     feeds: Optional[Tuple[torch.Tensor, ...]] = None
+    # The outputs to check against, from the exported graph (after rewrite).
+    onnx_reference: Optional[Callable[[onnx.ModelProto, Tuple], Tuple]] = None
+    # An absolute tolerance the case declares (written to NAME/tolerance).
+    tolerance: Optional[Callable[[onnx.ModelProto], float]] = None
 
 
 class OutOnly(torch.nn.Module):
@@ -343,12 +352,104 @@ def qdq_int8():
     return Case(model, (torch.randn(1, 3, 32, 32),), opset=13)
 
 
+def fake_quant_reference(proto, inputs):
+    """The exported QDQ graph evaluated exactly, as a fake-quant model's
+    arithmetic defines it: in float64 (every product and sum of the
+    dequantised values exact to far below one quantisation step), quantising
+    with round half to even and saturation; outputs as float32."""
+    def wide(t):
+        return t.double() if t.is_floating_point() else t
+
+    values = {t.name: wide(torch.from_numpy(numpy_helper.to_array(t).copy()))
+              for t in proto.graph.initializer}
+    for i, x in zip(proto.graph.input, inputs):
+        values[i.name] = wide(x)
+    f = torch.nn.functional
+
+    def attr(node, name, default=None):
+        for a in node.attribute:
+            if a.name == name:
+                return onnx.helper.get_attribute_value(a)
+        return default
+
+    onnx_to_torch = {1: torch.float32, 2: torch.uint8, 3: torch.int8, 6: torch.int32,
+                     7: torch.int64, 9: torch.bool, 11: torch.float64}
+    for node in proto.graph.node:
+        x = [values[i] if i else None for i in node.input]
+        op = node.op_type
+        if op == "Constant":
+            y = wide(torch.from_numpy(numpy_helper.to_array(attr(node, "value")).copy()))
+        elif op == "QuantizeLinear":
+            zp = x[2]
+            low, high = (0, 255) if zp.dtype == torch.uint8 else (-128, 127)
+            q = torch.round(x[0] / x[1].double()) + zp.double()
+            y = torch.clamp(q, low, high).to(zp.dtype)
+        elif op == "DequantizeLinear":
+            y = (x[0].double() - x[2].double()) * x[1].double()
+        elif op == "Cast":
+            to = onnx_to_torch[attr(node, "to")]
+            y = x[0].to(torch.float64 if to == torch.float32 else to)
+        elif op == "ConstantOfShape":
+            value = attr(node, "value")
+            fill = numpy_helper.to_array(value) if value is not None else [0.0]
+            y = torch.full(tuple(x[0].tolist()), float(fill[0]), dtype=torch.float64)
+        elif op == "Conv":
+            pads = attr(node, "pads", [0, 0, 0, 0])
+            y = f.conv2d(f.pad(x[0], (pads[1], pads[3], pads[0], pads[2])), x[1], x[2],
+                         stride=attr(node, "strides", [1, 1]),
+                         dilation=attr(node, "dilations", [1, 1]), groups=attr(node, "group", 1))
+        elif op == "Relu":
+            y = torch.relu(x[0])
+        elif op == "MaxPool":
+            pads = attr(node, "pads", [0, 0, 0, 0])
+            y = f.max_pool2d(f.pad(x[0], (pads[1], pads[3], pads[0], pads[2]),
+                                   value=-float("inf")),
+                             attr(node, "kernel_shape"), attr(node, "strides", [1, 1]))
+        elif op == "Add":
+            y = x[0] + x[1]
+        elif op == "GlobalAveragePool":
+            y = x[0].mean(dim=(2, 3), keepdim=True)
+        elif op == "Flatten":
+            y = torch.flatten(x[0], attr(node, "axis", 1))
+        elif op == "Gemm":
+            b = x[1].t() if attr(node, "transB", 0) else x[1]
+            y = x[0] @ b + (x[2] if len(x) > 2 and x[2] is not None else 0)
+        else:
+            raise NotImplementedError(op)
+        values[node.output[0]] = y
+    return tuple(values[o.name].float() if values[o.name].is_floating_point() else values[o.name]
+                 for o in proto.graph.output)
+
+
+def output_step(proto):
+    """The scale of the graph output's last DequantizeLinear: one step."""
+    constants = {n.output[0]: numpy_helper.to_array(n.attribute[0].t)
+                 for n in proto.graph.node if n.op_type == "Constant"}
+    constants.update({t.name: numpy_helper.to_array(t) for t in proto.graph.initializer})
+    last = [n for n in proto.graph.node if n.op_type == "DequantizeLinear"][-1]
+    return float(constants[last.input[1]])
+
+
+def qdq_resnet18():
+    torch.backends.quantized.engine = "qnnpack"
+    model = torchvision.models.quantization.resnet18(weights=None, quantize=False).eval()
+    model.fuse_model()
+    model.qconfig = torch.ao.quantization.get_default_qconfig("qnnpack")
+    torch.ao.quantization.prepare(model, inplace=True)
+    with torch.no_grad():
+        for _ in range(4):
+            model(torch.randn(4, 3, 112, 112))
+    torch.ao.quantization.convert(model, inplace=True)
+    return Case(model, (torch.randn(1, 3, 112, 112),), opset=13,
+                onnx_reference=fake_quant_reference, tolerance=output_step)
+
+
 MODELS = {f.__name__: f for f in [
     resnet50, mobilenet_v3_small, regnet_y_400mf, convnext_tiny, googlenet, inception_v3,
     alexnet, swin_t, vit_small, fcn_resnet50, deeplabv3_mobilenet_v3_large,
     lraspp_mobilenet_v3_large, unet, lstm, gru, audio_conv1d, video_conv3d, bert_encoder,
     gpt_decoder,
-    fp16_mlp, qdq_int8]}
+    fp16_mlp, qdq_int8, qdq_resnet18]}
 
 
 def calibrate_batch_norm(model, x):
@@ -398,6 +499,12 @@ def export(name, out_dir):
         case.rewrite(proto)
         onnx.checker.check_model(proto)
         onnx.save(proto, path)
+    if case.onnx_reference:
+        with torch.no_grad():
+            outputs = case.onnx_reference(onnx.load(path), case.inputs)
+    if case.tolerance:
+        with open(os.path.join(case_dir, "tolerance"), "w") as f:
+            f.write("%r\n" % case.tolerance(onnx.load(path)))
     for i, x in enumerate(case.feeds or case.inputs):
         write_tensor(os.path.join(data, "input_%d.pb" % i), x)
     for i, y in enumerate(outputs):
