@@ -77,20 +77,21 @@ class GroupLowerer {
 
     LoopFunction& fn = out.function;
     fn.name = name;
-    bool narrow_params = false;
+    bool narrow_constant = false;
     for (const Node* p : g_.params) {
       fn.buffers.push_back(ParamBuffer(p));
-      narrow_params |= fn.buffers.back().storage.has_value();
+      narrow_constant |= fn.buffers.back().storage.has_value() && p->is_constant();
       g_.shapes.push_back(p->type.shape);
     }
     fn.buffers.push_back(ParamBuffer(root));
-    narrow_params |= fn.buffers.back().storage.has_value();
     g_.shapes.push_back(root->type.shape);
     fn.num_params = static_cast<int>(fn.buffers.size());
 
-    // 6. Contractions take their own schedule (and skip 3 and 5). Their
-    // packing and register tiles read and write float32 memory directly.
-    if (!narrow_params && TryContraction(out, out_vars, value)) {
+    // 6. Contractions take their own schedule (and skip 3 and 5). Their loads
+    // and stores go through codegen, which widens and narrows any element
+    // type (a QDQ conv reads uint8 and writes uint8); only constants they
+    // pack at compile time are read as float32 directly.
+    if (!narrow_constant && TryContraction(out, out_vars, value)) {
       out.scheduled = true;
       out.builder = std::move(g_.builder);
       return out;
@@ -160,7 +161,9 @@ class GroupLowerer {
     if (conv != nullptr && IsPointwiseWithoutPadding(conv)) {
       // Its input is read as it is: no copy, no padded rows.
       auto param = g_.param_index.find(conv->inputs[0]);
-      if (param != g_.param_index.end()) target.conv_input = param->second;
+      if (param != g_.param_index.end() && !fn.buffers[param->second].storage) {
+        target.conv_input = param->second;
+      }
     } else if (conv != nullptr) {
       padding_stage = PadConvInput(g_, conv, fn, target, group_value, padded_by_rows);
     }
