@@ -296,7 +296,8 @@ def gpt_decoder():
 
 
 def to_float16(model_proto):
-    """Float tensors of a Gemm/Relu graph to float16: weights, input, output."""
+    """Float tensors of a graph without Cast or Constant nodes to float16:
+    weights, input, output."""
     graph = model_proto.graph
     for i, t in enumerate(graph.initializer):
         if t.data_type == onnx.TensorProto.FLOAT:
@@ -321,6 +322,44 @@ def fp16_mlp():
         return (y,)
 
     return Case(model, (x.float(),), reference=reference, rewrite=to_float16, feeds=(x,))
+
+
+def fp16_cnn():
+    """A float16 CNN (conv, BatchNorm folded by the export, ReLU, both pools,
+    a residual add, Linear), rewritten to float16 as fp16_mlp is; the
+    reference rounds every exported op's output to float16."""
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1),
+                                            torch.nn.BatchNorm2d(16))
+            self.body = torch.nn.Conv2d(16, 16, 3, padding=1)
+            self.head = torch.nn.Linear(16, 10)
+            self.rounded = lambda t: t  # the reference rounds to float16 here
+
+        def forward(self, x):
+            r = self.rounded
+            h = torch.max_pool2d(r(torch.relu(self.stem(x))), 2)
+            h = r(h + r(torch.relu(self.body(h))))
+            h = r(torch.nn.functional.adaptive_avg_pool2d(h, 1))
+            return r(self.head(torch.flatten(h, 1)))
+
+    model = Net()
+    calibrate_batch_norm(model, torch.randn(4, 3, 32, 32))
+    model.eval()
+    # Weights as float16 stores them, the BatchNorm folded first (as the
+    # export folds it) so that their rounding falls where the graph's does.
+    fused = torch.ao.quantization.fuse_modules(model, [["stem.0", "stem.1"]], inplace=False)
+    fused = fused.half().float()
+    x = torch.randn(2, 3, 32, 32).half()
+
+    def reference():
+        fused.rounded = lambda t: t.half().float()
+        y = fused(x.float()).half()
+        fused.rounded = lambda t: t
+        return (y,)
+
+    return Case(fused, (x.float(),), reference=reference, rewrite=to_float16, feeds=(x,))
 
 
 class SmallQuantCnn(torch.nn.Module):
@@ -449,7 +488,7 @@ MODELS = {f.__name__: f for f in [
     alexnet, swin_t, vit_small, fcn_resnet50, deeplabv3_mobilenet_v3_large,
     lraspp_mobilenet_v3_large, unet, lstm, gru, audio_conv1d, video_conv3d, bert_encoder,
     gpt_decoder,
-    fp16_mlp, qdq_int8, qdq_resnet18]}
+    fp16_mlp, fp16_cnn, qdq_int8, qdq_resnet18]}
 
 
 def calibrate_batch_norm(model, x):

@@ -8,7 +8,7 @@
 # Every case must pass: an UNSUPPORTED one fails the test too.
 set -euo pipefail
 work="${TEST_TMPDIR:-$(mktemp -d)}"
-models=(unet lstm gru audio_conv1d video_conv3d bert_encoder gpt_decoder fp16_mlp qdq_int8 mobilenet_v3_small
+models=(unet lstm gru audio_conv1d video_conv3d bert_encoder gpt_decoder fp16_mlp fp16_cnn qdq_int8 mobilenet_v3_small
         regnet_y_400mf)
 /usr/bin/python3 tests/models/export_zoo.py "$work/models" "${models[@]}" >/dev/null 2>&1
 
