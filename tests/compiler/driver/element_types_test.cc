@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/half_float.h"
+#include "compiler/ir/element_access.h"
 #include "gtest/gtest.h"
 #include "engine/model_manager.h"
 #include "tests/test_util/graph_building.h"
@@ -234,6 +236,106 @@ TEST_P(ElementTypesTest, IntegerSumAndMaxReduceInTheirOwnType) {
         want = std::string(op) == "sum" ? static_cast<int16_t>(want + v) : std::max(want, v);
       }
       EXPECT_EQ(y[r], want) << op << " row " << r;
+    }
+  }
+}
+
+// Generated kernels and the constant folder are two implementations of the
+// same op definitions: for every element type and a set of ops (arithmetic
+// wrapping and division by zero included, compares, casts to every type,
+// reductions), both must give the same bytes (float sums, which kernels
+// reassociate, within a few ulps).
+class KernelsMatchFoldingTest : public ::testing::Test {
+ protected:
+  std::string Once(bool fold, DType dtype, const std::string& a, const std::string& b,
+                   const std::function<Node*(Graph&, Node*, Node*)>& build) {
+    auto m = engine::ModelManager::Create({});
+    EXPECT_TRUE(m.ok());
+    Graph g;
+    const TensorType t{dtype, {3, 37}};
+    Node* x = fold ? g.AddConstant("x", ConstantOf(t, a)) : g.AddInput("x", t);
+    Node* y = fold ? g.AddConstant("y", ConstantOf(t, b)) : g.AddInput("y", t);
+    if (fold) g.AddInput("unused", TensorType{DType::kFloat32, {1}});
+    g.AddOutput(build(g, x, y));
+    auto compiled = (*m)->Compile("m", std::move(g), CompileOptions{});
+    EXPECT_TRUE(compiled.ok()) << compiled.status();
+    if (!compiled.ok()) return "";
+    std::vector<Tensor> inputs;
+    if (fold) {
+      const float zero = 0;
+      inputs.push_back(*Tensor::FromBytes(TensorType{DType::kFloat32, {1}},
+                                          absl::string_view(reinterpret_cast<const char*>(&zero),
+                                                            sizeof zero)));
+    } else {
+      inputs.push_back(*Tensor::FromBytes(t, a));
+      inputs.push_back(*Tensor::FromBytes(t, b));
+    }
+    std::vector<const Tensor*> ptrs;
+    for (const Tensor& in : inputs) ptrs.push_back(&in);
+    auto result = (*m)->Find("m")->Run(ptrs);
+    EXPECT_TRUE(result.ok()) << result.status();
+    if (!result.ok()) return "";
+    const Tensor& out = result->outputs[0];
+    return std::string(static_cast<const char*>(out.data()), out.type().ByteSize());
+  }
+};
+
+// Values of `dtype` covering its range: small numbers, zeros, the extremes.
+std::string SampleValues(DType dtype, uint32_t seed) {
+  const int64_t n = 3 * 37;
+  std::string bytes(n * DTypeSize(dtype), '\0');
+  uint64_t state = seed * 2654435761u + 1;
+  for (int64_t i = 0; i < n; ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const int64_t r = static_cast<int64_t>(state >> 33) % 41 - 20;  // -20..20
+    if (IsFloatDType(dtype)) {
+      const double v = i % 11 == 0 ? 0.0 : i % 13 == 0 ? 1e30 : r * 0.37;
+      WriteElementFromDouble(dtype, bytes.data(), i, v);
+    } else {
+      const int64_t v = i % 11 == 0 ? 0 : i % 17 == 0 ? INT64_MIN : i % 19 == 0 ? -1 : r;
+      WriteElementFromInt(dtype, bytes.data(), i, v);
+    }
+  }
+  return bytes;
+}
+
+TEST_F(KernelsMatchFoldingTest, EveryTypeAndOp) {
+  using Build = std::function<Node*(Graph&, Node*, Node*)>;
+  std::vector<std::pair<std::string, Build>> ops;
+  for (const char* op : {"add", "sub", "mul", "div", "minimum", "maximum", "less", "equal"}) {
+    ops.push_back({op, [op](Graph& g, Node* x, Node* y) { return Op(g, op, {x, y}); }});
+  }
+  for (const char* op : {"neg", "abs"}) {
+    ops.push_back({op, [op](Graph& g, Node* x, Node*) { return Op(g, op, {x}); }});
+  }
+  for (DType to : kAllDTypes) {
+    ops.push_back({absl::StrCat("cast_", DTypeName(to)), [to](Graph& g, Node* x, Node*) {
+                     return Op(g, "cast", {x}, CastAttrs{to});
+                   }});
+  }
+  ReduceAttrs axis1;
+  axis1.axes = {1};
+  for (const char* op : {"sum", "max", "min"}) {
+    ops.push_back({absl::StrCat("reduce_", op),
+                   [op, axis1](Graph& g, Node* x, Node*) { return Op(g, op, {x}, axis1); }});
+  }
+  for (DType dtype : kAllDTypes) {
+    if (dtype == DType::kBool) continue;
+    const std::string a = SampleValues(dtype, 1), b = SampleValues(dtype, 2);
+    for (const auto& [name, build] : ops) {
+      SCOPED_TRACE(absl::StrCat(DTypeName(dtype), " ", name));
+      const std::string kernel = Once(false, dtype, a, b, build);
+      const std::string folded = Once(true, dtype, a, b, build);
+      ASSERT_EQ(kernel.size(), folded.size());
+      if (kernel == folded) continue;
+      // Only float sums may differ (kernels add in another order).
+      ASSERT_TRUE(IsFloatDType(dtype) && name == "reduce_sum");
+      const int64_t n = static_cast<int64_t>(kernel.size() / DTypeSize(dtype));
+      for (int64_t i = 0; i < n; ++i) {
+        const double k = ReadElementAsDouble(dtype, kernel.data(), i);
+        const double f = ReadElementAsDouble(dtype, folded.data(), i);
+        EXPECT_NEAR(k, f, std::fabs(f) * 1e-2 + 1e-3) << "at " << i;
+      }
     }
   }
 }
