@@ -1556,6 +1556,33 @@ absl::Status ConvertTopK(Converter& c, const onnx::NodeProto& n) {
   return c.Define(n.output_size() > 1 ? n.output(1) : "", indices);
 }
 
+absl::Status ConvertGridSample(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  KILN_ASSIGN_OR_RETURN(Node* grid, c.Value(n, 1));
+  GridSampleAttrs a;
+  const std::string mode = StringAttr(n, "mode", "bilinear");
+  const std::string padding = StringAttr(n, "padding_mode", "zeros");
+  if (mode == "nearest") {
+    a.mode = GridSampleAttrs::Mode::kNearest;
+  } else if (mode == "bicubic") {
+    a.mode = GridSampleAttrs::Mode::kBicubic;
+  } else if (mode != "bilinear") {
+    return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (GridSample): mode '",
+                                                 mode, "'"));
+  }
+  if (padding == "border") {
+    a.padding = GridSampleAttrs::Padding::kBorder;
+  } else if (padding == "reflection") {
+    a.padding = GridSampleAttrs::Padding::kReflection;
+  } else if (padding != "zeros") {
+    return absl::UnimplementedError(absl::StrCat("node '", n.name(),
+                                                 "' (GridSample): padding_mode '", padding, "'"));
+  }
+  a.align_corners = IntAttr(n, "align_corners", 0) != 0;
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "grid_sample", {x, grid}, a));
+  return c.Define(n.output(0), y);
+}
+
 // BitShift: direction "LEFT" or "RIGHT" on unsigned integers.
 absl::Status ConvertBitShift(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
@@ -1767,6 +1794,7 @@ const ConverterMap& ConverterTable() {
       {"LogSoftmax", Softmaxish("log_softmax")},
       {"BitShift", ConvertBitShift},
       {"GatherND", ConvertGatherNd},
+      {"GridSample", ConvertGridSample},
       {"ScatterElements", Scatter("scatter_elements")},
       {"Scatter", Scatter("scatter_elements")},
       {"ScatterND", Scatter("scatter_nd")},

@@ -57,6 +57,13 @@ struct Printer {
   std::string operator()(const TopKAttrs& a) const {
     return absl::StrCat("axis=", a.axis, ", k=", a.k, ", largest=", a.largest ? 1 : 0);
   }
+  std::string operator()(const GridSampleAttrs& a) const {
+    static const char* kModes[] = {"bilinear", "nearest", "bicubic"};
+    static const char* kPaddings[] = {"zeros", "border", "reflection"};
+    return absl::StrCat("mode=", kModes[static_cast<int>(a.mode)],
+                        ", padding_mode=", kPaddings[static_cast<int>(a.padding)],
+                        ", align_corners=", a.align_corners ? 1 : 0);
+  }
   std::string operator()(const EinsumAttrs& a) const {
     return absl::StrCat("equation=\"", a.equation, "\"");
   }

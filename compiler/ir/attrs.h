@@ -169,10 +169,23 @@ struct TopKAttrs {
   }
 };
 
+// grid_sample: how samples between pixels are made, what lies outside the
+// image, and whether -1 and 1 are the corner pixels' centres or edges.
+struct GridSampleAttrs {
+  enum class Mode { kBilinear, kNearest, kBicubic };
+  enum class Padding { kZeros, kBorder, kReflection };
+  Mode mode = Mode::kBilinear;
+  Padding padding = Padding::kZeros;
+  bool align_corners = false;
+  bool operator==(const GridSampleAttrs& o) const {
+    return mode == o.mode && padding == o.padding && align_corners == o.align_corners;
+  }
+};
+
 using Attrs = std::variant<NoAttrs, AxisAttrs, ReshapeAttrs, TransposeAttrs, ReduceAttrs,
                            Conv2DAttrs, BatchNormAttrs, DropoutAttrs, ActivationAttrs, CastAttrs,
                            Pool2DAttrs, SliceAttrs, PadAttrs, ModAttrs, ScanAttrs, EinsumAttrs,
-                           ScatterAttrs, TopKAttrs>;
+                           ScatterAttrs, TopKAttrs, GridSampleAttrs>;
 
 // "axis=-1", "perm=[1,0]", "" for NoAttrs: the printed-IR form.
 std::string AttrsToString(const Attrs& attrs);

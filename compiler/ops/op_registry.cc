@@ -33,6 +33,7 @@ const OpRegistry& OpRegistry::Default() {
     RegisterScanAndBitOps(*r);
     RegisterEinsumOp(*r);
     RegisterIndexOps(*r);
+    RegisterGridSampleOp(*r);
     RegisterConvTransposeOp(*r);
     return r;
   }();

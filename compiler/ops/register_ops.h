@@ -25,6 +25,8 @@ void RegisterScanAndBitOps(OpRegistry& registry);
 void RegisterEinsumOp(OpRegistry& registry);
 // gather_nd, scatter_elements, scatter_nd, top_k_values, top_k_indices.
 void RegisterIndexOps(OpRegistry& registry);
+// grid_sample.
+void RegisterGridSampleOp(OpRegistry& registry);
 
 }  // namespace kiln
 

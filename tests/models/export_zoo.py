@@ -219,6 +219,26 @@ def video_conv3d():
     return Case(model, (torch.randn(1, 3, 8, 32, 32),))
 
 
+class GridSampling(torch.nn.Module):
+    """grid_sample in every mode, padding mode and corner alignment, on a
+    grid that reaches past the image (a spatial-transformer-like warp)."""
+
+    def forward(self, x, grid):
+        outs = []
+        for mode in ("bilinear", "nearest", "bicubic"):
+            for padding in ("zeros", "border", "reflection"):
+                for align in (False, True):
+                    outs.append(torch.nn.functional.grid_sample(
+                        x, grid, mode=mode, padding_mode=padding, align_corners=align))
+        return torch.cat(outs, 1)
+
+
+def grid_sampling():
+    x = torch.randn(2, 3, 7, 9)
+    grid = torch.rand(2, 5, 6, 2) * 2.8 - 1.4
+    return Case(GridSampling(), (x, grid), opset=16)
+
+
 class BertEncoder(torch.nn.Module):
     """Token and position embeddings, a TransformerEncoder skipping padded keys."""
 
@@ -486,9 +506,8 @@ def qdq_resnet18():
 MODELS = {f.__name__: f for f in [
     resnet50, mobilenet_v3_small, regnet_y_400mf, convnext_tiny, googlenet, inception_v3,
     alexnet, swin_t, vit_small, fcn_resnet50, deeplabv3_mobilenet_v3_large,
-    lraspp_mobilenet_v3_large, unet, lstm, gru, audio_conv1d, video_conv3d, bert_encoder,
-    gpt_decoder,
-    fp16_mlp, fp16_cnn, qdq_int8, qdq_resnet18]}
+    lraspp_mobilenet_v3_large, unet, lstm, gru, audio_conv1d, video_conv3d, grid_sampling,
+    bert_encoder, gpt_decoder, fp16_mlp, fp16_cnn, qdq_int8, qdq_resnet18]}
 
 
 def calibrate_batch_norm(model, x):
