@@ -21,6 +21,8 @@ namespace {
 
 enum class Cell { kLstm, kGru, kRnn };
 
+constexpr int64_t kMaxUnrolledSteps = 2048;
+
 // The gates per hidden unit and the activations a direction uses.
 int GateCount(Cell cell) { return cell == Cell::kLstm ? 4 : cell == Cell::kGru ? 3 : 1; }
 std::vector<std::string> DefaultActivations(Cell cell) {
@@ -99,6 +101,13 @@ class Recurrence {
     }
     seq_ = x_->type.shape[0];
     batch_ = x_->type.shape[1];
+    // Unrolled, each step and direction adds about twenty nodes: past this
+    // the graph (and its compile) grows beyond what unrolling is for.
+    if (seq_ * directions_ > kMaxUnrolledSteps) {
+      return Unsupported(absl::StrCat("a sequence of ", seq_, " steps in ", directions_,
+                                      " direction(s): the unrolled recurrence takes at most ",
+                                      kMaxUnrolledSteps, " steps"));
+    }
     hidden_ =
         IntAttr(n_, "hidden_size", w_->type.rank() == 3 ? w_->type.shape[1] / GateCount(cell_) : 0);
     const int64_t gates = GateCount(cell_) * hidden_;
