@@ -1005,8 +1005,9 @@ ConvertFn Pool(const std::string& kiln_op) {
     // 1-D pooling runs as 2-D over a plane of height 1 (as ConvertConv1D).
     const bool one_d = x->type.rank() == 3 && kernel.size() == 1;
     if (!one_d && (x->type.rank() != 4 || kernel.size() != 2)) {
-      return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
-                                                   "): only 1-D, 2-D and 3-D pooling are supported"));
+      return absl::UnimplementedError(
+          absl::StrCat("node '", n.name(), "' (", n.op_type(),
+                       "): only 1-D, 2-D and 3-D pooling are supported"));
     }
     auto lift = [one_d](std::vector<int64_t> v, int64_t unit) {
       if (!one_d) return v;
@@ -1174,14 +1175,12 @@ absl::Status ConvertPad(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
   PadAttrs a;
   const std::string mode = StringAttr(n, "mode", "constant");
-  if (mode == "edge") {
-    a.mode = PadAttrs::Mode::kEdge;
-  } else if (mode == "reflect") {
-    a.mode = PadAttrs::Mode::kReflect;
-  } else if (mode != "constant") {
+  std::optional<PadAttrs::Mode> named = PadModeNamed(mode);
+  if (!named) {
     return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (Pad): mode '", mode,
                                                  "'"));
   }
+  a.mode = *named;
   a.pads = IntsAttr(n, "pads", {});
   a.value = FloatAttr(n, "value", 0);
   std::vector<Node*> inputs{x};
@@ -1506,18 +1505,12 @@ absl::StatusOr<ScatterAttrs> ScatterAttrsOf(const onnx::NodeProto& n, int64_t ra
   ScatterAttrs a;
   KILN_ASSIGN_OR_RETURN(a.axis, AxisAttr(n, "axis", 0, std::max<int64_t>(rank, 1)));
   const std::string reduction = StringAttr(n, "reduction", "none");
-  if (reduction == "add") {
-    a.reduction = ScatterAttrs::Reduction::kAdd;
-  } else if (reduction == "mul") {
-    a.reduction = ScatterAttrs::Reduction::kMul;
-  } else if (reduction == "max") {
-    a.reduction = ScatterAttrs::Reduction::kMax;
-  } else if (reduction == "min") {
-    a.reduction = ScatterAttrs::Reduction::kMin;
-  } else if (reduction != "none") {
+  std::optional<ScatterAttrs::Reduction> named = ScatterReductionNamed(reduction);
+  if (!named) {
     return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
                                                    "): reduction '", reduction, "'"));
   }
+  a.reduction = *named;
   return a;
 }
 
@@ -1562,22 +1555,14 @@ absl::Status ConvertGridSample(Converter& c, const onnx::NodeProto& n) {
   GridSampleAttrs a;
   const std::string mode = StringAttr(n, "mode", "bilinear");
   const std::string padding = StringAttr(n, "padding_mode", "zeros");
-  if (mode == "nearest") {
-    a.mode = GridSampleAttrs::Mode::kNearest;
-  } else if (mode == "bicubic") {
-    a.mode = GridSampleAttrs::Mode::kBicubic;
-  } else if (mode != "bilinear") {
+  std::optional<GridSampleAttrs::Mode> named_mode = GridSampleModeNamed(mode);
+  std::optional<GridSampleAttrs::Padding> named_padding = GridSamplePaddingNamed(padding);
+  if (!named_mode || !named_padding) {
     return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (GridSample): mode '",
-                                                 mode, "'"));
+                                                 mode, "', padding_mode '", padding, "'"));
   }
-  if (padding == "border") {
-    a.padding = GridSampleAttrs::Padding::kBorder;
-  } else if (padding == "reflection") {
-    a.padding = GridSampleAttrs::Padding::kReflection;
-  } else if (padding != "zeros") {
-    return absl::UnimplementedError(absl::StrCat("node '", n.name(),
-                                                 "' (GridSample): padding_mode '", padding, "'"));
-  }
+  a.mode = *named_mode;
+  a.padding = *named_padding;
   a.align_corners = IntAttr(n, "align_corners", 0) != 0;
   KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "grid_sample", {x, grid}, a));
   return c.Define(n.output(0), y);

@@ -86,6 +86,37 @@ struct Printer {
 
 }  // namespace
 
+std::optional<PadAttrs::Mode> PadModeNamed(absl::string_view name) {
+  if (name == "constant") return PadAttrs::Mode::kConstant;
+  if (name == "edge") return PadAttrs::Mode::kEdge;
+  if (name == "reflect") return PadAttrs::Mode::kReflect;
+  return std::nullopt;
+}
+
+std::optional<ScatterAttrs::Reduction> ScatterReductionNamed(absl::string_view name) {
+  using R = ScatterAttrs::Reduction;
+  if (name == "none") return R::kNone;
+  if (name == "add") return R::kAdd;
+  if (name == "mul") return R::kMul;
+  if (name == "max") return R::kMax;
+  if (name == "min") return R::kMin;
+  return std::nullopt;
+}
+
+std::optional<GridSampleAttrs::Mode> GridSampleModeNamed(absl::string_view name) {
+  if (name == "bilinear") return GridSampleAttrs::Mode::kBilinear;
+  if (name == "nearest") return GridSampleAttrs::Mode::kNearest;
+  if (name == "bicubic") return GridSampleAttrs::Mode::kBicubic;
+  return std::nullopt;
+}
+
+std::optional<GridSampleAttrs::Padding> GridSamplePaddingNamed(absl::string_view name) {
+  if (name == "zeros") return GridSampleAttrs::Padding::kZeros;
+  if (name == "border") return GridSampleAttrs::Padding::kBorder;
+  if (name == "reflection") return GridSampleAttrs::Padding::kReflection;
+  return std::nullopt;
+}
+
 std::string AttrsToString(const Attrs& attrs) { return std::visit(Printer{}, attrs); }
 
 void AppendAttrsCanonical(const Attrs& attrs, std::string& out) {

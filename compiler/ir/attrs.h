@@ -4,10 +4,12 @@
 #define KILN_COMPILER_IR_ATTRS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "compiler/ir/dtype.h"
 
 namespace kiln {
@@ -181,6 +183,14 @@ struct GridSampleAttrs {
     return mode == o.mode && padding == o.padding && align_corners == o.align_corners;
   }
 };
+
+// The attribute values above by their ONNX spellings ("add", "reflect",
+// "bicubic", ...): one place for the Kiln graph's parser and the ONNX
+// importer. Empty for a spelling that is none of them.
+std::optional<PadAttrs::Mode> PadModeNamed(absl::string_view name);
+std::optional<ScatterAttrs::Reduction> ScatterReductionNamed(absl::string_view name);
+std::optional<GridSampleAttrs::Mode> GridSampleModeNamed(absl::string_view name);
+std::optional<GridSampleAttrs::Padding> GridSamplePaddingNamed(absl::string_view name);
 
 using Attrs = std::variant<NoAttrs, AxisAttrs, ReshapeAttrs, TransposeAttrs, ReduceAttrs,
                            Conv2DAttrs, BatchNormAttrs, DropoutAttrs, ActivationAttrs, CastAttrs,

@@ -163,20 +163,14 @@ absl::StatusOr<Attrs> ParseGridSample(const RawAttrs& raw) {
     return s ? *s : std::string(fallback);
   };
   const std::string mode = text("mode", "bilinear"), padding = text("padding_mode", "zeros");
-  if (mode == "nearest") {
-    a.mode = Mode::kNearest;
-  } else if (mode == "bicubic") {
-    a.mode = Mode::kBicubic;
-  } else if (mode != "bilinear") {
-    return absl::InvalidArgumentError(absl::StrCat("grid_sample mode '", mode, "'"));
+  std::optional<Mode> named_mode = GridSampleModeNamed(mode);
+  std::optional<Padding> named_padding = GridSamplePaddingNamed(padding);
+  if (!named_mode || !named_padding) {
+    return absl::InvalidArgumentError(absl::StrCat("grid_sample mode '", mode,
+                                                   "', padding_mode '", padding, "'"));
   }
-  if (padding == "border") {
-    a.padding = Padding::kBorder;
-  } else if (padding == "reflection") {
-    a.padding = Padding::kReflection;
-  } else if (padding != "zeros") {
-    return absl::InvalidArgumentError(absl::StrCat("grid_sample padding_mode '", padding, "'"));
-  }
+  a.mode = *named_mode;
+  a.padding = *named_padding;
   KILN_ASSIGN_OR_RETURN(int64_t align, GetIntAttr(raw, "align_corners", 0));
   a.align_corners = align != 0;
   return Attrs(a);

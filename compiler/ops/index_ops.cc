@@ -64,17 +64,10 @@ absl::StatusOr<Attrs> ParseScatter(const RawAttrs& raw) {
   auto it = raw.find("reduction");
   const std::string* r = it == raw.end() ? nullptr : std::get_if<std::string>(&it->second);
   const std::string reduction = r ? *r : "none";
-  if (reduction == "add") {
-    a.reduction = ScatterAttrs::Reduction::kAdd;
-  } else if (reduction == "mul") {
-    a.reduction = ScatterAttrs::Reduction::kMul;
-  } else if (reduction == "max") {
-    a.reduction = ScatterAttrs::Reduction::kMax;
-  } else if (reduction == "min") {
-    a.reduction = ScatterAttrs::Reduction::kMin;
-  } else if (reduction != "none") {
+  std::optional<ScatterAttrs::Reduction> named = ScatterReductionNamed(reduction);
+  if (!named)
     return absl::InvalidArgumentError(absl::StrCat("scatter reduction '", reduction, "'"));
-  }
+  a.reduction = *named;
   return Attrs(a);
 }
 

@@ -206,7 +206,8 @@ void RegisterSliceGatherExpandPad(OpRegistry& r) {
   gather.name = "gather";
   gather.pattern = OpPattern::kInjective;
   gather.min_inputs = gather.max_inputs = 2;
-  gather.summary = "data indexed along `axis` by an int32/int64 tensor (negative counts from the end)";
+  gather.summary =
+      "data indexed along `axis` by an int32/int64 tensor (negative counts from the end)";
   gather.parse_attrs = [](const RawAttrs& raw) -> absl::StatusOr<Attrs> {
     KILN_RETURN_IF_ERROR(CheckKnownAttrs(raw, {"axis"}));
     KILN_ASSIGN_OR_RETURN(int64_t axis, GetIntAttr(raw, "axis", 0));
@@ -328,12 +329,10 @@ void RegisterSliceGatherExpandPad(OpRegistry& r) {
     KILN_ASSIGN_OR_RETURN(a.value, GetFloatAttr(raw, "value", 0));
     auto it = raw.find("mode");
     const std::string* mode = it == raw.end() ? nullptr : std::get_if<std::string>(&it->second);
-    if (mode != nullptr && *mode == "edge") {
-      a.mode = PadAttrs::Mode::kEdge;
-    } else if (mode != nullptr && *mode == "reflect") {
-      a.mode = PadAttrs::Mode::kReflect;
-    } else if (mode != nullptr && *mode != "constant") {
-      return absl::InvalidArgumentError(absl::StrCat("pad mode '", *mode, "'"));
+    if (mode != nullptr) {
+      std::optional<PadAttrs::Mode> named = PadModeNamed(*mode);
+      if (!named) return absl::InvalidArgumentError(absl::StrCat("pad mode '", *mode, "'"));
+      a.mode = *named;
     }
     return Attrs(a);
   };
