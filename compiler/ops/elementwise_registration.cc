@@ -37,14 +37,17 @@ absl::StatusOr<TensorType> SameNumericRelation(const std::vector<TensorType>& in
   return in[0];
 }
 
-void RegisterBinary(OpRegistry& r, const char* name, BinaryOp op, const char* summary) {
+void RegisterBinary(
+    OpRegistry& r, const char* name, BinaryOp op, const char* summary,
+    std::function<absl::StatusOr<TensorType>(const std::vector<TensorType>&, const Attrs&)>
+        relation) {
   OpDef def;
   def.name = name;
   def.pattern = OpPattern::kBroadcast;
   def.min_inputs = def.max_inputs = 2;
   def.summary = summary;
   def.parse_attrs = ParseNoAttrs;
-  def.infer_type = BroadcastRelation;
+  def.infer_type = std::move(relation);
   def.compute = [op](ComputeContext& ctx) {
     return ctx.b().Binary(op, ctx.BroadcastInput(0), ctx.BroadcastInput(1));
   };

@@ -66,35 +66,25 @@ void RegisterCumSum(OpRegistry& r) {
   r.Register(std::move(def));
 }
 
-// x << y or x >> y for unsigned integers (NumPy-broadcast), as ONNX defines.
-void RegisterShift(OpRegistry& r, const char* name, BinaryOp op, const char* summary) {
-  OpDef def;
-  def.name = name;
-  def.pattern = OpPattern::kBroadcast;
-  def.min_inputs = def.max_inputs = 2;
-  def.summary = summary;
-  def.parse_attrs = ParseNoAttrs;
-  def.infer_type = [](const std::vector<TensorType>& in,
-                      const Attrs& attrs) -> absl::StatusOr<TensorType> {
-    if (!IsIntegerDType(in[0].dtype)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("bit shifts take integers, got ", DTypeName(in[0].dtype)));
-    }
-    return BroadcastRelation(in, attrs);
-  };
-  def.compute = [op](ComputeContext& ctx) {
-    return ctx.b().Binary(op, ctx.BroadcastInput(0), ctx.BroadcastInput(1));
-  };
-  r.Register(std::move(def));
+// x << y or x >> y (integers, NumPy-broadcast), as ONNX's BitShift.
+absl::StatusOr<TensorType> IntegerBroadcastRelation(const std::vector<TensorType>& in,
+                                                    const Attrs& attrs) {
+  if (!IsIntegerDType(in[0].dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bit shifts take integers, got ", DTypeName(in[0].dtype)));
+  }
+  return BroadcastRelation(in, attrs);
 }
 
 }  // namespace
 
 void RegisterScanAndBitOps(OpRegistry& r) {
   RegisterCumSum(r);
-  RegisterShift(r, "shift_left", BinaryOp::kShl, "x << y (integers; 0 past the width)");
-  RegisterShift(r, "shift_right", BinaryOp::kShr,
-                "x >> y (integers, logical: zeros shift in; 0 past the width)");
+  RegisterBinary(r, "shift_left", BinaryOp::kShl, "x << y (integers; 0 past the width)",
+                 IntegerBroadcastRelation);
+  RegisterBinary(r, "shift_right", BinaryOp::kShr,
+                 "x >> y (integers, logical: zeros shift in; 0 past the width)",
+                 IntegerBroadcastRelation);
 }
 
 }  // namespace kiln
