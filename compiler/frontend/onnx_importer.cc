@@ -1022,10 +1022,7 @@ ConvertFn Pool(const std::string& kiln_op) {
       KILN_ASSIGN_OR_RETURN(input, c.Add(n, "reshape", {x},
                                          ReshapeAttrs{{xs[0], xs[1], 1, xs[2]}}, "/x_2d"));
     }
-    if (n.output_size() > 1 && !n.output(1).empty()) {
-      return absl::UnimplementedError(absl::StrCat("node '", n.name(),
-                                                   "' (MaxPool): the Indices output"));
-    }
+    const bool indices = n.output_size() > 1 && !n.output(1).empty();
     Pool2DAttrs a;
     a.kernel = kernel;
     const std::vector<int64_t> ones = one_d ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 1};
@@ -1047,14 +1044,22 @@ ConvertFn Pool(const std::string& kiln_op) {
     } else if (auto_pad && auto_pad->s() == "VALID") {
       a.padding = {0, 0, 0, 0};
     }
-    if (!one_d) {
-      KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, kiln_op, {x}, a));
-      return c.Define(n.output(0), y);
+    // MaxPool's Indices: flattened positions in the input (the 1-D view's
+    // height of 1 leaves them as they are).
+    a.column_major_indices = IntAttr(n, "storage_order", 0) != 0;
+    std::vector<std::pair<std::string, int>> wanted{{kiln_op, 0}};
+    if (indices) wanted.push_back({"max_pool2d_indices", 1});
+    for (const auto& [op, k] : wanted) {
+      const std::string suffix = k == 0 ? "" : "/indices";
+      KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, op, {input}, a, suffix + (one_d ? "/2d" : "")));
+      if (one_d) {
+        const std::vector<int64_t> ys = y->type.shape;
+        KILN_ASSIGN_OR_RETURN(y, c.Add(n, "reshape", {y}, ReshapeAttrs{{ys[0], ys[1], ys[3]}},
+                                       suffix));
+      }
+      KILN_RETURN_IF_ERROR(c.Define(n.output(k), y));
     }
-    KILN_ASSIGN_OR_RETURN(Node* y2, c.Add(n, kiln_op, {input}, a, "/2d"));
-    const std::vector<int64_t>& ys = y2->type.shape;
-    KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "reshape", {y2}, ReshapeAttrs{{ys[0], ys[1], ys[3]}}));
-    return c.Define(n.output(0), y);
+    return absl::OkStatus();
   };
 }
 

@@ -42,7 +42,8 @@ struct Printer {
     return absl::StrCat("kernel=", List(a.kernel), ", strides=", List(a.strides),
                         ", padding=", List(a.padding), ", dilation=", List(a.dilation),
                         ", ceil_mode=", a.ceil_mode ? 1 : 0,
-                        ", count_include_pad=", a.count_include_pad ? 1 : 0);
+                        ", count_include_pad=", a.count_include_pad ? 1 : 0,
+                        a.column_major_indices ? ", column_major_indices=1" : "");
   }
   std::string operator()(const SliceAttrs& a) const {
     return absl::StrCat("starts=", List(a.starts), ", steps=", List(a.steps), ", sizes=",

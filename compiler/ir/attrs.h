@@ -93,11 +93,13 @@ struct Pool2DAttrs {
   std::vector<int64_t> padding{0, 0, 0, 0};  // top, left, bottom, right
   std::vector<int64_t> dilation{1, 1};
   bool ceil_mode = false;
-  bool count_include_pad = false;  // avg_pool2d
+  bool count_include_pad = false;     // avg_pool2d
+  bool column_major_indices = false;  // max_pool2d_indices (ONNX storage_order = 1)
   bool operator==(const Pool2DAttrs& o) const {
     return kernel == o.kernel && strides == o.strides && padding == o.padding &&
            dilation == o.dilation && ceil_mode == o.ceil_mode &&
-           count_include_pad == o.count_include_pad;
+           count_include_pad == o.count_include_pad &&
+           column_major_indices == o.column_major_indices;
   }
 };
 

@@ -1,6 +1,7 @@
 // Neural-network ops: dense / matmul (with optional bias), softmax, conv2d.
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -316,8 +317,9 @@ void RegisterDropout(OpRegistry& r) {
 }
 
 absl::StatusOr<Attrs> ParsePool(const RawAttrs& raw) {
-  KILN_RETURN_IF_ERROR(CheckKnownAttrs(
-      raw, {"kernel", "strides", "padding", "dilation", "ceil_mode", "count_include_pad"}));
+  KILN_RETURN_IF_ERROR(CheckKnownAttrs(raw, {"kernel", "strides", "padding", "dilation",
+                                             "ceil_mode", "count_include_pad",
+                                             "column_major_indices"}));
   Pool2DAttrs a;
   KILN_ASSIGN_OR_RETURN(a.kernel, GetIntsAttr(raw, "kernel", {}));
   KILN_ASSIGN_OR_RETURN(a.strides, GetIntsAttr(raw, "strides", {1, 1}));
@@ -325,8 +327,10 @@ absl::StatusOr<Attrs> ParsePool(const RawAttrs& raw) {
   KILN_ASSIGN_OR_RETURN(a.dilation, GetIntsAttr(raw, "dilation", {1, 1}));
   KILN_ASSIGN_OR_RETURN(int64_t ceil, GetIntAttr(raw, "ceil_mode", 0));
   KILN_ASSIGN_OR_RETURN(int64_t include, GetIntAttr(raw, "count_include_pad", 0));
+  KILN_ASSIGN_OR_RETURN(int64_t column_major, GetIntAttr(raw, "column_major_indices", 0));
   a.ceil_mode = ceil != 0;
   a.count_include_pad = include != 0;
+  a.column_major_indices = column_major != 0;
   if (a.kernel.size() != 2 || a.strides.size() != 2 || a.dilation.size() != 2 ||
       a.padding.size() != 4) {
     return absl::InvalidArgumentError("pool2d wants kernel[2], strides[2], dilation[2], padding[4]");
@@ -372,6 +376,57 @@ absl::StatusOr<TensorType> PoolRelation(const std::vector<TensorType>& in, const
   return TensorType{in[0].dtype, out};
 }
 
+// max_pool2d_indices: where each max_pool2d output came from, flattened
+// over the whole input (N, C, H, W row-major, or with column_major_indices
+// N, C, W, H, as ONNX's storage_order = 1), the first position among equal
+// maxima; int64.
+void RegisterPoolIndices(OpRegistry& r) {
+  OpDef def;
+  def.name = "max_pool2d_indices";
+  def.pattern = OpPattern::kOpaque;
+  def.summary = "the flattened input positions of max_pool2d's maxima (int64)";
+  def.parse_attrs = ParsePool;
+  def.infer_type = [](const std::vector<TensorType>& in,
+                      const Attrs& attrs) -> absl::StatusOr<TensorType> {
+    KILN_ASSIGN_OR_RETURN(TensorType t, PoolRelation(in, attrs, /*average=*/false));
+    t.dtype = DType::kInt64;
+    return t;
+  };
+  def.compute = [](ComputeContext& ctx) {
+    te::ExprBuilder& b = ctx.b();
+    const Pool2DAttrs& a = ctx.attrs<Pool2DAttrs>();
+    const std::vector<int64_t>& xs = ctx.input_type(0).shape;
+    const std::vector<Expr>& o = ctx.out();
+    // The window at (ky, kx): its input coordinates, whether inside, the value.
+    auto window = [&](const te::Var& ky, const te::Var& kx) {
+      Expr y = b.Sub(b.Add(b.Mul(o[2], b.Int(a.strides[0])),
+                           b.Mul(b.Ref(ky), b.Int(a.dilation[0]))),
+                     b.Int(a.padding[0]));
+      Expr x = b.Sub(b.Add(b.Mul(o[3], b.Int(a.strides[1])),
+                           b.Mul(b.Ref(kx), b.Int(a.dilation[1]))),
+                     b.Int(a.padding[1]));
+      Expr valid = b.Binary(te::BinaryOp::kAnd, b.InRange(y, xs[2]), b.InRange(x, xs[3]));
+      Expr cy = b.ClampIndex(y, xs[2]), cx = b.ClampIndex(x, xs[3]);
+      return std::make_tuple(valid, cy, cx, ctx.Input(0, {o[0], o[1], cy, cx}));
+    };
+    te::Var ky = ctx.ReduceVar("ky", a.kernel[0]), kx = ctx.ReduceVar("kx", a.kernel[1]);
+    auto [valid, y, x, value] = window(ky, kx);
+    Expr lowest = te::IsFloat(value->type) ? b.Constant(value->type, -INFINITY)
+                                           : b.Int(std::numeric_limits<int64_t>::min());
+    Expr best = b.Reduce(te::ReduceOp::kMax, {ky, kx}, b.Select(valid, value, lowest));
+    te::Var ky2 = ctx.ReduceVar("ky2", a.kernel[0]), kx2 = ctx.ReduceVar("kx2", a.kernel[1]);
+    auto [valid2, y2, x2, value2] = window(ky2, kx2);
+    Expr plane = b.Add(b.Mul(o[0], b.Int(xs[1])), o[1]);
+    Expr within = a.column_major_indices ? b.Add(b.Mul(x2, b.Int(xs[2])), y2)
+                                         : b.Add(b.Mul(y2, b.Int(xs[3])), x2);
+    Expr flat = b.Add(b.Mul(plane, b.Int(xs[2] * xs[3])), within);
+    Expr hit = b.Binary(te::BinaryOp::kAnd, valid2, b.Compare(te::CompareOp::kEQ, value2, best));
+    return b.Reduce(te::ReduceOp::kMin, {ky2, kx2},
+                    b.Select(hit, flat, b.Int(std::numeric_limits<int64_t>::max())));
+  };
+  r.Register(std::move(def));
+}
+
 void RegisterPool(OpRegistry& r, const char* name, bool average) {
   OpDef def;
   def.name = name;
@@ -400,7 +455,8 @@ void RegisterPool(OpRegistry& r, const char* name, bool average) {
                         : b.Int(std::numeric_limits<int64_t>::min());
       return b.Reduce(te::ReduceOp::kMax, {ky, kx}, b.Select(valid, value, lowest));
     }
-    Expr sum = b.Reduce(te::ReduceOp::kSum, {ky, kx}, b.Select(valid, value, b.Float(0)));
+    Expr sum =
+        b.Reduce(te::ReduceOp::kSum, {ky, kx}, b.Select(valid, value, b.Constant(value->type, 0)));
     if (a.count_include_pad) {
       // Divide by the window clipped to the padded input (not beyond it, for ceil_mode).
       auto span = [&](Expr start, int64_t n, int d) {
@@ -415,7 +471,7 @@ void RegisterPool(OpRegistry& r, const char* name, bool average) {
       return b.Div(sum, b.Cast(value->type, count));
     }
     Expr count = b.Reduce(te::ReduceOp::kSum, {ky, kx},
-                          b.Select(valid, b.Float(1), b.Float(0)));
+                          b.Select(valid, b.Constant(value->type, 1), b.Constant(value->type, 0)));
     return b.Div(sum, count);
   };
   r.Register(std::move(def));
@@ -434,6 +490,7 @@ void RegisterNnOps(OpRegistry& r) {
   RegisterSoftmax(r, /*log=*/true);
   RegisterPool(r, "max_pool2d", /*average=*/false);
   RegisterPool(r, "avg_pool2d", /*average=*/true);
+  RegisterPoolIndices(r);
   RegisterConv2D(r);
 }
 

@@ -133,6 +133,11 @@ void ExprBuilder::MatchLiteral(Expr& a, Expr& b) {
   };
   widen(a, b);
   widen(b, a);
+  // A float32 expression built from literals (a window count, a constant
+  // weight) meeting float64 data is promoted, never a type mismatch: that
+  // stopped the compiler (the whole server) on a float64 average pool.
+  if (a->type == ScalarType::kF32 && b->type == ScalarType::kF64) a = Cast(ScalarType::kF64, a);
+  if (b->type == ScalarType::kF32 && a->type == ScalarType::kF64) b = Cast(ScalarType::kF64, b);
 }
 
 Expr ExprBuilder::Binary(BinaryOp op, Expr a, Expr b) {

@@ -67,7 +67,8 @@ class ExprBuilder {
  private:
   // A float literal takes the float type of the value it meets: op computes
   // write `x * Float(0.5)` once for float32 and float64 tensors alike (TVM's
-  // make_const of the other operand's dtype).
+  // make_const of the other operand's dtype); any other float32 operand
+  // meeting a float64 one is promoted (a mismatch would stop the compiler).
   void MatchLiteral(Expr& a, Expr& b);
 
   Expr Intern(ExprNode node);

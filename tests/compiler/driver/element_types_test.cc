@@ -340,6 +340,28 @@ TEST_F(KernelsMatchFoldingTest, EveryTypeAndOp) {
   }
 }
 
+// Pools of every float type (float64's average pool stopped the compiler:
+// its window count was built as float32), and max pooling's indices.
+TEST_F(KernelsMatchFoldingTest, PoolsOfEveryFloatType) {
+  Pool2DAttrs window;
+  window.kernel = {2, 3};
+  window.padding = {1, 1, 0, 1};
+  for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16}) {
+    const std::string a = SampleValues(dtype, 3);
+    for (const char* op : {"avg_pool2d", "max_pool2d", "max_pool2d_indices"}) {
+      SCOPED_TRACE(absl::StrCat(DTypeName(dtype), " ", op));
+      auto build = [&](Graph& g, Node* x, Node*) {
+        Node* planes = Op(g, "reshape", {x}, ReshapeAttrs{{1, 3, 1, 37}});
+        return Op(g, op, {planes}, window);
+      };
+      const std::string kernel = Once(false, dtype, a, a, build);
+      const std::string folded = Once(true, dtype, a, a, build);
+      ASSERT_FALSE(kernel.empty());
+      EXPECT_EQ(kernel, folded);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(CompiledAndFolded, ElementTypesTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? "Folded" : "Compiled";
