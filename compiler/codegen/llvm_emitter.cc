@@ -832,8 +832,13 @@ class Emitter {
                                    P::FCMP_OGE, P::FCMP_OEQ, P::FCMP_UNE};
         static const P kInt[] = {P::ICMP_SLT, P::ICMP_SLE, P::ICMP_SGT,
                                  P::ICMP_SGE, P::ICMP_EQ,  P::ICMP_NE};
+        // Bools are 0 and 1 (false < true); a signed i1 compare has true = -1.
+        static const P kBool[] = {P::ICMP_ULT, P::ICMP_ULE, P::ICMP_UGT,
+                                  P::ICMP_UGE, P::ICMP_EQ,  P::ICMP_NE};
         const int op = static_cast<int>(e->compare_op());
-        return is_float ? b_.CreateFCmp(kFloat[op], a, c) : b_.CreateICmp(kInt[op], a, c);
+        if (is_float) return b_.CreateFCmp(kFloat[op], a, c);
+        return b_.CreateICmp(e->operands[0]->type == ScalarType::kBool ? kBool[op] : kInt[op], a,
+                             c);
   }
 
   // Float min and max propagate NaN from either operand, as NumPy's

@@ -24,6 +24,15 @@ absl::StatusOr<TensorType> BroadcastRelation(const std::vector<TensorType>& in, 
   return TensorType{in[0].dtype, std::move(shape)};
 }
 
+absl::StatusOr<TensorType> NumericBroadcastRelation(const std::vector<TensorType>& in,
+                                                    const Attrs& attrs) {
+  if (in[0].dtype == DType::kBool) {
+    return absl::InvalidArgumentError(
+        "arithmetic on bool tensors is not defined here (use the logical ops, or cast)");
+  }
+  return BroadcastRelation(in, attrs);
+}
+
 absl::StatusOr<TensorType> SameFloatRelation(const std::vector<TensorType>& in, const Attrs&) {
   KILN_RETURN_IF_ERROR(RequireFloat(in));
   return in[0];

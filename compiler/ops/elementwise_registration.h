@@ -21,12 +21,17 @@ absl::StatusOr<TensorType> SameFloatRelation(const std::vector<TensorType>& in, 
 // The input's type, which must not be bool.
 absl::StatusOr<TensorType> SameNumericRelation(const std::vector<TensorType>& in, const Attrs&);
 
+// BroadcastRelation for arithmetic: bool refused (ONNX has no bool
+// arithmetic; NumPy's and LLVM's i1 disagree on what it would mean).
+absl::StatusOr<TensorType> NumericBroadcastRelation(const std::vector<TensorType>& in,
+                                                    const Attrs& attrs);
+
 // a OP b with NumPy broadcasting (Broadcast pattern), typed by `relation`
-// (default: BroadcastRelation, any one type).
+// (default: NumericBroadcastRelation).
 void RegisterBinary(
     OpRegistry& r, const char* name, te::BinaryOp op, const char* summary,
     std::function<absl::StatusOr<TensorType>(const std::vector<TensorType>&, const Attrs&)>
-        relation = BroadcastRelation);
+        relation = NumericBroadcastRelation);
 // f(x), ElemWise; float32 only when `float_only`.
 void RegisterUnary(OpRegistry& r, const char* name, const char* summary, bool float_only,
                    std::function<te::Expr(te::ComputeContext&, te::Expr)> f);
