@@ -1573,6 +1573,14 @@ absl::Status ConvertGridSample(Converter& c, const onnx::NodeProto& n) {
   return c.Define(n.output(0), y);
 }
 
+absl::Status ConvertReverseSequence(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
+  KILN_ASSIGN_OR_RETURN(Node* lengths, c.Value(n, 1));
+  ReverseSequenceAttrs a{IntAttr(n, "batch_axis", 1), IntAttr(n, "time_axis", 0)};
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "reverse_sequence", {x, lengths}, a));
+  return c.Define(n.output(0), y);
+}
+
 // BitShift: direction "LEFT" or "RIGHT" on unsigned integers.
 absl::Status ConvertBitShift(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
@@ -1785,6 +1793,7 @@ const ConverterMap& ConverterTable() {
       {"BitShift", ConvertBitShift},
       {"GatherND", ConvertGatherNd},
       {"GridSample", ConvertGridSample},
+      {"ReverseSequence", ConvertReverseSequence},
       {"ScatterElements", Scatter("scatter_elements")},
       {"Scatter", Scatter("scatter_elements")},
       {"ScatterND", Scatter("scatter_nd")},

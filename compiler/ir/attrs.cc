@@ -65,6 +65,9 @@ struct Printer {
                         ", padding_mode=", kPaddings[static_cast<int>(a.padding)],
                         ", align_corners=", a.align_corners ? 1 : 0);
   }
+  std::string operator()(const ReverseSequenceAttrs& a) const {
+    return absl::StrCat("batch_axis=", a.batch_axis, ", time_axis=", a.time_axis);
+  }
   std::string operator()(const EinsumAttrs& a) const {
     return absl::StrCat("equation=\"", a.equation, "\"");
   }

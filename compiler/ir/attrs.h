@@ -186,6 +186,16 @@ struct GridSampleAttrs {
   }
 };
 
+// reverse_sequence: each batch entry's first sequence_lens[b] steps along
+// time_axis reversed, the rest as they are.
+struct ReverseSequenceAttrs {
+  int64_t batch_axis = 1;
+  int64_t time_axis = 0;
+  bool operator==(const ReverseSequenceAttrs& o) const {
+    return batch_axis == o.batch_axis && time_axis == o.time_axis;
+  }
+};
+
 // The attribute values above by their ONNX spellings ("add", "reflect",
 // "bicubic", ...): one place for the Kiln graph's parser and the ONNX
 // importer. Empty for a spelling that is none of them.
@@ -197,7 +207,7 @@ std::optional<GridSampleAttrs::Padding> GridSamplePaddingNamed(absl::string_view
 using Attrs = std::variant<NoAttrs, AxisAttrs, ReshapeAttrs, TransposeAttrs, ReduceAttrs,
                            Conv2DAttrs, BatchNormAttrs, DropoutAttrs, ActivationAttrs, CastAttrs,
                            Pool2DAttrs, SliceAttrs, PadAttrs, ModAttrs, ScanAttrs, EinsumAttrs,
-                           ScatterAttrs, TopKAttrs, GridSampleAttrs>;
+                           ScatterAttrs, TopKAttrs, GridSampleAttrs, ReverseSequenceAttrs>;
 
 // "axis=-1", "perm=[1,0]", "" for NoAttrs: the printed-IR form.
 std::string AttrsToString(const Attrs& attrs);

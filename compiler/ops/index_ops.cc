@@ -1,5 +1,5 @@
 // Ops that read or write at computed positions: gather_nd, scatter_elements,
-// scatter_nd and top_k (values and indices).
+// scatter_nd, top_k (values and indices) and reverse_sequence.
 //
 // Each is written, TE style, as what one output element is. A scatter's
 // element searches the indices for writes to it (the last write wins, or
@@ -343,6 +343,48 @@ void RegisterTopK(OpRegistry& r, bool values) {
   r.Register(std::move(def));
 }
 
+void RegisterReverseSequence(OpRegistry& r) {
+  OpDef def;
+  def.name = "reverse_sequence";
+  def.pattern = OpPattern::kInjective;
+  def.min_inputs = def.max_inputs = 2;
+  def.summary = "the first sequence_lens[b] steps along time_axis reversed, per batch entry";
+  def.parse_attrs = [](const RawAttrs& raw) -> absl::StatusOr<Attrs> {
+    KILN_RETURN_IF_ERROR(CheckKnownAttrs(raw, {"batch_axis", "time_axis"}));
+    ReverseSequenceAttrs a;
+    KILN_ASSIGN_OR_RETURN(a.batch_axis, GetIntAttr(raw, "batch_axis", 1));
+    KILN_ASSIGN_OR_RETURN(a.time_axis, GetIntAttr(raw, "time_axis", 0));
+    return Attrs(a);
+  };
+  def.infer_type = [](const std::vector<TensorType>& in,
+                      const Attrs& attrs) -> absl::StatusOr<TensorType> {
+    const ReverseSequenceAttrs& a = std::get<ReverseSequenceAttrs>(attrs);
+    KILN_RETURN_IF_ERROR(RequireIndices(in[1], "reverse_sequence"));
+    if (in[0].rank() < 2 || a.batch_axis == a.time_axis || a.batch_axis < 0 ||
+        a.time_axis < 0 || a.batch_axis > 1 || a.time_axis > 1 ||
+        in[1].shape != std::vector<int64_t>{in[0].shape[a.batch_axis]}) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "reverse_sequence wants batch and time axes 0 and 1 and lengths [batch], got ",
+          in[0].ToString(), " and ", in[1].ToString()));
+    }
+    return in[0];
+  };
+  def.compute = [](ComputeContext& ctx) {
+    ExprBuilder& b = ctx.b();
+    const ReverseSequenceAttrs& a = ctx.attrs<ReverseSequenceAttrs>();
+    const int64_t steps = ctx.input_type(0).shape[a.time_axis];
+    std::vector<Expr> idx = ctx.out();
+    Expr t = idx[a.time_axis];
+    // A length beyond the axis reverses all of it.
+    Expr len = b.Min(b.Max(ctx.Input(1, {idx[a.batch_axis]}), b.Int(0)), b.Int(steps));
+    Expr reversed = b.Sub(b.Sub(len, b.Int(1)), t);
+    idx[a.time_axis] =
+        b.ClampIndex(b.Select(b.Compare(CompareOp::kLT, t, len), reversed, t), steps);
+    return ctx.Input(0, idx);
+  };
+  r.Register(std::move(def));
+}
+
 }  // namespace
 
 void RegisterIndexOps(OpRegistry& r) {
@@ -351,6 +393,7 @@ void RegisterIndexOps(OpRegistry& r) {
   RegisterScatterNd(r);
   RegisterTopK(r, /*values=*/true);
   RegisterTopK(r, /*values=*/false);
+  RegisterReverseSequence(r);
 }
 
 }  // namespace kiln

@@ -23,7 +23,8 @@ void RegisterConvTransposeOp(OpRegistry& registry);
 void RegisterScanAndBitOps(OpRegistry& registry);
 // einsum.
 void RegisterEinsumOp(OpRegistry& registry);
-// gather_nd, scatter_elements, scatter_nd, top_k_values, top_k_indices.
+// gather_nd, scatter_elements, scatter_nd, top_k_values, top_k_indices,
+// reverse_sequence.
 void RegisterIndexOps(OpRegistry& registry);
 // grid_sample.
 void RegisterGridSampleOp(OpRegistry& registry);
