@@ -29,6 +29,21 @@ void Write(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
 }
 
+// A kiln-server on a free loopback port serving `repo`.
+absl::StatusOr<std::unique_ptr<server::KilnServer>> StartOnRepository(const std::string& repo) {
+  server::ServerOptions options;
+  options.address = "127.0.0.1";
+  options.port = 0;
+  options.threads = 1;
+  options.model_repository = repo;
+  return server::StartKilnServer(options);
+}
+
+std::unique_ptr<inference::GRPCInferenceService::Stub> InferenceStub(server::KilnServer& server) {
+  return inference::GRPCInferenceService::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(server.port()), grpc::InsecureChannelCredentials()));
+}
+
 TEST(ModelRepositoryTest, LoadsTheHighestVersionOfEachModelAndNothingFromOutside) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string root = std::string(tmp != nullptr ? tmp : "/tmp") + "/kiln_repo_test";
@@ -47,16 +62,9 @@ TEST(ModelRepositoryTest, LoadsTheHighestVersionOfEachModelAndNothingFromOutside
                       (repo + "/escape/1/model.onnx").c_str()),
             0);
 
-  server::ServerOptions options;
-  options.address = "127.0.0.1";
-  options.port = 0;
-  options.threads = 1;
-  options.model_repository = repo;
-  auto server = server::StartKilnServer(options);
+  auto server = StartOnRepository(repo);
   ASSERT_TRUE(server.ok()) << server.status();
-  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string((*server)->port()),
-                                     grpc::InsecureChannelCredentials());
-  auto inference = inference::GRPCInferenceService::NewStub(channel);
+  auto inference = InferenceStub(**server);
 
   const NpyFloat32 x = Fixture("x"), y = Fixture("y");
   for (const auto& [name, version] : {std::pair<std::string, std::string>{"mlp", "3"},
@@ -157,16 +165,9 @@ TEST(ModelRepositoryTest, ExternalDataLoadsFromInsideTheModelsDirectoryOnly) {
   Write(repo + "/short/1/model.onnx", ExternalDataModel("weights.bin"));
   Write(repo + "/short/1/weights.bin", weights.substr(0, 28));  // b's last 4 bytes missing
 
-  server::ServerOptions options;
-  options.address = "127.0.0.1";
-  options.port = 0;
-  options.threads = 1;
-  options.model_repository = repo;
-  auto server = server::StartKilnServer(options);
+  auto server = StartOnRepository(repo);
   ASSERT_TRUE(server.ok()) << server.status();
-  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string((*server)->port()),
-                                     grpc::InsecureChannelCredentials());
-  auto inference = inference::GRPCInferenceService::NewStub(channel);
+  auto inference = InferenceStub(**server);
   auto infer = [&](const std::string& name, inference::ModelInferResponse* response) {
     const std::vector<float> x = {1, 0, -1, 2, 1, 0};
     inference::ModelInferRequest request;
