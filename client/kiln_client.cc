@@ -125,22 +125,21 @@ absl::StatusOr<kiln::v1::CompileModelResponse> KilnClient::CompileWithProgress(
 }
 
 absl::StatusOr<kiln::v1::CompileModelResponse> KilnClient::Upload(
-    const kiln::v1::CompileModelRequest& request) {
+    kiln::v1::CompileModelRequest request) {
   constexpr size_t kChunkBytes = size_t{4} << 20;
   kiln::v1::ModelChunk header_chunk;
   kiln::v1::UploadHeader* header = header_chunk.mutable_header();
-  *header->mutable_request() = request;
-  std::string graph_bytes;
-  absl::string_view bytes;
+  std::string model;
   if (request.model_case() == kiln::v1::CompileModelRequest::kGraph) {
     header->set_graph(true);
-    request.graph().SerializeToString(&graph_bytes);
-    bytes = graph_bytes;
-    header->mutable_request()->clear_graph();
+    request.graph().SerializeToString(&model);
+    request.clear_graph();
   } else {
-    bytes = request.onnx_model();
-    header->mutable_request()->clear_onnx_model();
+    model = std::move(*request.mutable_onnx_model());
+    request.clear_onnx_model();
   }
+  *header->mutable_request() = std::move(request);
+  const absl::string_view bytes = model;
   header->set_total_bytes(static_cast<int64_t>(bytes.size()));
   header->set_sha256(Sha256Hex(bytes));
   grpc::ClientContext context;

@@ -208,7 +208,7 @@ int Compile(KilnClient& client, const CliArgs& args) {
   const bool upload = args.Has("upload") ||
                       static_cast<int64_t>(request.ByteSizeLong()) > kUploadAboveBytes;
   auto response =
-      upload ? client.Upload(request) : client.CompileWithProgress(request, on_progress);
+      upload ? client.Upload(std::move(request)) : client.CompileWithProgress(request, on_progress);
   if (tty && std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(300)) {
     std::cerr << "\r\033[K" << std::flush;
   }

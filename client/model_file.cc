@@ -59,7 +59,7 @@ absl::Status LoadModelInto(const std::string& path, kiln::v1::CompileModelReques
   if (absl::EndsWith(path, ".onnx")) {
     auto bytes = ReadFileBytes(path);
     if (!bytes.ok()) return bytes.status();
-    request->set_onnx_model(*bytes);
+    request->set_onnx_model(*std::move(bytes));  // moved: a large model is held once
     return absl::OkStatus();
   }
   auto graph = LoadGraphFile(path);
