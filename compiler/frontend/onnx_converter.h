@@ -317,9 +317,8 @@ class Converter {
   // MatMul reading it can multiply the integers first and scale after
   // (onnx_quantized_converters.cc).
   struct Dequantized {
-    Node* quantized = nullptr;
-    Node* zero_point = nullptr;  // may be null
-    Node* scale = nullptr;       // as given: a scalar or one per channel of `axis`
+    Node* centered = nullptr;  // (x - zero_point) as float32, before the scale
+    Node* scale = nullptr;     // as given: a scalar or one per channel of `axis`
     int64_t axis = 1;
   };
   void NoteDequantized(const std::string& name, Dequantized d) { dequantized_[name] = d; }

@@ -106,12 +106,13 @@ absl::Status ConvertDequantizeLinear(Converter& c, const onnx::NodeProto& n) {
   if (scale->type.NumElements() != 1) {
     KILN_ASSIGN_OR_RETURN(axis, AxisAttr(n, "axis", 1, rank));
   }
-  c.NoteDequantized(n.output(0), Converter::Dequantized{x, zero_point, scale, axis});
+  Node* given_scale = scale;
   KILN_ASSIGN_OR_RETURN(scale, AlongAxis(c, n, scale, axis, rank, "/scale"));
   if (zero_point != nullptr) {
     KILN_ASSIGN_OR_RETURN(zero_point, AlongAxis(c, n, zero_point, axis, rank, "/zp"));
   }
   KILN_ASSIGN_OR_RETURN(Node* v, Centered(c, n, x, zero_point, DType::kFloat32, "/x"));
+  c.NoteDequantized(n.output(0), Converter::Dequantized{v, given_scale, axis});
   if (scale->type.dtype != DType::kFloat32) {
     KILN_ASSIGN_OR_RETURN(scale, c.Add(n, "cast", {scale}, CastAttrs{DType::kFloat32}, "/s32"));
   }
@@ -140,18 +141,12 @@ absl::StatusOr<Node*> QuantizedConv2D(Converter& c, const onnx::NodeProto& n, No
   const Converter::Dequantized* x = c.DequantizedFrom(n.input(0));
   const Converter::Dequantized* w = c.DequantizedFrom(n.input(1));
   if (x == nullptr || w == nullptr || x->scale->type.NumElements() != 1 ||
-      x->quantized->type.rank() != 4 || w->quantized->type.rank() != 4 ||
+      x->centered->type.rank() != 4 || w->centered->type.rank() != 4 ||
       (w->scale->type.NumElements() != 1 && w->axis != 0)) {
     return nullptr;
   }
-  KILN_ASSIGN_OR_RETURN(Node* cx, Centered(c, n, x->quantized, x->zero_point, DType::kFloat32,
-                                           "/x_int"));
-  Node* w_zp = w->zero_point;
-  if (w_zp != nullptr && w_zp->type.NumElements() > 1) {
-    KILN_ASSIGN_OR_RETURN(w_zp, AlongAxis(c, n, w_zp, 0, 4, "/w_zp_channels"));
-  }
-  KILN_ASSIGN_OR_RETURN(Node* cw, Centered(c, n, w->quantized, w_zp, DType::kFloat32, "/w_int"));
-  KILN_ASSIGN_OR_RETURN(Node* acc, Conv2D(c, n, cx, cw, nullptr));
+  // The centered integers DequantizeLinear already made (its scale aside).
+  KILN_ASSIGN_OR_RETURN(Node* acc, Conv2D(c, n, x->centered, w->centered, nullptr));
   KILN_ASSIGN_OR_RETURN(Node* xs, Float32(c, n, x->scale, "/x_scale32"));
   KILN_ASSIGN_OR_RETURN(Node* ws, Float32(c, n, w->scale, "/w_scale32"));
   KILN_ASSIGN_OR_RETURN(Node* scale, c.Add(n, "mul", {xs, ws}, NoAttrs{}, "/acc_scale"));
