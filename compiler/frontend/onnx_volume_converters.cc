@@ -85,7 +85,9 @@ absl::StatusOr<Node*> DepthTap(Converter& c, const onnx::NodeProto& n, Node* x, 
   return c.Add(n, "slice", {x}, s, absl::StrCat("/tap", kd));
 }
 
-absl::Status ConvertConv3D(Converter& c, const onnx::NodeProto& n, Node* x, Node* w_node) {
+}  // namespace
+
+absl::Status ConvertVolumeConv(Converter& c, const onnx::NodeProto& n, Node* x, Node* w_node) {
   const std::vector<int64_t>& ws = w_node->type.shape;
   if (ws.size() != 5) {
     return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (Conv): weight ",
@@ -140,7 +142,7 @@ absl::Status ConvertConv3D(Converter& c, const onnx::NodeProto& n, Node* x, Node
   return c.Define(n.output(0), y);
 }
 
-absl::Status ConvertPool3D(Converter& c, const onnx::NodeProto& n, Node* x, bool average) {
+absl::Status ConvertVolumePool(Converter& c, const onnx::NodeProto& n, Node* x, bool average) {
   if (!IsFloatDType(x->type.dtype)) {
     return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
                                                  "): 3-D pooling of ", DTypeName(x->type.dtype)));
@@ -209,14 +211,5 @@ absl::Status ConvertPool3D(Converter& c, const onnx::NodeProto& n, Node* x, bool
   return c.Define(n.output(0), combined);
 }
 
-}  // namespace
-
-absl::Status ConvertVolumeConv(Converter& c, const onnx::NodeProto& n, Node* x, Node* w) {
-  return ConvertConv3D(c, n, x, w);
-}
-
-absl::Status ConvertVolumePool(Converter& c, const onnx::NodeProto& n, Node* x, bool average) {
-  return ConvertPool3D(c, n, x, average);
-}
 
 }  // namespace kiln::onnx_import

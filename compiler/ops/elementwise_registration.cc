@@ -26,10 +26,7 @@ absl::StatusOr<TensorType> BroadcastRelation(const std::vector<TensorType>& in, 
 
 absl::StatusOr<TensorType> NumericBroadcastRelation(const std::vector<TensorType>& in,
                                                     const Attrs& attrs) {
-  if (in[0].dtype == DType::kBool) {
-    return absl::InvalidArgumentError(
-        "arithmetic on bool tensors is not defined here (use the logical ops, or cast)");
-  }
+  KILN_RETURN_IF_ERROR(SameNumericRelation(in, attrs).status());
   return BroadcastRelation(in, attrs);
 }
 
