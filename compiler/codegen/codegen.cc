@@ -23,7 +23,6 @@
 #include "llvm/Transforms/InstCombine/InstCombine.h"
 #include "llvm/Transforms/Scalar/EarlyCSE.h"
 #include "llvm/Transforms/Scalar/GVN.h"
-#include "llvm/Transforms/Scalar/IndVarSimplify.h"
 #include "llvm/Transforms/Scalar/LICM.h"
 #include "llvm/Transforms/Scalar/LoopPassManager.h"
 #include "llvm/Transforms/Scalar/LoopRotation.h"
@@ -73,20 +72,21 @@ absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateHostTargetMachine(int
 
 // The function pipeline Kiln's kernels need, in place of LLVM's O3 module
 // pipeline. Lowering has already tiled, unrolled and vectorised the loops
-// that matter, so most of O3 (its repeated InstCombine rounds, unswitching,
-// loop idiom and deletion, SLP, the CGSCC walk) only costs compile time:
-// resnet18 660 -> 555 ms cold (kiln-bench's whole process 1.35 -> 1.09 CPU
-// s), mobilenet_v2 460 -> 365, transformer 155 -> 130, with every kernel's
-// run time within the noise of O3's or faster (interleaved kiln-bench runs,
-// per-kernel minimum of medians, Intel Xeon, 2 cores).
+// that matter, and the emitter writes loops already rotated, so most of O3
+// (its repeated InstCombine rounds, IndVarSimplify, unswitching, loop idiom
+// and deletion, SLP, the CGSCC walk) only costs compile time: resnet18 cold
+// 666 -> 495 ms, mobilenet_v2 461 -> 346, transformer 155 -> 121, mlp 54 ->
+// 44, with per-kernel run times within 3% of O3's on resnet18, faster on
+// the transformer (sum 0.84x), and at most 11% slower on a few depthwise
+// convolutions whose padding copies O3 unrolls (mobilenet_v2 sum 0.99x).
+// Interleaved kiln-bench runs, per-kernel minimum of medians, Intel Xeon.
 // What each step is for:
 //  - inline: the kernel body into its entry point;
 //  - sroa after instcombine: instcombine turns masked loads of the
 //    accumulator tile into plain ones, which lets SROA keep the tile in
 //    registers (before it, the K-blocked convolutions spilled it every
 //    iteration, 3x slower);
-//  - loop-rotate then licm: hoisting needs rotated loops with preheaders;
-//  - indvars and gvn: the depthwise convolutions' addressing (~15% faster);
+//  - licm, gvn: hoisting and reusing address arithmetic;
 //  - licm after loop-vectorize: the vectoriser's alias checks let the
 //    loop-invariant loads it guards (a row's mean in layer norm) leave the
 //    loop, which they could not before (2x on those kernels).
@@ -100,7 +100,6 @@ llvm::ModulePassManager KernelPipeline() {
   function_passes.addPass(llvm::createFunctionToLoopPassAdaptor(llvm::LoopRotatePass()));
   function_passes.addPass(llvm::createFunctionToLoopPassAdaptor(llvm::LICMPass(llvm::LICMOptions()),
                                                                 /*UseMemorySSA=*/true));
-  function_passes.addPass(llvm::createFunctionToLoopPassAdaptor(llvm::IndVarSimplifyPass()));
   function_passes.addPass(llvm::GVNPass());
   function_passes.addPass(llvm::LoopVectorizePass());
   function_passes.addPass(llvm::createFunctionToLoopPassAdaptor(llvm::LICMPass(llvm::LICMOptions()),

@@ -180,19 +180,38 @@ class Emitter {
   }
 
   // A counted loop [begin, end) of `var`; `body` emits the loop body.
+  // Emitted already rotated (a guard, then a body that tests `iv + 1 ==
+  // end` at its end), the form LLVM's loop passes want: LICM gets a
+  // preheader without a loop-rotate round trip, and the exit test needs no
+  // IndVarSimplify to become the compare-and-branch on one register that
+  // tiny loops (a depthwise 3x3 window) depend on. The guard is left out
+  // when the bounds are constants that make it true, and a loop of one
+  // iteration is just its body (no loop pass is left to delete it).
   template <typename Body>
   absl::Status EmitLoop(const te::VarNode* var, llvm::Value* begin, llvm::Value* end,
                         ForKind kind, const Body& body) {
-    llvm::BasicBlock* pre = b_.GetInsertBlock();
-    llvm::BasicBlock* header = llvm::BasicBlock::Create(ctx_, var->name + ".header", func_);
+    const auto* begin_constant = llvm::dyn_cast<llvm::ConstantInt>(begin);
+    const auto* end_constant = llvm::dyn_cast<llvm::ConstantInt>(end);
+    const bool constant_bounds = begin_constant != nullptr && end_constant != nullptr;
+    if (constant_bounds && begin_constant->getSExtValue() + 1 == end_constant->getSExtValue()) {
+      vars_[var] = begin;
+      scopes_.emplace_back();
+      absl::Status st = body();
+      scopes_.pop_back();
+      vars_.erase(var);
+      return st;
+    }
     llvm::BasicBlock* loop = llvm::BasicBlock::Create(ctx_, var->name + ".body", func_);
     llvm::BasicBlock* exit = llvm::BasicBlock::Create(ctx_, var->name + ".exit", func_);
-    b_.CreateBr(header);
-    b_.SetInsertPoint(header);
+    if (constant_bounds && begin_constant->getSExtValue() < end_constant->getSExtValue()) {
+      b_.CreateBr(loop);
+    } else {
+      b_.CreateCondBr(b_.CreateICmpSLT(begin, end), loop, exit);
+    }
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    b_.SetInsertPoint(loop);
     llvm::PHINode* iv = b_.CreatePHI(b_.getInt64Ty(), 2, var->name);
     iv->addIncoming(begin, pre);
-    b_.CreateCondBr(b_.CreateICmpSLT(iv, end), loop, exit);
-    b_.SetInsertPoint(loop);
     vars_[var] = iv;
     scopes_.emplace_back();
     absl::Status st = body();
@@ -201,7 +220,7 @@ class Emitter {
     if (!st.ok()) return st;
     llvm::Value* next = b_.CreateAdd(iv, b_.getInt64(1), "", /*HasNUW=*/true, /*HasNSW=*/true);
     iv->addIncoming(next, b_.GetInsertBlock());
-    llvm::BranchInst* back = b_.CreateBr(header);
+    llvm::BranchInst* back = b_.CreateCondBr(b_.CreateICmpEQ(next, end), exit, loop);
     AttachLoopMetadata(back, kind);
     b_.SetInsertPoint(exit);
     return absl::OkStatus();
