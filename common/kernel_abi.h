@@ -14,9 +14,17 @@
 // A parallel loop is outlined into a body function and run through
 // kiln_parallel_for, which calls body(closure, begin, end) over disjoint
 // ranges covering [0, extent) and returns when all have run.
+//
+// A kernel compiled with bounds checks (CodegenOptions::bounds_checks) also
+// reads args[num_params]: a KernelFault its caller zeroed. A load or store
+// whose index lies outside its buffer is not made; the kernel calls
+// kiln_kernel_fault and returns early. Kernels without checks never read that
+// slot, so callers pass one to every kernel and need not know which is which.
 #ifndef KILN_COMMON_KERNEL_ABI_H_
 #define KILN_COMMON_KERNEL_ABI_H_
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 namespace kiln::abi {
@@ -27,6 +35,21 @@ using ParallelBody = void (*)(void* closure, int64_t begin, int64_t end);
 inline constexpr char kParallelFor[] = "kiln_parallel_for";
 inline constexpr char kWorkspaceAlloc[] = "kiln_workspace_alloc";
 inline constexpr char kWorkspaceFree[] = "kiln_workspace_free";
+inline constexpr char kKernelFault[] = "kiln_kernel_fault";
+
+// The first out-of-bounds access of one call. Parallel loop bodies may fault
+// at once on several threads: the first to set `faulted` writes the rest.
+// Checked kernels also read `faulted` (an i32 at offset 0) after a parallel
+// loop, to return instead of running the loops after it.
+struct KernelFault {
+  std::atomic<int32_t> faulted{0};
+  int32_t buffer = 0;  // the LoopFunction's buffer number: params first, then temporaries
+  int32_t is_store = 0;
+  int64_t index = 0;   // the flat element index the kernel tried
+  int64_t num_elements = 0;  // the buffer's
+};
+static_assert(offsetof(KernelFault, faulted) == 0 && sizeof(std::atomic<int32_t>) == 4,
+              "generated code reads KernelFault::faulted as an i32 at offset 0");
 
 // kiln_workspace_alloc's blocks are aligned to this many bytes, and codegen
 // tells LLVM so.
@@ -34,11 +57,15 @@ inline constexpr int kWorkspaceAlignment = 64;
 
 }  // namespace kiln::abi
 
-// Defined by the runtime (thread_pool.cc, workspace_pool.cc).
+// Defined by the runtime (thread_pool.cc, workspace_pool.cc, kernel_fault.cc).
 extern "C" {
 void kiln_parallel_for(kiln::abi::ParallelBody body, void* closure, int64_t extent);
 void* kiln_workspace_alloc(int64_t bytes);
 void kiln_workspace_free(void* block);
+// Records a bounds-checked kernel's out-of-range access in `fault` unless an
+// earlier one is there. Returns; the kernel then returns early itself.
+void kiln_kernel_fault(kiln::abi::KernelFault* fault, int32_t buffer, int64_t index,
+                       int64_t num_elements, int32_t is_store);
 }
 
 #endif  // KILN_COMMON_KERNEL_ABI_H_

@@ -9,6 +9,7 @@
 #include "common/ms_since.h"
 #include "common/status_macros.h"
 #include "compiler/ir/index_range.h"
+#include "runtime/kernel_fault.h"
 
 namespace kiln::runtime {
 
@@ -151,9 +152,17 @@ absl::StatusOr<RunResult> CompiledModel::Run(const std::vector<const Tensor*>& i
     const KernelCall& call = program_.kernels[k];
     args.clear();
     for (int v : call.args) args.push_back(pointers[v]);
+    abi::KernelFault fault;
+    args.push_back(&fault);
     const int64_t t0 = SteadyNowNs();
     kernels_[k]->fn()(args.data());
     result.kernel_times.push_back({call.name, SteadyNowNs() - t0});
+    if (fault.faulted.load(std::memory_order_acquire) != 0) {
+      ReturnWorkspace(*std::move(ws));
+      std::vector<std::string> names;
+      for (int v : call.args) names.push_back(program_.values[v].name);
+      return KernelFaultStatus(fault, call.name, names);
+    }
     if (absl::Status s = CheckIndices(static_cast<int>(k), pointers); !s.ok()) {
       ReturnWorkspace(*std::move(ws));
       return s;

@@ -16,6 +16,7 @@
 #include "llvm/Support/DynamicLibrary.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
+#include "runtime/kernel_fault.h"
 #include "runtime/thread_pool.h"
 #include "runtime/workspace_pool.h"
 
@@ -67,6 +68,7 @@ absl::StatusOr<std::shared_ptr<JitEngine>> JitEngine::Create() {
   define(abi::kParallelFor, &kiln_parallel_for);
   define(abi::kWorkspaceAlloc, &kiln_workspace_alloc);
   define(abi::kWorkspaceFree, &kiln_workspace_free);
+  define(abi::kKernelFault, &kiln_kernel_fault);
   if (llvm::Error err = main.define(llvm::orc::absoluteSymbols(std::move(runtime_symbols)))) {
     return FromLlvmError(std::move(err), "defining runtime symbols");
   }
@@ -97,7 +99,7 @@ absl::StatusOr<std::shared_ptr<LoadedKernel>> JitEngine::Load(const std::string&
         absl::StrCat("cannot load kernel '", symbol, "': ", message));
   }
   auto fn = address->toPtr<KernelFn>();
-  return std::shared_ptr<LoadedKernel>(new LoadedKernel(shared_from_this(), &jd, fn));
+  return std::shared_ptr<LoadedKernel>(new LoadedKernel(shared_from_this(), &jd, fn, symbol));
 }
 
 void JitEngine::Remove(void* dylib) {

@@ -22,14 +22,18 @@ class LoadedKernel {
  public:
   ~LoadedKernel();
   KernelFn fn() const { return fn_; }
+  // The symbol it was loaded as: the name of the kernel first compiled with
+  // this code (the cache shares one kernel between equal groups).
+  const std::string& symbol() const { return symbol_; }
 
  private:
   friend class JitEngine;
-  LoadedKernel(std::shared_ptr<JitEngine> engine, void* dylib, KernelFn fn)
-      : engine_(std::move(engine)), dylib_(dylib), fn_(fn) {}
+  LoadedKernel(std::shared_ptr<JitEngine> engine, void* dylib, KernelFn fn, std::string symbol)
+      : engine_(std::move(engine)), dylib_(dylib), fn_(fn), symbol_(std::move(symbol)) {}
   std::shared_ptr<JitEngine> engine_;
   void* dylib_;  // llvm::orc::JITDylib*
   KernelFn fn_;
+  std::string symbol_;
 };
 
 class JitEngine : public std::enable_shared_from_this<JitEngine> {

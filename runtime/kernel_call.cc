@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/kernel_fault.h"
 
 namespace kiln::runtime {
 
@@ -25,12 +26,20 @@ absl::StatusOr<KernelCallResult> CallKernel(const LoadedKernel& kernel,
   absl::StatusOr<Tensor> output = Tensor::Allocate(arg_types.back());
   if (!output.ok()) return output.status();
   args.push_back(output->data());
+  abi::KernelFault fault;
+  args.push_back(&fault);
   const auto start = std::chrono::steady_clock::now();
   kernel.fn()(args.data());
   KernelCallResult result;
   result.run_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::steady_clock::now() - start)
                       .count();
+  if (fault.faulted.load(std::memory_order_acquire) != 0) {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < inputs.size(); ++i) names.push_back(absl::StrCat("input ", i));
+    names.push_back("output");
+    return KernelFaultStatus(fault, kernel.symbol(), names);
+  }
   result.output = *std::move(output);
   return result;
 }

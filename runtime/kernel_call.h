@@ -18,7 +18,8 @@ struct KernelCallResult {
 };
 
 // `arg_types`: the kernel's inputs then its output. InvalidArgument naming the
-// argument when an input's count or type differs.
+// argument when an input's count or type differs; Internal when a
+// bounds-checked kernel faults (kernel_fault.h).
 absl::StatusOr<KernelCallResult> CallKernel(const LoadedKernel& kernel,
                                             const std::vector<TensorType>& arg_types,
                                             const std::vector<const Tensor*>& inputs);
