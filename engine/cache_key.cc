@@ -7,8 +7,11 @@
 //     parameter and result types (dtype and shape), topology, and the bytes of
 //     constants baked into the code. Never node or value names, never ids;
 //   - the target: triple, CPU name, CPU features, LLVM version, Kiln version;
-//   - the codegen options, and the loop passes the compile skipped if any
-//     (they shape the loops codegen emits but not the canonical structure).
+//   - the codegen options (CodegenOptions::ToString: the -O level, and
+//     "bounds-checked" for kernels with bounds checks, so that checked and
+//     unchecked kernels never stand in for each other), and the loop passes
+//     the compile skipped if any (they shape the loops codegen emits but not
+//     the canonical structure).
 // Each component is length-prefixed before hashing, so no two different
 // component lists hash the same bytes. A key match is not proof: a hit also
 // compares the components themselves (KernelKey::SameIdentity), so a collision

@@ -168,7 +168,7 @@ absl::StatusOr<Optimized> EmitAndOptimize(const lower::LoopFunction& fn,
   // Missed-vectorisation remarks (a loop calling tanhf) are expected, not news.
   out.context->setDiagnosticHandlerCallBack(
       [](const llvm::DiagnosticInfo&, void*) {}, nullptr);
-  auto module = EmitModule(fn, *out.context, *out.tm);
+  auto module = EmitModule(fn, options, *out.context, *out.tm);
   if (!module.ok()) return module.status();
   out.module = *std::move(module);
   Optimize(*out.module, *out.tm, options.opt_level);
@@ -196,7 +196,10 @@ const HostTarget& GetHostTarget() {
 
 std::string LlvmVersionString() { return LLVM_VERSION_STRING; }
 
-std::string CodegenOptions::ToString() const { return absl::StrCat("O", opt_level); }
+std::string CodegenOptions::ToString() const {
+  // Unchecked kernels keep the key they always had ("O3"): caches stay warm.
+  return absl::StrCat("O", opt_level, bounds_checks ? " bounds-checked" : "");
+}
 
 absl::StatusOr<std::string> CompileToObject(const lower::LoopFunction& fn,
                                             const CodegenOptions& options) {

@@ -26,6 +26,12 @@ std::string LlvmVersionString();
 
 struct CodegenOptions {
   int opt_level = 3;  // 0..3, LLVM's -O level
+  // Every load and store checks its index against its buffer; one outside is
+  // not made, and the kernel reports it and returns (bounds_check.h,
+  // common/kernel_abi.h). A debugging aid: LLVM's loop vectoriser leaves loops
+  // that may exit early scalar, so checked kernels run slower.
+  // Off, the emitted IR is exactly what it is without this option.
+  bool bounds_checks = false;
   // Everything here changes the machine code, so it is part of the cache key.
   std::string ToString() const;
 };

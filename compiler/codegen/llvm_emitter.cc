@@ -20,6 +20,13 @@
 // whose index steps by one element is a vector load, any other varying index
 // a gather. A store's predicate splits into invariant conjuncts (a branch
 // around the store) and varying ones (the lane mask of masked loads/stores).
+//
+// With bounds checks (bounds_check.h) the entry also reads the fault slot
+// args[num_params] and hands it to impl, and each parallel body finds it in
+// its closure. Every load and store is preceded by its check, whose failure
+// path jumps to the function's one early return (impl's frees the
+// temporaries first); after each parallel loop impl reads the slot and
+// returns too if a body faulted. Without checks none of this is emitted.
 #include "compiler/codegen/llvm_emitter.h"
 
 #include <functional>
@@ -32,6 +39,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/kernel_abi.h"
 #include "common/status_macros.h"
+#include "compiler/codegen/bounds_check.h"
 #include "compiler/codegen/element_conversion.h"
 #include "compiler/codegen/transpose_rows.h"
 #include "compiler/lower/linear_form.h"
@@ -53,12 +61,14 @@ using te::ScalarType;
 
 class Emitter {
  public:
-  Emitter(const lower::LoopFunction& fn, llvm::LLVMContext& ctx, llvm::Module& module)
-      : fn_(fn), ctx_(ctx), m_(module), b_(ctx) {}
+  Emitter(const lower::LoopFunction& fn, bool bounds_checks, llvm::LLVMContext& ctx,
+          llvm::Module& module)
+      : fn_(fn), checks_(bounds_checks), ctx_(ctx), m_(module), b_(ctx) {}
 
   absl::Status Emit() {
     llvm::Type* ptr = b_.getPtrTy();
-    std::vector<llvm::Type*> params(fn_.num_params, ptr);
+    // Checked: impl's last parameter is the fault slot.
+    std::vector<llvm::Type*> params(fn_.num_params + (checks_ ? 1 : 0), ptr);
     auto* impl_type = llvm::FunctionType::get(b_.getVoidTy(), params, false);
     llvm::Function* impl = llvm::Function::Create(
         impl_type, llvm::Function::InternalLinkage, fn_.name + ".impl", m_);
@@ -79,6 +89,10 @@ class Emitter {
       llvm::Value* slot = b_.CreateConstInBoundsGEP1_64(ptr, entry->getArg(0), i);
       args.push_back(b_.CreateLoad(ptr, slot, absl::StrCat("arg", i)));
     }
+    if (checks_) {
+      llvm::Value* slot = b_.CreateConstInBoundsGEP1_64(ptr, entry->getArg(0), fn_.num_params);
+      args.push_back(b_.CreateLoad(ptr, slot, "fault"));
+    }
     b_.CreateCall(impl, args);
     b_.CreateRetVoid();
 
@@ -89,6 +103,7 @@ class Emitter {
     func_ = impl;
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", impl));
     for (int i = 0; i < fn_.num_params; ++i) buffers_.push_back(impl->getArg(i));
+    if (checks_) fault_ = impl->getArg(fn_.num_params);
     llvm::FunctionCallee alloc = m_.getOrInsertFunction(
         abi::kWorkspaceAlloc, llvm::FunctionType::get(ptr, {b_.getInt64Ty()}, false));
     // What LLVM knows of aligned_alloc's result, said for the runtime's pool:
@@ -111,10 +126,17 @@ class Emitter {
     scopes_.emplace_back();
     absl::Status st = EmitStmt(fn_.body);
     if (!st.ok()) return st;
-    for (size_t i = fn_.num_params; i < fn_.buffers.size(); ++i) {
-      if (!fn_.buffers[i].local) b_.CreateCall(release, {buffers_[i]});
+    auto free_and_return = [&] {
+      for (size_t i = fn_.num_params; i < fn_.buffers.size(); ++i) {
+        if (!fn_.buffers[i].local) b_.CreateCall(release, {buffers_[i]});
+      }
+      b_.CreateRetVoid();
+    };
+    free_and_return();
+    if (fault_exit_ != nullptr) {
+      b_.SetInsertPoint(fault_exit_);
+      free_and_return();
     }
-    b_.CreateRetVoid();
 
     std::string err;
     llvm::raw_string_ostream os(err);
@@ -145,6 +167,15 @@ class Emitter {
     return llvm::Align(DTypeSize(StorageDType(buffer)));
   }
   bool NarrowStorage(int buffer) const { return fn_.buffers[buffer].storage.has_value(); }
+
+  // With bounds checks: `index` (scalar, or a vector under `mask`, null for
+  // every lane) must lie inside `buffer`, or the current function returns.
+  void CheckBounds(int buffer, llvm::Value* index, llvm::Value* mask, bool is_store) {
+    if (!checks_) return;
+    if (fault_exit_ == nullptr) fault_exit_ = llvm::BasicBlock::Create(ctx_, "bounds.exit", func_);
+    EmitBoundsCheck(b_, {buffer, fn_.buffers[buffer].num_elements, index, mask, is_store},
+                    fault_, fault_exit_);
+  }
 
   void AddFunctionAttrs(llvm::Function* f) {
     f->addFnAttr(llvm::Attribute::NoUnwind);
@@ -472,6 +503,14 @@ class Emitter {
           llvm::Value* lane_ok = b_.CreateExtractElement(lane_mask, b_.getInt64(l));
           mask = b_.CreateAnd(mask, b_.CreateVectorSplat(kTransposeRows, lane_ok));
         }
+        if (checks_) {
+          // Row r of the column is element index + r.
+          std::vector<llvm::Constant*> rows_iota;
+          for (int r = 0; r < kTransposeRows; ++r) rows_iota.push_back(b_.getInt64(r));
+          llvm::Value* indices = b_.CreateAdd(b_.CreateVectorSplat(kTransposeRows, index),
+                                              llvm::ConstantVector::get(rows_iota));
+          CheckBounds(t.store->buffer, indices, mask, /*is_store=*/true);
+        }
         b_.CreateMaskedStore(columns[l], addr, align, mask);
       }
       if (done != nullptr) {
@@ -576,10 +615,12 @@ class Emitter {
     if (lane_var_ == nullptr) {
       llvm::Value* index = EmitExpr(s->index);
       llvm::Value* value = NarrowToStorage(b_, storage, EmitExpr(s->value));
+      CheckBounds(s->buffer, index, nullptr, /*is_store=*/true);
       b_.CreateStore(value, b_.CreateInBoundsGEP(mem, buffers_[s->buffer], index));
       return;
     }
     llvm::Value* value = NarrowToStorage(b_, storage, Splat(EmitV(s->value)));
+    if (checks_) CheckBounds(s->buffer, Splat(EmitV(s->index)), mask_, /*is_store=*/true);
     const llvm::Align align = StorageAlign(s->buffer);
     std::optional<int64_t> stride = lower::StrideAlong(s->index, lane_var_);
     if (stride == 1) {
@@ -641,6 +682,8 @@ class Emitter {
       case ExprKind::kLoad: {
         llvm::Type* mem = StorageType(e->buffer);
         const llvm::Align align = StorageAlign(e->buffer);
+        // Whichever way it is loaded below, its elements are these lanes'.
+        if (checks_) CheckBounds(e->buffer, Splat(EmitV(e->operands[0])), mask_, false);
         llvm::Value* v;
         std::optional<int64_t> stride = lower::StrideAlong(e->operands[0], lane_var_);
         if (stride == 1) {
@@ -691,10 +734,12 @@ class Emitter {
   // Outlines the loop body into name.par<k> and hands it to kiln_parallel_for.
   absl::Status EmitParallelFor(const Stmt& s) {
     llvm::Type* ptr = b_.getPtrTy();
-    // Closure: every buffer pointer, then every bound loop variable.
+    // Closure: every buffer pointer, then every bound loop variable, then
+    // (checked) the fault slot.
     std::vector<const te::VarNode*> bound;
     for (const auto& [var, value] : vars_) bound.push_back(var);
-    const size_t slots = buffers_.size() + bound.size();
+    const size_t fault_slot = buffers_.size() + bound.size();
+    const size_t slots = fault_slot + (checks_ ? 1 : 0);
     llvm::AllocaInst* closure =
         EntryAlloca(llvm::ArrayType::get(ptr, std::max<size_t>(slots, 1)), "closure");
     for (size_t i = 0; i < buffers_.size(); ++i) {
@@ -705,6 +750,10 @@ class Emitter {
       b_.CreateStore(b_.CreateIntToPtr(vars_[bound[i]], ptr),
                      b_.CreateConstInBoundsGEP2_64(closure->getAllocatedType(), closure, 0,
                                                    buffers_.size() + i));
+    }
+    if (checks_) {
+      b_.CreateStore(fault_, b_.CreateConstInBoundsGEP2_64(closure->getAllocatedType(), closure,
+                                                           0, fault_slot));
     }
 
     auto* body_type =
@@ -720,6 +769,9 @@ class Emitter {
     std::vector<llvm::Value*> saved_buffers = buffers_;
     auto saved_vars = vars_;
     auto saved_scopes = std::move(scopes_);
+    llvm::Value* saved_fault = fault_;
+    llvm::BasicBlock* saved_fault_exit = fault_exit_;
+    fault_exit_ = nullptr;
 
     func_ = body;
     scopes_.clear();
@@ -739,21 +791,45 @@ class Emitter {
                                                            buffers_.size() + i)),
           b_.getInt64Ty());
     }
+    if (checks_) {
+      fault_ = b_.CreateLoad(
+          ptr, b_.CreateConstInBoundsGEP2_64(closure_type, body->getArg(0), 0, fault_slot),
+          "fault");
+    }
     absl::Status st = EmitLoop(s->var.get(), body->getArg(1), body->getArg(2), ForKind::kSerial,
                                [&] { return EmitStmt(s->children[0]); });
     b_.CreateRetVoid();
+    if (fault_exit_ != nullptr) {
+      b_.SetInsertPoint(fault_exit_);
+      b_.CreateRetVoid();
+    }
 
     func_ = saved_func;
     b_.restoreIP(saved_ip);
     buffers_ = std::move(saved_buffers);
     vars_ = std::move(saved_vars);
     scopes_ = std::move(saved_scopes);
+    fault_ = saved_fault;
+    fault_exit_ = saved_fault_exit;
     if (!st.ok()) return st;
 
     llvm::FunctionCallee parallel_for = m_.getOrInsertFunction(
         abi::kParallelFor,
         llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, b_.getInt64Ty()}, false));
     b_.CreateCall(parallel_for, {body, closure, b_.getInt64(s->var->extent)});
+    if (checks_) {
+      // A body that faulted returned early, the others ran to their ends:
+      // nothing after this loop may run on what they left.
+      llvm::LoadInst* faulted = b_.CreateAlignedLoad(b_.getInt32Ty(), fault_, llvm::Align(4));
+      faulted->setAtomic(llvm::AtomicOrdering::Acquire);
+      if (fault_exit_ == nullptr) {
+        fault_exit_ = llvm::BasicBlock::Create(ctx_, "bounds.exit", func_);
+      }
+      llvm::BasicBlock* go_on = llvm::BasicBlock::Create(ctx_, "parallel.ok", func_);
+      b_.CreateCondBr(b_.CreateICmpNE(faulted, b_.getInt32(0)), fault_exit_, go_on,
+                      llvm::MDBuilder(ctx_).createBranchWeights(1, 1 << 20));
+      b_.SetInsertPoint(go_on);
+    }
     return absl::OkStatus();
   }
 
@@ -822,6 +898,7 @@ class Emitter {
         return vars_.at(e->var.get());
       case ExprKind::kLoad: {
         llvm::Value* index = EmitExpr(e->operands[0]);
+        CheckBounds(e->buffer, index, nullptr, /*is_store=*/false);
         llvm::Value* addr =
             b_.CreateInBoundsGEP(StorageType(e->buffer), buffers_[e->buffer], index);
         return WidenFromStorage(b_, StorageDType(e->buffer),
@@ -1195,10 +1272,15 @@ class Emitter {
   }
 
   const lower::LoopFunction& fn_;
+  const bool checks_;
   llvm::LLVMContext& ctx_;
   llvm::Module& m_;
   llvm::IRBuilder<> b_;
   llvm::Function* func_ = nullptr;
+  // Bounds checks only: the current function's fault slot and its early
+  // return (made at the first check).
+  llvm::Value* fault_ = nullptr;
+  llvm::BasicBlock* fault_exit_ = nullptr;
   std::vector<llvm::Value*> buffers_;
   std::unordered_map<const te::VarNode*, llvm::Value*> vars_;
   std::vector<std::unordered_map<const te::ExprNode*, llvm::Value*>> scopes_;
@@ -1215,12 +1297,13 @@ class Emitter {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<llvm::Module>> EmitModule(const lower::LoopFunction& fn,
+                                                         const CodegenOptions& options,
                                                          llvm::LLVMContext& context,
                                                          llvm::TargetMachine& target) {
   auto module = std::make_unique<llvm::Module>(fn.name, context);
   module->setTargetTriple(target.getTargetTriple().str());
   module->setDataLayout(target.createDataLayout());
-  Emitter emitter(fn, context, *module);
+  Emitter emitter(fn, options.bounds_checks, context, *module);
   absl::Status st = emitter.Emit();
   if (!st.ok()) return st;
   return module;

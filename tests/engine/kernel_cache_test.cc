@@ -66,6 +66,23 @@ TEST_F(KernelCacheTest, DifferentCodegenOptionsAreAMiss) {
   EXPECT_NE(a->key_hex, b->key_hex);
 }
 
+// Checked and unchecked kernels never stand in for each other, in either
+// order, and a miss says why.
+TEST_F(KernelCacheTest, BoundsChecksAreAMissBothWays) {
+  codegen::CodegenOptions checked;
+  checked.bounds_checks = true;
+  auto a = cache_->GetOrCompile(SingleKernel("x", {8}), checked);
+  auto b = cache_->GetOrCompile(SingleKernel("x", {8}), {});
+  auto c = cache_->GetOrCompile(SingleKernel("y", {8}), checked);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_FALSE(b->hit());
+  EXPECT_NE(a->key_hex, b->key_hex);
+  EXPECT_NE(a->kernel, b->kernel);
+  EXPECT_THAT(b->miss_reason, ::testing::HasSubstr("options O3 vs cached O3 bounds-checked"));
+  EXPECT_EQ(c->source, CacheSource::kMemory);
+  EXPECT_EQ(c->kernel, a->kernel);
+}
+
 // A disabled loop pass changes the loops, not the canonical structure.
 TEST_F(KernelCacheTest, SkippedLoopPassIsAMissThatSaysSo) {
   CompileOptions without;
