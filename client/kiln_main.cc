@@ -45,6 +45,9 @@ constexpr char kUsage[] = R"(usage: kiln COMMAND [--server HOST:PORT] [--tls-ca 
                [--exact-shapes-only]
                              sizes a symbolic dim may take; shapes compiled at load; no
                              serving a new batch size from a larger one while it compiles
+               [--kernel-bounds-checks]
+                             kernels check every load and store against its buffer
+                             (slower; an access outside fails the call, naming the kernel)
   infer NAME --input INPUT=FILE.npy ... [--output-dir DIR] [--profile] [--json]
   stats cache [--json]
   stats timing [NAME] [--json]
@@ -173,6 +176,7 @@ int Compile(KilnClient& client, const CliArgs& args) {
   for (const std::string& p : args.GetAll("disable")) options->add_disabled_passes(p);
   for (const std::string& p : args.GetAll("require")) options->add_required_passes(p);
   for (const std::string& p : args.GetAll("print-ir-after")) options->add_print_ir_after(p);
+  if (args.Has("kernel-bounds-checks")) options->set_kernel_bounds_checks(true);
   for (const std::string& spec : args.GetAll("input-shape")) {
     // NAME=1x3x224x224
     const size_t eq = spec.find('=');
@@ -401,7 +405,7 @@ int Main(int argc, char** argv) {
        "eager-shape", "model", "number", "repeat", "warmup", "min-repeat-ms", "tls-ca",
        "tls-cert", "tls-key", "token"},
       {"json", "profile", "help", "model-tolerance", "exact", "exact-shapes-only", "replace",
-       "upload"});
+       "upload", "kernel-bounds-checks"});
   if (!args.ok()) return Usage(std::string(args.status().message()));
   if (args->Has("help") || args->positional.empty()) return Usage("");
   ClientOptions connection;

@@ -48,6 +48,8 @@ absl::StatusOr<CompiledModelAndReport> CompileModelHere(const std::string& name,
                                                         const CompileEventSink& events,
                                                         absl::Time deadline) {
   CompileOptions options = options_in;
+  codegen::CodegenOptions codegen = driver.codegen;
+  codegen.bounds_checks |= options.kernel_bounds_checks;
   std::unique_ptr<ProgressInstrument> progress;
   if (events) {
     progress = std::make_unique<ProgressInstrument>(events);
@@ -103,7 +105,7 @@ absl::StatusOr<CompiledModelAndReport> CompileModelHere(const std::string& name,
             "the compile stopped: its caller left or its deadline passed");
         continue;
       }
-      lookups[k] = cache.GetOrCompile(specs[k], driver.codegen, deadline);
+      lookups[k] = cache.GetOrCompile(specs[k], codegen, deadline);
       report_done(k);
     }
   };
@@ -116,7 +118,7 @@ absl::StatusOr<CompiledModelAndReport> CompileModelHere(const std::string& name,
   for (int k = 0; k < count; ++k) {
     if (first[k] == k) continue;
     // Compiled above: a memory hit now (or the same error).
-    lookups[k] = lookups[first[k]].ok() ? cache.GetOrCompile(specs[k], driver.codegen, deadline)
+    lookups[k] = lookups[first[k]].ok() ? cache.GetOrCompile(specs[k], codegen, deadline)
                                         : lookups[first[k]];
     report_done(k);
   }

@@ -42,6 +42,7 @@ CompileOptions ToCompileOptions(const kiln::v1::CompileOptions& in) {
   out.required_passes.assign(in.required_passes().begin(), in.required_passes().end());
   if (in.max_fuse_depth() != 0) out.max_fuse_depth = in.max_fuse_depth();
   out.print_ir_after.assign(in.print_ir_after().begin(), in.print_ir_after().end());
+  out.kernel_bounds_checks = in.kernel_bounds_checks();
   return out;
 }
 

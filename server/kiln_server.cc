@@ -135,6 +135,7 @@ absl::StatusOr<std::unique_ptr<KilnServer>> StartKilnServer(const ServerOptions&
   manager_options.max_shape_variants = options.max_shape_variants;
   manager_options.compile_threads = options.compile_threads;
   manager_options.compile_nice = options.compile_nice;
+  manager_options.codegen.bounds_checks = options.kernel_bounds_checks;
   manager_options.cache.dir = options.cache_dir;
   manager_options.cache.max_bytes = options.cache_max_bytes;
   manager_options.cache.memory_max_bytes = options.cache_memory_max_bytes;

@@ -53,6 +53,10 @@ ABSL_FLAG(int, infer_workers, 4,
           "with --infer_spin_us > 0: threads running the calls the polling thread hands off");
 ABSL_FLAG(double, cache_min_compile_ms, 0,
           "kernels that compile faster than this are not written to disk");
+ABSL_FLAG(bool, kernel_bounds_checks, false,
+          "every compile's kernels check each load and store against its buffer; an access "
+          "outside is not made and the call fails INTERNAL naming the kernel (slower: for "
+          "hunting memory errors in generated code)");
 
 namespace {
 volatile std::sig_atomic_t stop_requested = 0;
@@ -167,6 +171,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.cache_min_compile_ms = absl::GetFlag(FLAGS_cache_min_compile_ms);
+  options.kernel_bounds_checks = absl::GetFlag(FLAGS_kernel_bounds_checks);
   absl::StatusOr<std::vector<int>> cpus =
       kiln::server::ParseCpuList(absl::GetFlag(FLAGS_inference_cpus));
   if (!cpus.ok()) {

@@ -25,6 +25,11 @@ struct CompileOptions {
   int max_fuse_depth = 256;  // 1..kMaxFuseDepthLimit
   // Pass names after which the graph text is recorded; "all" for every pass.
   std::vector<std::string> print_ir_after;
+  // Kernels compiled with bounds checks (codegen::CodegenOptions::bounds_checks),
+  // whatever the compile driver's own codegen options say. Lowering ignores it:
+  // it travels here so that every compile of a model (its shape variants too)
+  // gets it.
+  bool kernel_bounds_checks = false;
   // Also told about every pass (compile progress); not owned, may be null.
   PassInstrument* progress = nullptr;
   // Asked between passes, groups and kernels: true stops the compile with

@@ -90,7 +90,10 @@ inline std::vector<float> Floats(const std::string& bytes) {
 
 class EndToEndTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
+  static void SetUpTestSuite() { StartServer(ServerOptions()); }
+  // The options every suite's server starts with; a suite needing others
+  // changes them and calls StartServer from its own SetUpTestSuite.
+  static server::ServerOptions ServerOptions() {
     server::ServerOptions options;
     options.address = "127.0.0.1";  // not "localhost": ::1 may be another process's
     options.port = 0;
@@ -100,6 +103,9 @@ class EndToEndTest : public ::testing::Test {
     // threads (--infer_spin_us=0) instead of the default spin loop.
     options.infer_spin_us = KILN_E2E_INFER_SPIN_US;
 #endif
+    return options;
+  }
+  static void StartServer(const server::ServerOptions& options) {
     absl::StatusOr<std::unique_ptr<server::KilnServer>> s = server::StartKilnServer(options);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = s->release();

@@ -29,6 +29,7 @@ class GatherIndicesTest : public ::testing::Test {
     ASSERT_TRUE(m.ok()) << m.status();
     manager_ = *std::move(m);
   }
+  void ExpectInputIndicesChecked(bool kernel_bounds_checks);
   std::unique_ptr<engine::ModelManager> manager_;
 };
 
@@ -47,16 +48,36 @@ TEST_F(GatherIndicesTest, ConstantIndicesOutOfRangeAreInvalidArgumentAtCompileTi
 }
 
 TEST_F(GatherIndicesTest, InputIndicesOutOfRangeAreAnErrorAndTheModelKeepsServing) {
+  for (bool checks : {false, true}) {
+    SCOPED_TRACE(checks ? "bounds-checked kernels" : "unchecked kernels");
+    ExpectInputIndicesChecked(checks);
+  }
+}
+
+// With kernel bounds checks as well, the runtime's check still comes first
+// (InvalidArgument, before any kernel runs) and valid rows are the same.
+void GatherIndicesTest::ExpectInputIndicesChecked(bool kernel_bounds_checks) {
   Graph g;
   Node* indices = g.AddInput("i", {DType::kInt64, {2}});
   g.AddOutput(Op(g, "gather", {Data(g), indices}, AxisAttrs{0}));
-  ASSERT_TRUE(manager_->Compile("gather", std::move(g), CompileOptions{}).ok());
+  CompileOptions options;
+  options.kernel_bounds_checks = kernel_bounds_checks;
+  const std::string name = kernel_bounds_checks ? "gather_checked" : "gather";
+  absl::StatusOr<engine::CompileResult> compiled = manager_->Compile(name, std::move(g), options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  int cached = 0;
+  for (const engine::KernelInfo& k : manager_->GetCacheStats().entries) {
+    if (k.key_hex != compiled->kernels[0].key_hex) continue;
+    EXPECT_EQ(k.options, kernel_bounds_checks ? "O3 bounds-checked" : "O3");
+    ++cached;
+  }
+  EXPECT_EQ(cached, 1);
   auto run = [&](std::vector<int64_t> i) {
     absl::StatusOr<Tensor> t =
         Tensor::FromBytes({DType::kInt64, {2}},
                           absl::string_view(reinterpret_cast<const char*>(i.data()), 16));
     EXPECT_TRUE(t.ok());
-    return manager_->Find("gather")->Run({&*t});
+    return manager_->Find(name)->Run({&*t});
   };
   for (int64_t bad : {int64_t{3}, int64_t{-4}, int64_t{1} << 40}) {
     absl::StatusOr<runtime::RunResult> r = run({1, bad});
