@@ -260,10 +260,19 @@ void RegisterScatterNd(OpRegistry& r) {
     };
     // The update's order: its flat position among the index tuples.
     Expr order = b.Int(0);
-    for (size_t d = 0; d < u.size(); ++d) order = b.Add(b.Mul(order, b.Int(is[d])), u[d]);
+    int64_t tuples = 1;
+    for (size_t d = 0; d < u.size(); ++d) {
+      order = b.Add(b.Mul(order, b.Int(is[d])), u[d]);
+      tuples *= is[d];
+    }
     return Combine(
         ctx, a, vars, match,
         [&](Expr last) {
+          // -1 where no tuple names the element: the select drops the update
+          // then, but loads are eager, so it is read at a tuple that exists
+          // (as scatter_elements does; bounds-checked kernels caught the read
+          // before the updates).
+          last = b.ClampIndex(last, tuples);
           std::vector<Expr> at(u.size());
           for (int64_t d = static_cast<int64_t>(u.size()) - 1; d >= 0; --d) {
             at[d] = b.Mod(last, b.Int(is[d]));
