@@ -722,13 +722,35 @@ class Emitter {
         for (unsigned i = 0; i < lanes_; ++i) {
           vars_[lane_var_] = b_.getInt64(i);
           scopes_.emplace_back();
-          out = b_.CreateInsertElement(out, EmitExpr(e), b_.getInt64(i));
+          llvm::Value* lane = mask_ != nullptr ? EmitIfLaneOn(e, i) : EmitExpr(e);
+          out = b_.CreateInsertElement(out, lane, b_.getInt64(i));
           scopes_.pop_back();
         }
         vars_.erase(lane_var_);
         return out;
       }
     }
+  }
+
+  // Lane `lane`'s scalar copy of `e` where the mask has the lane on, and 0
+  // where it is off: an idle lane's loads may lie past their buffers (the
+  // last block of a 440-channel average pool read 8 lanes' windows past its
+  // input, until bounds-checked kernels caught it).
+  llvm::Value* EmitIfLaneOn(const Expr& e, unsigned lane) {
+    llvm::Value* on = b_.CreateExtractElement(mask_, b_.getInt64(lane));
+    llvm::BasicBlock* before = b_.GetInsertBlock();
+    llvm::BasicBlock* then = llvm::BasicBlock::Create(ctx_, "lane.on", func_);
+    llvm::BasicBlock* join = llvm::BasicBlock::Create(ctx_, "lane.end", func_);
+    b_.CreateCondBr(on, then, join);
+    b_.SetInsertPoint(then);
+    llvm::Value* v = EmitExpr(e);  // memoised in the lane's own scope only
+    llvm::BasicBlock* computed = b_.GetInsertBlock();
+    b_.CreateBr(join);
+    b_.SetInsertPoint(join);
+    llvm::PHINode* phi = b_.CreatePHI(v->getType(), 2);
+    phi->addIncoming(v, computed);
+    phi->addIncoming(llvm::Constant::getNullValue(v->getType()), before);
+    return phi;
   }
 
   // Outlines the loop body into name.par<k> and hands it to kiln_parallel_for.

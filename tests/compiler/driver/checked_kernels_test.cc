@@ -15,6 +15,7 @@
 namespace kiln {
 namespace {
 
+using ::kiln::testing::FloatConstant;
 using ::kiln::testing::FloatValues;
 using ::kiln::testing::Int64Values;
 using ::kiln::testing::Op;
@@ -62,6 +63,26 @@ TEST_F(CheckedKernelsTest, ScatterNdRowsWithoutAnUpdateKeepTheData) {
   g.AddOutput(Op(g, "scatter_nd", {x, indices, updates}, ScatterAttrs{}));
   EXPECT_THAT(Run(std::move(g), {0, 1, 2, 3, 4, 5, 6, 7}),
               ElementsAre(12, 13, 2, 3, 10, 11, 6, 7));
+}
+
+// GlobalAveragePool as ONNX imports it (sum over H and W, times 1 / (H W))
+// over 440 channels: the vector loop over channels ends in a block of 8
+// lanes out of 16, whose idle lanes' sums were still computed, reading past
+// the input (regnet_y_400mf's squeeze-excitation).
+TEST_F(CheckedKernelsTest, AveragePoolOverChannelsEndingInAPartialVectorBlock) {
+  const int64_t channels = 440;
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {1, channels, 2, 2}});
+  Node* sum = Op(g, "sum", {x}, ReduceAttrs{{2, 3}, true});
+  g.AddOutput(Op(g, "mul", {sum, g.AddConstant("scale", FloatConstant({}, 0.25f))}));
+  std::vector<float> in(channels * 4);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i % 13);
+  std::vector<float> out = Run(std::move(g), in);
+  ASSERT_EQ(out.size(), static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c) {
+    const float want = (in[4 * c] + in[4 * c + 1] + in[4 * c + 2] + in[4 * c + 3]) * 0.25f;
+    ASSERT_EQ(out[c], want) << c;
+  }
 }
 
 }  // namespace
