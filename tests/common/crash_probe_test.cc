@@ -12,26 +12,43 @@ namespace {
 
 using ::testing::HasSubstr;
 
-TEST(CrashProbeTest, WorkThatReturnsOrThrowsIsOk) {
-  EXPECT_TRUE(ProbeForCrash([] {}, absl::Seconds(10)).ok());
-  EXPECT_TRUE(ProbeForCrash([] { throw std::runtime_error("bad model"); }, absl::Seconds(10)).ok());
+TEST(CrashProbeTest, WorkThatReturnsOrThrowsIsToldApart) {
+  absl::StatusOr<ProbeEnd> returned = ProbeForCrash([] {}, absl::Seconds(10));
+  ASSERT_TRUE(returned.ok()) << returned.status();
+  EXPECT_EQ(*returned, ProbeEnd::kReturned);
+  absl::StatusOr<ProbeEnd> threw =
+      ProbeForCrash([] { throw std::runtime_error("bad model"); }, absl::Seconds(10));
+  ASSERT_TRUE(threw.ok()) << threw.status();
+  EXPECT_EQ(*threw, ProbeEnd::kThrew);
+}
+
+TEST(CrashProbeTest, AQuickChildIsSeenAtOnce) {
+  // The wait follows the child's end, not a polling step: 50 short probes
+  // in well under the 20 ms a backed-off poll could oversleep each.
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(ProbeForCrash([] {}, absl::Seconds(10)).ok());
+  }
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(500));
 }
 
 TEST(CrashProbeTest, ACrashKillsTheChildNotThisProcess) {
   for (int signal : {SIGSEGV, SIGFPE, SIGABRT}) {
-    absl::Status s = ProbeForCrash([signal] { std::raise(signal); }, absl::Seconds(10));
+    absl::Status s =
+        ProbeForCrash([signal] { std::raise(signal); }, absl::Seconds(10)).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
     EXPECT_THAT(std::string(s.message()), HasSubstr("signal " + std::to_string(signal)));
   }
   volatile int* null = nullptr;
-  absl::Status s = ProbeForCrash([null] { *null = 1; }, absl::Seconds(10));
+  absl::Status s = ProbeForCrash([null] { *null = 1; }, absl::Seconds(10)).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
 }
 
 TEST(CrashProbeTest, WorkPastTheTimeoutIsKilled) {
   const absl::Time start = absl::Now();
   absl::Status s = ProbeForCrash([] { std::this_thread::sleep_for(std::chrono::seconds(30)); },
-                                 absl::Milliseconds(200));
+                                 absl::Milliseconds(200))
+                       .status();
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
 }

@@ -250,6 +250,25 @@ TEST(OnnxImporterTest, AttributesThatCrashedLibOnnxAreInvalidArgument) {
   }
 }
 
+// What libonnx's checker refuses is refused with its own words whether or
+// not the checks ran first in a sandbox child (there, a refusal is run again
+// in process for its message; a pass is not).
+TEST(OnnxImporterTest, WhatLibOnnxsCheckerRefusesIsInvalidArgumentWithItsMessage) {
+  onnx::ModelProto model;
+  ASSERT_TRUE(model.ParseFromString(OneNodeModel("Flatten", {2, 3}, "axis", 1)));
+  model.mutable_graph()->mutable_node(0)->set_input(0, "nothing_makes_this");
+  for (bool probe : {true, false}) {
+    SCOPED_TRACE(probe);
+    OnnxImportOptions options;
+    options.probe_libonnx = probe;
+    absl::Status s =
+        ImportOnnxModel(model.SerializeAsString(), OpRegistry::Default(), options).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("invalid ONNX model"));
+    EXPECT_THAT(std::string(s.message()), HasSubstr("nothing_makes_this"));
+  }
+}
+
 // An op no ONNX opset has, in the default domain: libonnx's checker calls it
 // invalid; Kiln answers Unimplemented, as for any op it cannot run.
 TEST(OnnxImporterTest, AnUnknownOpInTheDefaultDomainIsUnimplemented) {
