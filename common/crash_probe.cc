@@ -22,8 +22,7 @@ constexpr int kThrew = 42;
 
 }  // namespace
 
-absl::StatusOr<ProbeEnd> ProbeForCrash(const std::function<void()>& work,
-                                       absl::Duration timeout) {
+absl::StatusOr<ProbeEnd> ProbeForCrash(const std::function<void()>& work, absl::Duration timeout) {
   const pid_t child = ::fork();
   if (child < 0) {
     return absl::UnavailableError(absl::StrCat("fork failed: ", std::strerror(errno)));

@@ -22,8 +22,7 @@ enum class ProbeEnd { kReturned, kThrew };
 // crashed, or DeadlineExceeded when it ran past `timeout` (it is killed).
 // Unavailable when no child could be made (fork failed), so the caller may
 // decide.
-absl::StatusOr<ProbeEnd> ProbeForCrash(const std::function<void()>& work,
-                                       absl::Duration timeout);
+absl::StatusOr<ProbeEnd> ProbeForCrash(const std::function<void()>& work, absl::Duration timeout);
 
 }  // namespace kiln
 
