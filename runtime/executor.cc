@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/ms_since.h"
 #include "common/status_macros.h"
 #include "compiler/ir/index_range.h"
+#include "runtime/chunk_deadline.h"
 #include "runtime/kernel_fault.h"
 
 namespace kiln::runtime {
@@ -148,6 +150,12 @@ absl::StatusOr<RunResult> CompiledModel::Run(const std::vector<const Tensor*>& i
     ReturnWorkspace(*std::move(ws));
     return s;
   }
+  // The deadline on the steady clock the pool reads before each chunk.
+  std::optional<ChunkDeadline> chunk_deadline;
+  if (has_deadline) {
+    const absl::Duration left = std::max(deadline - absl::Now(), absl::ZeroDuration());
+    chunk_deadline.emplace(start + std::min(absl::ToInt64Nanoseconds(left), int64_t{1} << 60));
+  }
   for (size_t k = 0; k < kernels_.size(); ++k) {
     const KernelCall& call = program_.kernels[k];
     args.clear();
@@ -155,8 +163,18 @@ absl::StatusOr<RunResult> CompiledModel::Run(const std::vector<const Tensor*>& i
     abi::KernelFault fault;
     args.push_back(&fault);
     const int64_t t0 = SteadyNowNs();
-    kernels_[k]->fn()(args.data());
+    {
+      std::optional<ScopedChunkDeadline> scope;
+      if (chunk_deadline) scope.emplace(&*chunk_deadline);
+      kernels_[k]->fn()(args.data());
+    }
     result.kernel_times.push_back({call.name, SteadyNowNs() - t0});
+    if (chunk_deadline && chunk_deadline->skipped_work()) {
+      ReturnWorkspace(*std::move(ws));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "the call's deadline passed inside kernel ", k + 1, " of ", kernels_.size(), " (",
+          call.name, "), which stopped at its next parallel chunk; the rest did not run"));
+    }
     if (fault.faulted.load(std::memory_order_acquire) != 0) {
       ReturnWorkspace(*std::move(ws));
       std::vector<std::string> names;

@@ -8,6 +8,14 @@ namespace kiln::runtime {
 namespace {
 
 thread_local bool in_parallel_region = false;
+thread_local ChunkDeadline* chunk_deadline = nullptr;
+
+// Whether a chunk may run: not when `deadline` has passed (it is marked).
+bool ChunkMayRun(ChunkDeadline* deadline) {
+  if (deadline == nullptr || !deadline->Passed()) return true;
+  deadline->MarkSkipped();
+  return false;
+}
 
 std::mutex& GlobalPoolMutex() {
   static std::mutex m;
@@ -84,7 +92,9 @@ void ThreadPool::RunClaims(uint32_t generation, int participant) {
     const int64_t extent = extent_.load(std::memory_order_relaxed);
     const int64_t begin = extent * index / chunks;
     const int64_t end = extent * (index + 1) / chunks;
-    if (begin < end) (*body_.load(std::memory_order_relaxed))(begin, end);
+    if (begin < end && ChunkMayRun(deadline_.load(std::memory_order_relaxed))) {
+      (*body_.load(std::memory_order_relaxed))(begin, end);
+    }
     done_.fetch_add(1, std::memory_order_acq_rel);
   };
   for (uint32_t c = owned_begin(participant); c < owned_begin(participant + 1); ++c) try_claim(c);
@@ -122,8 +132,12 @@ void ThreadPool::WorkerLoop(int participant) {
 
 void ThreadPool::ParallelFor(int64_t extent, const Body& body) {
   if (extent <= 0) return;
-  if (workers_.empty() || extent == 1 || in_parallel_region) {
+  if (in_parallel_region) {
     body(0, extent);
+    return;
+  }
+  if (workers_.empty() || extent == 1) {
+    if (ChunkMayRun(chunk_deadline)) body(0, extent);
     return;
   }
   std::lock_guard<std::mutex> job(job_mutex_);
@@ -133,6 +147,7 @@ void ThreadPool::ParallelFor(int64_t extent, const Body& body) {
   extent_.store(extent, std::memory_order_relaxed);
   chunks_.store(chunks, std::memory_order_relaxed);
   done_.store(0, std::memory_order_relaxed);
+  deadline_.store(chunk_deadline, std::memory_order_relaxed);
   const uint32_t generation = ++generation_;
   claim_.store(static_cast<uint64_t>(generation) << 32);  // seq_cst: see sleepers_ below
   if (sleepers_.load() > 0) {
@@ -151,6 +166,9 @@ void ThreadPool::ParallelFor(int64_t extent, const Body& body) {
     if (++spins % 1024 == 0) std::this_thread::yield();
   }
 }
+
+ScopedChunkDeadline::ScopedChunkDeadline(ChunkDeadline* deadline) { chunk_deadline = deadline; }
+ScopedChunkDeadline::~ScopedChunkDeadline() { chunk_deadline = nullptr; }
 
 void SetParallelThreads(int num_threads) {
   std::lock_guard<std::mutex> lock(GlobalPoolMutex());

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/kernel_abi.h"
+#include "runtime/chunk_deadline.h"
 
 namespace kiln::runtime {
 
@@ -26,7 +27,8 @@ namespace kiln::runtime {
 // spins for a while before it sleeps: a model runs dozens of parallel loops
 // back to back, and a futex wake-up per loop (tens of microseconds on this
 // VM) cost more than the small loops themselves. Calls from inside a body
-// run inline.
+// run inline. Under a ScopedChunkDeadline each chunk is skipped once the
+// deadline has passed.
 class ThreadPool {
  public:
   explicit ThreadPool(int num_threads);
@@ -57,6 +59,7 @@ class ThreadPool {
   std::atomic<int64_t> extent_{0};
   std::atomic<uint32_t> chunks_{0};
   std::atomic<uint32_t> done_{0};
+  std::atomic<ChunkDeadline*> deadline_{nullptr};
   uint32_t generation_ = 0;  // the caller's counter, under job_mutex_
 
   std::atomic<int> sleepers_{0};

@@ -90,5 +90,57 @@ TEST(ThreadPoolTest, KernelEntryPointCoversTheRange) {
   EXPECT_EQ(sum.load(), 99 * 100 / 2);
 }
 
+// Under a deadline the pool checks before each chunk: a deadline already
+// passed runs nothing and says so; a distant one changes nothing.
+TEST(ThreadPoolTest, APassedChunkDeadlineRunsNoChunkAndIsReported) {
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE(threads);
+    ThreadPool pool(threads);
+    ChunkDeadline passed(SteadyNowNs() - 1);
+    std::atomic<int64_t> ran{0};
+    {
+      ScopedChunkDeadline scope(&passed);
+      pool.ParallelFor(100, [&](int64_t b, int64_t e) { ran += e - b; });
+    }
+    EXPECT_EQ(ran.load(), 0);
+    EXPECT_TRUE(passed.skipped_work());
+
+    ChunkDeadline distant(SteadyNowNs() + int64_t{60} * 1000 * 1000 * 1000);
+    {
+      ScopedChunkDeadline scope(&distant);
+      pool.ParallelFor(100, [&](int64_t b, int64_t e) { ran += e - b; });
+    }
+    EXPECT_EQ(ran.load(), 100);
+    EXPECT_FALSE(distant.skipped_work());
+    // Outside a scope nothing is checked.
+    pool.ParallelFor(100, [&](int64_t b, int64_t e) { ran += e - b; });
+    EXPECT_EQ(ran.load(), 200);
+  }
+}
+
+// A deadline passing while a loop runs stops it at the next chunk: chunks of
+// 40 ms each and a deadline 20 ms in; the ones started run out, no other
+// starts, and later loops under the same deadline run nothing.
+TEST(ThreadPoolTest, ADeadlinePassingMidLoopStopsAtTheNextChunk) {
+  ThreadPool pool(2);
+  ChunkDeadline deadline(SteadyNowNs() + 20 * 1000 * 1000);
+  std::atomic<int> chunks_run{0};
+  const auto start = std::chrono::steady_clock::now();
+  {
+    ScopedChunkDeadline scope(&deadline);
+    // 2 threads x 2 chunks per thread: 4 chunks of the 4 indices.
+    pool.ParallelFor(4, [&](int64_t, int64_t) {
+      ++chunks_run;
+      std::this_thread::sleep_for(std::chrono::milliseconds(40));
+    });
+    pool.ParallelFor(4, [&](int64_t, int64_t) { ++chunks_run; });
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(chunks_run.load(), 1);
+  EXPECT_LE(chunks_run.load(), 2);  // one per thread, started before the deadline
+  EXPECT_TRUE(deadline.skipped_work());
+  EXPECT_LT(took, std::chrono::milliseconds(4 * 40));
+}
+
 }  // namespace
 }  // namespace kiln::runtime
