@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "runtime/executor.h"
 #include "runtime/jit_engine.h"
+#include "tests/runtime/load_loop_kernel.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::runtime {
@@ -41,12 +42,7 @@ std::shared_ptr<LoadedKernel> SlowSumKernel(JitEngine& jit) {
   te::Expr sum =
       b.Reduce(te::ReduceOp::kSum, {r1, r2}, b.Load(0, te::ScalarType::kF32, {b.Int(0)}));
   fn.body = lower::MakeFor(p, lower::ForKind::kParallel, lower::MakeStore(1, b.Ref(p), sum));
-  absl::StatusOr<std::string> object = codegen::CompileToObject(fn, codegen::CodegenOptions{});
-  EXPECT_TRUE(object.ok()) << object.status();
-  if (!object.ok()) return nullptr;
-  absl::StatusOr<std::shared_ptr<LoadedKernel>> kernel = jit.Load(*object, fn.name);
-  EXPECT_TRUE(kernel.ok()) << kernel.status();
-  return kernel.ok() ? *kernel : nullptr;
+  return LoadLoopKernel(jit, fn);
 }
 
 Program SlowSumProgram() {

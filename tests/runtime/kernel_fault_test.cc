@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "runtime/executor.h"
 #include "runtime/jit_engine.h"
+#include "tests/runtime/load_loop_kernel.h"
 #include "runtime/kernel_call.h"
 
 namespace kiln::runtime {
@@ -47,12 +48,7 @@ std::shared_ptr<LoadedKernel> GatherKernel(JitEngine& jit, bool checks) {
                            lower::MakeStore(2, b.Ref(i), b.Load(0, te::ScalarType::kF32, {id})));
   codegen::CodegenOptions options;
   options.bounds_checks = checks;
-  absl::StatusOr<std::string> object = codegen::CompileToObject(fn, options);
-  EXPECT_TRUE(object.ok()) << object.status();
-  if (!object.ok()) return nullptr;
-  absl::StatusOr<std::shared_ptr<LoadedKernel>> kernel = jit.Load(*object, fn.name);
-  EXPECT_TRUE(kernel.ok()) << kernel.status();
-  return kernel.ok() ? *kernel : nullptr;
+  return LoadLoopKernel(jit, fn, options);
 }
 
 // inputs "table" and "row_ids", output "rows", one call "gather_rows_0".
