@@ -1,6 +1,7 @@
 // The cache key contract: names never matter; structure, shapes and options do.
 #include "engine/kernel_cache.h"
 
+#include <algorithm>
 #include <set>
 #include <thread>
 
@@ -147,15 +148,19 @@ TEST_F(KernelCacheTest, KeyIsSha256Hex) {
 TEST_F(KernelCacheTest, ConcurrentIdenticalRequestsCompileOnce) {
   KernelSpec spec = SingleKernel("x", {64});
   std::vector<std::thread> threads;
-  std::vector<bool> hits(8);
+  // One int per thread: threads setting bits of one std::vector<bool> word
+  // race (ThreadSanitizer found it).
+  std::vector<int> hits(8, -1);
   for (int i = 0; i < 8; ++i) {
     threads.emplace_back([&, i] {
       auto r = cache_->GetOrCompile(spec, {});
       ASSERT_TRUE(r.ok());
-      hits[i] = r->hit();
+      hits[i] = r->hit() ? 1 : 0;
     });
   }
   for (auto& t : threads) t.join();
+  EXPECT_EQ(std::count(hits.begin(), hits.end(), 1), 7);
+  EXPECT_EQ(std::count(hits.begin(), hits.end(), 0), 1);
   CacheStats stats = cache_->Stats();
   EXPECT_EQ(stats.compiles, 1);
   EXPECT_EQ(stats.memory_hits, 7);
