@@ -1,6 +1,7 @@
 // Whole models compiled and run through the JIT, against plain reference loops.
 #include "engine/model_manager.h"
 
+#include <atomic>
 #include <cstring>
 
 #include "gmock/gmock.h"
@@ -237,7 +238,9 @@ TEST_F(ModelManagerTest, AnAbandonedCompileStopsAtItsNextCheckAndLoadsNothing) {
   // Gone after the first kernel: a full compile asks once per pass, group
   // and kernel and once before loading, so the next-to-last check is the
   // one before the second kernel.
-  int checks = 0;
+  // Atomic: the dry run's two compile threads both ask (ThreadSanitizer
+  // caught the plain int).
+  std::atomic<int> checks{0};
   {
     CompileOptions count;
     count.should_stop = [&checks] {
