@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <set>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -17,15 +18,12 @@ namespace kiln::runtime {
 
 absl::StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::Create(
     Program program, std::vector<std::shared_ptr<LoadedKernel>> kernels) {
-  // A tensor the runtime could never allocate is refused now, not at the
-  // first request (issue 20: a 128 GiB input compiled and loaded).
-  for (const ValueSpec& v : program.values) {
-    absl::StatusOr<int64_t> n = CheckedNumElements(v.type.shape);
-    if (!n.ok() || *n > kMaxTensorBytes / DTypeSize(v.type.dtype)) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "value '", v.name, "' (", v.type.ToString(), ") is larger than the runtime's ",
-          kMaxTensorBytes >> 30, " GiB limit for one tensor"));
-    }
+  MemoryPlan plan;
+  absl::StatusOr<ModelFootprint> footprint = PlanFootprint(program, &plan);
+  if (!footprint.ok()) return footprint.status();
+  std::set<const LoadedKernel*> distinct;
+  for (const std::shared_ptr<LoadedKernel>& k : kernels) {
+    if (k && distinct.insert(k.get()).second) footprint->code_bytes += k->object_bytes();
   }
   std::unique_ptr<CompiledModel> model(new CompiledModel(std::move(program), std::move(kernels)));
   model->constants_.resize(model->program_.values.size());
@@ -36,12 +34,8 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::Create(
     if (!t.ok()) return t.status();
     model->constants_[i] = *std::move(t);
   }
-  model->plan_ = PlanMemory(model->program_);
-  if (model->plan_.arena_bytes > kMaxTensorBytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the model's intermediates need ", model->plan_.arena_bytes >> 20,
-        " MiB at once, more than the runtime's ", kMaxTensorBytes >> 30, " GiB limit"));
-  }
+  model->plan_ = std::move(plan);
+  model->footprint_ = *std::move(footprint);
   const Program& p = model->program_;
   model->index_checks_after_.resize(p.kernels.size() + 1);
   for (size_t c = 0; c < p.index_checks.size(); ++c) {

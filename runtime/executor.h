@@ -15,6 +15,7 @@
 #include "runtime/duration_stats.h"
 #include "runtime/jit_engine.h"
 #include "runtime/memory_plan.h"
+#include "runtime/model_footprint.h"
 #include "runtime/tensor.h"
 
 namespace kiln::runtime {
@@ -43,6 +44,7 @@ struct ModelTimingStats {
 class CompiledModel {
  public:
   // `kernels[i]` runs program.kernels[i]. Copies constants into aligned tensors.
+  // ResourceExhausted as PlanFootprint, before anything is allocated.
   static absl::StatusOr<std::unique_ptr<CompiledModel>> Create(
       Program program, std::vector<std::shared_ptr<LoadedKernel>> kernels);
 
@@ -62,6 +64,8 @@ class CompiledModel {
   // Bytes one call needs for intermediates, after and before liveness sharing.
   int64_t intermediate_bytes() const { return plan_.arena_bytes; }
   int64_t unplanned_intermediate_bytes() const { return plan_.naive_bytes; }
+  // What it holds while loaded: constants, one call's arena, its kernels' code.
+  const ModelFootprint& footprint() const { return footprint_; }
 
  private:
   // Intermediate buffers for one call. A call takes a free set or makes one,
@@ -82,6 +86,7 @@ class CompiledModel {
   std::vector<std::shared_ptr<LoadedKernel>> kernels_;
   std::vector<Tensor> constants_;  // indexed like program_.values
   MemoryPlan plan_;
+  ModelFootprint footprint_;
   // program_.index_checks by the kernel after which their value is ready,
   // offset by one (0: the inputs, before any kernel).
   std::vector<std::vector<int>> index_checks_after_;

@@ -99,7 +99,8 @@ absl::StatusOr<std::shared_ptr<LoadedKernel>> JitEngine::Load(const std::string&
         absl::StrCat("cannot load kernel '", symbol, "': ", message));
   }
   auto fn = address->toPtr<KernelFn>();
-  return std::shared_ptr<LoadedKernel>(new LoadedKernel(shared_from_this(), &jd, fn, symbol));
+  return std::shared_ptr<LoadedKernel>(new LoadedKernel(shared_from_this(), &jd, fn, symbol,
+                                                        static_cast<int64_t>(object_bytes.size())));
 }
 
 void JitEngine::Remove(void* dylib) {

@@ -3,6 +3,7 @@
 #ifndef KILN_RUNTIME_JIT_ENGINE_H_
 #define KILN_RUNTIME_JIT_ENGINE_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -25,15 +26,23 @@ class LoadedKernel {
   // The symbol it was loaded as: the name of the kernel first compiled with
   // this code (the cache shares one kernel between equal groups).
   const std::string& symbol() const { return symbol_; }
+  // Size of the object it was linked from: about what the JIT mapped for it.
+  int64_t object_bytes() const { return object_bytes_; }
 
  private:
   friend class JitEngine;
-  LoadedKernel(std::shared_ptr<JitEngine> engine, void* dylib, KernelFn fn, std::string symbol)
-      : engine_(std::move(engine)), dylib_(dylib), fn_(fn), symbol_(std::move(symbol)) {}
+  LoadedKernel(std::shared_ptr<JitEngine> engine, void* dylib, KernelFn fn, std::string symbol,
+               int64_t object_bytes)
+      : engine_(std::move(engine)),
+        dylib_(dylib),
+        fn_(fn),
+        symbol_(std::move(symbol)),
+        object_bytes_(object_bytes) {}
   std::shared_ptr<JitEngine> engine_;
   void* dylib_;  // llvm::orc::JITDylib*
   KernelFn fn_;
   std::string symbol_;
+  int64_t object_bytes_;
 };
 
 class JitEngine : public std::enable_shared_from_this<JitEngine> {
