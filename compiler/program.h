@@ -21,7 +21,8 @@ struct ValueSpec {
   Kind kind = Kind::kIntermediate;
   std::string name;
   TensorType type;
-  std::shared_ptr<const ConstantData> constant;  // kConstant only
+  // kConstant only; CompiledModel::Create copies and then drops it.
+  std::shared_ptr<const ConstantData> constant;
 };
 
 // One call of a compiled kernel.

@@ -28,11 +28,15 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::Create(
   std::unique_ptr<CompiledModel> model(new CompiledModel(std::move(program), std::move(kernels)));
   model->constants_.resize(model->program_.values.size());
   for (size_t i = 0; i < model->program_.values.size(); ++i) {
-    const ValueSpec& v = model->program_.values[i];
+    ValueSpec& v = model->program_.values[i];
     if (v.kind != ValueSpec::Kind::kConstant) continue;
     absl::StatusOr<Tensor> t = Tensor::FromBytes(v.type, v.constant->bytes);
     if (!t.ok()) return t.status();
     model->constants_[i] = *std::move(t);
+    // The aligned copy is what runs: the program's bytes (the importer's,
+    // shared with nothing once the graph is gone) would hold every weight
+    // twice for as long as the model is loaded.
+    v.constant.reset();
   }
   model->plan_ = std::move(plan);
   model->footprint_ = *std::move(footprint);

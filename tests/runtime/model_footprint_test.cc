@@ -21,8 +21,8 @@ namespace {
 using ::testing::HasSubstr;
 
 // x: f32[4] -> t = f(x, c): f32[1024] -> y = g(t): f32[4], c a constant
-// f32[256]. Kernels are named, not run.
-Program ChainProgram() {
+// f32[256] (returned in `*constant` when asked). Kernels are named, not run.
+Program ChainProgram(std::shared_ptr<const ConstantData>* constant = nullptr) {
   auto c = std::make_shared<ConstantData>();
   c->type = {DType::kFloat32, {256}};
   c->bytes.assign(256 * 4, '\0');
@@ -36,6 +36,7 @@ Program ChainProgram() {
   p.outputs = {3};
   p.output_names = {"y"};
   p.kernels = {{"f", {0, 1, 2}}, {"g", {2, 3}}};
+  if (constant != nullptr) *constant = c;
   return p;
 }
 
@@ -77,11 +78,16 @@ TEST(ModelFootprintTest, ACompiledModelCountsAKernelItCallsTwiceOnce) {
   auto kernel = (*jit)->Load(*object, fn.name);
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   EXPECT_EQ((*kernel)->object_bytes(), static_cast<int64_t>(object->size()));
-  auto model = CompiledModel::Create(ChainProgram(), {*kernel, *kernel});
+  std::shared_ptr<const ConstantData> constant;
+  auto model = CompiledModel::Create(ChainProgram(&constant), {*kernel, *kernel});
   ASSERT_TRUE(model.ok()) << model.status();
   const ModelFootprint& f = (*model)->footprint();
   EXPECT_EQ(f.code_bytes, static_cast<int64_t>(object->size()));
   EXPECT_EQ(f.held_bytes(), 256 * 4 + 1024 * 4 + f.code_bytes);
+  // Its constants are held once, in the model's aligned copy: the
+  // program's bytes are let go.
+  EXPECT_EQ(constant.use_count(), 1);
+  EXPECT_EQ((*model)->program().values[1].constant, nullptr);
 }
 
 }  // namespace
