@@ -1,14 +1,26 @@
 #include "engine/shape_variants.h"
 
 #include <algorithm>
+#include <atomic>
 #include <set>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "compiler/ir/verifier.h"
 
 namespace kiln::engine {
+namespace {
+
+// Last-use stamps, comparable across every model's variants: the memory
+// budget unloads the least recently used of them all.
+uint64_t NextUse() {
+  static std::atomic<uint64_t> clock{0};
+  return ++clock;
+}
+
+}  // namespace
 
 absl::StatusOr<std::vector<std::vector<int64_t>>> BindSymbols(const ModelSignature& signature,
                                                               const SymbolBinding& binding) {
@@ -78,7 +90,7 @@ void ShapeVariants::Add(const std::vector<std::vector<int64_t>>& shapes,
   slot->ready = true;
   slot->model = std::move(model);
   absl::MutexLock lock(&mutex_);
-  slot->last_use = ++clock_;
+  slot->last_use = NextUse();
   slots_[shapes] = std::move(slot);
   EvictBeyondBound();
 }
@@ -161,17 +173,19 @@ absl::Status ShapeVariants::Check(const std::vector<std::vector<int64_t>>& key) 
 absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> ShapeVariants::Await(Slot& slot) {
   while (!slot.ready) compiled_.Wait(&mutex_);
   if (!slot.status.ok()) return slot.status;
-  slot.last_use = ++clock_;
+  slot.last_use = NextUse();
   return slot.model;
 }
 
 namespace {
 
-// Errors that the same shape would meet again (the model cannot take it),
-// as against ones a later try may not (a limit, a deadline).
+// Errors that the same shape would meet again (the model cannot take it,
+// or it is larger than a server limit allows), as against ones a later try
+// may not (a busy budget, a deadline).
 bool Deterministic(const absl::Status& s) {
   return absl::IsInvalidArgument(s) || absl::IsUnimplemented(s) ||
-         absl::IsFailedPrecondition(s) || absl::IsOutOfRange(s);
+         absl::IsFailedPrecondition(s) || absl::IsOutOfRange(s) ||
+         (absl::IsResourceExhausted(s) && s.GetPayload(kLimitPayload).has_value());
 }
 
 }  // namespace
@@ -220,7 +234,7 @@ absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> ShapeVariants::Fill(
   }();
   absl::MutexLock lock(&mutex_);
   slot->ready = true;
-  slot->last_use = ++clock_;
+  slot->last_use = NextUse();
   if (model.ok()) {
     slot->model = std::shared_ptr<runtime::CompiledModel>(*std::move(model));
   } else {
@@ -289,7 +303,7 @@ std::optional<ShapeVariants::LargerBatch> ShapeVariants::FindLargerBatch(
     best_rows = rows;
   }
   if (best == nullptr) return std::nullopt;
-  best->last_use = ++clock_;
+  best->last_use = NextUse();
   return LargerBatch{best->model, best_rows};
 }
 
@@ -298,7 +312,7 @@ std::shared_ptr<runtime::CompiledModel> ShapeVariants::Peek(
   absl::MutexLock lock(&mutex_);
   auto it = slots_.find(shapes);
   if (it == slots_.end() || !it->second->ready || !it->second->status.ok()) return nullptr;
-  it->second->last_use = ++clock_;
+  it->second->last_use = NextUse();
   return it->second->model;
 }
 
@@ -330,6 +344,30 @@ ShapeVariants::Loaded() const {
     if (slot->ready && slot->status.ok()) out.emplace_back(shapes, slot->model);
   }
   return out;
+}
+
+std::optional<ShapeVariants::IdleVariant> ShapeVariants::ColdestIdle() const {
+  absl::MutexLock lock(&mutex_);
+  std::optional<IdleVariant> coldest;
+  for (const auto& [key, slot] : slots_) {
+    // Under mutex_ nobody can take a new reference (every one comes from
+    // slots_), so a count of one, the set's own, stays one.
+    if (!slot->ready || !slot->model || slot->model.use_count() > 1) continue;
+    if (!coldest || slot->last_use < coldest->last_use) coldest = IdleVariant{key, slot->last_use};
+  }
+  return coldest;
+}
+
+std::shared_ptr<runtime::CompiledModel> ShapeVariants::UnloadIfIdle(const VariantKey& key) {
+  absl::MutexLock lock(&mutex_);
+  auto it = slots_.find(key);
+  if (it == slots_.end() || !it->second->ready || !it->second->model ||
+      it->second->model.use_count() > 1) {
+    return nullptr;
+  }
+  std::shared_ptr<runtime::CompiledModel> model = std::move(it->second->model);
+  slots_.erase(it);
+  return model;
 }
 
 }  // namespace kiln::engine

@@ -7,8 +7,11 @@
 // for that compile, and requests for shapes already compiled are served
 // meanwhile. At most `max_variants` stay loaded: beyond that the least
 // recently used one is dropped, and a call still running on it keeps it
-// alive until it returns. A shape whose compile fails for good (the model
-// cannot take it) is remembered with its error, not compiled per request.
+// alive until it returns. The server's memory budget may unload a variant
+// sooner, the least recently used of every model's that nothing else holds
+// (ColdestIdle, UnloadIfIdle), to make room for another. A shape whose
+// compile fails for good (the model cannot take it, or it is larger than
+// the budget) is remembered with its error, not compiled per request.
 //
 // Design note: why every shape is specialised, and how a new one is made
 // cheap without giving that up.
@@ -150,6 +153,20 @@ class ShapeVariants : public std::enable_shared_from_this<ShapeVariants> {
   // Variants compiled on demand so far (not counting Add).
   int64_t compiles() const;
 
+  // The least recently used loaded variant that nothing but this set holds
+  // (no call runs on it, no model keeps it as its load-time shape), so that
+  // unloading it frees it: its key and last use, on a clock every model's
+  // variants share. Nullopt when there is none.
+  struct IdleVariant {
+    VariantKey key;
+    uint64_t last_use = 0;
+  };
+  std::optional<IdleVariant> ColdestIdle() const;
+  // Unloads the variant for `key` if it is loaded and still idle, returning
+  // its last owner for the caller to let go; null otherwise. A request for
+  // it later compiles it again.
+  std::shared_ptr<runtime::CompiledModel> UnloadIfIdle(const VariantKey& key);
+
  private:
   struct Slot {
     bool ready = false;
@@ -178,7 +195,6 @@ class ShapeVariants : public std::enable_shared_from_this<ShapeVariants> {
   mutable absl::Mutex mutex_;
   absl::CondVar compiled_;
   std::map<std::vector<std::vector<int64_t>>, std::shared_ptr<Slot>> slots_ ABSL_GUARDED_BY(mutex_);
-  uint64_t clock_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t compiles_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 

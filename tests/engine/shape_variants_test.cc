@@ -121,6 +121,28 @@ TEST_F(ShapeVariantsTest, LeastRecentlyUsedVariantGoesButARunningCallerKeepsIt) 
   EXPECT_EQ(variants().compiles(), before + 1);
 }
 
+TEST_F(ShapeVariantsTest, TheColdestIdleVariantIsUnloadedAndAHeldOneNeverIs) {
+  ASSERT_TRUE(Load(/*two_inputs=*/false).ok());  // batch 1, the model's own
+  for (int64_t batch : {2, 3, 4}) ASSERT_TRUE(manager_->FindForShapes("m", {{batch, kWidth}}).ok());
+  auto held = manager_->FindForShapes("m", {{2, kWidth}});  // a call running on batch 2
+  ASSERT_TRUE(held.ok());
+  std::optional<ShapeVariants::IdleVariant> coldest = variants().ColdestIdle();
+  ASSERT_TRUE(coldest.has_value());
+  EXPECT_EQ(coldest->key, (VariantKey{{3, kWidth}}));
+  EXPECT_EQ(variants().UnloadIfIdle({{2, kWidth}}), nullptr);  // in use
+  EXPECT_EQ(variants().UnloadIfIdle({{1, kWidth}}), nullptr);  // the load-time shape
+  std::shared_ptr<runtime::CompiledModel> gone = variants().UnloadIfIdle(coldest->key);
+  ASSERT_NE(gone, nullptr);
+  EXPECT_EQ(gone.use_count(), 1);  // the last owner: dropping it frees it
+  EXPECT_EQ(variants().Loaded().size(), 3u);
+  EXPECT_EQ(variants().ColdestIdle()->key, (VariantKey{{4, kWidth}}));
+  held->reset();
+  EXPECT_EQ(variants().ColdestIdle()->key, (VariantKey{{4, kWidth}}));  // 2 was used later
+  const int64_t before = variants().compiles();
+  ExpectComputes(3);  // asked again: compiled again
+  EXPECT_EQ(variants().compiles(), before + 1);
+}
+
 TEST_F(ShapeVariantsTest, AShapeThatFailsForGoodIsNotCompiledAgain) {
   ASSERT_TRUE(Load(/*two_inputs=*/false).ok());
   for (int i = 0; i < 3; ++i) {
