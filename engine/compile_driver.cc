@@ -46,7 +46,8 @@ absl::StatusOr<CompiledModelAndReport> CompileModelHere(const std::string& name,
                                                         const CompileDriverOptions& driver,
                                                         KernelCache& cache,
                                                         const CompileEventSink& events,
-                                                        absl::Time deadline) {
+                                                        absl::Time deadline,
+                                                        const Admission& admission) {
   CompileOptions options = options_in;
   codegen::CodegenOptions codegen = driver.codegen;
   codegen.bounds_checks |= options.kernel_bounds_checks;
@@ -58,6 +59,18 @@ absl::StatusOr<CompiledModelAndReport> CompileModelHere(const std::string& name,
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<LoweredProgram> lowered = CompileGraph(std::move(graph), options);
   if (!lowered.ok()) return lowered.status();
+  // Admitted from the program alone: a model that cannot load neither
+  // compiles kernels nor copies constants, and a value no call could
+  // allocate (issue 20's 128 GiB output) is refused before anything is.
+  absl::StatusOr<runtime::ModelFootprint> planned = runtime::PlanFootprint(lowered->program);
+  if (!planned.ok()) return planned.status();
+  MemoryBudget::Charge charge;
+  if (admission.budget != nullptr) {
+    absl::StatusOr<MemoryBudget::Charge> admitted =
+        admission.budget->Admit(*planned, admission.what);
+    if (!admitted.ok()) return admitted.status();
+    charge = *std::move(admitted);
+  }
 
   CompileResult result;
   result.model_name = name;
@@ -152,8 +165,16 @@ absl::StatusOr<CompiledModelAndReport> CompileModelHere(const std::string& name,
   if (!model.ok()) return model.status();
   result.intermediate_bytes = (*model)->intermediate_bytes();
   result.intermediate_bytes_unplanned = (*model)->unplanned_intermediate_bytes();
+  result.footprint = (*model)->footprint();
+  if (admission.budget != nullptr) {
+    // Code is known once linked; it fits as the rest did, or the model goes.
+    absl::Status fits =
+        admission.budget->Grow(charge, result.footprint.code_bytes, admission.what);
+    if (!fits.ok()) return fits;
+  }
   result.total_ms = MsSince(start);
-  return CompiledModelAndReport{*std::move(model), std::move(result)};
+  return CompiledModelAndReport{ChargedTo(*std::move(model), std::move(charge)),
+                                std::move(result)};
 }
 
 }  // namespace
@@ -163,10 +184,12 @@ absl::StatusOr<CompiledModelAndReport> CompileModel(const std::string& name, Gra
                                                     const CompileDriverOptions& driver,
                                                     KernelCache& cache,
                                                     const CompileEventSink& events,
-                                                    absl::Time deadline) {
+                                                    absl::Time deadline,
+                                                    const Admission& admission) {
   absl::StatusOr<CompiledModelAndReport> compiled = absl::UnknownError("not run");
   RunAtLowerPriority(driver.nice, [&] {
-    compiled = CompileModelHere(name, std::move(graph), options, driver, cache, events, deadline);
+    compiled = CompileModelHere(name, std::move(graph), options, driver, cache, events, deadline,
+                                admission);
   });
   return compiled;
 }

@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "compiler/driver/compile.h"
 #include "engine/kernel_cache.h"
+#include "engine/memory_budget.h"
 #include "runtime/executor.h"
 
 namespace kiln::engine {
@@ -55,6 +56,8 @@ struct CompileResult {
   // Intermediate bytes one inference needs after memory planning, and before.
   int64_t intermediate_bytes = 0;
   int64_t intermediate_bytes_unplanned = 0;
+  // What the model holds loaded (the memory budget's charge).
+  runtime::ModelFootprint footprint;
   // The version the model is served as (set by ModelManager).
   int64_t version = 1;
 };
@@ -68,20 +71,33 @@ struct CompileDriverOptions {
 };
 
 struct CompiledModelAndReport {
-  std::unique_ptr<runtime::CompiledModel> model;
+  // Charged to the compile's budget (if any) for as long as it lives.
+  std::shared_ptr<runtime::CompiledModel> model;
   CompileResult report;
+};
+
+// Where a compile's model is charged: `budget` (none: nowhere), as `what`
+// ("model 'm'") in its messages.
+struct Admission {
+  MemoryBudget* budget = nullptr;
+  std::string what;
 };
 
 // Compiles `graph` as model `name`, taking its kernels from `cache` or
 // compiling them into it. `events`, when set, hears of each pass and kernel as
 // it finishes (from compile threads: it must be thread-safe). A kernel compile
 // outlives a caller that stops listening; its result is cached.
+// The model is admitted to `admission`'s budget once lowered, before its
+// kernels compile or its constants are copied: ResourceExhausted as
+// MemoryBudget::Admit when it does not fit (and as PlanFootprint, budget or
+// not, for a value no call could allocate).
 absl::StatusOr<CompiledModelAndReport> CompileModel(const std::string& name, Graph graph,
                                                     const CompileOptions& options,
                                                     const CompileDriverOptions& driver,
                                                     KernelCache& cache,
                                                     const CompileEventSink& events,
-                                                    absl::Time deadline);
+                                                    absl::Time deadline,
+                                                    const Admission& admission = {});
 
 }  // namespace kiln::engine
 

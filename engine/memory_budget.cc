@@ -121,10 +121,10 @@ absl::Status MemoryBudget::Grow(Charge& charge, int64_t bytes, absl::string_view
     }
     // Unloaded with the lock released: the unloaded model's charge ends
     // (taking the lock) before Unload returns.
-    if (!unload_ || !unload_()) {
+    if (!unload_ || !unload_(what)) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          what, " needs ", HumanBytes(bytes), charge.bytes_ > 0 ? " more" : "", ", but ", HumanBytes(used), " of the server's ",
-          HumanBytes(max_bytes_),
+          what, " needs ", HumanBytes(bytes), charge.bytes_ > 0 ? " more" : "", ", but ",
+          HumanBytes(used), " of the server's ", HumanBytes(max_bytes_),
           " budget for loaded models is held by models loaded explicitly or in use, and nothing "
           "more can be unloaded to make room (--max-loaded-mb); unload a model or raise the "
           "budget"));

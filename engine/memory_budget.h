@@ -24,9 +24,10 @@ inline constexpr char kMaxLoadedLimitName[] = "max_loaded_mb";
 class MemoryBudget {
  public:
   // Unloads the least recently used thing that nothing else holds, so that
-  // its charge ends before this returns; false when nothing is left to
-  // unload. Called with none of the budget's locks held.
-  using Unload = std::function<bool()>;
+  // its charge ends before this returns, to make room for `for_what`; false
+  // when nothing is left to unload. Called with none of the budget's locks
+  // held.
+  using Unload = std::function<bool(absl::string_view for_what)>;
 
   struct Ledger;  // shared by the budget and its charges
 

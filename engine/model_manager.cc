@@ -1,9 +1,27 @@
 #include "engine/model_manager.h"
 
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace kiln::engine {
+namespace {
+
+// "x=[4,24] y=[4,24]": a variant's graph by its inputs' shapes.
+std::string InputShapes(const Graph& graph) {
+  std::vector<std::string> parts;
+  for (const Node* in : graph.inputs()) {
+    parts.push_back(absl::StrCat(in->name, "=", ShapeToString(in->type.shape)));
+  }
+  return absl::StrJoin(parts, " ");
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<ModelManager>> ModelManager::Create(ModelManagerOptions options) {
   absl::StatusOr<std::shared_ptr<runtime::JitEngine>> jit = runtime::JitEngine::Create();
@@ -83,15 +101,25 @@ absl::StatusOr<CompileResult> ModelManager::CompileWithShapes(const std::string&
   variant_options.progress = nullptr;
   variant_options.should_stop = nullptr;
   CompileVariant compile = [this, name, options = std::move(variant_options)](Graph g)
-      -> absl::StatusOr<std::unique_ptr<runtime::CompiledModel>> {
-    absl::StatusOr<CompiledModelAndReport> compiled = CompileModel(
-        name, std::move(g), options, DriverOptions(), cache_, nullptr, absl::InfiniteFuture());
+      -> absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> {
+    const Admission admission{&budget_,
+                              absl::StrCat("shape ", InputShapes(g), " of model '", name, "'")};
+    absl::StatusOr<CompiledModelAndReport> compiled =
+        CompileModel(name, std::move(g), options, DriverOptions(), cache_, nullptr,
+                     absl::InfiniteFuture(), admission);
     if (!compiled.ok()) return compiled.status();
     return std::move(compiled->model);
   };
-  auto variants = std::make_shared<ShapeVariants>(symbolic.signature, symbolic.ranges,
-                                                  symbolic.graph_for, std::move(compile),
-                                                  options_.max_shape_variants);
+  // The model's bytes, kept to import it at other shapes, are held as long
+  // as its variants are.
+  absl::StatusOr<MemoryBudget::Charge> source = budget_.Reserve(
+      symbolic.source_bytes,
+      absl::StrCat("model '", name, "' (its source, kept to compile its other shapes)"));
+  if (!source.ok()) return source.status();
+  std::shared_ptr<ShapeVariants> variants = ChargedTo(
+      std::make_unique<ShapeVariants>(symbolic.signature, symbolic.ranges, symbolic.graph_for,
+                                      std::move(compile), options_.max_shape_variants),
+      *std::move(source));
   if (static_cast<int>(symbolic.eager.size()) + 1 > options_.max_shape_variants) {
     return absl::ResourceExhaustedError(absl::StrCat(
         symbolic.eager.size(), " eager shapes and the load-time one exceed the server's bound of ",
@@ -133,9 +161,11 @@ absl::StatusOr<CompileResult> ModelManager::CompileAndStore(
   served.name = name;
   served.fingerprint = identity.fingerprint;
   CompileResult report;
+  served.source_bytes = variants ? symbolic.source_bytes : 0;
   if (graph.has_value()) {
     absl::StatusOr<CompiledModelAndReport> compiled =
-        CompileModel(name, *std::move(graph), options, DriverOptions(), cache_, events, deadline);
+        CompileModel(name, *std::move(graph), options, DriverOptions(), cache_, events, deadline,
+                     {&budget_, absl::StrCat("model '", name, "'")});
     if (!compiled.ok()) return compiled.status();
     served.model = std::move(compiled->model);
     report = std::move(compiled->report);
@@ -252,6 +282,62 @@ std::vector<ServedModel> ModelManager::List() const {
   out.reserve(models_.size());
   for (const auto& [name, served] : models_) out.push_back(served);
   return out;
+}
+
+bool ModelManager::UnloadColdestVariant(absl::string_view for_what) {
+  std::vector<std::pair<std::string, std::shared_ptr<ShapeVariants>>> sets;
+  {
+    absl::MutexLock lock(&mutex_);
+    for (const auto& [name, served] : models_) {
+      if (served.variants) sets.emplace_back(name, served.variants);
+    }
+  }
+  // Each model's coldest idle variant, coldest first. One that a call takes
+  // meanwhile is skipped (UnloadIfIdle refuses it); the next is tried.
+  struct Candidate {
+    uint64_t last_use;
+    size_t set;
+    VariantKey key;
+  };
+  std::vector<Candidate> candidates;
+  for (size_t i = 0; i < sets.size(); ++i) {
+    if (std::optional<ShapeVariants::IdleVariant> idle = sets[i].second->ColdestIdle()) {
+      candidates.push_back({idle->last_use, i, std::move(idle->key)});
+    }
+  }
+  std::sort(candidates.begin(), candidates.end(),
+            [](const Candidate& a, const Candidate& b) { return a.last_use < b.last_use; });
+  for (const Candidate& c : candidates) {
+    const auto& [name, variants] = sets[c.set];
+    std::shared_ptr<runtime::CompiledModel> gone = variants->UnloadIfIdle(c.key);
+    if (gone == nullptr) continue;
+    VariantUnloaded event{name, VariantKeyToString(variants->signature(), c.key),
+                          gone->footprint().held_bytes(), std::string(for_what)};
+    gone.reset();   // the last owner: its memory and its charge go here
+    cache_.Trim();  // its kernels, unless another model shares them, may go now
+    if (options_.on_variant_unloaded) options_.on_variant_unloaded(event);
+    return true;
+  }
+  return false;
+}
+
+ModelMemory MemoryOf(const ServedModel& served) {
+  ModelMemory memory;
+  memory.source_bytes = served.source_bytes;
+  auto add = [&memory](const runtime::CompiledModel& model) {
+    const runtime::ModelFootprint& f = model.footprint();
+    memory.footprint.constant_bytes += f.constant_bytes;
+    memory.footprint.arena_bytes += f.arena_bytes;
+    memory.footprint.code_bytes += f.code_bytes;
+    ++memory.variants;
+  };
+  if (served.model) add(*served.model);
+  if (served.variants) {
+    for (const auto& [key, model] : served.variants->Loaded()) {
+      if (model != served.model) add(*model);
+    }
+  }
+  return memory;
 }
 
 absl::Status ModelManager::Unload(const std::string& name) {

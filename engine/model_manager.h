@@ -3,6 +3,8 @@
 #ifndef KILN_ENGINE_MODEL_MANAGER_H_
 #define KILN_ENGINE_MODEL_MANAGER_H_
 
+#include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -20,10 +22,21 @@
 #include "engine/dynamic_batcher.h"
 #include "engine/dynamic_batching.h"
 #include "engine/kernel_cache.h"
+#include "engine/memory_budget.h"
 #include "engine/shape_variants.h"
 #include "runtime/executor.h"
 
 namespace kiln::engine {
+
+// A shape variant the memory budget unloaded to make room for another
+// model or shape (for the server's log).
+struct VariantUnloaded {
+  std::string model;
+  std::string shapes;  // VariantKeyToString
+  int64_t bytes = 0;
+  std::string for_what;  // what it made room for
+};
+using VariantUnloadSink = std::function<void(const VariantUnloaded&)>;
 
 struct ModelManagerOptions {
   int max_models = 64;      // the server's --max-models
@@ -34,6 +47,12 @@ struct ModelManagerOptions {
   int max_shape_variants = 8;
   // Compiles run this much nicer than inference (--compile-nice; 0: same).
   int compile_nice = 10;
+  // Bytes every loaded model and shape variant may hold at once
+  // (--max-loaded-mb; memory_budget.h). The default: no bound.
+  int64_t max_loaded_bytes = std::numeric_limits<int64_t>::max();
+  // Told of each shape variant unloaded to make room; from the compiling
+  // thread, so it must be thread-safe. May be unset.
+  VariantUnloadSink on_variant_unloaded;
 };
 
 // What a model with symbolic dims is served from, beside the graph of its
@@ -53,6 +72,9 @@ struct SymbolicModel {
   // larger batch, padded (only for a model whose inputs and outputs share
   // a symbolic dim 0).
   bool pad_new_batches = true;
+  // Bytes `graph_for` keeps to import the model again (its ONNX or graph
+  // bytes): charged to the memory budget while the model is loaded.
+  int64_t source_bytes = 0;
 };
 
 // Which model a compile makes, for the name it is to be served under.
@@ -91,7 +113,19 @@ struct ServedModel {
   // Whether a request of a batch size not compiled yet may be served from
   // a larger loaded one while its own compiles (SymbolicModel).
   bool pads_new_batches = false;
+  // SymbolicModel::source_bytes.
+  int64_t source_bytes = 0;
 };
+
+// What a served model holds loaded, as charged to the memory budget.
+struct ModelMemory {
+  // Over its loaded variants (the load-time one included).
+  runtime::ModelFootprint footprint;
+  int64_t source_bytes = 0;
+  int variants = 0;  // compiled shapes loaded now
+  int64_t total_bytes() const { return footprint.held_bytes() + source_bytes; }
+};
+ModelMemory MemoryOf(const ServedModel& served);
 
 class ModelManager {
  public:
@@ -149,6 +183,8 @@ class ModelManager {
   // NotFound when no model has that name.
   absl::Status Unload(const std::string& name);
   CacheStats GetCacheStats() const { return cache_.Stats(); }
+  // What every loaded model holds against --max-loaded-mb.
+  const MemoryBudget& budget() const { return budget_; }
   // Runs shape compiles no caller waits for (ShapeVariants::CompileSoon).
   ShapeVariants::Schedule BackgroundSchedule() {
     return [this](std::function<void(bool)> task) { background_.Post(std::move(task)); };
@@ -157,7 +193,17 @@ class ModelManager {
 
  private:
   ModelManager(ModelManagerOptions options, std::shared_ptr<runtime::JitEngine> jit)
-      : options_(options), jit_(jit), cache_(jit, options.cache) {}
+      : options_(options),
+        jit_(jit),
+        cache_(jit, options.cache),
+        budget_(options.max_loaded_bytes, [this](absl::string_view for_what) {
+          return UnloadColdestVariant(for_what);
+        }) {}
+
+  // The memory budget's Unload: the least recently used shape variant of
+  // any model that nothing else holds. Never a model itself: a user loaded
+  // it, and only they may unload it.
+  bool UnloadColdestVariant(absl::string_view for_what);
 
   // Compile and CompileWithShapes: the model compiled and stored as `name`.
   absl::StatusOr<CompileResult> CompileAndStore(const std::string& name,
@@ -176,6 +222,7 @@ class ModelManager {
   ModelManagerOptions options_;
   std::shared_ptr<runtime::JitEngine> jit_;
   KernelCache cache_;
+  MemoryBudget budget_;
   mutable absl::Mutex mutex_;
   std::map<std::string, ServedModel> models_ ABSL_GUARDED_BY(mutex_);
   CompileStates states_;

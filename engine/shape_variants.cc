@@ -53,6 +53,18 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> BindSymbols(const ModelSignatu
   return shapes;
 }
 
+std::string VariantKeyToString(const ModelSignature& signature, const VariantKey& key) {
+  std::vector<std::string> parts;
+  const std::vector<TensorSignature>& inputs = signature.inputs;
+  for (size_t i = 0, v = inputs.size(); i < inputs.size() && i < key.size(); ++i) {
+    parts.push_back(absl::StrCat(inputs[i].name, "=", ShapeToString(key[i])));
+    if (inputs[i].decides_shapes && v < key.size()) {
+      parts.push_back(absl::StrCat(inputs[i].name, "=", ShapeToString(key[v++])));
+    }
+  }
+  return absl::StrJoin(parts, " ");
+}
+
 absl::Status ValidateSymbolRanges(const ModelSignature& signature, const SymbolRanges& ranges) {
   std::set<std::string> symbols;
   for (const TensorSignature& in : signature.inputs) {
@@ -225,10 +237,10 @@ absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> ShapeVariants::Fill(
     binding[signature_.inputs[i].name] = shapes[i];
     if (signature_.inputs[i].decides_shapes) values[signature_.inputs[i].name] = shapes[v++];
   }
-  absl::StatusOr<std::unique_ptr<runtime::CompiledModel>> model = [&]() {
+  absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> model = [&]() {
     absl::StatusOr<Graph> graph = graph_for_(binding, values);
     if (!graph.ok()) {
-      return absl::StatusOr<std::unique_ptr<runtime::CompiledModel>>(graph.status());
+      return absl::StatusOr<std::shared_ptr<runtime::CompiledModel>>(graph.status());
     }
     return compile_(*std::move(graph));
   }();
@@ -236,7 +248,7 @@ absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> ShapeVariants::Fill(
   slot->ready = true;
   slot->last_use = NextUse();
   if (model.ok()) {
-    slot->model = std::shared_ptr<runtime::CompiledModel>(*std::move(model));
+    slot->model = *std::move(model);
   } else {
     slot->status = model.status();
     // A shape the model cannot take stays refused (as a variant, so the

@@ -79,7 +79,7 @@ using GraphForShapes =
 using VariantKey = std::vector<std::vector<int64_t>>;
 // Compiles a graph into a servable model (through the kernel cache).
 using CompileVariant =
-    std::function<absl::StatusOr<std::unique_ptr<runtime::CompiledModel>>(Graph graph)>;
+    std::function<absl::StatusOr<std::shared_ptr<runtime::CompiledModel>>(Graph graph)>;
 
 // The sizes a named symbol ("batch") may take, both ends included
 // (TensorRT's optimisation-profile min and max).
@@ -96,6 +96,10 @@ using SymbolBinding = std::map<std::string, int64_t>;
 // a symbol the binding lacks or one the model does not have.
 absl::StatusOr<std::vector<std::vector<int64_t>>> BindSymbols(const ModelSignature& signature,
                                                               const SymbolBinding& binding);
+
+// "x=[4,24] n=[1,3]" (shapes by input name, then the values of the inputs
+// that decide shapes as "name=values"), for messages and logs.
+std::string VariantKeyToString(const ModelSignature& signature, const VariantKey& key);
 
 // InvalidArgument unless every range names a symbol of `signature` and
 // has 1 <= min <= max.

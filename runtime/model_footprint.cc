@@ -12,12 +12,12 @@ namespace kiln::runtime {
 
 absl::StatusOr<ModelFootprint> PlanFootprint(const Program& program, MemoryPlan* plan) {
   ModelFootprint footprint;
-  // An output's value may be unnamed (an ONNX graph output): its name is
-  // the graph's.
+  // An output goes by the name the graph declared it with (its value may
+  // be a renamed node's, or unnamed: an ONNX graph output).
   std::vector<std::string> names(program.values.size());
   for (size_t i = 0; i < program.values.size(); ++i) names[i] = program.values[i].name;
   for (size_t o = 0; o < program.outputs.size() && o < program.output_names.size(); ++o) {
-    if (names[program.outputs[o]].empty()) names[program.outputs[o]] = program.output_names[o];
+    if (!program.output_names[o].empty()) names[program.outputs[o]] = program.output_names[o];
   }
   // Every size is checked before any is multiplied out: a shape from a
   // request may overflow int64 (issue 20: a 128 GiB input compiled and

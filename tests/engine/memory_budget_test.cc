@@ -23,11 +23,16 @@ using ::testing::HasSubstr;
 struct Loaded {
   std::deque<std::pair<std::string, MemoryBudget::Charge>> charges;
   std::vector<std::string> unloaded;
-  bool Unload() {
+  std::string last_for;
+  bool Unload(absl::string_view for_what) {
     if (charges.empty()) return false;
+    last_for = std::string(for_what);
     unloaded.push_back(charges.front().first);
     charges.pop_front();  // the charge ends here
     return true;
+  }
+  MemoryBudget::Unload AsUnload() {
+    return [this](absl::string_view for_what) { return Unload(for_what); };
   }
 };
 
@@ -52,7 +57,7 @@ TEST(MemoryBudgetTest, ChargesAddUpAndEndWithTheirOwner) {
 
 TEST(MemoryBudgetTest, AChargeThatDoesNotFitUnloadsLeastRecentlyUsedFirstUntilItFits) {
   Loaded loaded;
-  MemoryBudget budget(100, [&] { return loaded.Unload(); });
+  MemoryBudget budget(100, loaded.AsUnload());
   for (const char* name : {"oldest", "older", "newer"}) {
     absl::StatusOr<MemoryBudget::Charge> c = budget.Reserve(30, name);
     ASSERT_TRUE(c.ok()) << c.status();
@@ -61,13 +66,14 @@ TEST(MemoryBudgetTest, AChargeThatDoesNotFitUnloadsLeastRecentlyUsedFirstUntilIt
   absl::StatusOr<MemoryBudget::Charge> big = budget.Reserve(60, "big");
   ASSERT_TRUE(big.ok()) << big.status();
   EXPECT_EQ(loaded.unloaded, (std::vector<std::string>{"oldest", "older"}));
+  EXPECT_EQ(loaded.last_for, "big");
   EXPECT_EQ(budget.unloads(), 2);
   EXPECT_EQ(budget.used_bytes(), 90);  // "newer" and "big"
 }
 
 TEST(MemoryBudgetTest, RefusedNamingTheFlagWhenNothingMoreCanBeUnloaded) {
   Loaded loaded;
-  MemoryBudget budget(int64_t{64} << 20, [&] { return loaded.Unload(); });
+  MemoryBudget budget(int64_t{64} << 20, loaded.AsUnload());
   absl::StatusOr<MemoryBudget::Charge> pinned = budget.Reserve(int64_t{40} << 20, "pinned");
   ASSERT_TRUE(pinned.ok());
   runtime::ModelFootprint f;
@@ -88,7 +94,7 @@ TEST(MemoryBudgetTest, RefusedNamingTheFlagWhenNothingMoreCanBeUnloaded) {
 
 TEST(MemoryBudgetTest, WhatCanNeverFitIsRefusedWithoutUnloadingAnything) {
   Loaded loaded;
-  MemoryBudget budget(int64_t{64} << 20, [&] { return loaded.Unload(); });
+  MemoryBudget budget(int64_t{64} << 20, loaded.AsUnload());
   absl::StatusOr<MemoryBudget::Charge> other = budget.Reserve(1, "other");
   ASSERT_TRUE(other.ok());
   loaded.charges.emplace_back("other", *std::move(other));
