@@ -297,6 +297,9 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::CompileNamed(
   } else {
     symbolic.signature = *std::move(signature);
     symbolic.graph_for = make_import();
+    // What make_import's function keeps: charged while the model is loaded.
+    symbolic.source_bytes = onnx ? static_cast<int64_t>(request.onnx_model().size())
+                                 : static_cast<int64_t>(request.graph().ByteSizeLong());
     if (deferred.empty()) {
       // Outputs that declare no shape get theirs from the graph.
       if (absl::Status s = FillOutputDims(symbolic.signature, symbolic.graph_for, load);

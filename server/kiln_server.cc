@@ -20,6 +20,7 @@
 #include "server/server_credentials.h"
 #include "server/token_table.h"
 #include "server/unparsed_request_status.h"
+#include "server/variant_unload_log.h"
 
 namespace kiln::server {
 namespace {
@@ -140,6 +141,8 @@ absl::StatusOr<std::unique_ptr<KilnServer>> StartKilnServer(const ServerOptions&
   manager_options.cache.max_bytes = options.cache_max_bytes;
   manager_options.cache.memory_max_bytes = options.cache_memory_max_bytes;
   manager_options.cache.min_compile_ms = options.cache_min_compile_ms;
+  manager_options.max_loaded_bytes = options.max_loaded_bytes;
+  manager_options.on_variant_unloaded = LogVariantUnloads(options.max_loaded_bytes);
   absl::StatusOr<std::unique_ptr<engine::ModelManager>> models =
       engine::ModelManager::Create(manager_options);
   if (!models.ok()) return models.status();

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/usable_memory.h"
 
 namespace kiln::server {
 
@@ -25,6 +26,9 @@ struct ServerOptions {
   int compile_nice = 10;            // compiles run this much nicer than inference
   int64_t max_graph_nodes = 200000;  // larger models are RESOURCE_EXHAUSTED
   int64_t max_upload_mb = 2048;      // UploadModel's model size
+  // Bytes loaded models and their shape variants may hold at once
+  // (--max-loaded-mb; engine/memory_budget.h).
+  int64_t max_loaded_bytes = DefaultMaxLoadedBytes();
   // Triton-layout model repository loaded at start (model_repository.h).
   std::string model_repository;
   std::string cache_dir;  // empty: memory-only kernel cache

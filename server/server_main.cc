@@ -15,11 +15,19 @@
 #include "absl/synchronization/mutex.h"
 #include "server/cpu_affinity.h"
 #include "server/kiln_server.h"
+#include "server/usable_memory.h"
 
 ABSL_FLAG(std::string, address, "127.0.0.1", "address to bind");
 ABSL_FLAG(int, port, 50051, "port to listen on (0 picks a free one)");
 ABSL_FLAG(int, threads, 0, "threads for kernels' parallel loops (0: one per core)");
 ABSL_FLAG(int, max_models, 64, "models held at once; more is RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, max_loaded_mb, kiln::server::DefaultMaxLoadedBytes() >> 20,
+          "MiB loaded models may hold at once: weights, planned intermediates and code of each "
+          "model and shape variant. A compile that does not fit first unloads the least "
+          "recently used shape variants no call is using (never a model), else is "
+          "RESOURCE_EXHAUSTED; a model with one tensor larger than this never loads. Default: "
+          "75% of the memory this process may use (physical, or the cgroup's limit), the rest "
+          "left for each call's tensors, the kernel cache and the system");
 ABSL_FLAG(int, max_shape_variants, 8,
           "shapes of one model with symbolic dims kept compiled (least recently used go first)");
 ABSL_FLAG(int, max_message_mb, 256, "largest gRPC message in MiB (models carry weights)");
@@ -116,6 +124,12 @@ int main(int argc, char** argv) {
   options.port = absl::GetFlag(FLAGS_port);
   options.threads = absl::GetFlag(FLAGS_threads);
   options.max_models = absl::GetFlag(FLAGS_max_models);
+  const int64_t max_loaded_mb = absl::GetFlag(FLAGS_max_loaded_mb);
+  if (max_loaded_mb < 1) {
+    std::cerr << "kiln-server: --max-loaded-mb must be at least 1\n";
+    return 2;
+  }
+  options.max_loaded_bytes = std::min(max_loaded_mb, INT64_MAX >> 20) << 20;
   options.max_shape_variants = absl::GetFlag(FLAGS_max_shape_variants);
   if (options.max_shape_variants < 1) {
     std::cerr << "kiln-server: --max-shape-variants must be at least 1\n";
