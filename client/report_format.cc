@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/element_type.h"
+#include "common/human_bytes.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace kiln::client {
@@ -21,6 +22,17 @@ std::string Shape(const google::protobuf::RepeatedField<int64_t>& dims) {
 // "float32", "bfloat16", "bool": the enum's names as the compiler prints types.
 std::string DTypeName(kiln::v1::DataType t) {
   return absl::AsciiStrToLower(kiln::v1::DataType_Name(t));
+}
+
+// "1.2 MiB (weights 1.0 MiB, intermediates 64.0 KiB, code 12.5 KiB)".
+std::string FormatLoadedMemory(const kiln::v1::LoadedMemory& m) {
+  std::string out = absl::StrCat(HumanBytes(m.total_bytes()), " (weights ",
+                                 HumanBytes(m.constant_bytes()), ", intermediates ",
+                                 HumanBytes(m.workspace_bytes()), ", code ",
+                                 HumanBytes(m.code_bytes()));
+  if (m.source_bytes() > 0) absl::StrAppend(&out, ", source ", HumanBytes(m.source_bytes()));
+  if (m.shape_variants() > 1) absl::StrAppend(&out, "; ", m.shape_variants(), " shapes");
+  return out + ")";
 }
 
 }  // namespace
@@ -55,6 +67,7 @@ std::string FormatCompileReport(const kiln::v1::CompileModelResponse& response) 
                             r.cache_hits(), r.cache_misses()));
   absl::StrAppend(&out, absl::StrFormat("intermediates %d bytes per inference (%d unplanned)\n",
                                         r.intermediate_bytes(), r.intermediate_bytes_unplanned()));
+  if (r.has_loaded()) absl::StrAppend(&out, "loaded ", FormatLoadedMemory(r.loaded()), "\n");
   for (const auto& d : r.ir_dumps()) {
     absl::StrAppend(&out, "\n-- IR after ", d.after_pass(), " --\n", d.text());
   }
@@ -171,8 +184,19 @@ std::string FormatModels(const kiln::v1::ListModelsResponse& models) {
     for (const auto& v : m.outputs()) outs.push_back(absl::StrCat(v.name(), ":", DTypeName(v.dtype()), Shape(v.dims())));
     absl::StrAppend(&out, m.name(), "  kernels=", m.kernels(), "  inputs=", absl::StrJoin(ins, ","),
                     "  outputs=", absl::StrJoin(outs, ","), "\n");
+    if (m.has_memory()) absl::StrAppend(&out, "  loaded ", FormatLoadedMemory(m.memory()), "\n");
   }
-  return out.empty() ? "no models\n" : out;
+  if (out.empty()) out = "no models\n";
+  if (models.max_loaded_bytes() > 0) {  // servers before the budget leave it 0
+    absl::StrAppend(&out, "loaded ", HumanBytes(models.loaded_bytes()), " of ",
+                    HumanBytes(models.max_loaded_bytes()), " (--max-loaded-mb)");
+    if (models.variants_unloaded() > 0) {
+      absl::StrAppend(&out, "; ", models.variants_unloaded(),
+                      " shape variants unloaded to make room");
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  return out;
 }
 
 std::string FormatServerInfo(const kiln::v1::GetServerInfoResponse& info) {

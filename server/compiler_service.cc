@@ -318,6 +318,9 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::CompileNamed(
   response.set_version(result->version);
   FillCompileReport(*result, response.mutable_report());
   response.mutable_report()->set_deferred(deferred);
+  if (std::optional<engine::ServedModel> served = models_->Get(name)) {
+    FillLoadedMemory(engine::MemoryOf(*served), response.mutable_report()->mutable_loaded());
+  }
   return response;
 }
 
@@ -675,10 +678,15 @@ grpc::Status CompilerService::ListModels(grpc::ServerContext* context,
   if (grpc::Status a = Authorize(tokens_.get(), *context, Scope::kInfer, "ListModels"); !a.ok()) {
     return a;
   }
+  const engine::MemoryBudget& budget = models_->budget();
+  response->set_loaded_bytes(budget.used_bytes());
+  response->set_max_loaded_bytes(budget.max_bytes());
+  response->set_variants_unloaded(budget.unloads());
   for (const engine::ServedModel& served : models_->List()) {
     kiln::v1::ModelSummary* s = response->add_models();
     s->set_name(served.name);
     s->set_version(served.version);
+    FillLoadedMemory(engine::MemoryOf(served), s->mutable_memory());
     if (!served.model) {  // nothing compiled yet: as declared
       for (const TensorSignature& in : served.variants->signature().inputs) {
         FillValueInfo(in, s->add_inputs());

@@ -47,6 +47,15 @@ void FillCompileReport(const engine::CompileResult& result, kiln::v1::CompileRep
   }
 }
 
+void FillLoadedMemory(const engine::ModelMemory& memory, kiln::v1::LoadedMemory* out) {
+  out->set_total_bytes(memory.total_bytes());
+  out->set_constant_bytes(memory.footprint.constant_bytes);
+  out->set_workspace_bytes(memory.footprint.arena_bytes);
+  out->set_code_bytes(memory.footprint.code_bytes);
+  out->set_source_bytes(memory.source_bytes);
+  out->set_shape_variants(memory.variants);
+}
+
 void FillCacheStats(const engine::CacheStats& stats, kiln::v1::GetCacheStatsResponse* out) {
   out->set_entries(stats.memory_entries);
   out->set_hits(stats.memory_hits + stats.disk_hits);

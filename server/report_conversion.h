@@ -12,6 +12,7 @@ void FillCompileReport(const engine::CompileResult& result, kiln::v1::CompileRep
 void FillPassTimings(const CompileRecord& record,
                      google::protobuf::RepeatedPtrField<kiln::v1::PassTiming>* out);
 void FillCacheStats(const engine::CacheStats& stats, kiln::v1::GetCacheStatsResponse* out);
+void FillLoadedMemory(const engine::ModelMemory& memory, kiln::v1::LoadedMemory* out);
 void FillModelTiming(const engine::ServedModel& served, kiln::v1::ModelTiming* out);
 void FillKernelTiming(const std::string& name, const runtime::DurationSnapshot& d,
                       kiln::v1::KernelTiming* out);

@@ -69,6 +69,27 @@ TEST(ReportFormatTest, TimingStatsShowBatchesQueueAndShapes) {
   EXPECT_THAT(text, HasSubstr("x=[8,16]"));
 }
 
+TEST(ReportFormatTest, ModelsShowWhatEachHoldsAndTheBudget) {
+  kiln::v1::ListModelsResponse models;
+  kiln::v1::ModelSummary* m = models.add_models();
+  m->set_name("mlp");
+  kiln::v1::LoadedMemory* memory = m->mutable_memory();
+  memory->set_total_bytes((int64_t{3} << 20) + 2048);
+  memory->set_constant_bytes(int64_t{2} << 20);
+  memory->set_workspace_bytes(int64_t{1} << 20);
+  memory->set_code_bytes(2048);
+  memory->set_shape_variants(2);
+  models.set_loaded_bytes((int64_t{3} << 20) + 2048);
+  models.set_max_loaded_bytes(int64_t{64} << 20);
+  models.set_variants_unloaded(5);
+  const std::string text = FormatModels(models);
+  EXPECT_THAT(text, HasSubstr("  loaded 3.0 MiB (weights 2.0 MiB, intermediates 1.0 MiB, "
+                              "code 2.0 KiB; 2 shapes)"));
+  EXPECT_THAT(text, HasSubstr("loaded 3.0 MiB of 64.0 MiB (--max-loaded-mb); 5 shape "
+                              "variants unloaded to make room"));
+  EXPECT_EQ(FormatModels({}), "no models\n");  // a server without the budget says nothing
+}
+
 TEST(ReportFormatTest, JsonUsesProtoFieldNames) {
   kiln::v1::GetCacheStatsResponse s;
   s.set_entries(3);
