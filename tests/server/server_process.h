@@ -20,13 +20,19 @@ namespace kiln::testing {
 // A kiln-server child process on a free port.
 class ServerProcess {
  public:
-  // Started with --cache-dir=`cache_dir` and `flags`.
-  explicit ServerProcess(const std::string& cache_dir, std::vector<std::string> flags = {}) {
+  // Started with --cache-dir=`cache_dir` and `flags`; its stderr to the
+  // file `stderr_path` when given (else the test's).
+  explicit ServerProcess(const std::string& cache_dir, std::vector<std::string> flags = {},
+                         const std::string& stderr_path = "") {
     int out[2];
     if (::pipe(out) != 0) return;
     pid_ = ::fork();
     if (pid_ == 0) {
       ::dup2(out[1], STDOUT_FILENO);
+      if (!stderr_path.empty()) {
+        std::FILE* err = std::fopen(stderr_path.c_str(), "w");
+        if (err != nullptr) ::dup2(::fileno(err), STDERR_FILENO);
+      }
       ::close(out[0]);
       flags.insert(flags.begin(), {"kiln-server", "--port=0", "--threads=1",
                                    "--cache-dir=" + cache_dir});
