@@ -13,9 +13,11 @@
 // has left the result is still cached for the next request. A failed compile
 // wakes its waiters with the error and is then forgotten.
 //
-// Memory entries are never evicted while the process runs (models hold
-// shared_ptrs to the kernels they use, so nothing in use could be unloaded
-// anyway); the disk cache has a byte budget with LRU eviction.
+// Memory entries have a byte budget (--cache-memory-max-bytes): past it the
+// least recently used kernels that no loaded model holds are dropped (models
+// hold shared_ptrs to the kernels they use, so nothing in use is unloaded;
+// their code counts against --max-loaded-mb instead, memory_budget.h). The
+// disk cache has a byte budget with LRU eviction of its own.
 #include "engine/kernel_cache.h"
 
 #include <chrono>
