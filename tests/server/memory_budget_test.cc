@@ -312,11 +312,18 @@ TEST_F(MemoryBudgetTest, AModelWithA128GiBOutputIsRefusedWithoutTheServerGrowing
                         "server's whole budget of 1.0 MiB for loaded models (--max-loaded-mb)"));
   // Nothing of them was allocated: the server grew by less than 32 MiB at
   // its peak (a 128 GiB tensor's first page table alone would be more).
+  // Under ThreadSanitizer its shadow memory multiplies what the compiles
+  // touch (48 MiB measured): 128 MiB there, still far below a 2 GiB tensor.
+#if defined(KILN_TSAN)
+  constexpr int64_t kGrowthBoundKb = 128 * 1024;
+#else
+  constexpr int64_t kGrowthBoundKb = 32 * 1024;
+#endif
   const int64_t grown_kb = StatusKb(server_->pid(), "VmHWM") - peak_kb;
   RecordProperty("rss_before_kb", std::to_string(rss_kb));
   RecordProperty("peak_growth_kb", std::to_string(grown_kb));
-  EXPECT_LT(grown_kb, 32 * 1024);
-  EXPECT_LT(StatusKb(server_->pid(), "VmRSS") - rss_kb, 32 * 1024);
+  EXPECT_LT(grown_kb, kGrowthBoundKb);
+  EXPECT_LT(StatusKb(server_->pid(), "VmRSS") - rss_kb, kGrowthBoundKb);
   EXPECT_EQ(Models().models_size(), 1);
   ExpectMlpMatchesNumPy();
 }
