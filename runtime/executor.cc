@@ -148,11 +148,14 @@ absl::StatusOr<RunResult> CompiledModel::Run(const std::vector<const Tensor*>& i
     ReturnWorkspace(*std::move(ws));
     return s;
   }
-  // The deadline on the steady clock the pool reads before each chunk.
+  // The deadline on the steady clock, read between kernels and by the pool
+  // before each chunk of a parallel loop.
   std::optional<ChunkDeadline> chunk_deadline;
+  std::optional<ScopedChunkDeadline> chunk_deadline_scope;
   if (has_deadline) {
     const absl::Duration left = std::max(deadline - absl::Now(), absl::ZeroDuration());
     chunk_deadline.emplace(start + std::min(absl::ToInt64Nanoseconds(left), int64_t{1} << 60));
+    chunk_deadline_scope.emplace(&*chunk_deadline);
   }
   for (size_t k = 0; k < kernels_.size(); ++k) {
     const KernelCall& call = program_.kernels[k];
@@ -161,11 +164,7 @@ absl::StatusOr<RunResult> CompiledModel::Run(const std::vector<const Tensor*>& i
     abi::KernelFault fault;
     args.push_back(&fault);
     const int64_t t0 = SteadyNowNs();
-    {
-      std::optional<ScopedChunkDeadline> scope;
-      if (chunk_deadline) scope.emplace(&*chunk_deadline);
-      kernels_[k]->fn()(args.data());
-    }
+    kernels_[k]->fn()(args.data());
     result.kernel_times.push_back({call.name, SteadyNowNs() - t0});
     if (chunk_deadline && chunk_deadline->skipped_work()) {
       ReturnWorkspace(*std::move(ws));
@@ -183,13 +182,14 @@ absl::StatusOr<RunResult> CompiledModel::Run(const std::vector<const Tensor*>& i
       ReturnWorkspace(*std::move(ws));
       return s;
     }
-    if (has_deadline && k + 1 < kernels_.size() && absl::Now() > deadline) {
+    if (chunk_deadline && k + 1 < kernels_.size() && chunk_deadline->Passed()) {
       ReturnWorkspace(*std::move(ws));
       return absl::DeadlineExceededError(absl::StrCat(
           "the call's deadline passed after kernel ", k + 1, " of ", kernels_.size(),
           "; the rest did not run"));
     }
   }
+  chunk_deadline_scope.reset();  // what follows must run whole
   result.total_ns = SteadyNowNs() - start;
 
   for (size_t o = 0; o < program_.outputs.size(); ++o) {
