@@ -49,33 +49,33 @@ absl::StatusOr<ProbeEnd> ProbeForCrash(const std::function<void()>& work, absl::
   // A pidfd turns readable the moment the child ends, so the wait costs no
   // more than the work (the backed-off polling below overslept by up to
   // half the work's time: 14 ms for resnet18's ~8 ms of checks).
-  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, child, 0));
+  struct PidFd {
+    const int fd;
+    ~PidFd() {
+      if (fd >= 0) ::close(fd);
+    }
+  } pidfd{static_cast<int>(::syscall(SYS_pidfd_open, child, 0))};
   absl::Duration wait = absl::Microseconds(200);
   int status = 0;
   for (;;) {
     const pid_t done = ::waitpid(child, &status, WNOHANG);
     if (done == child) break;
-    if (done < 0 && errno != EINTR) {
-      if (pidfd >= 0) ::close(pidfd);
-      return absl::InternalError("lost the probe's child process");
-    }
+    if (done < 0 && errno != EINTR) return absl::InternalError("lost the probe's child process");
     const absl::Time now = absl::Now();
     if (now > end) {
       ::kill(child, SIGKILL);
       ::waitpid(child, &status, 0);
-      if (pidfd >= 0) ::close(pidfd);
       return absl::DeadlineExceededError(
           absl::StrCat("it ran for more than ", absl::FormatDuration(timeout)));
     }
-    if (pidfd >= 0) {
-      pollfd ended = {pidfd, POLLIN, 0};
+    if (pidfd.fd >= 0) {
+      pollfd ended = {pidfd.fd, POLLIN, 0};
       ::poll(&ended, 1, static_cast<int>(absl::ToInt64Milliseconds(end - now)) + 1);
     } else {
       std::this_thread::sleep_for(absl::ToChronoNanoseconds(wait));
       wait = std::min(wait * 2, absl::Milliseconds(20));
     }
   }
-  if (pidfd >= 0) ::close(pidfd);
   if (WIFSIGNALED(status)) {
     return absl::InternalError(absl::StrCat("it crashed (signal ", WTERMSIG(status), ", ",
                                             ::strsignal(WTERMSIG(status)), ")"));
