@@ -36,6 +36,7 @@ inline constexpr char kParallelFor[] = "kiln_parallel_for";
 inline constexpr char kWorkspaceAlloc[] = "kiln_workspace_alloc";
 inline constexpr char kWorkspaceFree[] = "kiln_workspace_free";
 inline constexpr char kKernelFault[] = "kiln_kernel_fault";
+inline constexpr char kPadPlanes[] = "kiln_pad_planes";
 
 // The first out-of-bounds access of one call. Parallel loop bodies may fault
 // at once on several threads: the first to set `faulted` writes the rest.
@@ -57,7 +58,8 @@ inline constexpr int kWorkspaceAlignment = 64;
 
 }  // namespace kiln::abi
 
-// Defined by the runtime (thread_pool.cc, workspace_pool.cc, kernel_fault.cc).
+// Defined by the runtime (thread_pool.cc, workspace_pool.cc, kernel_fault.cc,
+// pad_planes.cc).
 extern "C" {
 void kiln_parallel_for(kiln::abi::ParallelBody body, void* closure, int64_t extent);
 void* kiln_workspace_alloc(int64_t bytes);
@@ -66,6 +68,15 @@ void kiln_workspace_free(void* block);
 // earlier one is there. Returns; the kernel then returns early itself.
 void kiln_kernel_fault(kiln::abi::KernelFault* fault, int32_t buffer, int64_t index,
                        int64_t num_elements, int32_t is_store);
+// A conv's input made ready for the in-place read (compiler/lower/
+// conv_padding.cc): `planes` consecutive h x w float planes at `src` become
+// zero-padded, phase-split planes of sy * sx * hq * wq floats each at `dst`,
+// whose element (py, px, yq, xq) is input (yq * sy + py - pt, xq * sx + px -
+// pl), or 0 outside the input. Only rows yq in [y_begin, y_end) of each phase
+// are written, so threads can split a plane's rows.
+void kiln_pad_planes(float* dst, const float* src, int64_t planes, int64_t h, int64_t w,
+                     int64_t sy, int64_t sx, int64_t hq, int64_t wq, int64_t pt, int64_t pl,
+                     int64_t y_begin, int64_t y_end);
 }
 
 #endif  // KILN_COMMON_KERNEL_ABI_H_

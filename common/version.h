@@ -6,7 +6,7 @@
 
 namespace kiln {
 
-inline constexpr char kKilnVersion[] = "0.4.19";
+inline constexpr char kKilnVersion[] = "0.4.20";
 
 }  // namespace kiln
 

@@ -69,6 +69,7 @@ absl::StatusOr<std::shared_ptr<JitEngine>> JitEngine::Create() {
   define(abi::kWorkspaceAlloc, &kiln_workspace_alloc);
   define(abi::kWorkspaceFree, &kiln_workspace_free);
   define(abi::kKernelFault, &kiln_kernel_fault);
+  define(abi::kPadPlanes, &kiln_pad_planes);
   if (llvm::Error err = main.define(llvm::orc::absoluteSymbols(std::move(runtime_symbols)))) {
     return FromLlvmError(std::move(err), "defining runtime symbols");
   }

@@ -47,6 +47,7 @@
 #include "llvm/IR/Intrinsics.h"
 #include "llvm/IR/MDBuilder.h"
 #include "llvm/IR/Verifier.h"
+#include "llvm/Support/ModRef.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace kiln::codegen {
@@ -264,6 +265,7 @@ class Emitter {
     switch (s->kind) {
       case StmtKind::kStore:
       case StmtKind::kPrefetch:
+      case StmtKind::kCall:
         return false;
       case StmtKind::kSeq:
         for (const Stmt& c : s->children) {
@@ -312,6 +314,8 @@ class Emitter {
         return EmitPredicatedStore(s);
       case StmtKind::kPrefetch:
         return EmitPrefetch(s);
+      case StmtKind::kCall:
+        return EmitCall(s);
       case StmtKind::kFor:
         if (lane_var_ != nullptr) {
           return absl::InternalError("a loop inside a vector loop cannot be emitted");
@@ -606,6 +610,32 @@ class Emitter {
     llvm::Value* addr = b_.CreateGEP(mem, buffers_[s->buffer], EmitExpr(s->index));
     b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {addr->getType()},
                        {addr, b_.getInt32(0), b_.getInt32(2), b_.getInt32(1)});
+    return absl::OkStatus();
+  }
+
+  // A call into the runtime (common/kernel_abi.h): void callee(args...),
+  // buffers passed as element addresses, the rest as i64. The callee touches
+  // only memory its arguments point to, which lets LLVM keep values across
+  // it. Bounds-checked kernels do not check its arguments: lowering computes
+  // them from shapes alone, never from data.
+  absl::Status EmitCall(const Stmt& s) {
+    if (lane_var_ != nullptr) return absl::InternalError("a call cannot be vectorised");
+    std::vector<llvm::Type*> types;
+    std::vector<llvm::Value*> values;
+    for (const lower::CallArg& a : s->args) {
+      llvm::Value* v = EmitExpr(a.value);
+      if (a.buffer >= 0) v = b_.CreateGEP(StorageType(a.buffer), buffers_[a.buffer], v);
+      types.push_back(v->getType());
+      values.push_back(v);
+    }
+    llvm::FunctionCallee callee =
+        m_.getOrInsertFunction(s->callee, llvm::FunctionType::get(b_.getVoidTy(), types, false));
+    if (auto* decl = llvm::dyn_cast<llvm::Function>(callee.getCallee())) {
+      decl->setDoesNotThrow();
+      decl->setWillReturn();
+      decl->setMemoryEffects(llvm::MemoryEffects::argMemOnly());
+    }
+    b_.CreateCall(callee, values);
     return absl::OkStatus();
   }
 

@@ -4,6 +4,15 @@
 // stride, and the copy is placed where its reader runs: up front (split by
 // rows or by channels), per image just before that image's tiles, or per
 // channel into a thread-private plane for depthwise convs with row tiles.
+//
+// Where an ungrouped conv reads a float32 parameter as it is, each copy is a
+// call of the runtime's precompiled kiln_pad_planes (common/kernel_abi.h)
+// rather than generated loops: those loops, split at compile time into
+// inside and border ranges per phase, were about a fifth of resnet18's
+// codegen time (LLVM's loop strength reduction and instruction selection on
+// them), for a copy of short rows that precompiled loops do as fast. A fused
+// producer (a relu or a cast computed on the way in) keeps the generated
+// copy, and so do grouped convs (see FindPlainInput).
 #include "compiler/lower/conv_padding.h"
 
 #include <algorithm>
@@ -12,6 +21,7 @@
 #include <variant>
 
 #include "common/int_math.h"
+#include "common/kernel_abi.h"
 #include "compiler/ir/op_def.h"
 #include "compiler/lower/plane_prefetch.h"
 
@@ -49,6 +59,7 @@ class ConvPadder {
   // how it is split across threads (see FillPhases).
   Stmt PadConvInput(const Node* conv, LoopFunction& fn, ContractionTarget& target, Expr& value,
                     bool& by_rows) {
+    FindPlainInput(conv, fn);
     const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv->attrs);
     const std::vector<int64_t>& xs = conv->inputs[0]->type.shape;
     const std::vector<int64_t>& ws = conv->inputs[1]->type.shape;
@@ -114,6 +125,7 @@ class ConvPadder {
   // the padded input outside its loop over output channels.
   std::optional<Stmt> FillPerChannel(const Node* conv, LoopFunction& fn,
                                      const ContractionTarget& target, const Stmt& main) {
+    FindPlainInput(conv, fn);
     const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv->attrs);
     const std::vector<int64_t>& xs = conv->inputs[0]->type.shape;
     const std::vector<int64_t>& ws = conv->inputs[1]->type.shape;
@@ -188,6 +200,7 @@ class ConvPadder {
   // loop.
   std::optional<Stmt> FillPerImage(const Node* conv, LoopFunction& fn,
                                    const ContractionTarget& target, const Stmt& main) {
+    FindPlainInput(conv, fn);
     const std::vector<int64_t>& xs = conv->inputs[0]->type.shape;
     if (xs[0] == 1) return std::nullopt;
     const int padded = target.conv_input;
@@ -276,6 +289,10 @@ class ConvPadder {
   // image `dst_n` of the padded buffer.
   Stmt FillChannels(const Node* conv, int padded, const std::vector<int64_t>& shape, const Expr& n,
                     const Expr& dst_n, ForKind kind) {
+    if (plain_input_ >= 0 && kind == ForKind::kSerial) {
+      return PadCall(conv, padded, shape, n, b_.Int(0), {dst_n, b_.Int(0)},
+                     conv->inputs[0]->type.shape[1], b_.Int(0), b_.Int(shape[4]));
+    }
     Var c = b_.NewVar("c", conv->inputs[0]->type.shape[1]);
     return MakeFor(c, kind, FillChannel(conv, padded, shape, n, b_.Ref(c), {dst_n, b_.Ref(c)}));
   }
@@ -284,6 +301,10 @@ class ConvPadder {
   // image `dst_n` of the padded buffer; the row may be padding.
   Stmt FillRowOfChannels(const Node* conv, int padded, const std::vector<int64_t>& shape,
                          const Expr& n, const Expr& dst_n, const Expr& yq) {
+    if (plain_input_ >= 0) {
+      return PadCall(conv, padded, shape, n, b_.Int(0), {dst_n, b_.Int(0)},
+                     conv->inputs[0]->type.shape[1], yq, b_.Add(yq, b_.Int(1)));
+    }
     Var c = b_.NewVar("c", conv->inputs[0]->type.shape[1]);
     std::vector<Stmt> phases;
     for (int64_t py = 0; py < shape[2]; ++py) {
@@ -310,6 +331,9 @@ class ConvPadder {
   // rows, written with zeros.
   Stmt FillChannel(const Node* conv, int padded, const std::vector<int64_t>& shape, const Expr& n,
                    const Expr& c, const PaddedPlace& place) {
+    if (plain_input_ >= 0) {
+      return PadCall(conv, padded, shape, n, c, place, 1, b_.Int(0), b_.Int(shape[4]));
+    }
     const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv->attrs);
     const std::vector<int64_t>& xs = conv->inputs[0]->type.shape;
     const int64_t sy = shape[2], sx = shape[3], hq = shape[4], wq = shape[5];
@@ -403,9 +427,50 @@ class ConvPadder {
     }
     return MakeSeq(std::move(columns));
   }
+
+  // Sets plain_input_: the conv's input buffer when kiln_pad_planes can copy
+  // it (a float32 parameter of the group, stored as float32, read as it is)
+  // and the conv is ungrouped, else -1. Grouped and depthwise convs copy a
+  // small plane per group (mobilenet_v2's 7x7 to 28x28), where the call's
+  // fixed cost made them 1.3-1.8x slower than the generated, fully
+  // specialised copy.
+  void FindPlainInput(const Node* conv, const LoopFunction& fn) {
+    plain_input_ = -1;
+    if (std::get<Conv2DAttrs>(conv->attrs).groups != 1) return;
+    auto it = g_.param_index.find(conv->inputs[0]);
+    if (it == g_.param_index.end()) return;
+    const BufferDecl& input = fn.buffers[it->second];
+    if (input.type != te::ScalarType::kF32 || input.storage || input.local ||
+        g_.shapes[it->second] != conv->inputs[0]->type.shape) {
+      return;
+    }
+    plain_input_ = it->second;
+  }
+
+  // kiln_pad_planes over `planes` input channels from channel `c` of image
+  // `n`, into `place` of the padded buffer, padded rows [y_begin, y_end) of
+  // each phase.
+  Stmt PadCall(const Node* conv, int padded, const std::vector<int64_t>& shape, const Expr& n,
+               const Expr& c, const PaddedPlace& place, int64_t planes, const Expr& y_begin,
+               const Expr& y_end) {
+    const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv->attrs);
+    const std::vector<int64_t>& xs = conv->inputs[0]->type.shape;
+    std::vector<CallArg> args{
+        {padded, PaddedIndex(shape, place, 0, b_.Int(0), b_.Int(0), b_.Int(0))},
+        {plain_input_, g_.FlatIndex(xs, {n, c, b_.Int(0), b_.Int(0)})}};
+    for (int64_t v : {planes, xs[2], xs[3], shape[2], shape[3], shape[4], shape[5], a.padding[0],
+                      a.padding[1]}) {
+      args.push_back({-1, b_.Int(v)});
+    }
+    args.push_back({-1, y_begin});
+    args.push_back({-1, y_end});
+    return MakeCall(abi::kPadPlanes, std::move(args));
+  }
+
  private:
   GroupContext& g_;
   te::ExprBuilder& b_;
+  int plain_input_ = -1;
 };
 
 }  // namespace

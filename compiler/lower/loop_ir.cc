@@ -42,12 +42,25 @@ Stmt MakePrefetch(int buffer, te::Expr index) {
   return s;
 }
 
+Stmt MakeCall(std::string callee, std::vector<CallArg> args) {
+  auto s = std::make_shared<StmtNode>();
+  s->kind = StmtKind::kCall;
+  s->callee = std::move(callee);
+  s->args = std::move(args);
+  return s;
+}
+
 Stmt MapExprs(const Stmt& s, const std::function<te::Expr(const te::Expr&)>& f) {
   switch (s->kind) {
     case StmtKind::kStore:
       return MakeStore(s->buffer, f(s->index), f(s->value), f(s->predicate));
     case StmtKind::kPrefetch:
       return MakePrefetch(s->buffer, f(s->index));
+    case StmtKind::kCall: {
+      std::vector<CallArg> args = s->args;
+      for (CallArg& a : args) a.value = f(a.value);
+      return MakeCall(s->callee, std::move(args));
+    }
     case StmtKind::kSeq: {
       std::vector<Stmt> children;
       for (const Stmt& c : s->children) children.push_back(MapExprs(c, f));
@@ -72,6 +85,9 @@ bool StmtLoadsBuffer(const Stmt& s, int buffer) {
     for (const te::Expr& e : {s->index, s->value, s->predicate}) {
       if (e && LoadsBuffer(e, buffer)) return true;
     }
+  }
+  for (const CallArg& a : s->args) {
+    if (a.buffer == buffer || LoadsBuffer(a.value, buffer)) return true;
   }
   for (const Stmt& c : s->children) {
     if (StmtLoadsBuffer(c, buffer)) return true;
@@ -115,6 +131,15 @@ void Print(const Stmt& s, int indent, std::string& out) {
     case StmtKind::kPrefetch:
       absl::StrAppend(&out, pad, "prefetch b", s->buffer, "[", te::ExprToString(s->index), "]\n");
       break;
+    case StmtKind::kCall:
+      absl::StrAppend(&out, pad, s->callee, "(");
+      for (size_t i = 0; i < s->args.size(); ++i) {
+        const CallArg& a = s->args[i];
+        absl::StrAppend(&out, i ? ", " : "", a.buffer >= 0 ? absl::StrCat("&b", a.buffer, "[") : "",
+                        te::ExprToString(a.value), a.buffer >= 0 ? "]" : "");
+      }
+      absl::StrAppend(&out, ")\n");
+      break;
   }
 }
 }  // namespace
@@ -146,8 +171,15 @@ bool SameStmt(const Stmt& a, const Stmt& b, EqualPairs& equal) {
   if (a->kind != b->kind || a->var != b->var || a->for_kind != b->for_kind ||
       a->buffer != b->buffer || a->children.size() != b->children.size() ||
       !SameExpr(a->index, b->index, equal) || !SameExpr(a->value, b->value, equal) ||
-      !SameExpr(a->predicate, b->predicate, equal)) {
+      !SameExpr(a->predicate, b->predicate, equal) || a->callee != b->callee ||
+      a->args.size() != b->args.size()) {
     return false;
+  }
+  for (size_t i = 0; i < a->args.size(); ++i) {
+    if (a->args[i].buffer != b->args[i].buffer ||
+        !SameExpr(a->args[i].value, b->args[i].value, equal)) {
+      return false;
+    }
   }
   for (size_t i = 0; i < a->children.size(); ++i) {
     if (!SameStmt(a->children[i], b->children[i], equal)) return false;

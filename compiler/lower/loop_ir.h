@@ -2,7 +2,7 @@
 //
 // A LoopFunction computes its output buffer(s) from its input buffers with a
 // statement tree of For / Store / Seq / Prefetch (a hint that a cache line
-// will be read soon). Expressions are te::Exprs whose Loads have been
+// will be read soon) / Call (a runtime function of common/kernel_abi.h). Expressions are te::Exprs whose Loads have been
 // flattened to a single element index. Reductions stay as te::kReduce
 // expressions inside a Store's value: codegen emits their loops in place.
 // The loop passes that rewrite it are listed in loop_pipeline.h.
@@ -38,7 +38,14 @@ enum class ForKind { kSerial, kParallel, kVectorized, kUnrolled, kVector };
 struct StmtNode;
 using Stmt = std::shared_ptr<const StmtNode>;
 
-enum class StmtKind { kFor, kStore, kSeq, kPrefetch };
+enum class StmtKind { kFor, kStore, kSeq, kPrefetch, kCall };
+
+// An argument of a kCall: with `buffer` >= 0, the address of that buffer's
+// element `value`; else the i64 `value`.
+struct CallArg {
+  int buffer = -1;
+  te::Expr value;
+};
 
 struct StmtNode {
   StmtKind kind = StmtKind::kSeq;
@@ -56,18 +63,27 @@ struct StmtNode {
   te::Expr predicate;
   // kFor: one child (the body); kSeq: the statements in order.
   std::vector<Stmt> children;
+  // kCall: `callee`, a runtime function of common/kernel_abi.h, called with
+  // `args`. For a stage whose loops would cost more to compile than they save
+  // at run time (a conv's padded-input copy: conv_padding.cc); the callee
+  // may read and write every buffer it is given.
+  std::string callee;
+  std::vector<CallArg> args;
 };
 
 Stmt MakeFor(te::Var var, ForKind kind, Stmt body);
 Stmt MakeStore(int buffer, te::Expr index, te::Expr value, te::Expr predicate = nullptr);
 Stmt MakeSeq(std::vector<Stmt> stmts);
 Stmt MakePrefetch(int buffer, te::Expr index);
+Stmt MakeCall(std::string callee, std::vector<CallArg> args);
 
 // `s` rebuilt with `f` applied to every expression of its stores (index,
-// value, predicate; f sees null for an absent predicate) and prefetches.
+// value, predicate; f sees null for an absent predicate), prefetches and
+// calls.
 Stmt MapExprs(const Stmt& s, const std::function<te::Expr(const te::Expr&)>& f);
 
-// Whether `e`, or some store or prefetch expression of `s`, loads from `buffer`.
+// Whether `e`, or some store or prefetch expression of `s`, loads from
+// `buffer`; a call given `buffer` counts as loading it.
 bool LoadsBuffer(const te::Expr& e, int buffer);
 bool StmtLoadsBuffer(const Stmt& s, int buffer);
 

@@ -34,6 +34,7 @@ class Partitioner {
     switch (s->kind) {
       case StmtKind::kStore:
       case StmtKind::kPrefetch:
+      case StmtKind::kCall:
         return s;
       case StmtKind::kSeq: {
         std::vector<Stmt> children;
@@ -206,6 +207,9 @@ class Partitioner {
         for (const Expr& e : {s->index, s->value, s->predicate}) {
           if (e) out.push_back(e);
         }
+        return;
+      case StmtKind::kCall:
+        for (const CallArg& a : s->args) out.push_back(a.value);
         return;
       case StmtKind::kSeq:
         for (const Stmt& c : s->children) CollectExprs(c, out);

@@ -39,6 +39,8 @@ class Reassociator {
       case StmtKind::kPrefetch:
         atom_depth_.clear();
         return MakePrefetch(s->buffer, Index(Loads(s->index)));
+      case StmtKind::kCall:  // one call per statement: nothing to hoist
+        return s;
       case StmtKind::kSeq: {
         std::vector<Stmt> children;
         for (const Stmt& c : s->children) children.push_back(Visit(c));

@@ -41,6 +41,7 @@ Stmt Rewrite(const Stmt& s, te::ExprBuilder& b) {
     }
     case StmtKind::kStore:
     case StmtKind::kPrefetch:
+    case StmtKind::kCall:
       return s;
     case StmtKind::kFor:
       break;
