@@ -2,8 +2,9 @@
 //
 // A LoopFunction computes its output buffer(s) from its input buffers with a
 // statement tree of For / Store / Seq / Prefetch (a hint that a cache line
-// will be read soon) / Call (a runtime function of common/kernel_abi.h). Expressions are te::Exprs whose Loads have been
-// flattened to a single element index. Reductions stay as te::kReduce
+// will be read soon) / Call (a runtime function of common/kernel_abi.h).
+// Expressions are te::Exprs whose Loads have been flattened to a single
+// element index. Reductions stay as te::kReduce
 // expressions inside a Store's value: codegen emits their loops in place.
 // The loop passes that rewrite it are listed in loop_pipeline.h.
 //
