@@ -16,6 +16,7 @@ packages=(
   openssl  # tests/server:auth_test makes its TLS certificates
   libssl-dev  # libcrypto's SHA-256 (cache keys, upload checksums)
   clang-16 libfuzzer-16-dev libclang-rt-16-dev  # fuzz/ (scripts/fuzz.sh): compiler, sanitizers
+  python3-grpcio python3-yaml  # client/python (Python client) and deploy/ (manifest test)
   "$@"
 )
 

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Generates the Python messages and gRPC stubs of Kiln's protos into OUT_DIR
+# (a Python package: kiln/_proto). Bazel runs it (client/python:protos); run it
+# by hand to use the client from a checkout:
+#   client/python/gen_protos.sh client/python/kiln/_proto
+# Debian's protoc and grpc_python_plugin (protobuf-compiler-grpc) generate
+# code for the python3-protobuf and python3-grpcio of the same release.
+# protoc writes `from proto import graph_pb2` for the protos' own imports;
+# the package is kiln._proto, so those become relative imports.
+set -euo pipefail
+
+out=${1:?usage: gen_protos.sh OUT_DIR [REPO_ROOT]}
+root=${2:-$(cd "$(dirname "$0")/../.." && pwd)}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+(cd "$root" && /usr/bin/protoc -I. --python_out="$tmp" --grpc_python_out="$tmp" \
+  --plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin \
+  proto/graph.proto proto/grpc_service.proto proto/kiln_service.proto)
+
+mkdir -p "$out"
+for f in graph_pb2.py graph_pb2_grpc.py grpc_service_pb2.py grpc_service_pb2_grpc.py \
+         kiln_service_pb2.py kiln_service_pb2_grpc.py; do
+  sed 's/^from proto import /from . import /' "$tmp/proto/$f" > "$out/$f"
+done
+echo '"""Generated from proto/*.proto by client/python/gen_protos.sh."""' > "$out/__init__.py"

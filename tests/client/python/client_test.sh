@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The Python client's tests on Debian's python3 (python3-grpcio, -numpy, -onnx):
+# tensors_test alone, client_test against a kiln-server started here.
+set -euo pipefail
+work="${TEST_TMPDIR:-$(mktemp -d)}"
+export PYTHONPATH="$PWD/client/python" PYTHONDONTWRITEBYTECODE=1
+/usr/bin/python3 tests/client/python/tensors_test.py
+source tests/test_util/start_kiln_server.sh
+start_kiln_server "$work/server.log" --threads=1
+KILN_SERVER="127.0.0.1:$port" /usr/bin/python3 tests/client/python/client_test.py
