@@ -192,6 +192,8 @@ class Client:
                 yield progress
         except grpc.RpcError as e:
             _raise_from(e)
+        finally:
+            stream.cancel()  # a caller that stops reading early ends the call now
 
     def _upload(self, request):
         header = kiln_service_pb2.UploadHeader()

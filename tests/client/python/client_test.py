@@ -79,6 +79,32 @@ class ClientTest(unittest.TestCase):
         np.testing.assert_allclose(y["y"], self.reference(x), rtol=1e-5, atol=1e-5)
         self.assertTrue(self.client.ready("dense"))
 
+    def test_kiln_graph_file_from_examples(self):
+        # The README's example: a kiln.v1.Graph in text format, with NumPy's answer.
+        self.client.compile("examples/mlp.pbtxt", "example_mlp")
+        x = np.load("examples/x.npy")
+        (y,) = self.client.infer("example_mlp", {"x": x}).values()
+        np.testing.assert_allclose(y, np.load("examples/mlp_expected.npy"), rtol=1e-5, atol=1e-6)
+        self.client.unload("example_mlp")
+
+    def test_requested_outputs(self):
+        self.client.compile(_model([helper.make_node("Relu", ["x"], ["y"]),
+                                    helper.make_node("Neg", ["x"], ["z"])],
+                                   [("x", TensorProto.FLOAT, [2, 3])],
+                                   [("y", TensorProto.FLOAT, [2, 3]),
+                                    ("z", TensorProto.FLOAT, [2, 3])]), "two_outputs")
+        x = np.array([[-1, 0, 2], [3, -4, 5]], np.float32)
+        both = self.client.infer("two_outputs", {"x": x})
+        self.assertEqual(sorted(both), ["y", "z"])
+        np.testing.assert_array_equal(both["y"], np.maximum(x, 0))
+        np.testing.assert_array_equal(both["z"], -x)
+        only_z = self.client.infer("two_outputs", {"x": x}, outputs=["z"])
+        self.assertEqual(list(only_z), ["z"])
+        with self.assertRaises(kiln.KilnError) as caught:
+            self.client.infer("two_outputs", {"x": x}, outputs=["w"])
+        self.assertEqual(caught.exception.code, "INVALID_ARGUMENT")
+        self.client.unload("two_outputs")
+
     def test_every_datatype_round_trips(self):
         # Add (And for BOOL) on each datatype Kiln serves, integers wrapping as NumPy's do.
         for datatype in _ONNX_TYPE:
