@@ -6,7 +6,11 @@
 # Debian's protoc and grpc_python_plugin (protobuf-compiler-grpc) generate
 # code for the python3-protobuf and python3-grpcio of the same release.
 # protoc writes `from proto import graph_pb2` for the protos' own imports;
-# the package is kiln._proto, so those become relative imports.
+# the package is kiln._proto, so those become relative imports. And the
+# messages go into a descriptor pool of the package's own, not protobuf's
+# default one: Triton's client registers the same `inference.*` messages
+# there (from its own grpc_service.proto), and two files defining one symbol
+# in one pool fail at import, so `import tritonclient.grpc, kiln` would.
 set -euo pipefail
 
 out=${1:?usage: gen_protos.sh OUT_DIR [REPO_ROOT]}
@@ -21,6 +25,15 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$out"
 for f in graph_pb2.py graph_pb2_grpc.py grpc_service_pb2.py grpc_service_pb2_grpc.py \
          kiln_service_pb2.py kiln_service_pb2_grpc.py; do
-  sed 's/^from proto import /from . import /' "$tmp/proto/$f" > "$out/$f"
+  sed -e 's/^from proto import /from . import /' \
+      -e 's/_descriptor_pool\.Default()/_descriptor_pool.POOL/' \
+      -e 's/^from google\.protobuf import descriptor_pool as _descriptor_pool$/from . import _pool as _descriptor_pool/' \
+      "$tmp/proto/$f" > "$out/$f"
 done
+cat > "$out/_pool.py" <<'PY'
+"""The descriptor pool Kiln's generated messages live in (see gen_protos.sh)."""
+from google.protobuf import descriptor_pool
+
+POOL = descriptor_pool.DescriptorPool()
+PY
 echo '"""Generated from proto/*.proto by client/python/gen_protos.sh."""' > "$out/__init__.py"

@@ -5,6 +5,12 @@ set -euo pipefail
 work="${TEST_TMPDIR:-$(mktemp -d)}"
 export PYTHONPATH="$PWD/client/python" PYTHONDONTWRITEBYTECODE=1
 /usr/bin/python3 tests/client/python/tensors_test.py
+# The same messages under another file name in protobuf's default pool, as
+# Triton's client registers them.
+mkdir -p "$work/foreign"
+cp proto/grpc_service.proto "$work/foreign/"
+/usr/bin/protoc -I"$work/foreign" --python_out="$work/foreign" "$work/foreign/grpc_service.proto"
+/usr/bin/python3 tests/client/python/coexist_test.py "$work/foreign"
 source tests/test_util/start_kiln_server.sh
 start_kiln_server "$work/server.log" --threads=1
 KILN_SERVER="127.0.0.1:$port" /usr/bin/python3 tests/client/python/client_test.py
