@@ -140,6 +140,24 @@ class ClientTest(unittest.TestCase):
                         np.testing.assert_array_equal(y, a + b)
                 self.client.unload(name)
 
+    def test_replace_serves_the_next_version(self):
+        self.client.compile(_binary("Add", "FP32"), "versioned")
+        with self.assertRaises(kiln.KilnError) as caught:
+            self.client.compile(_binary("Mul", "FP32"), "versioned")
+        self.assertEqual(caught.exception.code, "ALREADY_EXISTS")
+        self.assertEqual(self.client.compile(_binary("Mul", "FP32"), "versioned", replace=True).version,
+                         2)
+        a = np.array([[1, 2, 3], [4, 5, 6]], np.float32)
+        np.testing.assert_array_equal(self.client.infer("versioned", {"a": a, "b": a})["y"], a * a)
+        self.assertEqual(list(self.client.model_metadata("versioned").versions), ["2"])
+        self.client.unload("versioned")
+
+    def test_server_info(self):
+        info = self.client.server_info()
+        self.assertTrue(info.version)
+        self.assertIn("matmul", info.ops)
+        self.assertTrue(self.client.ready())
+
     def test_unknown_model_is_not_found(self):
         with self.assertRaises(kiln.KilnError) as caught:
             self.client.infer("no_such_model", {"x": np.zeros((4, 16), np.float32)})
