@@ -25,7 +25,9 @@ from google.protobuf import text_format
 _MAX_MESSAGE_BYTES = 256 << 20
 # A compile request above this goes up in chunks through UploadModel.
 UPLOAD_ABOVE_BYTES = 64 << 20
-_CHUNK_BYTES = 4 << 20
+# Each chunk stays under the smallest message limit a server may set
+# (--max-message-mb=1), framing included.
+_CHUNK_BYTES = 512 << 10
 
 
 class KilnError(Exception):

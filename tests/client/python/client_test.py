@@ -201,6 +201,27 @@ class ClientTest(unittest.TestCase):
                                    self.reference(x), rtol=1e-5, atol=1e-5)
         self.client.unload("dense_upload")
 
+    def test_a_model_over_the_threshold_goes_up_in_chunks(self):
+        # The server takes messages of at most 1 MiB (client_test.sh); the model's
+        # weights are 2 MiB, so only UploadModel's chunks get it there.
+        w = self.rng.standard_normal((16, 32768)).astype(np.float32)
+        model = _model([helper.make_node("MatMul", ["x", "w"], ["y"])],
+                       [("x", TensorProto.FLOAT, [1, 16])], [("y", TensorProto.FLOAT, [1, 32768])],
+                       [numpy_helper.from_array(w, "w")])
+        with self.assertRaises(kiln.KilnError) as caught:
+            self.client.compile(model, "wide", upload=False)
+        self.assertEqual(caught.exception.code, "RESOURCE_EXHAUSTED")
+        threshold = kiln.client.UPLOAD_ABOVE_BYTES
+        kiln.client.UPLOAD_ABOVE_BYTES = 1 << 20
+        try:
+            self.client.compile(model, "wide")
+        finally:
+            kiln.client.UPLOAD_ABOVE_BYTES = threshold
+        x = self.rng.standard_normal((1, 16)).astype(np.float32)
+        np.testing.assert_allclose(self.client.infer("wide", {"x": x})["y"], x @ w,
+                                   rtol=1e-4, atol=1e-4)
+        self.client.unload("wide")
+
     def test_models_unload(self):
         self.client.compile(_dense_relu(self.w, self.b), "dense_unload")
         by_name = {m.name: m for m in self.client.models()}

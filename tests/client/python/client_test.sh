@@ -12,5 +12,5 @@ cp proto/grpc_service.proto "$work/foreign/"
 /usr/bin/protoc -I"$work/foreign" --python_out="$work/foreign" "$work/foreign/grpc_service.proto"
 /usr/bin/python3 tests/client/python/coexist_test.py "$work/foreign"
 source tests/test_util/start_kiln_server.sh
-start_kiln_server "$work/server.log" --threads=1
+start_kiln_server "$work/server.log" --threads=1 --max-message-mb=1  # 1: see the upload test
 KILN_SERVER="127.0.0.1:$port" /usr/bin/python3 tests/client/python/client_test.py
