@@ -27,7 +27,7 @@ for f in graph_pb2.py graph_pb2_grpc.py grpc_service_pb2.py grpc_service_pb2_grp
          kiln_service_pb2.py kiln_service_pb2_grpc.py; do
   sed -e 's/^from proto import /from . import /' \
       -e 's/_descriptor_pool\.Default()/_descriptor_pool.POOL/' \
-      -e 's/^from google\.protobuf import descriptor_pool as _descriptor_pool$/from . import _pool as _descriptor_pool/' \
+      -e 's/^from google\.protobuf import descriptor_pool as /from . import _pool as /' \
       "$tmp/proto/$f" > "$out/$f"
 done
 cat > "$out/_pool.py" <<'PY'

@@ -70,7 +70,7 @@ class ManifestCase(unittest.TestCase):
         if isinstance(port, str):
             self.assertIn(port, ports.values(), where)
             port = [n for n, name in ports.items() if name == port][0]
-        self.assertIn(port, ports, "%s probes port %s, not one the container exposes" % (where, port))
+        self.assertIn(port, ports, "%s probes port %s, which the container lacks" % (where, port))
         return port
 
 
@@ -128,7 +128,8 @@ class DeploymentTest(ManifestCase):
                          int(self.args["http_port"]))
         for name in ("livenessProbe", "startupProbe"):
             self.assertIn("grpc", c[name], name)
-            self.assertEqual(self.assertProbePort(c[name], self.ports, name), int(self.args["port"]))
+            self.assertEqual(self.assertProbePort(c[name], self.ports, name),
+                             int(self.args["port"]))
 
     def test_non_root(self):
         security = self.pod["securityContext"]
@@ -160,8 +161,8 @@ class DeploymentTest(ManifestCase):
         labels = self.deployment["spec"]["template"]["metadata"]["labels"]
         for key, value in service["spec"]["selector"].items():
             self.assertEqual(labels.get(key), value)
-        self.assertEqual(self.deployment["spec"]["selector"]["matchLabels"].items() - labels.items(),
-                         set())
+        match_labels = self.deployment["spec"]["selector"]["matchLabels"]
+        self.assertEqual(match_labels.items() - labels.items(), set())
         for port in service["spec"]["ports"]:
             target = port["targetPort"]
             self.assertIn(target, self.ports if isinstance(target, int) else self.ports.values())

@@ -72,7 +72,7 @@ def _compile_options(options):
         elif key == "input_shapes":  # {"x": [1, 3, 224, 224]}
             for name, dims in value.items():
                 o.input_shapes[name].values.extend(int(d) for d in dims)
-        elif key == "dynamic_batching":  # {"max_batch_size": 8, "preferred_batch_size": [4, 8], ...}
+        elif key == "dynamic_batching":  # {"max_batch_size": 8, "preferred_batch_size": [4, 8]}
             for field, v in value.items():
                 if field == "preferred_batch_size":
                     o.dynamic_batching.preferred_batch_size.extend(int(x) for x in v)

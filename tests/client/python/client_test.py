@@ -145,8 +145,8 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(kiln.KilnError) as caught:
             self.client.compile(_binary("Mul", "FP32"), "versioned")
         self.assertEqual(caught.exception.code, "ALREADY_EXISTS")
-        self.assertEqual(self.client.compile(_binary("Mul", "FP32"), "versioned", replace=True).version,
-                         2)
+        replaced = self.client.compile(_binary("Mul", "FP32"), "versioned", replace=True)
+        self.assertEqual(replaced.version, 2)
         a = np.array([[1, 2, 3], [4, 5, 6]], np.float32)
         np.testing.assert_array_equal(self.client.infer("versioned", {"a": a, "b": a})["y"], a * a)
         self.assertEqual(list(self.client.model_metadata("versioned").versions), ["2"])
