@@ -243,15 +243,29 @@ class Emitter {
     const int64_t elements = blocks * k_ * width;
     packed->type = TensorType{DType::kFloat32, {blocks, k_, width}};
     packed->bytes.assign(static_cast<size_t>(elements) * sizeof(float), '\0');
+    // Element (row, k) reads constant + row_off[row] + k_off[k]: all inside
+    // the source when the extremes are, checked once so the copy has no
+    // branch. Outside, it is not a plain read after all.
+    const auto [row_min, row_max] = std::minmax_element(row_off.begin(), row_off.end());
+    const auto [k_min, k_max] = std::minmax_element(k_off.begin(), k_off.end());
+    if (form->constant + *row_min + *k_min < 0 ||
+        form->constant + *row_max + *k_max >= source_elements) {
+      return nullptr;
+    }
+    // A transpose in blocks of kKBlock k: each row's run of k is read a cache
+    // line at a time while the panel's kKBlock rows being written stay in L1.
+    // Element by element (lane innermost, a read per row's line) it was about
+    // two thirds of resnet18's lowering time, on its 9 MiB weights.
+    constexpr int64_t kKBlock = 16;
     float* dst = reinterpret_cast<float*>(packed->bytes.data());
     for (int64_t blk = 0; blk < blocks; ++blk) {
-      for (int64_t k = 0; k < k_; ++k) {
-        for (int lane = 0; lane < width; ++lane) {
-          const int64_t row = blk * width + lane;
-          if (row >= extent) continue;
-          const int64_t at = form->constant + row_off[row] + k_off[k];
-          if (at < 0 || at >= source_elements) return nullptr;  // not a plain read after all
-          dst[(blk * k_ + k) * width + lane] = src[at];
+      const int64_t lanes = std::min<int64_t>(width, extent - blk * width);
+      float* panel = dst + blk * k_ * width;
+      for (int64_t k0 = 0; k0 < k_; k0 += kKBlock) {
+        const int64_t k1 = std::min(k_, k0 + kKBlock);
+        for (int64_t lane = 0; lane < lanes; ++lane) {
+          const float* row = src + form->constant + row_off[blk * width + lane];
+          for (int64_t k = k0; k < k1; ++k) panel[k * width + lane] = row[k_off[k]];
         }
       }
     }
