@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -22,7 +23,7 @@ constexpr int kThrew = 42;
 
 }  // namespace
 
-absl::StatusOr<ProbeEnd> ProbeForCrash(const std::function<void()>& work, absl::Duration timeout) {
+absl::StatusOr<CrashProbe> CrashProbe::Start(const std::function<void()>& work) {
   const pid_t child = ::fork();
   if (child < 0) {
     return absl::UnavailableError(absl::StrCat("fork failed: ", std::strerror(errno)));
@@ -45,37 +46,57 @@ absl::StatusOr<ProbeEnd> ProbeForCrash(const std::function<void()>& work, absl::
     }
     ::_exit(0);
   }
+  return CrashProbe(child, static_cast<int>(::syscall(SYS_pidfd_open, child, 0)));
+}
+
+CrashProbe::CrashProbe(CrashProbe&& other) noexcept
+    : child_(other.child_), pidfd_(other.pidfd_) {
+  other.child_ = -1;
+  other.pidfd_ = -1;
+}
+
+CrashProbe::~CrashProbe() {
+  if (child_ > 0) KillAndReap();
+  if (pidfd_ >= 0) ::close(pidfd_);
+}
+
+void CrashProbe::KillAndReap() {
+  int status = 0;
+  ::kill(child_, SIGKILL);
+  ::waitpid(child_, &status, 0);
+  child_ = -1;
+}
+
+absl::StatusOr<ProbeEnd> CrashProbe::Wait(absl::Duration timeout) {
+  if (child_ <= 0) return absl::FailedPreconditionError("the probe was waited for already");
   const absl::Time end = absl::Now() + timeout;
   // A pidfd turns readable the moment the child ends, so the wait costs no
   // more than the work (the backed-off polling below overslept by up to
   // half the work's time: 14 ms for resnet18's ~8 ms of checks).
-  struct PidFd {
-    const int fd;
-    ~PidFd() {
-      if (fd >= 0) ::close(fd);
-    }
-  } pidfd{static_cast<int>(::syscall(SYS_pidfd_open, child, 0))};
   absl::Duration wait = absl::Microseconds(200);
   int status = 0;
   for (;;) {
-    const pid_t done = ::waitpid(child, &status, WNOHANG);
-    if (done == child) break;
-    if (done < 0 && errno != EINTR) return absl::InternalError("lost the probe's child process");
+    const pid_t done = ::waitpid(child_, &status, WNOHANG);
+    if (done == child_) break;
+    if (done < 0 && errno != EINTR) {
+      child_ = -1;
+      return absl::InternalError("lost the probe's child process");
+    }
     const absl::Time now = absl::Now();
     if (now > end) {
-      ::kill(child, SIGKILL);
-      ::waitpid(child, &status, 0);
+      KillAndReap();
       return absl::DeadlineExceededError(
           absl::StrCat("it ran for more than ", absl::FormatDuration(timeout)));
     }
-    if (pidfd.fd >= 0) {
-      pollfd ended = {pidfd.fd, POLLIN, 0};
+    if (pidfd_ >= 0) {
+      pollfd ended = {pidfd_, POLLIN, 0};
       ::poll(&ended, 1, static_cast<int>(absl::ToInt64Milliseconds(end - now)) + 1);
     } else {
       std::this_thread::sleep_for(absl::ToChronoNanoseconds(wait));
       wait = std::min(wait * 2, absl::Milliseconds(20));
     }
   }
+  child_ = -1;
   if (WIFSIGNALED(status)) {
     return absl::InternalError(absl::StrCat("it crashed (signal ", WTERMSIG(status), ", ",
                                             ::strsignal(WTERMSIG(status)), ")"));
@@ -85,6 +106,12 @@ absl::StatusOr<ProbeEnd> ProbeForCrash(const std::function<void()>& work, absl::
     return absl::InternalError(absl::StrCat("it ended with exit code ", WEXITSTATUS(status)));
   }
   return ProbeEnd::kReturned;
+}
+
+absl::StatusOr<ProbeEnd> ProbeForCrash(const std::function<void()>& work, absl::Duration timeout) {
+  absl::StatusOr<CrashProbe> probe = CrashProbe::Start(work);
+  if (!probe.ok()) return probe.status();
+  return probe->Wait(timeout);
 }
 
 }  // namespace kiln

@@ -8,6 +8,8 @@
 #ifndef KILN_COMMON_CRASH_PROBE_H_
 #define KILN_COMMON_CRASH_PROBE_H_
 
+#include <sys/types.h>
+
 #include <functional>
 
 #include "absl/status/statusor.h"
@@ -18,10 +20,34 @@ namespace kiln {
 // How `work` ended in the child, when it did not crash.
 enum class ProbeEnd { kReturned, kThrew };
 
-// How `work` ended in the child; Internal naming the signal when the child
-// crashed, or DeadlineExceeded when it ran past `timeout` (it is killed).
-// Unavailable when no child could be made (fork failed), so the caller may
-// decide.
+// A child running `work` while the caller goes on: the caller does its own
+// part (a parse of the same bytes) meanwhile and waits for the verdict when
+// it needs it. A probe dropped unwaited kills and reaps its child.
+class CrashProbe {
+ public:
+  // Forks the child. Unavailable when no child could be made (fork failed),
+  // so the caller may decide.
+  static absl::StatusOr<CrashProbe> Start(const std::function<void()>& work);
+
+  CrashProbe(CrashProbe&& other) noexcept;
+  CrashProbe& operator=(CrashProbe&&) = delete;
+  CrashProbe(const CrashProbe&) = delete;
+  ~CrashProbe();
+
+  // How `work` ended; Internal naming the signal when the child crashed, or
+  // DeadlineExceeded when it ran past `timeout` from now (it is killed).
+  // Once only.
+  absl::StatusOr<ProbeEnd> Wait(absl::Duration timeout);
+
+ private:
+  CrashProbe(pid_t child, int pidfd) : child_(child), pidfd_(pidfd) {}
+  void KillAndReap();
+
+  pid_t child_;  // -1 once waited for
+  int pidfd_;    // -1 where the kernel has no pidfd_open
+};
+
+// Start and Wait in one.
 absl::StatusOr<ProbeEnd> ProbeForCrash(const std::function<void()>& work, absl::Duration timeout);
 
 }  // namespace kiln

@@ -1,5 +1,8 @@
 #include "common/crash_probe.h"
 
+#include <sys/wait.h>
+
+#include <cerrno>
 #include <csignal>
 #include <stdexcept>
 #include <thread>
@@ -51,6 +54,33 @@ TEST(CrashProbeTest, WorkPastTheTimeoutIsKilled) {
                        .status();
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+}
+
+TEST(CrashProbeTest, TheCallerWorksWhileTheChildRuns) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<CrashProbe> probe =
+      CrashProbe::Start([] { std::this_thread::sleep_for(std::chrono::milliseconds(300)); });
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the caller's own part
+  absl::StatusOr<ProbeEnd> end = probe->Wait(absl::Seconds(10));
+  ASSERT_TRUE(end.ok()) << end.status();
+  EXPECT_EQ(*end, ProbeEnd::kReturned);
+  // Both parts ran at once: well under their 600 ms in sequence.
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(550));
+  EXPECT_EQ(probe->Wait(absl::Seconds(1)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(CrashProbeTest, AProbeDroppedUnwaitedLeavesNoChild) {
+  {
+    absl::StatusOr<CrashProbe> probe =
+        CrashProbe::Start([] { std::this_thread::sleep_for(std::chrono::seconds(30)); });
+    ASSERT_TRUE(probe.ok()) << probe.status();
+    CrashProbe moved = *std::move(probe);  // the moved-from one owns nothing
+  }
+  int status = 0;
+  EXPECT_EQ(::waitpid(-1, &status, WNOHANG), -1);
+  EXPECT_EQ(errno, ECHILD);
 }
 
 }  // namespace

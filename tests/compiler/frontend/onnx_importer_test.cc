@@ -2,6 +2,9 @@
 // through the JIT and compared with NumPy (data/make_onnx_fixtures.py).
 #include "compiler/frontend/onnx_importer.h"
 
+#include <sys/wait.h>
+
+#include <cerrno>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -267,6 +270,26 @@ TEST(OnnxImporterTest, WhatLibOnnxsCheckerRefusesIsInvalidArgumentWithItsMessage
     EXPECT_THAT(std::string(s.message()), HasSubstr("invalid ONNX model"));
     EXPECT_THAT(std::string(s.message()), HasSubstr("nothing_makes_this"));
   }
+}
+
+// The sandbox child starts before the parse here (it parses the bytes
+// itself); an import that ends before its verdict is needed, refused by a
+// check of Kiln's own or by the parse, leaves no child behind.
+TEST(OnnxImporterTest, AnImportRefusedBeforeTheSandboxVerdictLeavesNoChild) {
+  onnx::ModelProto model;
+  ASSERT_TRUE(model.ParseFromString(OneNodeModel("Flatten", {2, 3}, "axis", 1)));
+  model.mutable_opset_import(0)->set_version(3);
+  OnnxImportOptions options;
+  options.probe_libonnx = true;
+  absl::Status old_opset =
+      ImportOnnxModel(model.SerializeAsString(), OpRegistry::Default(), options).status();
+  EXPECT_EQ(old_opset.code(), absl::StatusCode::kUnimplemented) << old_opset;
+  absl::Status garbage =
+      ImportOnnxModel("\xff\xff garbage", OpRegistry::Default(), options).status();
+  EXPECT_EQ(garbage.code(), absl::StatusCode::kInvalidArgument) << garbage;
+  int status = 0;
+  EXPECT_EQ(::waitpid(-1, &status, WNOHANG), -1);
+  EXPECT_EQ(errno, ECHILD);
 }
 
 // An op no ONNX opset has, in the default domain: libonnx's checker calls it
