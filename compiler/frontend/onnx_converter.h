@@ -381,6 +381,7 @@ absl::StatusOr<Node*> QuantizedConv2D(Converter& c, const onnx::NodeProto& n, No
 void AddLossConverters(ConverterMap& table);
 void AddQuantizedConverters(ConverterMap& table);
 void AddRecurrentConverters(ConverterMap& table);
+void AddSignalConverters(ConverterMap& table);
 
 }  // namespace kiln::onnx_import
 

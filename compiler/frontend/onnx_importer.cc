@@ -1893,6 +1893,7 @@ const ConverterMap& ConverterTable() {
     AddLossConverters(*t);
     AddQuantizedConverters(*t);
     AddRecurrentConverters(*t);
+    AddSignalConverters(*t);
     return t;
   }();
   return *table;
