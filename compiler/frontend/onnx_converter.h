@@ -382,6 +382,7 @@ void AddLossConverters(ConverterMap& table);
 void AddQuantizedConverters(ConverterMap& table);
 void AddRecurrentConverters(ConverterMap& table);
 void AddSignalConverters(ConverterMap& table);
+void AddComposedConverters(ConverterMap& table);
 
 }  // namespace kiln::onnx_import
 

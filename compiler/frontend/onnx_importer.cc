@@ -1894,6 +1894,7 @@ const ConverterMap& ConverterTable() {
     AddQuantizedConverters(*t);
     AddRecurrentConverters(*t);
     AddSignalConverters(*t);
+    AddComposedConverters(*t);
     return t;
   }();
   return *table;

@@ -90,7 +90,7 @@ absl::StatusOr<Node*> Dft(Converter& c, const onnx::NodeProto& n, Node* x, int64
     if (!moved) return p;
     return c.Add(n, "transpose", {p}, TransposeAttrs{perm}, which ? "/imag_last" : "/real_last");
   };
-  KILN_ASSIGN_OR_RETURN(Node * a, part(0));
+  KILN_ASSIGN_OR_RETURN(Node* a, part(0));
   Node* b = nullptr;
   if (complex) {
     KILN_ASSIGN_OR_RETURN(b, part(1));
@@ -112,13 +112,13 @@ absl::StatusOr<Node*> Dft(Converter& c, const onnx::NodeProto& n, Node* x, int64
     });
   };
   const double forward = inverse ? 1.0 : -1.0;  // the sign of a's term in im
-  KILN_ASSIGN_OR_RETURN(Node * re, c.Add(n, "matmul", {a, cosines}, NoAttrs{}, "/re_a"));
-  KILN_ASSIGN_OR_RETURN(Node * im,
+  KILN_ASSIGN_OR_RETURN(Node* re, c.Add(n, "matmul", {a, cosines}, NoAttrs{}, "/re_a"));
+  KILN_ASSIGN_OR_RETURN(Node* im,
                         c.Add(n, "matmul", {a, sines("/sin_im", forward)}, NoAttrs{}, "/im_a"));
   if (b != nullptr) {
-    KILN_ASSIGN_OR_RETURN(Node * re_b,
+    KILN_ASSIGN_OR_RETURN(Node* re_b,
                           c.Add(n, "matmul", {b, sines("/sin_re", -forward)}, NoAttrs{}, "/re_b"));
-    KILN_ASSIGN_OR_RETURN(Node * im_b, c.Add(n, "matmul", {b, cosines}, NoAttrs{}, "/im_b"));
+    KILN_ASSIGN_OR_RETURN(Node* im_b, c.Add(n, "matmul", {b, cosines}, NoAttrs{}, "/im_b"));
     KILN_ASSIGN_OR_RETURN(re, c.Add(n, "add", {re, re_b}, NoAttrs{}, "/re"));
     KILN_ASSIGN_OR_RETURN(im, c.Add(n, "add", {im, im_b}, NoAttrs{}, "/im"));
   }
@@ -128,7 +128,7 @@ absl::StatusOr<Node*> Dft(Converter& c, const onnx::NodeProto& n, Node* x, int64
   pair_shape.push_back(1);
   KILN_ASSIGN_OR_RETURN(re, c.Add(n, "reshape", {re}, ReshapeAttrs{pair_shape}, "/re_pair"));
   KILN_ASSIGN_OR_RETURN(im, c.Add(n, "reshape", {im}, ReshapeAttrs{pair_shape}, "/im_pair"));
-  KILN_ASSIGN_OR_RETURN(Node * y,
+  KILN_ASSIGN_OR_RETURN(Node* y,
                         c.Add(n, "concat", {re, im}, AxisAttrs{rank - 1}, moved ? "/pairs" : ""));
   if (!moved) return y;
   std::vector<int64_t> back(rank);
@@ -141,7 +141,7 @@ absl::StatusOr<Node*> Dft(Converter& c, const onnx::NodeProto& n, Node* x, int64
 // optional dft_length input (a constant, or an integer model input: then
 // each value compiles its own variant).
 absl::Status ConvertDft(Converter& c, const onnx::NodeProto& n) {
-  KILN_ASSIGN_OR_RETURN(Node * x, c.Value(n, 0));
+  KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
   const int64_t rank = x->type.rank();
   int64_t axis = IntAttr(n, "axis", 1);
   if (axis < 0) axis += rank;
@@ -163,7 +163,7 @@ absl::Status ConvertDft(Converter& c, const onnx::NodeProto& n) {
     }
     length = given[0];
   }
-  KILN_ASSIGN_OR_RETURN(Node * y, Dft(c, n, x, axis, length, inverse, onesided));
+  KILN_ASSIGN_OR_RETURN(Node* y, Dft(c, n, x, axis, length, inverse, onesided));
   return c.Define(n.output(0), y);
 }
 
@@ -173,9 +173,9 @@ absl::Status ConvertDft(Converter& c, const onnx::NodeProto& n) {
 // frame_length], windowed, and transformed along their samples: [batch,
 // frames, bins, 2].
 absl::Status ConvertStft(Converter& c, const onnx::NodeProto& n) {
-  KILN_ASSIGN_OR_RETURN(Node * signal, c.Value(n, 0));
+  KILN_ASSIGN_OR_RETURN(Node* signal, c.Value(n, 0));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> step, c.ConstantInts(n, 1));
-  KILN_ASSIGN_OR_RETURN(Node * window, OptionalValue(c, n, 2));
+  KILN_ASSIGN_OR_RETURN(Node* window, OptionalValue(c, n, 2));
   int64_t frame_length = -1;
   if (c.HasInput(n, 3)) {
     KILN_ASSIGN_OR_RETURN(std::vector<int64_t> given, c.ConstantInts(n, 3));
@@ -214,14 +214,14 @@ absl::Status ConvertStft(Converter& c, const onnx::NodeProto& n) {
   }
   Node* index = c.Constant(n.name() + "/frame_positions",
                            TensorType{DType::kInt64, {frames, frame_length}}, positions.data());
-  KILN_ASSIGN_OR_RETURN(Node * framed,
+  KILN_ASSIGN_OR_RETURN(Node* framed,
                         c.Add(n, "gather", {signal, index}, AxisAttrs{1}, "/frames"));
   if (window != nullptr) {
     KILN_ASSIGN_OR_RETURN(
         Node * column, c.Add(n, "reshape", {window}, ReshapeAttrs{{frame_length, 1}}, "/window"));
     KILN_ASSIGN_OR_RETURN(framed, c.Add(n, "mul", {framed, column}, NoAttrs{}, "/windowed"));
   }
-  KILN_ASSIGN_OR_RETURN(Node * y, Dft(c, n, framed, 2, frame_length, /*inverse=*/false,
+  KILN_ASSIGN_OR_RETURN(Node* y, Dft(c, n, framed, 2, frame_length, /*inverse=*/false,
                                       IntAttr(n, "onesided", 1) != 0));
   return c.Define(n.output(0), y);
 }
