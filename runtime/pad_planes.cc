@@ -4,12 +4,16 @@
 // per range) took about a fifth of resnet18's codegen time, for a stage that
 // is a few percent of its run time. Rows are short (7 to 230 floats), so the
 // copy is plain loops that GCC vectorises for the widest ISA the host has
-// (target_clones; the BUILD file keeps GCC from turning them back into
-// memcpy and memset calls, whose per-call cost was 6-11% of a 28 x 28 conv).
+// (target_clones), kept from turning back into memcpy and memset calls,
+// whose per-call cost was 6-11% of a 28 x 28 conv.
 #include <algorithm>
 #include <cstdint>
 
 #include "common/kernel_abi.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-tree-loop-distribute-patterns")
+#endif
 
 namespace {
 
