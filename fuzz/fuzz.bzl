@@ -6,8 +6,13 @@ default g++ build compiles every target and `<name>_corpus_test` replays its see
 corpus and regressions (under --config=asan too, with the sanitizers on).
 """
 
-def kiln_fuzz_target(name, srcs, deps):
-    """cc_binary `name` (fuzz/corpus/<name> is its seed corpus) and `<name>_corpus_test`."""
+def kiln_fuzz_target(name, srcs, deps, corpus = None):
+    """cc_binary `name` and `<name>_corpus_test`.
+
+    Its seed corpus is fuzz/corpus/<corpus> (default: <name>), its regressions
+    fuzz/regressions/<name>. scripts/fuzz.sh reads `corpus` from this file.
+    """
+    corpus = corpus or name
     native.cc_library(
         name = name + "_lib",
         srcs = srcs,
@@ -28,8 +33,8 @@ def kiln_fuzz_target(name, srcs, deps):
         }),
     )
 
-    inputs = ["corpus/%s" % name]
-    data = native.glob(["corpus/%s/*" % name])
+    inputs = ["corpus/%s" % corpus]
+    data = native.glob(["corpus/%s/*" % corpus])
     regressions = native.glob(["regressions/%s/*" % name])
     if regressions:
         inputs.append("regressions/%s" % name)

@@ -4,8 +4,8 @@
 #   scripts/fuzz.sh TARGET SECONDS    TARGET: a //fuzz target, "_fuzzer" optional
 #   scripts/fuzz.sh all SECONDS       every target, one after the other
 # The corpus grows in a work dir, /tmp/kiln-fuzz-work/<target>/ (or
-# $KILN_FUZZ_WORK/<target>/), never in the repo: fuzz/corpus/<target>/ is copied
-# in at each run. Prints each target's executions and exec/s and the path of any
+# $KILN_FUZZ_WORK/<target>/), never in the repo: its seeds, fuzz/corpus/<target>/
+# or the corpus fuzz/BUILD names for it, are copied in at each run. Prints each target's executions and exec/s and the path of any
 # crash reproducer (copy it to fuzz/regressions/<target>/ to keep it); exits 1
 # when any target crashed, leaked, ran out of memory or timed out.
 #
@@ -43,6 +43,16 @@ for t in $targets; do labels+=("//fuzz:$t"); done
   grep -vE "linux-sandbox|^[0-9.]+: src/main/tools|Cannot export local symbol" | tail -3
 bin_dir=$("${fuzz_bazel[@]}" info "${build_flags[@]}" bazel-bin 2>/dev/null)
 
+# A target's seeds: fuzz/corpus/<its `corpus` in fuzz/BUILD, default itself>.
+seeds_of() {
+  local from
+  from=$(awk -v name="\"$1\"," '
+    $1 == "name" && $3 == name { inside = 1 }
+    inside && $1 == "corpus" { gsub(/[",]/, "", $3); print $3 }
+    /^\)/ { inside = 0 }' fuzz/BUILD)
+  echo "${from:-$1}"
+}
+
 work_root=${KILN_FUZZ_WORK:-/tmp/kiln-fuzz-work}
 # Suppressions (tools/sanitizers/) are linked in; see .bazelrc.
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
@@ -50,10 +60,11 @@ failed=()
 for t in $targets; do
   work="$work_root/$t"
   mkdir -p "$work/corpus" "$work/crashes"
-  cp fuzz/corpus/"$t"/* "$work/corpus/"
+  seeds=$(seeds_of "$t")
+  cp fuzz/corpus/"$seeds"/* "$work/corpus/"
   flags=(-max_total_time="$seconds" -rss_limit_mb=4096 -timeout=30 -print_final_stats=1
          -artifact_prefix="$work/crashes/")
-  [ -f "fuzz/dicts/$t.dict" ] && flags+=(-dict="fuzz/dicts/$t.dict")
+  [ -f "fuzz/dicts/$seeds.dict" ] && flags+=(-dict="fuzz/dicts/$seeds.dict")
   log="$work/fuzz.log"
   echo "== $t: ${seconds}s, corpus $work/corpus, log $log"
   status=0

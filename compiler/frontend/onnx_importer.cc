@@ -2176,7 +2176,9 @@ absl::Status CheckBeforeLibOnnx(const onnx::ModelProto& model, const OnnxImportO
 // checks; CheckAndInfer then probes after the parse as before.
 std::optional<CrashProbe> StartEarlyProbe(absl::string_view bytes,
                                           const OnnxImportOptions& options) {
-  if (!options.probe_libonnx || !options.external_data_dir.empty()) return std::nullopt;
+  if (!options.probe_libonnx || !options.libonnx_checks || !options.external_data_dir.empty()) {
+    return std::nullopt;
+  }
   absl::StatusOr<CrashProbe> probe = CrashProbe::Start([bytes, &options] {
     absl::StatusOr<onnx::ModelProto> model = ParseModel(bytes);
     if (!model.ok() || !CheckBeforeLibOnnx(*model, options).ok()) return;
@@ -2196,7 +2198,9 @@ absl::StatusOr<Graph> ImportParsed(onnx::ModelProto& model, const OpRegistry& op
   }
   KILN_RETURN_IF_ERROR(CheckBeforeLibOnnx(model, options));
   KILN_ASSIGN_OR_RETURN(const int64_t opset, SupportedOpset(model));
-  KILN_RETURN_IF_ERROR(CheckAndInfer(model, options.probe_libonnx, early_probe));
+  if (options.libonnx_checks) {
+    KILN_RETURN_IF_ERROR(CheckAndInfer(model, options.probe_libonnx, early_probe));
+  }
 
   const onnx::GraphProto& g = model.graph();
   Converter c(ops, opset);

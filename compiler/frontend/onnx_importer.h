@@ -38,6 +38,12 @@ struct OnnxImportOptions {
   // that a crash in them refuses the model instead of killing the server.
   // Off only for bytes already imported once with it on.
   bool probe_libonnx = true;
+  // libonnx's checker and shape inference at all. Off only to fuzz Kiln's
+  // own checks and converters on models libonnx would refuse
+  // (fuzz/onnx_converter_fuzzer.cc): they must refuse those too, never
+  // crash, and without a child process per input the fuzzer runs ~80x
+  // faster.
+  bool libonnx_checks = true;
   // Set only for models the server loads from its own repository: the
   // directory external data is read from (onnx_external_data.h), at most
   // `max_external_data_bytes` in all. Empty: external data is refused.
