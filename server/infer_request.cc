@@ -161,6 +161,80 @@ absl::Status CheckOneKindOfContents(const inference::ModelInferRequest& request)
   return absl::OkStatus();
 }
 
+// The values of `in`, an input that decides shapes (`input`), as the int64s
+// a variant key holds (model_signature.h): INT64 or INT32 for an integer
+// input, FP32 or FP64 for a float one, raw (`raw`, entry `index`) or typed.
+absl::StatusOr<std::vector<int64_t>> DecidingValues(
+    const TensorSignature& input, const inference::ModelInferRequest::InferInputTensor& in,
+    const google::protobuf::RepeatedPtrField<std::string>* raw, int index,
+    const std::vector<int64_t>& shape) {
+  const std::string& type = in.datatype();
+  const bool is_float = IsFloatDType(input.dtype);
+  const bool fits = is_float ? (type == "FP32" || type == "FP64")
+                             : (type == "INT64" || type == "INT32");
+  absl::StatusOr<int64_t> n = CheckedNumElements(shape);
+  if (!n.ok() || !fits) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input '", input.name, "' decides shapes and must be ",
+        is_float ? "FP32 or FP64" : "INT64 or INT32", ", got ", type, ShapeToString(shape)));
+  }
+  // The values' size is checked against what the request brought before
+  // anything is allocated: a 50-byte request declaring shape [2^36] made the
+  // server allocate 512 GiB.
+  const size_t count = static_cast<size_t>(*n);
+  const bool wide = type == "INT64" || type == "FP64";
+  const size_t item = wide ? 8 : 4;
+  std::vector<int64_t> v;
+  if (raw != nullptr) {
+    if (index >= raw->size() || (*raw)[index].size() / item != count ||
+        (*raw)[index].size() % item != 0) {
+      const std::string bytes = count <= (size_t{1} << 56)
+                                    ? absl::StrCat(count * item)
+                                    : absl::StrCat(count, " x ", item);
+      return absl::InvalidArgumentError(
+          absl::StrCat("input '", input.name, "' needs ", bytes, " raw bytes"));
+    }
+    v.resize(count);
+    const char* bytes = (*raw)[index].data();
+    for (size_t i = 0; i < count; ++i) {
+      if (type == "INT64") {
+        std::memcpy(&v[i], bytes + i * item, item);
+      } else if (type == "INT32") {
+        int32_t narrow;
+        std::memcpy(&narrow, bytes + i * item, item);
+        v[i] = narrow;
+      } else if (type == "FP64") {
+        double d;
+        std::memcpy(&d, bytes + i * item, item);
+        v[i] = DecidingValueFromDouble(d);
+      } else {
+        float f;
+        std::memcpy(&f, bytes + i * item, item);
+        v[i] = DecidingValueFromDouble(f);
+      }
+    }
+    return v;
+  }
+  const auto& contents = in.contents();
+  const int given = type == "INT64"   ? contents.int64_contents_size()
+                    : type == "INT32" ? contents.int_contents_size()
+                    : type == "FP64"  ? contents.fp64_contents_size()
+                                      : contents.fp32_contents_size();
+  if (static_cast<size_t>(given) != count) {
+    return absl::InvalidArgumentError(absl::StrCat("input '", input.name, "': contents hold ",
+                                                   given, " elements, shape needs ", count));
+  }
+  v.resize(count);
+  for (size_t i = 0; i < count; ++i) {
+    const int k = static_cast<int>(i);
+    v[i] = type == "INT64"   ? contents.int64_contents(k)
+           : type == "INT32" ? contents.int_contents(k)
+           : type == "FP64"  ? DecidingValueFromDouble(contents.fp64_contents(k))
+                             : DecidingValueFromDouble(contents.fp32_contents(k));
+  }
+  return v;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<std::vector<int64_t>>> RequestVariantKey(
@@ -182,50 +256,11 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> RequestVariantKey(
     key.emplace_back(in.shape().begin(), in.shape().end());
     if (!input.decides_shapes) continue;
     // Its values are part of what compiles: decoded here, not run.
-    absl::StatusOr<int64_t> n = CheckedNumElements(key.back());
-    const bool wide = in.datatype() == "INT64";
-    if (!n.ok() || (!wide && in.datatype() != "INT32")) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "input '", input.name, "' decides shapes and must be INT64 or INT32, got ",
-          in.datatype(), ShapeToString(key.back())));
-    }
-    // The values' size is checked against what the request brought before
-    // anything is allocated: a 50-byte request declaring shape [2^36] made the
-    // server allocate 512 GiB.
-    const size_t count = static_cast<size_t>(*n);
-    const size_t item = wide ? sizeof(int64_t) : sizeof(int32_t);
-    std::vector<int64_t> v;
-    if (raw) {
-      if (found >= request.raw_input_contents_size() ||
-          request.raw_input_contents(found).size() != count * item) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("input '", input.name, "' needs ", count * item, " raw bytes"));
-      }
-      const char* bytes = request.raw_input_contents(found).data();
-      v.resize(count);
-      for (size_t i = 0; i < count; ++i) {
-        if (wide) {
-          std::memcpy(&v[i], bytes + i * item, item);
-        } else {
-          int32_t narrow;
-          std::memcpy(&narrow, bytes + i * item, item);
-          v[i] = narrow;
-        }
-      }
-    } else {
-      const int given =
-          wide ? in.contents().int64_contents_size() : in.contents().int_contents_size();
-      if (static_cast<size_t>(given) != count) {
-        return absl::InvalidArgumentError(absl::StrCat("input '", input.name, "': contents hold ",
-                                                       given, " elements, shape needs ", count));
-      }
-      if (wide) {
-        v.assign(in.contents().int64_contents().begin(), in.contents().int64_contents().end());
-      } else {
-        v.assign(in.contents().int_contents().begin(), in.contents().int_contents().end());
-      }
-    }
-    values.push_back(std::move(v));
+    absl::StatusOr<std::vector<int64_t>> v =
+        DecidingValues(input, in, raw ? &request.raw_input_contents() : nullptr, found,
+                       key.back());
+    if (!v.ok()) return v.status();
+    values.push_back(*std::move(v));
   }
   key.insert(key.end(), std::make_move_iterator(values.begin()),
              std::make_move_iterator(values.end()));

@@ -7,12 +7,33 @@
 #define KILN_COMPILER_FRONTEND_MODEL_SIGNATURE_H_
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "compiler/ir/tensor_type.h"
 
 namespace kiln {
+
+// The values of an input that decides shapes travel as int64s (variant
+// keys, OnnxImportOptions::input_values): integers as they are, a float
+// input's values as the bits of each one's double, exact for float32 and
+// float64 alike.
+inline int64_t DecidingValueFromDouble(double v) {
+  int64_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return bits;
+}
+inline double DoubleFromDecidingValue(int64_t bits) {
+  double v;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
+// A float input decides shapes only when it holds at most this many values
+// (scales, a depth): a larger one is data, and specialising on it would
+// compile a variant per request.
+inline constexpr int64_t kMaxFloatDecidingValues = 64;
 
 struct TensorSignature {
   static constexpr int64_t kSymbolicDim = -1;
@@ -26,8 +47,9 @@ struct TensorSignature {
   std::vector<std::string> symbols;
   // Whether `dims` is known at all (an ONNX output may declare no shape).
   bool has_shape = true;
-  // An int64 input whose values decide shapes (a Reshape's target): each
-  // value compiles a graph of its own, where the input is a constant.
+  // An input whose values decide shapes (a Reshape's target, a Resize's
+  // scales): each value compiles a graph of its own, where the input is a
+  // constant. Integer inputs, or small float ones (kMaxFloatDecidingValues).
   bool decides_shapes = false;
 
   bool IsSymbolic() const {

@@ -23,6 +23,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "compiler/frontend/model_signature.h"
 #include "compiler/ir/element_access.h"
 #include "compiler/ir/graph.h"
 #include "compiler/ir/op_def.h"
@@ -171,8 +172,8 @@ class Converter {
       }
       return absl::UnimplementedError(absl::StrCat(
           "node '", n.name(), "' (", n.op_type(), "): input ", i,
-          " must be a constant or computed from integer model inputs (its value decides a "
-          "shape)"));
+          " must be a constant or computed from model inputs that are integers or a few "
+          "floats (its value decides a shape)"));
     }
     return v;
   }
@@ -203,7 +204,8 @@ class Converter {
   }
 
   // Whether `v` is computed from constants and graph inputs only (collected
-  // in `leaves`): then binding those inputs to values folds it.
+  // in `leaves`): then binding those inputs to values folds it. Integer
+  // inputs, or float ones of a few values (model_signature.h).
   // Iterative, each node once: a deep or widely shared shape computation
   // must neither overflow the stack nor be walked once per path.
   bool InputLeaves(Node* v, std::set<std::string>* leaves) {
@@ -214,7 +216,9 @@ class Converter {
       stack.pop_back();
       if (n->is_constant()) continue;
       if (n->is_input()) {
-        if (!IsIntegerDType(n->type.dtype)) return false;
+        const bool small_float = IsFloatDType(n->type.dtype) &&
+                                 n->type.NumElements() <= kMaxFloatDecidingValues;
+        if (!IsIntegerDType(n->type.dtype) && !small_float) return false;
         leaves->insert(n->name);
         continue;
       }

@@ -37,6 +37,7 @@
 #include "compiler/passes/fold_constant.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "onnx/checker.h"
+#include "onnx/defs/schema.h"
 #include "onnx/onnx_pb.h"
 #include "onnx/shape_inference/implementation.h"
 
@@ -345,6 +346,11 @@ absl::StatusOr<Node*> Conv2D(Converter& c, const onnx::NodeProto& n, Node* x, No
   if (x->type.rank() != 4) {
     return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
                                                  "): only 1-D and 2-D convolution are supported"));
+  }
+  if (w->type.rank() != 4) {  // SAME padding below reads its window dims
+    return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
+                                                   "): weights ", w->type.ToString(),
+                                                   " for a 2-D input need rank 4"));
   }
   Conv2DAttrs a;
   a.strides = IntsAttr(n, "strides", {1, 1});
@@ -689,12 +695,15 @@ ConvertFn Activation(const std::string& kiln_op, const char* alpha, float alpha_
   };
 }
 
-// A constant float operand's values (Resize's scales); empty when the
+// A constant float operand's values (Resize's scales: a constant, folded,
+// or decided by model inputs, each value then a variant); empty when the
 // operand is absent or an empty tensor.
 absl::StatusOr<std::vector<float>> ConstantFloats(Converter& c, const onnx::NodeProto& n, int i) {
   if (!c.HasInput(n, i)) return std::vector<float>{};
   KILN_ASSIGN_OR_RETURN(Node* v, c.Value(n, i));
-  if (!v->is_constant() || v->type.dtype != DType::kFloat32) {
+  if (v->type.NumElements() == 0) return std::vector<float>{};
+  KILN_ASSIGN_OR_RETURN(v, c.ConstantOperand(n, i));
+  if (v->type.dtype != DType::kFloat32) {
     return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
                                                  "): scales must be a float constant"));
   }
@@ -1384,12 +1393,12 @@ absl::Status ConvertLrn(Converter& c, const onnx::NodeProto& n) {
 // (negative counts from depth), `off` elsewhere; depth and values constant.
 absl::Status ConvertOneHot(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* indices, c.Value(n, 0));
-  KILN_ASSIGN_OR_RETURN(Node* depth_node, c.Value(n, 1));
-  KILN_ASSIGN_OR_RETURN(Node* values, c.Value(n, 2));
-  if (!depth_node->is_constant() || depth_node->type.NumElements() != 1 ||
-      !values->is_constant() || values->type.NumElements() != 2) {
+  // Constants, folded, or decided by model inputs (each value a variant).
+  KILN_ASSIGN_OR_RETURN(Node* depth_node, c.ConstantOperand(n, 1));
+  KILN_ASSIGN_OR_RETURN(Node* values, c.ConstantOperand(n, 2));
+  if (depth_node->type.NumElements() != 1 || values->type.NumElements() != 2) {
     return absl::UnimplementedError(absl::StrCat(
-        "node '", n.name(), "' (OneHot): depth and values must be constants"));
+        "node '", n.name(), "' (OneHot): depth must be one value and values two"));
   }
   const int64_t depth =
       ReadElementAsInt(depth_node->type.dtype, depth_node->value->bytes.data(), 0);
@@ -2148,6 +2157,28 @@ absl::StatusOr<int64_t> SupportedOpset(const onnx::ModelProto& model) {
   return opset;
 }
 
+// A node's input and output counts within its ONNX schema's (libonnx's
+// registry: data, not the checker). The converters index a node's inputs
+// and outputs freely; libonnx's checker enforces the counts too, but Kiln's
+// own checks must not rest on it (fuzz/onnx_converter_fuzzer.cc found a
+// node without outputs read past its list in a second).
+absl::Status CheckArity(const onnx::NodeProto& n, int64_t opset) {
+  const onnx::OpSchema* schema =
+      onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(opset), "");
+  const std::string what = absl::StrCat("node '", n.name(), "' (", n.op_type(), ")");
+  if (schema == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " is not an operator of opset ", opset));
+  }
+  if (n.input_size() < schema->min_input() || n.input_size() > schema->max_input() ||
+      n.output_size() < schema->min_output() || n.output_size() > schema->max_output()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " has ", n.input_size(), " inputs and ", n.output_size(), " outputs; opset ", opset,
+        " wants ", schema->min_input(), " to ", schema->max_input(), " inputs and ",
+        schema->min_output(), " to ", schema->max_output(), " outputs"));
+  }
+  return absl::OkStatus();
+}
+
 // Kiln's own checks of a model (external data loaded), made before libonnx
 // sees it: they refuse what libonnx could crash on, and never crash
 // themselves.
@@ -2163,6 +2194,7 @@ absl::Status CheckBeforeLibOnnx(const onnx::ModelProto& model, const OnnxImportO
   // Kiln's answer for any op it cannot run is Unimplemented.
   for (const onnx::NodeProto& n : model.graph().node()) {
     KILN_RETURN_IF_ERROR(CheckOperatorSupported(n, opset));
+    KILN_RETURN_IF_ERROR(CheckArity(n, opset));
   }
   return absl::OkStatus();
 }
@@ -2237,16 +2269,24 @@ absl::StatusOr<Graph> ImportParsed(onnx::ModelProto& model, const OpRegistry& op
     if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat(what, ": ", n.status().message()));
     if (auto value = options.input_values.find(in.name()); value != options.input_values.end()) {
       // An input that decides shapes: its value is part of this compile.
-      // Given as int64s whatever the input's integer type (the server
-      // decodes INT32 values to int64): stored back in the input's type.
-      if (!IsIntegerDType(type.dtype) || static_cast<int64_t>(value->second.size()) != *n) {
+      // Given as int64s whatever the input's type (the server decodes INT32
+      // values to int64, and float ones to their doubles' bits:
+      // model_signature.h): stored back in the input's type.
+      const bool is_float = IsFloatDType(type.dtype);
+      if ((!IsIntegerDType(type.dtype) && !is_float) ||
+          static_cast<int64_t>(value->second.size()) != *n) {
         return absl::InvalidArgumentError(absl::StrCat(
             what, " (", type.ToString(), ") cannot take the ", value->second.size(),
-            " integer values given for it"));
+            " values given for it"));
       }
       std::string bytes(type.ByteSize(), '\0');
       for (size_t k = 0; k < value->second.size(); ++k) {
-        WriteElementFromInt(type.dtype, bytes.data(), k, value->second[k]);
+        if (is_float) {
+          WriteElementFromDouble(type.dtype, bytes.data(), k,
+                                 DoubleFromDecidingValue(value->second[k]));
+        } else {
+          WriteElementFromInt(type.dtype, bytes.data(), k, value->second[k]);
+        }
       }
       KILN_RETURN_IF_ERROR(
           c.Define(in.name(), c.Constant(in.name(), std::move(type), bytes.data())));

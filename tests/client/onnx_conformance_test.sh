@@ -21,9 +21,19 @@ PY
 
 source tests/test_util/start_kiln_server.sh
 start_kiln_server "$work/server.log" --threads=1
-"$kiln" onnx-test "$cases"/node/test_* --server "localhost:$port" | tee "$work/results.txt" | grep -E '^(FAIL|[0-9]+ passed)'
+# Left out: two cases whose expected data is ONNX 1.12's reference, not the
+# operator as ONNX Runtime and PyTorch run it. Resize with align_corners and
+# scales that do not give a whole output length (4 x 0.6): the reference
+# divides by the unfloored 2.4, ORT, PyTorch and Kiln by the output's 2.
+diverging="test_resize_downsample_scales_cubic_align_corners
+test_resize_downsample_scales_linear_align_corners"
+run=()
+for c in "$cases"/node/test_*; do
+  grep -qx "$(basename "$c")" <<<"$diverging" || run+=("$c")
+done
+"$kiln" onnx-test "${run[@]}" --server "localhost:$port" | tee "$work/results.txt" | grep -E '^(FAIL|[0-9]+ passed)'
 # And no supported case may quietly become unsupported: the count only grows.
-min_passed=779
+min_passed=796
 passed=$(sed -n 's/^\([0-9]*\) passed.*/\1/p' "$work/results.txt" | tail -1)
 if [ "${passed:-0}" -lt "$min_passed" ]; then
   echo "only ${passed:-0} cases passed; at least $min_passed did before" >&2

@@ -52,6 +52,40 @@ TEST(InferRequestTest, VariantKeyHoldsShapesThenTheValuesThatDecideShapes) {
   EXPECT_THAT(*key, ElementsAre(ElementsAre(2, 3), ElementsAre(2), ElementsAre(6, 1)));
 }
 
+// A float input that decides shapes (a Resize's scales): its values travel
+// as their doubles' bits, from FP32 or FP64, raw or typed; an integer type
+// for it is refused.
+TEST(InferRequestTest, FloatValuesThatDecideShapesAreKeyedByTheirBits) {
+  ModelSignature signature = SignatureWithAValueInput();
+  signature.inputs[1].dtype = DType::kFloat32;
+  const std::vector<int64_t> want = {DecidingValueFromDouble(0.5), DecidingValueFromDouble(2.0)};
+  EXPECT_EQ(DoubleFromDecidingValue(want[0]), 0.5);
+
+  inference::ModelInferRequest typed = RequestWithShapeInput(2);
+  typed.mutable_inputs(1)->set_datatype("FP32");
+  typed.mutable_inputs(1)->mutable_contents()->add_fp32_contents(0.5f);
+  typed.mutable_inputs(1)->mutable_contents()->add_fp32_contents(2.0f);
+  absl::StatusOr<std::vector<std::vector<int64_t>>> key = RequestVariantKey(signature, typed);
+  ASSERT_TRUE(key.ok()) << key.status();
+  EXPECT_EQ(key->back(), want);
+
+  inference::ModelInferRequest raw = RequestWithShapeInput(2);
+  raw.mutable_inputs(1)->set_datatype("FP64");
+  const double values[] = {0.5, 2.0};
+  raw.add_raw_input_contents(std::string(2 * 3 * sizeof(float), '\0'));  // x
+  raw.add_raw_input_contents(std::string(reinterpret_cast<const char*>(values), sizeof values));
+  key = RequestVariantKey(signature, raw);
+  ASSERT_TRUE(key.ok()) << key.status();
+  EXPECT_EQ(key->back(), want);
+
+  inference::ModelInferRequest ints = RequestWithShapeInput(2);
+  ints.mutable_inputs(1)->mutable_contents()->add_int64_contents(1);
+  ints.mutable_inputs(1)->mutable_contents()->add_int64_contents(2);
+  absl::Status refused = RequestVariantKey(signature, ints).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("FP32 or FP64"));
+}
+
 // Found by //fuzz:infer_request_fuzzer: the values were allocated at the size
 // the shape declared before the request's contents were counted.
 TEST(InferRequestTest, VariantKeyRefusesAHugeValueShapeWithoutAllocatingIt) {
