@@ -245,6 +245,15 @@ absl::StatusOr<CompileResult> ModelManager::CompileAndStore(
   report.version = *version;
   models_[name] = std::move(served);
   states_.Forget(name);
+  StatDuration hits, misses;
+  for (const KernelCompileReport& k : report.kernels) {
+    if (k.cache_hit()) {
+      hits.Add(static_cast<int64_t>(k.load_ms * 1e6));
+    } else {
+      misses.Add(static_cast<int64_t>(k.compile_ms * 1e6));
+    }
+  }
+  inference_stats_.RecordCompile(name, *version, hits, misses);
   return report;
 }
 
@@ -352,6 +361,7 @@ absl::Status ModelManager::Unload(const std::string& name) {
     models_.erase(it);
   }
   states_.Forget(name);
+  inference_stats_.Forget(name);
   gone.reset();
   cache_.Trim();  // its kernels, unless another model shares them, may go now
   return absl::OkStatus();

@@ -21,6 +21,7 @@
 #include "engine/compile_states.h"
 #include "engine/dynamic_batcher.h"
 #include "engine/dynamic_batching.h"
+#include "engine/inference_statistics.h"
 #include "engine/kernel_cache.h"
 #include "engine/memory_budget.h"
 #include "engine/shape_variants.h"
@@ -190,6 +191,10 @@ class ModelManager {
     return [this](std::function<void(bool)> task) { background_.Post(std::move(task)); };
   }
   KernelCache& cache() { return cache_; }
+  // Per-model request, execution and compile-cache counts (Triton's
+  // ModelStatistics): the front ends record requests, the manager compiles.
+  InferenceStatistics& inference_stats() { return inference_stats_; }
+  const InferenceStatistics& inference_stats() const { return inference_stats_; }
 
  private:
   ModelManager(ModelManagerOptions options, std::shared_ptr<runtime::JitEngine> jit)
@@ -226,6 +231,7 @@ class ModelManager {
   mutable absl::Mutex mutex_;
   std::map<std::string, ServedModel> models_ ABSL_GUARDED_BY(mutex_);
   CompileStates states_;
+  InferenceStatistics inference_stats_;
   // Last: gone (its running compile finished) before what compiles use.
   BackgroundWorker background_;
 };
