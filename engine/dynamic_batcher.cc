@@ -18,7 +18,7 @@ class DynamicBatcher::Core {
   Core(DynamicBatchingConfig config, ModelForShapes model_for,
        std::shared_ptr<BatchStatistics> stats);
 
-  void Submit(std::vector<runtime::Tensor> inputs, Done done);
+  void Submit(std::vector<runtime::Tensor> inputs, TimedDone done);
   void Stop();
   // Until stopped with an empty queue.
   void Loop();
@@ -26,7 +26,7 @@ class DynamicBatcher::Core {
  private:
   struct Request {
     std::vector<runtime::Tensor> inputs;
-    Done done;
+    TimedDone done;
     int64_t rows = 0;
     int64_t arrived_ns = 0;
   };
@@ -71,6 +71,12 @@ DynamicBatcher::~DynamicBatcher() {
 }
 
 void DynamicBatcher::Submit(std::vector<runtime::Tensor> inputs, Done done) {
+  core_->Submit(std::move(inputs),
+                [done = std::move(done)](absl::StatusOr<runtime::RunResult> result,
+                                         const BatchTiming&) { done(std::move(result)); });
+}
+
+void DynamicBatcher::SubmitTimed(std::vector<runtime::Tensor> inputs, TimedDone done) {
   core_->Submit(std::move(inputs), std::move(done));
 }
 
@@ -89,7 +95,7 @@ void DynamicBatcher::Core::Stop() {
   changed_.SignalAll();
 }
 
-void DynamicBatcher::Core::Submit(std::vector<runtime::Tensor> inputs, Done done) {
+void DynamicBatcher::Core::Submit(std::vector<runtime::Tensor> inputs, TimedDone done) {
   Request r;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const std::vector<int64_t>& shape = inputs[i].type().shape;
@@ -99,14 +105,14 @@ void DynamicBatcher::Core::Submit(std::vector<runtime::Tensor> inputs, Done done
       done(absl::InvalidArgumentError(absl::StrCat(
           "dynamic batching joins requests along dim 0, so every input needs the same first "
           "dim; input ", i, " has shape ", ShapeToString(shape), ", input 0 ",
-          ShapeToString(inputs[0].type().shape))));
+          ShapeToString(inputs[0].type().shape))), {});
       return;
     }
   }
   if (r.rows < 1 || r.rows > config_.max_batch_size) {
     done(absl::InvalidArgumentError(absl::StrCat("the request's batch of ", r.rows,
                                                  " rows is outside 1..max_batch_size (",
-                                                 config_.max_batch_size, ")")));
+                                                 config_.max_batch_size, ")")), {});
     return;
   }
   r.inputs = std::move(inputs);
@@ -124,7 +130,7 @@ void DynamicBatcher::Core::Submit(std::vector<runtime::Tensor> inputs, Done done
       return;
     }
   }
-  r.done(absl::UnavailableError("the model is being unloaded or replaced; try again"));
+  r.done(absl::UnavailableError("the model is being unloaded or replaced; try again"), {});
 }
 
 bool DynamicBatcher::Core::Joins(const Request& first, const Request& r) {
@@ -204,7 +210,7 @@ void DynamicBatcher::Core::Execute(std::vector<Request> batch) {
   }
   const int64_t run_rows = PaddedRows(rows);
   auto fail_all = [&](const absl::Status& status) {
-    for (Request& r : batch) r.done(status);
+    for (Request& r : batch) r.done(status, {start - r.arrived_ns});
   };
 
   // One request that needs no padding runs on its own tensors.
@@ -245,7 +251,16 @@ void DynamicBatcher::Core::Execute(std::vector<Request> batch) {
   }
   stats_->RecordExecution(rows, gathered - start, ran - gathered, SteadyNowNs() - ran,
                           run_rows - rows);
-  for (size_t b = 0; b < batch.size(); ++b) batch[b].done(std::move(split[b]));
+  BatchTiming timing;
+  timing.compute_input_ns = gathered - start;
+  timing.compute_infer_ns = ran - gathered;
+  timing.compute_output_ns = SteadyNowNs() - ran;
+  timing.batch_rows = rows;
+  for (size_t b = 0; b < batch.size(); ++b) {
+    timing.queue_ns = start - batch[b].arrived_ns;
+    timing.first_in_batch = b == 0;
+    batch[b].done(std::move(split[b]), timing);
+  }
 }
 
 }  // namespace kiln::engine

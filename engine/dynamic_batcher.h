@@ -31,11 +31,25 @@
 
 namespace kiln::engine {
 
+// Where one request's time went in the batcher (its statistics).
+struct BatchTiming {
+  int64_t queue_ns = 0;  // arrival to its batch's start
+  // Its batch's phases: gathering rows, the run, splitting outputs.
+  int64_t compute_input_ns = 0;
+  int64_t compute_infer_ns = 0;
+  int64_t compute_output_ns = 0;
+  int64_t batch_rows = 0;  // the batch's rows, padding excluded
+  // Exactly one request of each batch that ran says so: the run counts once.
+  bool first_in_batch = false;
+};
+
 class DynamicBatcher {
  public:
   // Called once per request, on the batcher's thread (or inline in Submit
   // for a request refused at once).
   using Done = std::function<void(absl::StatusOr<runtime::RunResult>)>;
+  using TimedDone =
+      std::function<void(absl::StatusOr<runtime::RunResult>, const BatchTiming& timing)>;
   // The model compiled for these input shapes (compiled now if new).
   using ModelForShapes = std::function<absl::StatusOr<std::shared_ptr<runtime::CompiledModel>>(
       const std::vector<std::vector<int64_t>>& shapes)>;
@@ -51,6 +65,8 @@ class DynamicBatcher {
   // dim 0. InvalidArgument (through `done`) when they disagree on the rows
   // or hold more than max_batch_size.
   void Submit(std::vector<runtime::Tensor> inputs, Done done);
+  // As Submit, telling `done` where the request's time went.
+  void SubmitTimed(std::vector<runtime::Tensor> inputs, TimedDone done);
 
   const DynamicBatchingConfig& config() const { return config_; }
 

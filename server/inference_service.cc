@@ -184,15 +184,19 @@ absl::Status DeadlinePassed(const char* before) {
 void InferenceService::StartInfer(const inference::ModelInferRequest& request,
                                   inference::ModelInferResponse* response, InferDone done,
                                   absl::Time deadline) {
+  const int64_t arrived = SteadyNowNs();
   BindHandlerThreadOrWarn(inference_cpus_, "ModelInfer");
   if (absl::Now() > deadline) return done(Fail("ModelInfer", DeadlinePassed("its turn came")));
   absl::StatusOr<engine::ServedModel> served =
       models_->Serve(request.model_name(), request.model_version());
   if (!served.ok()) return done(Fail("ModelInfer", served.status()));
+  auto times = std::make_shared<CallTimes>();
+  times->arrived_ns = arrived;
+  done = Recorded(*served, times, std::move(done));
   response->set_model_version(std::to_string(served->version));
   if (!served->variants) {
     return RunAndAnswer(*served, *served->model, 0, nullptr, request, response, std::move(done),
-                        deadline);
+                        deadline, times.get());
   }
   // The variant for the request's shapes (and values of inputs that decide
   // shapes), compiled now if new.
@@ -203,7 +207,7 @@ void InferenceService::StartInfer(const inference::ModelInferRequest& request,
     if (absl::Status valid = served->variants->Check(*key); !valid.ok()) {
       return done(Fail("ModelInfer", valid));
     }
-    return SubmitToBatcher(*served, *key, request, response, std::move(done));
+    return SubmitToBatcher(*served, *key, request, response, std::move(done), times.get());
   }
   if (served->pads_new_batches && !served->variants->Peek(*key) &&
       served->variants->Check(*key).ok()) {
@@ -214,7 +218,7 @@ void InferenceService::StartInfer(const inference::ModelInferRequest& request,
     if (larger) {
       served->variants->CompileSoon(*key, models_->BackgroundSchedule());
       return RunAndAnswer(*served, *larger->model, larger->rows, &*key, request, response,
-                          std::move(done), deadline);
+                          std::move(done), deadline, times.get());
     }
   }
   absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> variant = served->variants->Get(*key);
@@ -222,7 +226,24 @@ void InferenceService::StartInfer(const inference::ModelInferRequest& request,
   if (absl::Now() > deadline) {
     return done(Fail("ModelInfer", DeadlinePassed("its shape finished compiling")));
   }
-  RunAndAnswer(*served, **variant, 0, &*key, request, response, std::move(done), deadline);
+  RunAndAnswer(*served, **variant, 0, &*key, request, response, std::move(done), deadline,
+               times.get());
+}
+
+InferenceService::InferDone InferenceService::Recorded(const engine::ServedModel& served,
+                                                       std::shared_ptr<CallTimes> times,
+                                                       InferDone done) {
+  return [stats = &models_->inference_stats(), name = served.name, version = served.version,
+          times = std::move(times), done = std::move(done)](const grpc::Status& status) {
+    const int64_t total_ns = SteadyNowNs() - times->arrived_ns;
+    if (status.ok()) {
+      times->times.total_ns = total_ns;
+      stats->RecordSuccess(name, version, times->times);
+    } else {
+      stats->RecordFailure(name, version, total_ns);
+    }
+    done(status);
+  };
 }
 
 absl::StatusOr<std::vector<runtime::Tensor>> InferenceService::DecodeAtShapes(
@@ -244,7 +265,7 @@ void InferenceService::RunAndAnswer(const engine::ServedModel& served,
                                     const std::vector<std::vector<int64_t>>* shapes,
                                     const inference::ModelInferRequest& request,
                                     inference::ModelInferResponse* response, InferDone done,
-                                    absl::Time deadline) {
+                                    absl::Time deadline, CallTimes* times) {
   const int64_t start = SteadyNowNs();
   const Program& program = model.program();
   absl::StatusOr<std::vector<runtime::Tensor>> inputs =
@@ -265,8 +286,18 @@ void InferenceService::RunAndAnswer(const engine::ServedModel& served,
   absl::Status encoded = Answer(program, request, *std::move(result), response);
   if (!encoded.ok()) return done(Fail("ModelInfer", encoded));
   const int64_t rows = RequestRows(*inputs);
-  served.batch_stats->RecordExecution(rows, decoded - start, ran - decoded, SteadyNowNs() - ran,
+  const int64_t answered = SteadyNowNs();
+  served.batch_stats->RecordExecution(rows, decoded - start, ran - decoded, answered - ran,
                                       padded_rows > 0 ? padded_rows - rows : 0);
+  // Triton's counts: a model whose dim 0 is no batch dim runs one "row".
+  const int64_t batch = served.batcher || served.pads_new_batches ? rows : 1;
+  times->times.queue_ns = start - times->arrived_ns;
+  times->times.compute_input_ns = decoded - start;
+  times->times.compute_infer_ns = ran - decoded;
+  times->times.compute_output_ns = answered - ran;
+  times->times.rows = batch;
+  models_->inference_stats().RecordExecution(
+      served.name, served.version, {batch, decoded - start, ran - decoded, answered - ran});
   done(grpc::Status::OK);
 }
 
@@ -283,7 +314,7 @@ void InferenceService::SubmitToBatcher(const engine::ServedModel& served,
                                        const std::vector<std::vector<int64_t>>& shapes,
                                        const inference::ModelInferRequest& request,
                                        inference::ModelInferResponse* response,
-                                       InferDone done) {
+                                       InferDone done, CallTimes* times) {
   // The load-time variant's program names the inputs, dtypes and outputs
   // (every variant shares them); the shapes are the request's, checked.
   absl::StatusOr<std::vector<runtime::Tensor>> inputs =
@@ -291,10 +322,22 @@ void InferenceService::SubmitToBatcher(const engine::ServedModel& served,
   if (!inputs.ok()) return done(Fail("ModelInfer", inputs.status()));
   // The callback holds the model, not the served entry: dropping the last
   // reference to the batcher from its own thread is what it must not do.
-  served.batcher->Submit(
+  // `times` lives as long as `done`, which owns it.
+  times->times.rows = RequestRows(*inputs);
+  served.batcher->SubmitTimed(
       *std::move(inputs),
-      [model = served.model, &request, response,
-       done = std::move(done)](absl::StatusOr<runtime::RunResult> result) {
+      [model = served.model, &request, response, done = std::move(done), times,
+       stats = &models_->inference_stats(), name = served.name, version = served.version](
+          absl::StatusOr<runtime::RunResult> result, const engine::BatchTiming& timing) {
+        times->times.queue_ns = timing.queue_ns;
+        times->times.compute_input_ns = timing.compute_input_ns;
+        times->times.compute_infer_ns = timing.compute_infer_ns;
+        times->times.compute_output_ns = timing.compute_output_ns;
+        if (timing.first_in_batch) {
+          stats->RecordExecution(name, version,
+                                 {timing.batch_rows, timing.compute_input_ns,
+                                  timing.compute_infer_ns, timing.compute_output_ns});
+        }
         if (!result.ok()) return done(Fail("ModelInfer", result.status()));
         absl::Status encoded = Answer(model->program(), request, *std::move(result), response);
         if (!encoded.ok()) return done(Fail("ModelInfer", encoded));

@@ -67,6 +67,12 @@ class InferenceService : public inference::GRPCInferenceService::Service {
   }
 
  private:
+  // A call's statistics as it runs (engine/inference_statistics.h).
+  struct CallTimes {
+    int64_t arrived_ns = 0;  // SteadyNowNs
+    engine::RequestTimes times;
+  };
+
   // Fills the response's header and outputs.
   static absl::Status Answer(const Program& program, const inference::ModelInferRequest& request,
                              runtime::RunResult result, inference::ModelInferResponse* response);
@@ -78,17 +84,23 @@ class InferenceService : public inference::GRPCInferenceService::Service {
       const inference::ModelInferRequest& request);
   // Decodes, runs `model` (padded to `padded_rows` rows when > 0: a batch
   // size not compiled yet, served from a larger one), answers, records.
+  // `times` (the call's statistics) gets the phases' times.
   void RunAndAnswer(const engine::ServedModel& served, runtime::CompiledModel& model,
                     int64_t padded_rows, const std::vector<std::vector<int64_t>>* shapes,
                     const inference::ModelInferRequest& request,
                     inference::ModelInferResponse* response, InferDone done,
-                    absl::Time deadline);
+                    absl::Time deadline, CallTimes* times);
+  // `done` that first records the call in the model's statistics (what
+  // ModelStatistics answers), from `times` as the call filled it.
+  InferDone Recorded(const engine::ServedModel& served, std::shared_ptr<CallTimes> times,
+                     InferDone done);
   // StartInfer for a model with dynamic batching: decode, queue, answer
   // from the batcher's thread. `shapes` in the signature's order, checked.
   void SubmitToBatcher(const engine::ServedModel& served,
                        const std::vector<std::vector<int64_t>>& shapes,
                        const inference::ModelInferRequest& request,
-                       inference::ModelInferResponse* response, InferDone done);
+                       inference::ModelInferResponse* response, InferDone done,
+                       CallTimes* times);
 
   std::shared_ptr<const TokenTable> tokens_;
   engine::ModelManager* models_ = nullptr;
