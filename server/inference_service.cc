@@ -10,6 +10,7 @@
 #include "server/call_auth.h"
 #include "server/cpu_affinity.h"
 #include "server/infer_request.h"
+#include "server/model_tensors.h"
 #include "server/status_conversion.h"
 
 namespace kiln::server {
@@ -59,53 +60,16 @@ grpc::Status InferenceService::ModelMetadata(grpc::ServerContext* context,
   if (!served.ok()) return Fail("ModelMetadata", served.status());
   response->set_name(request->name());
   response->add_versions(std::to_string(served->version));
-  response->set_platform("kiln");
-  if (!served->model) {
-    // Nothing compiled yet (inputs decide shapes): the model as declared.
-    auto fill = [](const TensorSignature& sig,
-                   inference::ModelMetadataResponse::TensorMetadata* t) {
-      t->set_name(sig.name);
-      t->set_datatype(DatatypeName(sig.dtype));
-      for (int64_t d : sig.dims) t->add_shape(d);
-    };
-    for (const TensorSignature& in : served->variants->signature().inputs) {
-      fill(in, response->add_inputs());
-    }
-    for (const TensorSignature& out : served->variants->signature().outputs) {
-      fill(out, response->add_outputs());
-    }
-    return grpc::Status::OK;
-  }
-  const Program& p = served->model->program();
-  // A model with symbolic dims reports them as -1, as KServe clients expect.
-  const ModelSignature* signature =
-      served->variants ? &served->variants->signature() : nullptr;
-  auto dims_of = [&](const std::vector<TensorSignature>* declared, size_t i,
-                     const std::vector<int64_t>& compiled) {
-    if (declared != nullptr && i < declared->size() && (*declared)[i].has_shape &&
-        (*declared)[i].dims.size() == compiled.size()) {
-      return (*declared)[i].dims;
-    }
-    return compiled;
+  response->set_platform(kPlatform);
+  const ModelTensors tensors = TensorsOf(*served);
+  auto fill = [](const TensorDescription& d,
+                 inference::ModelMetadataResponse::TensorMetadata* t) {
+    t->set_name(d.name);
+    t->set_datatype(DatatypeName(d.dtype));
+    for (int64_t dim : d.dims) t->add_shape(dim);
   };
-  for (size_t i = 0; i < p.inputs.size(); ++i) {
-    const ValueSpec& v = p.values[p.inputs[i]];
-    auto* t = response->add_inputs();
-    t->set_name(v.name);
-    t->set_datatype(DatatypeName(v.type.dtype));
-    for (int64_t d : dims_of(signature ? &signature->inputs : nullptr, i, v.type.shape)) {
-      t->add_shape(d);
-    }
-  }
-  for (size_t i = 0; i < p.outputs.size(); ++i) {
-    const ValueSpec& v = p.values[p.outputs[i]];
-    auto* t = response->add_outputs();
-    t->set_name(p.output_names[i]);
-    t->set_datatype(DatatypeName(v.type.dtype));
-    for (int64_t d : dims_of(signature ? &signature->outputs : nullptr, i, v.type.shape)) {
-      t->add_shape(d);
-    }
-  }
+  for (const TensorDescription& in : tensors.inputs) fill(in, response->add_inputs());
+  for (const TensorDescription& out : tensors.outputs) fill(out, response->add_outputs());
   return grpc::Status::OK;
 }
 

@@ -12,6 +12,11 @@
 
 namespace kiln::server {
 
+// What ModelMetadata and ModelConfig say runs Kiln's models: Kiln's JIT, not
+// ONNX Runtime, whatever format the model came in; a client that branched
+// on "onnxruntime_onnx" would expect ONNX Runtime's behaviour.
+inline constexpr char kPlatform[] = "kiln";
+
 class InferenceService : public inference::GRPCInferenceService::Service {
  public:
   // `inference_cpus`: the CPUs ModelInfer's threads are bound to (see
@@ -31,6 +36,13 @@ class InferenceService : public inference::GRPCInferenceService::Service {
                              inference::ModelMetadataResponse* response) override;
   grpc::Status ModelInfer(grpc::ServerContext*, const inference::ModelInferRequest* request,
                           inference::ModelInferResponse* response) override;
+  // Each in a file of its own: model_statistics_rpc.cc, model_config_rpc.cc.
+  grpc::Status ModelStatistics(grpc::ServerContext* context,
+                               const inference::ModelStatisticsRequest* request,
+                               inference::ModelStatisticsResponse* response) override;
+  grpc::Status ModelConfig(grpc::ServerContext* context,
+                           const inference::ModelConfigRequest* request,
+                           inference::ModelConfigResponse* response) override;
 
   // ModelInfer's work, for the sync method above and the spinning loop's
   // async one (infer_spin_loop.h). `done` gets the call's status once
