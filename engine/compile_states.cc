@@ -62,4 +62,16 @@ absl::Status CompileStates::WhyNotServed(const std::string& name) const {
       absl::StrCat("unknown model '", name, "'; ListModels shows the loaded ones"));
 }
 
+std::vector<std::string> CompileStates::Compiling() const {
+  absl::MutexLock lock(&mutex_);
+  std::vector<std::string> names;
+  for (const auto& [name, count] : compiling_) names.push_back(name);
+  return names;
+}
+
+std::map<std::string, std::string> CompileStates::Failures() const {
+  absl::MutexLock lock(&mutex_);
+  return failures_;
+}
+
 }  // namespace kiln::engine

@@ -9,6 +9,7 @@
 #include <deque>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
@@ -46,6 +47,10 @@ class CompileStates {
   // runs; FailedPrecondition with the diagnostic after its compile failed;
   // NotFound otherwise.
   absl::Status WhyNotServed(const std::string& name) const;
+  // Names compiling now, and names whose last compile failed with their
+  // diagnostic (what RepositoryIndex lists as LOADING and UNAVAILABLE).
+  std::vector<std::string> Compiling() const;
+  std::map<std::string, std::string> Failures() const;
 
  private:
   void End(const std::string& name);

@@ -332,30 +332,48 @@ int CompilerService::LoadRepository(const std::string& dir) {
   }
   int loaded = 0;
   for (const RepositoryModel& model : *models) {
-    absl::StatusOr<kiln::v1::CompileModelRequest> request =
-        RepositoryRequest(dir, model, limits_.max_upload_bytes);
-    if (!request.ok()) {
-      models_->states().Failed(model.name, request.status());
-      Fail("LoadRepository", request.status());
-      continue;
+    absl::Status s = LoadFromRepository(dir, model);
+    if (s.ok()) {
+      ++loaded;
+    } else {
+      Fail("LoadRepository", s);
     }
-    request->set_version(model.version);
-    request->set_replace(true);
-    absl::StatusOr<kiln::v1::CompileModelResponse> compiled =
-        Compile(*request, nullptr, absl::InfiniteFuture(), nullptr, ModelDirectory(model));
-    if (!compiled.ok()) {
-      Fail("LoadRepository", absl::Status(compiled.status().code(),
-                                          absl::StrCat("model '", model.name, "' version ",
-                                                       model.version, ": ",
-                                                       compiled.status().message())));
-      continue;
-    }
-    std::cerr << "kiln-server: loaded " << model.name << " version " << model.version
-              << " from the repository (" << compiled->report().kernels_size()
-              << " kernels)\n";
-    ++loaded;
   }
   return loaded;
+}
+
+absl::Status CompilerService::LoadRepositoryModel(const std::string& dir,
+                                                  const std::string& name) {
+  absl::StatusOr<std::vector<RepositoryModel>> models = ScanRepository(dir);
+  if (!models.ok()) return models.status();
+  for (const RepositoryModel& model : *models) {
+    if (model.name == name) return LoadFromRepository(dir, model);
+  }
+  return absl::NotFoundError(absl::StrCat("the model repository ", dir,
+                                          " holds no model '", name,
+                                          "' (DIR/NAME/VERSION/model.onnx, .pb or .pbtxt)"));
+}
+
+absl::Status CompilerService::LoadFromRepository(const std::string& dir,
+                                                 const RepositoryModel& model) {
+  absl::StatusOr<kiln::v1::CompileModelRequest> request =
+      RepositoryRequest(dir, model, limits_.max_upload_bytes);
+  if (!request.ok()) {
+    models_->states().Failed(model.name, request.status());
+    return request.status();
+  }
+  request->set_version(model.version);
+  request->set_replace(true);
+  absl::StatusOr<kiln::v1::CompileModelResponse> compiled =
+      Compile(*request, nullptr, absl::InfiniteFuture(), nullptr, ModelDirectory(model));
+  if (!compiled.ok()) {
+    return absl::Status(compiled.status().code(),
+                        absl::StrCat("model '", model.name, "' version ", model.version, ": ",
+                                     compiled.status().message()));
+  }
+  std::cerr << "kiln-server: loaded " << model.name << " version " << model.version
+            << " from the repository (" << compiled->report().kernels_size() << " kernels)\n";
+  return absl::OkStatus();
 }
 
 grpc::Status CompilerService::CompileModel(grpc::ServerContext* context,

@@ -8,6 +8,7 @@
 #include "proto/kiln_service.grpc.pb.h"
 #include "engine/model_manager.h"
 #include "server/compile_slots.h"
+#include "server/model_repository.h"
 #include "server/token_table.h"
 
 namespace kiln::server {
@@ -40,6 +41,10 @@ class CompilerService final : public kiln::v1::Compiler::Service {
   // each under its name and version; failures are logged and remembered
   // for the calls that look for the name. Returns how many loaded.
   int LoadRepository(const std::string& dir);
+  // Compiles the model `name` of the repository at `dir` (its highest
+  // version), as LoadRepository does: NotFound when the repository holds no
+  // such model, else the compile's status (not logged: the caller's to).
+  absl::Status LoadRepositoryModel(const std::string& dir, const std::string& name);
 
   grpc::Status CompileModel(grpc::ServerContext*, const kiln::v1::CompileModelRequest* request,
                             kiln::v1::CompileModelResponse* response) override;
@@ -68,6 +73,8 @@ class CompilerService final : public kiln::v1::Compiler::Service {
                              kiln::v1::GetServerInfoResponse* response) override;
 
  private:
+  // One model of the repository compiled; its success logged.
+  absl::Status LoadFromRepository(const std::string& dir, const RepositoryModel& model);
   // CompileModel and CompileModelStream share this; `events` may be null.
   // `stop`: whether the caller has gone or its deadline passed, asked
   // between passes and kernels; the compile then ends and loads nothing.

@@ -3,14 +3,19 @@
 #define KILN_SERVER_INFERENCE_SERVICE_H_
 
 #include <functional>
+#include <set>
+#include <string>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/grpc_service.grpc.pb.h"
 #include "engine/model_manager.h"
 #include "server/token_table.h"
 
 namespace kiln::server {
+
+class CompilerService;
 
 // What ModelMetadata and ModelConfig say runs Kiln's models: Kiln's JIT, not
 // ONNX Runtime, whatever format the model came in; a client that branched
@@ -36,13 +41,23 @@ class InferenceService : public inference::GRPCInferenceService::Service {
                              inference::ModelMetadataResponse* response) override;
   grpc::Status ModelInfer(grpc::ServerContext*, const inference::ModelInferRequest* request,
                           inference::ModelInferResponse* response) override;
-  // Each in a file of its own: model_statistics_rpc.cc, model_config_rpc.cc.
+  // Each in a file of its own: model_statistics_rpc.cc, model_config_rpc.cc,
+  // repository_rpcs.cc.
   grpc::Status ModelStatistics(grpc::ServerContext* context,
                                const inference::ModelStatisticsRequest* request,
                                inference::ModelStatisticsResponse* response) override;
   grpc::Status ModelConfig(grpc::ServerContext* context,
                            const inference::ModelConfigRequest* request,
                            inference::ModelConfigResponse* response) override;
+  grpc::Status RepositoryIndex(grpc::ServerContext* context,
+                               const inference::RepositoryIndexRequest* request,
+                               inference::RepositoryIndexResponse* response) override;
+  grpc::Status RepositoryModelLoad(grpc::ServerContext* context,
+                                   const inference::RepositoryModelLoadRequest* request,
+                                   inference::RepositoryModelLoadResponse*) override;
+  grpc::Status RepositoryModelUnload(grpc::ServerContext* context,
+                                     const inference::RepositoryModelUnloadRequest* request,
+                                     inference::RepositoryModelUnloadResponse*) override;
 
   // ModelInfer's work, for the sync method above and the spinning loop's
   // async one (infer_spin_loop.h). `done` gets the call's status once
@@ -63,6 +78,14 @@ class InferenceService : public inference::GRPCInferenceService::Service {
   // (a first-use compile, a large model) to workers, so they do not hold
   // up the calls behind them.
   bool AnswersQuickly(const inference::ModelInferRequest& request, int64_t budget_ns) const;
+
+  // The repository the Repository* RPCs load from (--model-repository;
+  // empty: none) and the service that compiles its models. Before the
+  // server starts.
+  void set_repository(std::string dir, CompilerService* compiler) {
+    repository_ = std::move(dir);
+    compiler_ = compiler;
+  }
 
   // Calls must carry a token of `tokens` (null: none needed). Before the
   // server starts.
@@ -116,6 +139,12 @@ class InferenceService : public inference::GRPCInferenceService::Service {
 
   std::shared_ptr<const TokenTable> tokens_;
   engine::ModelManager* models_ = nullptr;
+  std::string repository_;
+  CompilerService* compiler_ = nullptr;
+  // Names RepositoryModelUnload unloaded and nothing loaded since:
+  // RepositoryIndex lists them UNAVAILABLE, "unloaded", as Triton does.
+  absl::Mutex unloaded_mutex_;
+  std::set<std::string> unloaded_ ABSL_GUARDED_BY(unloaded_mutex_);
   std::vector<int> inference_cpus_;
 };
 

@@ -85,6 +85,7 @@ class KilnServerImpl final : public KilnServer {
       inference_ = std::make_unique<InferenceService>(models_.get(), options.inference_cpus);
     }
     inference_->set_tokens(tokens);
+    inference_->set_repository(options.model_repository, &compiler_);
     compiler_.set_tokens(tokens);
     builder.RegisterService(inference_.get());
     builder.RegisterService(&compiler_);

@@ -134,8 +134,22 @@ TEST_F(ModelStatisticsTest, CountsSuccessesFailuresRowsAndRunsPerBatchSize) {
   EXPECT_EQ(s.batch_stats(1).compute_output().count(), 2u);
   // Its load compiled or found its kernels: six dense/relu/softmax groups
   // at most, at least one.
-  EXPECT_GE(i.cache_hit().count() + i.cache_miss().count(), 1u);
+  const uint64_t kernels = i.cache_hit().count() + i.cache_miss().count();
+  EXPECT_GE(kernels, 1u);
 
+  // Loading it again finds every kernel in the cache; the counts go on.
+  {
+    inference::RepositoryModelLoadRequest load;
+    load.set_model_name("stats_mlp");
+    inference::RepositoryModelLoadResponse loaded;
+    grpc::ClientContext ctx;
+    grpc::Status st = inference_->RepositoryModelLoad(&ctx, load, &loaded);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  const inference::ModelStatistics again = Statistics("stats_mlp");
+  EXPECT_EQ(again.inference_stats().cache_hit().count(), i.cache_hit().count() + kernels);
+  EXPECT_EQ(again.inference_stats().cache_miss().count(), i.cache_miss().count());
+  EXPECT_EQ(again.inference_stats().success().count(), 3u);
 }
 
 // Dynamic batching: five concurrent requests of 8 rows in all run as one
