@@ -42,7 +42,7 @@ class InferenceService : public inference::GRPCInferenceService::Service {
   grpc::Status ModelInfer(grpc::ServerContext*, const inference::ModelInferRequest* request,
                           inference::ModelInferResponse* response) override;
   // Each in a file of its own: model_statistics_rpc.cc, model_config_rpc.cc,
-  // repository_rpcs.cc.
+  // repository_rpcs.cc, stream_infer.cc.
   grpc::Status ModelStatistics(grpc::ServerContext* context,
                                const inference::ModelStatisticsRequest* request,
                                inference::ModelStatisticsResponse* response) override;
@@ -58,6 +58,10 @@ class InferenceService : public inference::GRPCInferenceService::Service {
   grpc::Status RepositoryModelUnload(grpc::ServerContext* context,
                                      const inference::RepositoryModelUnloadRequest* request,
                                      inference::RepositoryModelUnloadResponse*) override;
+  grpc::Status ModelStreamInfer(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<inference::ModelStreamInferResponse, inference::ModelInferRequest>*
+          stream) override;
 
   // ModelInfer's work, for the sync method above and the spinning loop's
   // async one (infer_spin_loop.h). `done` gets the call's status once
