@@ -24,7 +24,7 @@ grpc::Status InferenceService::ServerLive(grpc::ServerContext*,
 grpc::Status InferenceService::ServerReady(grpc::ServerContext*,
                                            const inference::ServerReadyRequest*,
                                            inference::ServerReadyResponse* response) {
-  response->set_ready(true);
+  response->set_ready(ready_.load());
   return grpc::Status::OK;
 }
 
@@ -46,7 +46,7 @@ grpc::Status InferenceService::ServerMetadata(grpc::ServerContext* context,
   }
   response->set_name("kiln");
   response->set_version(kKilnVersion);
-  response->add_extensions("kiln.profile");
+  for (const char* extension : kExtensions) response->add_extensions(extension);
   return grpc::Status::OK;
 }
 

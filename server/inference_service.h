@@ -2,6 +2,7 @@
 #ifndef KILN_SERVER_INFERENCE_SERVICE_H_
 #define KILN_SERVER_INFERENCE_SERVICE_H_
 
+#include <atomic>
 #include <functional>
 #include <set>
 #include <string>
@@ -21,6 +22,14 @@ class CompilerService;
 // ONNX Runtime, whatever format the model came in; a client that branched
 // on "onnxruntime_onnx" would expect ONNX Runtime's behaviour.
 inline constexpr char kPlatform[] = "kiln";
+
+// ServerMetadata's extensions: Triton's names for the ones Kiln implements
+// over gRPC (model_repository: RepositoryIndex/Load/Unload, with
+// unload_dependents accepted; model_configuration: ModelConfig; statistics:
+// ModelStatistics), and Kiln's own request parameter.
+inline constexpr const char* kExtensions[] = {
+    "model_repository", "model_repository(unload_dependents)", "model_configuration",
+    "statistics", "kiln.profile"};
 
 class InferenceService : public inference::GRPCInferenceService::Service {
  public:
@@ -91,6 +100,10 @@ class InferenceService : public inference::GRPCInferenceService::Service {
     compiler_ = compiler;
   }
 
+  // What ServerReady answers (and the health service follows): false
+  // until the server has started, and again from the start of shutdown.
+  void set_ready(bool ready) { ready_.store(ready); }
+
   // Calls must carry a token of `tokens` (null: none needed). Before the
   // server starts.
   void set_tokens(std::shared_ptr<const TokenTable> tokens) { tokens_ = std::move(tokens); }
@@ -143,6 +156,7 @@ class InferenceService : public inference::GRPCInferenceService::Service {
 
   std::shared_ptr<const TokenTable> tokens_;
   engine::ModelManager* models_ = nullptr;
+  std::atomic<bool> ready_{false};
   std::string repository_;
   CompilerService* compiler_ = nullptr;
   // Names RepositoryModelUnload unloaded and nothing loaded since:

@@ -10,6 +10,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "engine/model_manager.h"
@@ -58,6 +60,11 @@ class KilnServerImpl final : public KilnServer {
                 << ": anyone who reaches this port can compile and run models. Set "
                    "--tls-cert/--tls-key and --auth-tokens, or bind 127.0.0.1.\n";
     }
+    // grpc.health.v1.Health (gRPC's own, what Kubernetes' gRPC probes ask)
+    // and server reflection (what grpcurl asks): both hook into every
+    // builder made after these calls.
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
     grpc::ServerBuilder builder;
     builder.AddListeningPort(absl::StrCat(options.address, ":", options.port), *credentials,
                              &port_);
@@ -101,11 +108,13 @@ class KilnServerImpl final : public KilnServer {
                                                  options.port, " (is the port in use?)"));
     }
     if (spin_loop_) spin_loop_->Start();
+    SetServing(true);
     return absl::OkStatus();
   }
 
   int port() const override { return port_; }
   void Shutdown(absl::Duration grace) override {
+    SetServing(false);
     if (grace == absl::InfiniteDuration()) {
       server_->Shutdown();
     } else {
@@ -116,6 +125,19 @@ class KilnServerImpl final : public KilnServer {
   void Wait() override { server_->Wait(); }
 
  private:
+  // Health follows readiness: SERVING once every start-up model is loaded
+  // and the server listens, NOT_SERVING from the start of shutdown (the
+  // overall status "" and each service's name).
+  void SetServing(bool serving) {
+    inference_->set_ready(serving);
+    grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+    if (health == nullptr) return;
+    for (const char* service :
+         {"", "inference.GRPCInferenceService", "kiln.v1.Compiler"}) {
+      health->SetServingStatus(service, serving);
+    }
+  }
+
   std::unique_ptr<engine::ModelManager> models_;
   // ModelInfer on gRPC's sync threads, or (an AsyncInferenceService) on the
   // spin loop.
