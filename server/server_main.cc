@@ -12,7 +12,9 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/synchronization/mutex.h"
+#include "server/command_line.h"
 #include "server/cpu_affinity.h"
 #include "server/kiln_server.h"
 #include "server/usable_memory.h"
@@ -106,16 +108,23 @@ int main(int argc, char** argv) {
   // included) feeds a deadlock-detection graph: 2% of the server's CPU per
   // request in a profile. Release builds of Abseil skip it; so does Kiln.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  absl::SetProgramUsageMessage("kiln-server [--address A] [--port P] [--threads N]");
-  // Accept --cache-dir as well as Abseil's --cache_dir spelling.
-  std::vector<std::string> words(argv, argv + argc);
-  for (std::string& w : words) {
-    if (w.rfind("--", 0) != 0) continue;
-    const size_t end = std::min(w.find('='), w.size());
-    for (size_t i = 2; i < end; ++i) {
-      if (w[i] == '-') w[i] = '_';
-    }
+  absl::SetProgramUsageMessage(
+      "kiln-server [--flag=value ...] [--flagfile=FILE]\n\n"
+      "Serves models over gRPC: KServe v2 / Triton (inference.GRPCInferenceService) and\n"
+      "Kiln's own kiln.v1.Compiler. Flags may be spelled with dashes or underscores\n"
+      "(--model-repository or --model_repository), on the command line or one per line\n"
+      "in a --flagfile.");
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = kiln::server::IsServerFlagFile;
+  usage.contains_helpshort_flags = kiln::server::IsServerFlagFile;
+  absl::SetFlagsUsageConfig(usage);
+  absl::StatusOr<std::vector<std::string>> expanded =
+      kiln::server::ExpandCommandLine(std::vector<std::string>(argv, argv + argc));
+  if (!expanded.ok()) {
+    std::cerr << "kiln-server: " << expanded.status().message() << "\n";
+    return 2;
   }
+  std::vector<std::string> words = *std::move(expanded);
   std::vector<char*> normalized;
   for (std::string& w : words) normalized.push_back(w.data());
   absl::ParseCommandLine(static_cast<int>(normalized.size()), normalized.data());
