@@ -8,16 +8,19 @@
 //    to answer). A failure adds only to `fail`.
 //  - queue, compute_input, compute_infer, compute_output: per successful
 //    request. Requests batched together each add their batch's compute
-//    times (Triton does the same).
+//    times (Triton does the same). Queue is the wait before the run: for
+//    the batcher, for the request's shape to compile.
 //  - inference_count: rows (the batch dim) of the successful requests;
 //    execution_count: model runs. Four requests batched into one run add 4
 //    (or their rows) and 1.
 //  - batch_stats: per batch size (rows run, padding excluded), executions
 //    and their compute times.
-//  - cache_hit / cache_miss: the model's kernels that its compiles took
-//    from the kernel cache / compiled, with the time spent on them (loading
-//    a hit, compiling a miss). Triton's response cache has no counterpart
-//    in Kiln; its compile cache is what users tune.
+//  - cache_hit / cache_miss: the kernels the model's loads took from the
+//    kernel cache / compiled, with the time spent on them (loading a hit,
+//    compiling a miss); each load adds (a reload of the same version goes
+//    on counting). Shapes compiled later on first use are not counted.
+//    Triton's response cache has no counterpart in Kiln; its compile cache
+//    is what users tune.
 //  - last_inference: ms since the Unix epoch of the last request's answer.
 // Times are nanoseconds. Entries are per (name, version); a model's entries
 // are dropped when it is unloaded.

@@ -1,6 +1,8 @@
 // ModelStatistics and ModelConfig against a kiln-server process, asked as
 // Triton's Python client asks (get_inference_statistics, get_model_config):
-// the counts match the calls this test made, one by one.
+// the counts match the calls this test made, one by one. model_statistics_test
+// runs ModelInfer on the spin loop (the default), model_statistics_sync_test
+// on gRPC's sync threads (KILN_INFER_SPIN_US=0).
 #include <chrono>
 #include <thread>
 #include <tuple>
@@ -26,7 +28,11 @@ class ModelStatisticsTest : public ::testing::Test {
   static void SetUpTestSuite() {
     const std::string root = testing::TestTmpDir("model_statistics_test");
     const std::string repo = testing::WriteRepository(root, {"stats_mlp", "config_mlp"});
-    server_ = new ServerProcess(root + "/cache", {"--model-repository=" + repo});
+    std::vector<std::string> flags = {"--model-repository=" + repo};
+#ifdef KILN_INFER_SPIN_US
+    flags.push_back("--infer-spin-us=" + std::to_string(KILN_INFER_SPIN_US));
+#endif
+    server_ = new ServerProcess(root + "/cache", flags);
     ASSERT_GT(server_->port(), 0);
   }
   static void TearDownTestSuite() {
