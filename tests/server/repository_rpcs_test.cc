@@ -2,7 +2,11 @@
 // as Triton's Python client calls it (get_model_repository_index,
 // load_model, unload_model): states through a load/unload cycle, a model
 // whose compile fails, names the repository does not hold.
+#include <algorithm>
+#include <atomic>
 #include <map>
+#include <thread>
+#include <vector>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -185,6 +189,74 @@ TEST(RepositoryRpcsWithoutRepositoryTest, LoadIsFailedPreconditionIndexListsComp
   ASSERT_TRUE(inference->RepositoryIndex(&ctx2, inference::RepositoryIndexRequest(), &index).ok());
   ASSERT_EQ(index.models_size(), 1);
   EXPECT_EQ(index.models(0).name(), "mlp");
+  EXPECT_EQ(index.models(0).state(), "READY");
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// While a load compiles, the index says LOADING. The kernels are not kept
+// once unloaded (no disk cache, no memory kept beyond loaded models), so the
+// second load compiles for real while the index is polled.
+TEST(RepositoryLoadingTest, IndexSaysLoadingWhileTheLoadCompiles) {
+  const std::string root = testing::TestTmpDir("repository_loading_test");
+  const std::string repo = root + "/repo";
+  testing::WriteFile(repo + "/cnn/1/model.onnx",
+                     testing::ReadFile(std::string(testing::kOnnxData) + "small_cnn.onnx"));
+  ServerProcess server("none", {"--model-repository=" + repo, "--cache-memory-max-bytes=0"});
+  ASSERT_GT(server.port(), 0);
+  auto inference = inference::GRPCInferenceService::NewStub(ChannelTo(server));
+  auto call = [&](auto method, const auto& request, auto* response) {
+    grpc::ClientContext ctx;
+    return ((*inference).*method)(&ctx, request, response);
+  };
+  inference::RepositoryModelUnloadRequest unload;
+  unload.set_model_name("cnn");
+  inference::RepositoryModelUnloadResponse unloaded;
+  ASSERT_TRUE(call(&inference::GRPCInferenceService::Stub::RepositoryModelUnload, unload,
+                   &unloaded)
+                  .ok());
+
+  std::atomic<bool> load_done{false};
+  grpc::Status load_status;
+  std::thread loader([&] {
+    inference::RepositoryModelLoadRequest load;
+    load.set_model_name("cnn");
+    inference::RepositoryModelLoadResponse loaded;
+    load_status =
+        call(&inference::GRPCInferenceService::Stub::RepositoryModelLoad, load, &loaded);
+    load_done = true;
+  });
+  std::vector<std::string> sequence;  // the states seen, each change once
+  while (!load_done) {
+    inference::RepositoryIndexResponse index;
+    if (!call(&inference::GRPCInferenceService::Stub::RepositoryIndex,
+              inference::RepositoryIndexRequest(), &index)
+             .ok()) {
+      continue;
+    }
+    for (const Index& m : index.models()) {
+      if (m.name() != "cnn") continue;
+      if (sequence.empty() || sequence.back() != m.state()) sequence.push_back(m.state());
+    }
+  }
+  loader.join();
+  ASSERT_TRUE(load_status.ok()) << load_status.error_message();
+  EXPECT_THAT(sequence, ::testing::Contains("LOADING"))
+      << ::testing::PrintToString(sequence);
+  // Nothing after LOADING but READY.
+  auto loading = std::find(sequence.begin(), sequence.end(), "LOADING");
+  for (auto it = loading; it != sequence.end(); ++it) {
+    EXPECT_TRUE(*it == "LOADING" || *it == "READY") << *it;
+  }
+  inference::RepositoryIndexResponse index;
+  ASSERT_TRUE(call(&inference::GRPCInferenceService::Stub::RepositoryIndex,
+                   inference::RepositoryIndexRequest(), &index)
+                  .ok());
+  ASSERT_EQ(index.models_size(), 1);
   EXPECT_EQ(index.models(0).state(), "READY");
 }
 
