@@ -1,5 +1,8 @@
 #include "engine/inference_statistics.h"
 
+#include <cstdint>
+#include <iterator>
+
 #include "absl/time/clock.h"
 
 namespace kiln::engine {
@@ -59,6 +62,14 @@ void InferenceStatistics::RecordCompile(const std::string& name, int64_t version
 void InferenceStatistics::Forget(const std::string& name) {
   absl::MutexLock lock(&mutex_);
   entries_.erase(entries_.lower_bound({name, INT64_MIN}), entries_.upper_bound({name, INT64_MAX}));
+}
+
+void InferenceStatistics::KeepOnly(const std::string& name, int64_t version) {
+  absl::MutexLock lock(&mutex_);
+  for (auto it = entries_.lower_bound({name, INT64_MIN});
+       it != entries_.end() && it->first.first == name;) {
+    it = it->first.second == version ? std::next(it) : entries_.erase(it);
+  }
 }
 
 ModelStatsSnapshot InferenceStatistics::ToSnapshot(const Entry& entry) {

@@ -103,6 +103,10 @@ class InferenceStatistics {
                      StatDuration misses);
   // Drops every version of `name` (it was unloaded).
   void Forget(const std::string& name);
+  // Drops the versions of `name` other than `version` (it replaced them):
+  // a client replacing a model again and again holds one entry, not one
+  // per replacement.
+  void KeepOnly(const std::string& name, int64_t version);
 
   // The model's version; all zeros (with name and version set) before it
   // has any.

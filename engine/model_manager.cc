@@ -253,6 +253,7 @@ absl::StatusOr<CompileResult> ModelManager::CompileAndStore(
       misses.Add(static_cast<int64_t>(k.compile_ms * 1e6));
     }
   }
+  inference_stats_.KeepOnly(name, *version);
   inference_stats_.RecordCompile(name, *version, hits, misses);
   return report;
 }

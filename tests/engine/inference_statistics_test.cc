@@ -63,5 +63,17 @@ TEST(InferenceStatisticsTest, KeepsVersionsApartAndForgetsUnloadedModels) {
   EXPECT_EQ(gone.success.count, 0);
 }
 
+TEST(InferenceStatisticsTest, KeepOnlyDropsTheOtherVersionsOfOneName) {
+  InferenceStatistics stats;
+  for (int64_t v : {1, 2, 3}) stats.RecordSuccess("m", v, {});
+  stats.RecordSuccess("m2", 1, {});
+  stats.RecordSuccess("l", 1, {});
+  stats.KeepOnly("m", 2);
+  std::vector<std::pair<std::string, int64_t>> left;
+  for (const ModelStatsSnapshot& s : stats.Snapshot()) left.emplace_back(s.name, s.version);
+  EXPECT_EQ(left, (std::vector<std::pair<std::string, int64_t>>{{"l", 1}, {"m", 2}, {"m2", 1}}));
+  EXPECT_EQ(stats.Get("m", 2).success.count, 1);
+}
+
 }  // namespace
 }  // namespace kiln::engine
