@@ -1,7 +1,8 @@
 // ModelStreamInfer against a kiln-server process, as Triton's Python client's
 // stream_infer uses it: requests with ids on one stream, good and bad
 // interleaved; the answers come in order, each bad one as error_message, and
-// the stream goes on.
+// the stream goes on; requests of one stream batch together.
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,61 @@ TEST(StreamInferTest, OneAtATime) {
   }
   ASSERT_TRUE(stream->WritesDone());
   EXPECT_TRUE(stream->Finish().ok());
+}
+
+// Requests on one stream batch together: eight one-row requests for a model
+// batching to 8 with a 10 s delay (the most it takes) run as one batch at once. Answered one
+// after another, each would have waited out the delay alone.
+TEST(StreamInferTest, RequestsOnOneStreamBatchTogether) {
+  const std::string root = testing::TestTmpDir("stream_infer_batching");
+  ServerProcess server(root + "/cache");
+  ASSERT_GT(server.port(), 0);
+  auto channel = ChannelTo(server);
+  auto compiler = kiln::v1::Compiler::NewStub(channel);
+  kiln::v1::CompileModelRequest compile;
+  compile.set_model_name("batched");
+  compile.set_onnx_model(testing::ReadFile(std::string(testing::kOnnxData) + "mlp_dynamic.onnx"));
+  kiln::v1::DynamicBatching* batching = compile.mutable_options()->mutable_dynamic_batching();
+  batching->set_max_batch_size(8);
+  batching->add_preferred_batch_size(8);
+  batching->set_max_queue_delay_microseconds(10'000'000);
+  {
+    grpc::ClientContext ctx;
+    kiln::v1::CompileModelResponse compiled;
+    grpc::Status s = compiler->CompileModel(&ctx, compile, &compiled);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  auto inference = inference::GRPCInferenceService::NewStub(channel);
+  const auto start = std::chrono::steady_clock::now();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(15));
+  auto stream = inference->ModelStreamInfer(&ctx);
+  // Rows 0..6 and row 0 again: 8 rows, one request each.
+  for (int64_t i = 0; i < 8; ++i) {
+    ASSERT_TRUE(stream->Write(MlpRowsRequest("batched", i % 7, 1, std::to_string(i))));
+  }
+  for (int64_t i = 0; i < 8; ++i) {
+    SCOPED_TRACE(i);
+    inference::ModelStreamInferResponse answer;
+    ASSERT_TRUE(stream->Read(&answer));
+    EXPECT_EQ(answer.error_message(), "");
+    EXPECT_EQ(answer.infer_response().id(), std::to_string(i));
+    ExpectMlpRows(answer.infer_response(), i % 7, 1);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  ASSERT_TRUE(stream->WritesDone());
+  EXPECT_TRUE(stream->Finish().ok());
+
+  inference::ModelStatisticsRequest request;
+  request.set_name("batched");
+  inference::ModelStatisticsResponse stats;
+  grpc::ClientContext stats_ctx;
+  ASSERT_TRUE(inference->ModelStatistics(&stats_ctx, request, &stats).ok());
+  ASSERT_EQ(stats.model_stats_size(), 1);
+  EXPECT_EQ(stats.model_stats(0).inference_stats().success().count(), 8u);
+  EXPECT_EQ(stats.model_stats(0).execution_count(), 1u);
+  ASSERT_EQ(stats.model_stats(0).batch_stats_size(), 1);
+  EXPECT_EQ(stats.model_stats(0).batch_stats(0).batch_size(), 8u);
 }
 
 }  // namespace
