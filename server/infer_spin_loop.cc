@@ -3,6 +3,7 @@
 #include <deque>
 #include <functional>
 
+#include "common/ms_since.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "server/call_auth.h"
 #include "server/status_conversion.h"
@@ -158,6 +159,7 @@ void InferSpinLoop::Run() {
       delete call;
       continue;
     }
+    const int64_t arrived = SteadyNowNs();
     if (accepting) RequestNextCall();
     {
       absl::MutexLock lock(&in_flight_mutex_);
@@ -183,11 +185,11 @@ void InferSpinLoop::Run() {
     }
     if (service_->AnswersQuickly(call->request, inline_budget_ns_)) {
       service_->StartInfer(call->request, &call->response, std::move(done),
-                           absl::FromChrono(call->context.deadline()));
+                           absl::FromChrono(call->context.deadline()), arrived);
     } else {
-      workers_->Run([this, call, done = std::move(done)]() mutable {
+      workers_->Run([this, call, arrived, done = std::move(done)]() mutable {
         service_->StartInfer(call->request, &call->response, std::move(done),
-                             absl::FromChrono(call->context.deadline()));
+                             absl::FromChrono(call->context.deadline()), arrived);
       });
     }
     last_call = Clock::now();

@@ -147,8 +147,8 @@ absl::Status DeadlinePassed(const char* before) {
 
 void InferenceService::StartInfer(const inference::ModelInferRequest& request,
                                   inference::ModelInferResponse* response, InferDone done,
-                                  absl::Time deadline) {
-  const int64_t arrived = SteadyNowNs();
+                                  absl::Time deadline, int64_t arrived_ns) {
+  const int64_t arrived = arrived_ns > 0 ? arrived_ns : SteadyNowNs();
   BindHandlerThreadOrWarn(inference_cpus_, "ModelInfer");
   if (absl::Now() > deadline) return done(Fail("ModelInfer", DeadlinePassed("its turn came")));
   absl::StatusOr<engine::ServedModel> served =

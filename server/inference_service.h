@@ -78,11 +78,14 @@ class InferenceService : public inference::GRPCInferenceService::Service {
   // batching on its batcher's; `request` and `response` must live till then.
   // A call whose `deadline` passes before its model runs (waiting for a
   // worker or for its shape's compile) is answered DEADLINE_EXCEEDED without
-  // running; a compile it started goes on and is kept.
+  // running; a compile it started goes on and is kept. `arrived_ns`
+  // (SteadyNowNs; 0: now) is when the call came, for its queue time in the
+  // model's statistics: a caller that held it first (the spin loop's
+  // workers' queue) says so.
   using InferDone = std::function<void(const grpc::Status&)>;
   void StartInfer(const inference::ModelInferRequest& request,
                   inference::ModelInferResponse* response, InferDone done,
-                  absl::Time deadline = absl::InfiniteFuture());
+                  absl::Time deadline = absl::InfiniteFuture(), int64_t arrived_ns = 0);
 
   // Whether StartInfer would return within about `budget_ns`: the model
   // (its variant for the request's shapes) is compiled and its last run
