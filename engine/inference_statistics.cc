@@ -49,8 +49,8 @@ void InferenceStatistics::RecordExecution(const std::string& name, int64_t versi
   b.compute_output.Add(times.compute_output_ns);
 }
 
-void InferenceStatistics::RecordCompile(const std::string& name, int64_t version,
-                                        StatDuration hits, StatDuration misses) {
+void InferenceStatistics::RecordCompile(const std::string& name, int64_t version, StatDuration hits,
+                                        StatDuration misses) {
   absl::MutexLock lock(&mutex_);
   ModelStatsSnapshot& s = At(name, version).stats;
   s.cache_hit.count += hits.count;

@@ -76,8 +76,8 @@ struct ModelStatsSnapshot {
 
 // Where one successful request's time went.
 struct RequestTimes {
-  int64_t total_ns = 0;   // arrival to answer
-  int64_t queue_ns = 0;   // waiting: for a worker, its shape's compile, its batch
+  int64_t total_ns = 0;  // arrival to answer
+  int64_t queue_ns = 0;  // waiting: for a worker, its shape's compile, its batch
   int64_t compute_input_ns = 0;
   int64_t compute_infer_ns = 0;
   int64_t compute_output_ns = 0;

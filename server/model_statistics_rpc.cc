@@ -50,8 +50,7 @@ grpc::Status InferenceService::ModelStatistics(grpc::ServerContext* context,
   const engine::InferenceStatistics& stats = models_->inference_stats();
   if (request->name().empty()) {
     if (!request->version().empty()) {
-      return Fail("ModelStatistics",
-                  absl::InvalidArgumentError("a version without a model name"));
+      return Fail("ModelStatistics", absl::InvalidArgumentError("a version without a model name"));
     }
     // Every served model, each at the version it serves (Kiln serves one).
     for (const engine::ServedModel& served : models_->List()) {

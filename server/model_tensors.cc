@@ -31,8 +31,8 @@ ModelTensors TensorsOf(const engine::ServedModel& served) {
   const ModelSignature* signature = served.variants ? &served.variants->signature() : nullptr;
   for (size_t i = 0; i < p.inputs.size(); ++i) {
     const ValueSpec& v = p.values[p.inputs[i]];
-    out.inputs.push_back({v.name, v.type.dtype,
-                          DimsOf(signature ? &signature->inputs : nullptr, i, v.type.shape)});
+    out.inputs.push_back(
+        {v.name, v.type.dtype, DimsOf(signature ? &signature->inputs : nullptr, i, v.type.shape)});
   }
   for (size_t i = 0; i < p.outputs.size(); ++i) {
     const ValueSpec& v = p.values[p.outputs[i]];

@@ -28,9 +28,9 @@ template <typename Request>
 absl::Status CheckParameters(const Request& request, const char* what) {
   for (const auto& [key, value] : request.parameters()) {
     if (!Ignorable(key)) {
-      return absl::UnimplementedError(absl::StrCat(
-          what, " takes no parameter '", key,
-          "' in Kiln (a model's files and options come from the repository)"));
+      return absl::UnimplementedError(
+          absl::StrCat(what, " takes no parameter '", key,
+                       "' in Kiln (a model's files and options come from the repository)"));
     }
   }
   return absl::OkStatus();

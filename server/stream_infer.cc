@@ -48,8 +48,7 @@ grpc::Status InferenceService::ModelStreamInfer(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<inference::ModelStreamInferResponse, inference::ModelInferRequest>*
         stream) {
-  if (grpc::Status a = Authorize(tokens(), *context, Scope::kInfer, "ModelStreamInfer");
-      !a.ok()) {
+  if (grpc::Status a = Authorize(tokens(), *context, Scope::kInfer, "ModelStreamInfer"); !a.ok()) {
     return a;
   }
   absl::Mutex mutex;
@@ -84,9 +83,7 @@ grpc::Status InferenceService::ModelStreamInfer(
     StreamCall* started = call.get();
     {
       absl::MutexLock lock(&mutex);
-      auto room = [&]() ABSL_SHARED_LOCKS_REQUIRED(mutex) {
-        return calls.size() < kMaxInFlight;
-      };
+      auto room = [&]() ABSL_SHARED_LOCKS_REQUIRED(mutex) { return calls.size() < kMaxInFlight; };
       mutex.Await(absl::Condition(&room));
       calls.push_back(std::move(call));
     }

@@ -48,8 +48,8 @@ void AddMessage(const Descriptor* m, std::vector<std::string>* out) {
     if (f->enum_type() != nullptr) type_name = f->enum_type()->full_name();
     const auto* oneof = f->real_containing_oneof();
     out->push_back(absl::StrCat("field ", f->full_name(), " ", f->number(), " ", f->type_name(),
-                                " ", (f->is_repeated() ? "repeated" : "optional"), " ", type_name, " ",
-                                oneof != nullptr ? oneof->name() : "-"));
+                                " ", (f->is_repeated() ? "repeated" : "optional"), " ", type_name,
+                                " ", oneof != nullptr ? oneof->name() : "-"));
   }
   for (int i = 0; i < m->nested_type_count(); ++i) AddMessage(m->nested_type(i), out);
   for (int i = 0; i < m->enum_type_count(); ++i) AddEnum(m->enum_type(i), out);
@@ -100,9 +100,8 @@ TEST(TritonWireTest, SharedRequestAndResponseMessagesHaveAllOfTritonsFields) {
   // The ModelConfig messages Kiln fills in part, and ModelStatistics'
   // memory_usage and response_stats.
   const std::vector<std::string> partial = {
-      "field inference.ModelConfig.", "field inference.ModelInput.",
-      "field inference.ModelOutput.", "field inference.ModelDynamicBatching.",
-      "field inference.ModelStatistics."};
+      "field inference.ModelConfig.", "field inference.ModelInput.", "field inference.ModelOutput.",
+      "field inference.ModelDynamicBatching.", "field inference.ModelStatistics."};
   std::vector<std::string> missing;
   for (const std::string& fact : TritonFacts()) {
     if (kiln.count(fact)) continue;

@@ -21,8 +21,8 @@ std::string TempFile(const std::string& name, const std::string& text) {
 }
 
 TEST(CommandLineTest, DashesInFlagNamesBecomeUnderscoresNotInValues) {
-  auto words = ExpandCommandLine({"kiln-server", "--cache-dir=/a-b/c-d", "--port", "5",
-                                  "positional-word", "-x-y"});
+  auto words = ExpandCommandLine(
+      {"kiln-server", "--cache-dir=/a-b/c-d", "--port", "5", "positional-word", "-x-y"});
   ASSERT_TRUE(words.ok()) << words.status();
   EXPECT_THAT(*words, ElementsAre("kiln-server", "--cache_dir=/a-b/c-d", "--port", "5",
                                   "positional-word", "-x-y"));
@@ -33,13 +33,12 @@ TEST(CommandLineTest, FlagfilesAreSplicedInPlaceNestedAndCommaSeparated) {
   const std::string second = TempFile("second.flags", "--threads=2\n");
   const std::string outer = TempFile(
       "outer.flags", "# a comment\n\n  --model-repository=/r-1  \n--flagfile=" + inner + "\n");
-  auto words = ExpandCommandLine(
-      {"kiln-server", "--port=1", "--flagfile=" + outer + "," + second, "--flagfile", inner,
-       "--address=x"});
+  auto words = ExpandCommandLine({"kiln-server", "--port=1", "--flagfile=" + outer + "," + second,
+                                  "--flagfile", inner, "--address=x"});
   ASSERT_TRUE(words.ok()) << words.status();
-  EXPECT_THAT(*words, ElementsAre("kiln-server", "--port=1", "--model_repository=/r-1",
-                                  "--max_models=3", "--threads=2", "--max_models=3",
-                                  "--address=x"));
+  EXPECT_THAT(*words,
+              ElementsAre("kiln-server", "--port=1", "--model_repository=/r-1", "--max_models=3",
+                          "--threads=2", "--max_models=3", "--address=x"));
 }
 
 TEST(CommandLineTest, UnreadableAndSelfIncludingFlagfilesAreInvalidArgument) {

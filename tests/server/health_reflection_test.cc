@@ -1,8 +1,9 @@
 // grpc.health.v1.Health and server reflection on a kiln-server process, as
 // Kubernetes' gRPC probes and grpcurl use them.
+#include <signal.h>
+
 #include <chrono>
 #include <set>
-#include <signal.h>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -96,10 +97,10 @@ TEST(ReflectionTest, ListsTheServicesAndDescribesTheInferenceService) {
       found = true;
       std::set<std::string> methods;
       for (const auto& m : service.method()) methods.insert(m.name());
-      EXPECT_THAT(methods, ::testing::IsSupersetOf(
-                               {"ModelInfer", "ModelStreamInfer", "ModelConfig",
-                                "ModelStatistics", "RepositoryIndex", "RepositoryModelLoad",
-                                "RepositoryModelUnload"}));
+      EXPECT_THAT(methods,
+                  ::testing::IsSupersetOf({"ModelInfer", "ModelStreamInfer", "ModelConfig",
+                                           "ModelStatistics", "RepositoryIndex",
+                                           "RepositoryModelLoad", "RepositoryModelUnload"}));
     }
   }
   EXPECT_TRUE(found);
@@ -116,14 +117,11 @@ TEST(ServerMetadataTest, ListsTheSupportedExtensions) {
   auto inference = inference::GRPCInferenceService::NewStub(ChannelTo(server));
   inference::ServerMetadataResponse response;
   grpc::ClientContext ctx;
-  ASSERT_TRUE(
-      inference->ServerMetadata(&ctx, inference::ServerMetadataRequest(), &response).ok());
+  ASSERT_TRUE(inference->ServerMetadata(&ctx, inference::ServerMetadataRequest(), &response).ok());
   EXPECT_EQ(response.name(), "kiln");
-  EXPECT_THAT(response.extensions(),
-              ::testing::UnorderedElementsAre("model_repository",
-                                              "model_repository(unload_dependents)",
-                                              "model_configuration", "statistics",
-                                              "kiln.profile"));
+  EXPECT_THAT(response.extensions(), ::testing::UnorderedElementsAre(
+                                         "model_repository", "model_repository(unload_dependents)",
+                                         "model_configuration", "statistics", "kiln.profile"));
   inference::ServerReadyResponse ready;
   grpc::ClientContext ready_ctx;
   ASSERT_TRUE(inference->ServerReady(&ready_ctx, inference::ServerReadyRequest(), &ready).ok());

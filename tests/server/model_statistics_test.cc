@@ -123,9 +123,9 @@ TEST_F(ModelStatisticsTest, CountsSuccessesFailuresRowsAndRunsPerBatchSize) {
   }
   EXPECT_GT(i.compute_infer().ns(), 0u);
   // Each success's phases lie within its whole time.
-  EXPECT_LE(i.queue().ns() + i.compute_input().ns() + i.compute_infer().ns() +
-                i.compute_output().ns(),
-            i.success().ns());
+  EXPECT_LE(
+      i.queue().ns() + i.compute_input().ns() + i.compute_infer().ns() + i.compute_output().ns(),
+      i.success().ns());
   EXPECT_EQ(s.inference_count(), 5u);
   EXPECT_EQ(s.execution_count(), 3u);
   EXPECT_GE(s.last_inference(), static_cast<uint64_t>(before_ms));
@@ -182,8 +182,8 @@ TEST_F(ModelStatisticsTest, BatchedRequestsCountOnceAsAnExecution) {
   std::vector<std::thread> clients;
   for (size_t c = 0; c < calls.size(); ++c) {
     clients.emplace_back([&, c] {
-      status[c] = Infer(MlpRowsRequest("batched_mlp", calls[c].first, calls[c].second),
-                        &responses[c]);
+      status[c] =
+          Infer(MlpRowsRequest("batched_mlp", calls[c].first, calls[c].second), &responses[c]);
     });
   }
   for (std::thread& t : clients) t.join();
@@ -228,9 +228,8 @@ TEST_F(ModelStatisticsTest, BatchedRequestsCountOnceAsAnExecution) {
 }
 
 TEST_F(ModelStatisticsTest, ConfigOfModelsWithoutBatchingHasTheirWholeShapes) {
-  for (const auto& [name, in_dims, out_name, out_dims] :
-       std::vector<std::tuple<std::string, std::vector<int64_t>, std::string,
-                              std::vector<int64_t>>>{
+  for (const auto& [name, in_dims, out_name, out_dims] : std::vector<
+           std::tuple<std::string, std::vector<int64_t>, std::string, std::vector<int64_t>>>{
            {"mlp", {4, 16}, "probs", {4, 10}}, {"config_mlp", {-1, 16}, "y", {-1, 5}}}) {
     SCOPED_TRACE(name);
     inference::ModelConfigRequest request;
@@ -250,8 +249,7 @@ TEST_F(ModelStatisticsTest, ConfigOfModelsWithoutBatchingHasTheirWholeShapes) {
     ASSERT_EQ(c.output_size(), 1);
     EXPECT_EQ(c.output(0).name(), out_name);
     EXPECT_EQ(c.output(0).data_type(), inference::TYPE_FP32);
-    EXPECT_EQ(std::vector<int64_t>(c.output(0).dims().begin(), c.output(0).dims().end()),
-              out_dims);
+    EXPECT_EQ(std::vector<int64_t>(c.output(0).dims().begin(), c.output(0).dims().end()), out_dims);
   }
   inference::ModelConfigRequest unknown;
   unknown.set_name("no_such_model");

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
+#include <string>
 #include <thread>
 #include <vector>
-#include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -216,9 +216,8 @@ TEST(RepositoryLoadingTest, IndexSaysLoadingWhileTheLoadCompiles) {
   inference::RepositoryModelUnloadRequest unload;
   unload.set_model_name("cnn");
   inference::RepositoryModelUnloadResponse unloaded;
-  ASSERT_TRUE(call(&inference::GRPCInferenceService::Stub::RepositoryModelUnload, unload,
-                   &unloaded)
-                  .ok());
+  ASSERT_TRUE(
+      call(&inference::GRPCInferenceService::Stub::RepositoryModelUnload, unload, &unloaded).ok());
 
   std::atomic<bool> load_done{false};
   grpc::Status load_status;
@@ -226,8 +225,7 @@ TEST(RepositoryLoadingTest, IndexSaysLoadingWhileTheLoadCompiles) {
     inference::RepositoryModelLoadRequest load;
     load.set_model_name("cnn");
     inference::RepositoryModelLoadResponse loaded;
-    load_status =
-        call(&inference::GRPCInferenceService::Stub::RepositoryModelLoad, load, &loaded);
+    load_status = call(&inference::GRPCInferenceService::Stub::RepositoryModelLoad, load, &loaded);
     load_done = true;
   });
   std::vector<std::string> sequence;  // the states seen, each change once
@@ -245,8 +243,7 @@ TEST(RepositoryLoadingTest, IndexSaysLoadingWhileTheLoadCompiles) {
   }
   loader.join();
   ASSERT_TRUE(load_status.ok()) << load_status.error_message();
-  EXPECT_THAT(sequence, ::testing::Contains("LOADING"))
-      << ::testing::PrintToString(sequence);
+  EXPECT_THAT(sequence, ::testing::Contains("LOADING")) << ::testing::PrintToString(sequence);
   // Nothing after LOADING but READY.
   auto loading = std::find(sequence.begin(), sequence.end(), "LOADING");
   for (auto it = loading; it != sequence.end(); ++it) {

@@ -32,9 +32,9 @@ TEST(ServerFlagsTest, HelpListsEveryFlagWithItsMeaningAndDefault) {
   // A sample across the file, each with its help text and default.
   EXPECT_THAT(help, HasSubstr("--port (port to listen on (0 picks a free one)); default: 50051;"));
   EXPECT_THAT(help, HasSubstr("--address (address to bind); default: \"127.0.0.1\";"));
-  for (const char* flag : {"--model_repository", "--max_models", "--cache_dir",
-                           "--shutdown_grace_s", "--auth_tokens", "--infer_spin_us",
-                           "--kernel_bounds_checks", "--max_concurrent_streams"}) {
+  for (const char* flag :
+       {"--model_repository", "--max_models", "--cache_dir", "--shutdown_grace_s", "--auth_tokens",
+        "--infer_spin_us", "--kernel_bounds_checks", "--max_concurrent_streams"}) {
     EXPECT_THAT(help, HasSubstr(flag));
   }
   // Every flag's entry (from its "--name" to the next; Abseil wraps lines)
@@ -66,9 +66,11 @@ TEST(ServerFlagsTest, FlagfileConfiguresTheServerInEitherSpelling) {
   const std::string flagfile = root + "/kiln.flags";
   testing::WriteFile(flagfile,
                      "# kiln-server flags\n"
-                     "--model-repository=" + repo + "\n"
-                     "\n"
-                     "  --threads=3\n");
+                     "--model-repository=" +
+                         repo +
+                         "\n"
+                         "\n"
+                         "  --threads=3\n");
   ServerProcess server(root + "/cache", {"--flagfile=" + flagfile});
   ASSERT_GT(server.port(), 0);
   auto inference = inference::GRPCInferenceService::NewStub(ChannelTo(server));
@@ -87,7 +89,8 @@ TEST(ServerFlagsTest, FlagfileConfiguresTheServerInEitherSpelling) {
 }
 
 TEST(ServerFlagsTest, AMissingFlagfileStopsTheServerWithItsName) {
-  const std::string out = RunCommand("server/kiln-server --flagfile=/no/such/kiln.flags 2>&1; echo rc=$?");
+  const std::string out =
+      RunCommand("server/kiln-server --flagfile=/no/such/kiln.flags 2>&1; echo rc=$?");
   EXPECT_THAT(out, HasSubstr("/no/such/kiln.flags"));
   EXPECT_THAT(out, HasSubstr("rc=2"));
 }

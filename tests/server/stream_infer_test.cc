@@ -75,7 +75,8 @@ TEST(StreamInferTest, AnswersInOrderWithErrorsInTheirPlaceAndGoesOn) {
   ASSERT_TRUE(inference->ModelStatistics(&stats_ctx, request, &stats).ok());
   ASSERT_EQ(stats.model_stats_size(), 1);
   EXPECT_EQ(stats.model_stats(0).inference_stats().success().count(), 3u);
-  EXPECT_EQ(stats.model_stats(0).inference_stats().fail().count(), 1u);  // the unknown model's is no model's
+  // The wrong dim's failure; the unknown model's counts for no model.
+  EXPECT_EQ(stats.model_stats(0).inference_stats().fail().count(), 1u);
   EXPECT_EQ(stats.model_stats(0).inference_count(), 6u);
 }
 

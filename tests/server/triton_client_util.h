@@ -54,8 +54,10 @@ inline std::string WriteRepository(const std::string& root,
   WriteFile(repo + "/mlp/1/model.pbtxt", text);
   const std::string mlp_dynamic = ReadFile(std::string(kOnnxData) + "mlp_dynamic.onnx");
   EXPECT_FALSE(mlp_dynamic.empty());
-  for (const std::string& name : onnx_models) WriteFile(repo + "/" + name + "/1/model.onnx", mlp_dynamic);
-  WriteFile(repo + "/broken/1/model.onnx", ReadFile(std::string(kOnnxData) + "unsupported_op.onnx"));
+  for (const std::string& name : onnx_models)
+    WriteFile(repo + "/" + name + "/1/model.onnx", mlp_dynamic);
+  WriteFile(repo + "/broken/1/model.onnx",
+            ReadFile(std::string(kOnnxData) + "unsupported_op.onnx"));
   return repo;
 }
 
