@@ -101,8 +101,8 @@ TEST_F(RepositoryRpcsTest, IndexShowsReadyModelsAndTheCompilersReasonForAFailedO
   EXPECT_EQ(index["cycle_mlp"].version(), "3");
   EXPECT_EQ(index["broken"].state(), "UNAVAILABLE");
   // The importer's diagnostic: the operator and the node it is on.
-  EXPECT_THAT(index["broken"].reason(), HasSubstr("Det"));
-  EXPECT_THAT(index["broken"].reason(), HasSubstr("the_det"));
+  EXPECT_THAT(index["broken"].reason(), HasSubstr("NonZero"));
+  EXPECT_THAT(index["broken"].reason(), HasSubstr("the_nonzero"));
 
   std::map<std::string, Index> ready = RepositoryIndex(/*ready=*/true);
   EXPECT_TRUE(ready.count("mlp") && ready.count("cycle_mlp"));
@@ -111,7 +111,7 @@ TEST_F(RepositoryRpcsTest, IndexShowsReadyModelsAndTheCompilersReasonForAFailedO
   // Loading it again fails again, with the same reason, and says so.
   grpc::Status s = Load("broken");
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
-  EXPECT_THAT(s.error_message(), HasSubstr("Det"));
+  EXPECT_THAT(s.error_message(), HasSubstr("NonZero"));
   EXPECT_EQ(RepositoryIndex()["broken"].state(), "UNAVAILABLE");
   EXPECT_FALSE(Ready("broken"));
 }
