@@ -20,11 +20,11 @@ trap 'rm -rf "$tmp"' EXIT
 
 (cd "$root" && /usr/bin/protoc -I. --python_out="$tmp" --grpc_python_out="$tmp" \
   --plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin \
-  proto/graph.proto proto/grpc_service.proto proto/kiln_service.proto)
+  proto/graph.proto proto/model_config.proto proto/grpc_service.proto proto/kiln_service.proto)
 
 mkdir -p "$out"
-for f in graph_pb2.py graph_pb2_grpc.py grpc_service_pb2.py grpc_service_pb2_grpc.py \
-         kiln_service_pb2.py kiln_service_pb2_grpc.py; do
+for f in graph_pb2.py graph_pb2_grpc.py model_config_pb2.py grpc_service_pb2.py \
+         grpc_service_pb2_grpc.py kiln_service_pb2.py kiln_service_pb2_grpc.py; do
   sed -e 's/^from proto import /from . import /' \
       -e 's/_descriptor_pool\.Default()/_descriptor_pool.POOL/' \
       -e 's/^from google\.protobuf import descriptor_pool as /from . import _pool as /' \
