@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/element_type.h"
+#include "client/json_output.h"
 #include "client/model_file.h"
 #include "common/half_float.h"
 
@@ -182,14 +183,15 @@ absl::Status RunBench(KilnClient& client, const BenchOptions& options, std::ostr
   const double throughput = requests * options.batch / wall_s;
   const double mean_batch = runs > 0 ? rows / runs : 0;
   if (options.json) {
-    out << absl::StrFormat(
-        "{\"model\": \"%s\", \"batch\": %d, \"concurrency\": %d, \"compile_ms\": %.3f, "
+    out << WithSchemaVersion(absl::StrFormat(
+        "{\"model\": %s, \"batch\": %d, \"concurrency\": %d, \"compile_ms\": %.3f, "
         "\"first_request_ms\": %.3f, \"requests\": %d, \"p50_ms\": %.4f, \"p90_ms\": %.4f, "
         "\"p95_ms\": %.4f, \"p99_ms\": %.4f, \"server_p50_ms\": %.4f, "
-        "\"throughput_per_s\": %.1f, \"server_runs\": %.0f, \"mean_server_batch\": %.2f}\n",
-        label, options.batch, options.concurrency, compile_ms, first_ms, requests,
+        "\"throughput_per_s\": %.1f, \"server_runs\": %.0f, \"mean_server_batch\": %.2f}",
+        JsonQuote(label), options.batch, options.concurrency, compile_ms, first_ms, requests,
         Percentile(ms, 0.5), Percentile(ms, 0.9), Percentile(ms, 0.95), Percentile(ms, 0.99),
-        Percentile(server_ms, 0.5), throughput, runs, mean_batch);
+        Percentile(server_ms, 0.5), throughput, runs, mean_batch))
+        << "\n";
   } else {
     out << absl::StrFormat(
         "%s batch %d, concurrency %d: compile %.1f ms, first request %.1f ms; %d inferences: "

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,63 +20,30 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "client/bench_command.h"
+#include "client/cli_app.h"
 #include "client/cli_args.h"
+#include "client/did_you_mean.h"
+#include "client/doctor_command.h"
 #include "client/element_type.h"
+#include "client/json_output.h"
+#include "client/kiln_cli.h"
 #include "client/kiln_client.h"
 #include "client/model_file.h"
+#include "client/model_inputs.h"
 #include "client/npy.h"
 #include "client/onnx_test_command.h"
 #include "client/report_format.h"
+#include "common/status_macros.h"
 
 namespace kiln::client {
 namespace {
 
-constexpr char kUsage[] = R"(usage: kiln COMMAND [--server HOST:PORT] [--tls-ca CA.pem
-                    [--tls-cert CERT.pem --tls-key KEY.pem]] [--token TOKEN] ...
-  (the token also from $KILN_TOKEN)
-  compile FILE [--name NAME] [--opt-level N] [--disable PASS]... [--require PASS]...
-               [--max-fuse-depth N] [--print-ir-after PASS|all]...
-               [--input-shape INPUT=1x3x224x224]... [--replace] [--upload] [--json]
-                             --upload: send the model in chunks (UploadModel), as is done
-                             anyway for models over 64 MB
-                             --replace: serve it as the next version of a name that
-                             serves another model (otherwise ALREADY_EXISTS)
-               [--max-batch-size N [--preferred-batch-size N]... [--max-queue-delay-us US]]
-                             dynamic batching (Triton's): concurrent requests run as one
-               [--symbol-range SYMBOL=MIN:MAX]... [--eager-shape SYMBOL=N[,SYMBOL=N]...]...
-               [--exact-shapes-only]
-                             sizes a symbolic dim may take; shapes compiled at load; no
-                             serving a new batch size from a larger one while it compiles
-               [--kernel-bounds-checks]
-                             kernels check every load and store against its buffer
-                             (slower; an access outside fails the call, naming the kernel)
-  infer NAME --input INPUT=FILE.npy ... [--output-dir DIR] [--profile] [--json]
-  stats cache [--json]
-  stats timing [NAME] [--json]
-  models [--json]
-  unload NAME
-  info [--json]
-  onnx-test CASE_DIR... [--model-tolerance] [--json]
-                             ONNX test cases; ends "N passed, N failed, N unsupported"
-  bench FILE|--model NAME [--batch B] [--concurrency C] [--iterations N] [--warmup W]
-             [--exact] [--json]
-             [--max-batch-size N [--preferred-batch-size N]... [--max-queue-delay-us US]]
-                             compile (or take a loaded model), then C clients' latency
-                             percentiles and throughput; --exact freezes symbolic dims
-  kernels [--json]
-  call-kernel KEY --input FILE.npy ... [--output FILE.npy] [--json]
-  bench-kernel KEY [--number N] [--repeat R] [--min-repeat-ms MS] [--warmup W]
-               [--input FILE.npy]... [--json]
-KEY is a kernel's cache key or a unique prefix of at least 8 digits (see `kiln kernels`).
-FILE is a Kiln graph (.pbtxt text or binary protobuf) or an ONNX model (.onnx).
-)";
-
 // Prints the failure as every kiln command does and returns the exit status.
 int Fail(const absl::Status& status) { return PrintFailure("kiln", status); }
 
+// A command line the parser accepted but the command cannot use.
 int Usage(const std::string& problem) {
-  if (!problem.empty()) std::cerr << "kiln: " << problem << "\n";
-  std::cerr << kUsage;
+  std::cerr << "kiln: " << problem << "\nRun 'kiln COMMAND --help' for its usage.\n";
   return 2;
 }
 
@@ -177,15 +146,26 @@ int Compile(KilnClient& client, const CliArgs& args) {
   for (const std::string& p : args.GetAll("require")) options->add_required_passes(p);
   for (const std::string& p : args.GetAll("print-ir-after")) options->add_print_ir_after(p);
   if (args.Has("kernel-bounds-checks")) options->set_kernel_bounds_checks(true);
+  std::vector<std::string> shaped;
   for (const std::string& spec : args.GetAll("input-shape")) {
     // NAME=1x3x224x224
     const size_t eq = spec.find('=');
     if (eq == std::string::npos) return Usage("--input-shape wants NAME=D1xD2x...");
+    shaped.push_back(spec.substr(0, eq));
     kiln::v1::IntList& dims = (*options->mutable_input_shapes())[spec.substr(0, eq)];
     for (absl::string_view d : absl::StrSplit(spec.substr(eq + 1), 'x')) {
       int64_t v;
       if (!absl::SimpleAtoi(d, &v)) return Usage("--input-shape wants NAME=D1xD2x...");
       dims.add_values(v);
+    }
+  }
+  if (!shaped.empty()) {
+    // The server applies only the shapes of inputs it finds: a misspelt name
+    // would pass unnoticed.
+    auto inputs = ModelInputNames(request);
+    if (!inputs.ok()) return Fail(inputs.status());
+    if (absl::Status named = CheckInputNames(shaped, *inputs, "--input-shape"); !named.ok()) {
+      return Fail(named);
     }
   }
   if (absl::Status batching = ParseBatchingFlags(args, options); !batching.ok()) {
@@ -217,25 +197,65 @@ int Compile(KilnClient& client, const CliArgs& args) {
     std::cerr << "\r\033[K" << std::flush;
   }
   if (!response.ok()) return Fail(response.status());
-  std::cout << (args.Has("json") ? ToJson(*response) + "\n" : FormatCompileReport(*response));
+  std::cout << (args.Has("json") ? JsonDocument(*response) + "\n"
+                                  : FormatCompileReport(*response));
   return 0;
 }
 
-// NumPy has no bfloat16: a float32 .npy given for a BF16 input is rounded to
-// it. Without the model's metadata the inputs go as they are, and the server
-// names any datatype that does not fit.
-void ConvertForBFloat16Inputs(KilnClient& client, const std::string& model,
-                              std::vector<std::pair<std::string, NpyArray>>* inputs) {
-  const bool any_fp32 = std::any_of(inputs->begin(), inputs->end(),
-                                    [](const auto& in) { return in.second.datatype == "FP32"; });
-  if (!any_fp32) return;
+// Checks the inputs' names against the model's (a misspelt one gets a "did
+// you mean"), and converts a float32 .npy given for a BF16 input (NumPy has
+// no bfloat16). Without the model's metadata the inputs go as they are, and
+// the server names what does not fit.
+absl::Status PrepareInputs(KilnClient& client, const std::string& model,
+                           std::vector<std::pair<std::string, NpyArray>>* inputs) {
   auto meta = client.ModelMetadata(model);
-  if (!meta.ok()) return;
+  if (!meta.ok()) return absl::OkStatus();
+  std::vector<std::string> known, named;
+  for (const auto& in : meta->inputs()) known.push_back(in.name());
+  for (const auto& in : *inputs) named.push_back(in.first);
+  KILN_RETURN_IF_ERROR(CheckInputNames(named, known, "--input"));
   for (auto& [name, array] : *inputs) {
     for (const auto& in : meta->inputs()) {
-      if (in.name() == name && in.datatype() == "BF16") array = Float32ToBFloat16(std::move(array));
+      if (in.name() == name && in.datatype() == "BF16" && array.datatype == "FP32") {
+        array = Float32ToBFloat16(std::move(array));
+      }
     }
   }
+  return absl::OkStatus();
+}
+
+// `kiln infer --json`: every output's values, or the first `max_values`
+// (-1: all) with "values_truncated".
+std::string InferJson(const std::string& model, const InferResult& result,
+                      const std::vector<std::string>& files, int max_values) {
+  std::vector<std::string> outs;
+  for (size_t i = 0; i < result.outputs.size(); ++i) {
+    const auto& [name, a] = result.outputs[i];
+    std::string o = absl::StrCat("{\"name\": ", JsonQuote(name), ", \"datatype\": ",
+                                 JsonQuote(a.datatype), ", \"shape\": [",
+                                 absl::StrJoin(a.shape, ", "), "]");
+    if (!files[i].empty()) absl::StrAppend(&o, ", \"file\": ", JsonQuote(files[i]));
+    const ElementType* type = FindElementType(a.datatype);
+    if (type != nullptr) {
+      const size_t n = a.data.size() / type->size;
+      const size_t shown = max_values < 0 ? n : std::min<size_t>(n, max_values);
+      std::vector<std::string> values;
+      for (size_t k = 0; k < shown; ++k) values.push_back(JsonElement(*type, a.data, k));
+      absl::StrAppend(&o, ", \"element_count\": ", n, ", \"values\": [",
+                      absl::StrJoin(values, ", "), "], \"values_truncated\": ",
+                      shown < n ? "true" : "false");
+    }
+    outs.push_back(o + "}");
+  }
+  std::vector<std::string> kernels;
+  for (const KernelTime& k : result.kernels) {
+    kernels.push_back(absl::StrCat("{\"index\": ", k.index, ", \"name\": ", JsonQuote(k.name),
+                                   ", \"ns\": ", k.ns, "}"));
+  }
+  return WithSchemaVersion(absl::StrCat(
+      "{\"model\": ", JsonQuote(model), ", \"outputs\": [\n    ", absl::StrJoin(outs, ",\n    "),
+      "],\n  \"kernels\": [", absl::StrJoin(kernels, ", "), "], \"total_ns\": ", result.total_ns,
+      "}"));
 }
 
 int Infer(KilnClient& client, const CliArgs& args) {
@@ -248,7 +268,11 @@ int Infer(KilnClient& client, const CliArgs& args) {
     if (!array.ok()) return Fail(array.status());
     inputs.push_back({spec.substr(0, eq), *std::move(array)});
   }
-  ConvertForBFloat16Inputs(client, args.positional[1], &inputs);
+  auto max_values = args.GetInt("max-values", -1, 0);
+  if (!max_values.ok()) return Usage(std::string(max_values.status().message()));
+  if (absl::Status ready = PrepareInputs(client, args.positional[1], &inputs); !ready.ok()) {
+    return Fail(ready);
+  }
   auto result = client.Infer(args.positional[1], inputs, args.Has("profile"));
   if (!result.ok()) return Fail(result.status());
   std::vector<std::string> files(result->outputs.size());
@@ -267,29 +291,7 @@ int Infer(KilnClient& client, const CliArgs& args) {
     }
     return 0;
   }
-  std::vector<std::string> outs;
-  for (size_t i = 0; i < result->outputs.size(); ++i) {
-    const auto& [name, a] = result->outputs[i];
-    std::string o = absl::StrCat("{\"name\": \"", name, "\", \"datatype\": \"", a.datatype,
-                                 "\", \"shape\": [", absl::StrJoin(a.shape, ", "), "]");
-    if (!files[i].empty()) absl::StrAppend(&o, ", \"file\": \"", files[i], "\"");
-    const ElementType* type = FindElementType(a.datatype);
-    if (type != nullptr && a.data.size() / type->size <= 64) {
-      std::vector<std::string> values;
-      for (size_t k = 0; k < a.data.size() / type->size; ++k) {
-        values.push_back(FormatElement(*type, a.data, k));
-      }
-      absl::StrAppend(&o, ", \"values\": [", absl::StrJoin(values, ", "), "]");
-    }
-    outs.push_back(o + "}");
-  }
-  std::vector<std::string> kernels;
-  for (const KernelTime& k : result->kernels) {
-    kernels.push_back(absl::StrCat("{\"index\": ", k.index, ", \"name\": \"", k.name,
-                                   "\", \"ns\": ", k.ns, "}"));
-  }
-  std::cout << "{\"outputs\": [" << absl::StrJoin(outs, ", ") << "], \"kernels\": ["
-            << absl::StrJoin(kernels, ", ") << "], \"total_ns\": " << result->total_ns << "}\n";
+  std::cout << InferJson(args.positional[1], *result, files, *max_values) << "\n";
   return 0;
 }
 
@@ -357,7 +359,7 @@ int CallKernelCommand(KilnClient& client, const CliArgs& args) {
     if (!written.ok()) return Fail(written);
   }
   if (args.Has("json")) {
-    std::cout << ToJson(*response) << "\n";
+    std::cout << JsonDocument(*response) << "\n";
     return 0;
   }
   InferResult shown;
@@ -391,23 +393,20 @@ int BenchKernelCommand(KilnClient& client, const CliArgs& args) {
 template <typename T, typename F>
 int Print(const absl::StatusOr<T>& response, const CliArgs& args, F format) {
   if (!response.ok()) return Fail(response.status());
-  std::cout << (args.Has("json") ? ToJson(*response) + "\n" : format(*response));
+  std::cout << (args.Has("json") ? JsonDocument(*response) + "\n" : format(*response));
   return 0;
 }
 
 int Main(int argc, char** argv) {
-  std::vector<std::string> words(argv + 1, argv + argc);
-  auto args = ParseCliArgs(
-      words,
-      {"server", "name", "opt-level", "disable", "require", "max-fuse-depth", "print-ir-after",
-       "input", "output-dir", "output", "input-shape", "batch", "concurrency", "iterations",
-       "max-batch-size", "preferred-batch-size", "max-queue-delay-us", "symbol-range",
-       "eager-shape", "model", "number", "repeat", "warmup", "min-repeat-ms", "tls-ca",
-       "tls-cert", "tls-key", "token"},
-      {"json", "profile", "help", "model-tolerance", "exact", "exact-shapes-only", "replace",
-       "upload", "kernel-bounds-checks"});
-  if (!args.ok()) return Usage(std::string(args.status().message()));
-  if (args->Has("help") || args->positional.empty()) return Usage("");
+  std::unique_ptr<CLI::App> cli = NewKilnCli();
+  if (argc < 2) {
+    std::cerr << cli->help();
+    return 2;
+  }
+  CliArgs parsed;
+  if (std::optional<int> done = ParseCommandLine(*cli, argc, argv, &parsed)) return *done;
+  const CliArgs* args = &parsed;
+  if (args->positional.empty()) return Usage("no COMMAND given (see kiln --help)");
   ClientOptions connection;
   connection.tls_ca = args->Get("tls-ca");
   connection.tls_cert = args->Get("tls-cert");
@@ -416,13 +415,15 @@ int Main(int argc, char** argv) {
   if (connection.token.empty() && std::getenv("KILN_TOKEN") != nullptr) {
     connection.token = std::getenv("KILN_TOKEN");
   }
-  auto client = KilnClient::Create(args->Get("server", "localhost:50051"), connection);
+  const std::string target = args->Get("server", "localhost:50051");
+  auto client = KilnClient::Create(target, connection);
   if (!client.ok()) return Fail(client.status());
   const std::string& command = args->positional[0];
   if (command == "compile") return Compile(**client, *args);
   if (command == "infer") return Infer(**client, *args);
   if (command == "models") return Print((*client)->ListModels(), *args, FormatModels);
   if (command == "info") return Print((*client)->GetServerInfo(), *args, FormatServerInfo);
+  if (command == "doctor") return DoctorCommand(**client, target, args->Has("json"), std::cout);
   if (command == "onnx-test") {
     if (args->positional.size() < 2) return Usage("onnx-test takes case directories");
     return OnnxTestCommand(**client, *args);
@@ -435,19 +436,28 @@ int Main(int argc, char** argv) {
     if (args->positional.size() != 2) return Usage("unload takes one model NAME");
     absl::Status s = (*client)->UnloadModel(args->positional[1]);
     if (!s.ok()) return Fail(s);
-    std::cout << "unloaded " << args->positional[1] << "\n";
+    if (args->Has("json")) {
+      std::cout << WithSchemaVersion(absl::StrCat("{\"unloaded\": ", JsonQuote(args->positional[1]),
+                                                  "}"))
+                << "\n";
+    } else {
+      std::cout << "unloaded " << args->positional[1] << "\n";
+    }
     return 0;
   }
-  if (command == "stats" && args->positional.size() >= 2) {
-    if (args->positional[1] == "cache") {
+  if (command == "stats") {
+    const std::string what = args->positional.size() >= 2 ? args->positional[1] : "";
+    if (what == "cache" && args->positional.size() == 2) {
       return Print((*client)->GetCacheStats(), *args, FormatCacheStats);
     }
-    if (args->positional[1] == "timing") {
+    if (what == "timing" && args->positional.size() <= 3) {
       const std::string model = args->positional.size() > 2 ? args->positional[2] : "";
       return Print((*client)->GetTimingStats(model), *args, FormatTimingStats);
     }
+    return Usage(absl::StrCat("stats takes 'cache' or 'timing [NAME]', not '", what, "'",
+                              DidYouMean(what, {"cache", "timing"})));
   }
-  return Usage(absl::StrCat("unknown command '", absl::StrJoin(args->positional, " "), "'"));
+  return Usage(absl::StrCat("unknown command '", command, "'"));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "absl/strings/match.h"
+#include "client/json_output.h"
 #include "client/onnx_conformance.h"
 #include "client/report_format.h"
 #include "google/protobuf/struct.pb.h"
@@ -64,7 +65,7 @@ int OnnxTestCommand(KilnClient& client, const CliArgs& args) {
     fields["unsupported"].set_number_value(unsupported);
     auto& tally = *fields["unsupported_by_category"].mutable_struct_value()->mutable_fields();
     for (const auto& [category, count] : by_category) tally[category].set_number_value(count);
-    std::cout << ToJson(report) << "\n";
+    std::cout << JsonDocument(report) << "\n";
   } else {
     for (const auto& [category, count] : by_category) {
       std::cout << "unsupported [" << category << "]: " << count << "\n";

@@ -17,6 +17,7 @@ packages=(
   libssl-dev  # libcrypto's SHA-256 (cache keys, upload checksums)
   clang-16 libfuzzer-16-dev libclang-rt-16-dev  # fuzz/ (scripts/fuzz.sh): compiler, sanitizers
   python3-grpcio python3-yaml  # client/python (Python client) and deploy/ (manifest test)
+  libcli11-dev  # CLI11, the argument parser of kiln and the bench tools (header-only)
   "$@"
 )
 
