@@ -1,5 +1,5 @@
 // What the bench tools share: nearest-rank latency percentiles and a
-// pseudorandom fill (their flags parse with client/cli_args.h). Benchmarks are run
+// pseudorandom fill (their flags parse with client/cli_app.h). Benchmarks are run
 // by hand; nothing here is a test.
 #ifndef KILN_BENCH_BENCH_UTIL_H_
 #define KILN_BENCH_BENCH_UTIL_H_

@@ -21,6 +21,8 @@
 // Debian's OpenBLAS 0.3.21 does not know this CPU and falls back to slow
 // kernels unless OPENBLAS_CORETYPE=SkylakeX is set before it loads: bench/gemm.sh
 // sets it, and the header line says which core OpenBLAS chose.
+#include <optional>
+#include <memory>
 #include <omp.h>
 
 #include <algorithm>
@@ -40,7 +42,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/bench_util.h"
-#include "client/cli_args.h"
+#include "client/cli_app.h"
 #include "common/ms_since.h"
 #include "cblas.h"
 #include "compiler/ir/graph.h"
@@ -51,10 +53,6 @@
 
 namespace kiln::bench {
 namespace {
-
-constexpr char kUsage[] =
-    "usage: gemm-bench [--threads 1,2] [--shapes square,inference|MxKxN,...] [--repeats R]\n"
-    "                  [--min-repeat-ms MS] [--json]\n";
 
 struct Shape {
   int64_t m, k, n;
@@ -185,13 +183,18 @@ absl::StatusOr<std::vector<int>> ParseInts(const std::string& spec) {
 }
 
 int Main(int argc, char** argv) {
-  absl::StatusOr<client::CliArgs> args =
-      client::ParseCliArgs(argc, argv, {"threads", "shapes", "repeats", "min-repeat-ms"}, {"json"});
-  if (!args.ok() || !args->positional.empty()) {
-    if (!args.ok()) std::cerr << "gemm-bench: " << args.status().message() << "\n";
-    std::cerr << kUsage;
-    return 2;
-  }
+  std::unique_ptr<CLI::App> cli =
+      client::NewCliApp("gemm-bench", "gemm-bench: GEMM GFLOPS of Kiln, OpenBLAS and oneDNN.");
+  client::AddValue(cli.get(), "threads", "T[,T...]", "Thread counts to run (default 1,2)");
+  client::AddValue(cli.get(), "shapes", "square|inference|MxKxN[,...]",
+                   "Shapes (default square,inference)");
+  client::AddValue(cli.get(), "repeats", "R", "Measurements, the best reported (default 5)");
+  client::AddValue(cli.get(), "min-repeat-ms", "MS", "Least time per measurement (default 50)");
+  client::AddSwitch(cli.get(), "json", "Print one JSON object per line");
+  client::SetExample(cli.get(), "gemm-bench --threads 1 --shapes 64x768x3072 --json");
+  client::CliArgs parsed;
+  if (std::optional<int> done = client::ParseCommandLine(*cli, argc, argv, &parsed)) return *done;
+  const client::CliArgs* args = &parsed;
   absl::StatusOr<std::vector<int>> threads = ParseInts(args->Get("threads", "1,2"));
   absl::StatusOr<std::vector<Shape>> shapes = ParseShapes(args->Get("shapes", "square,inference"));
   absl::StatusOr<int> repeats = args->GetInt("repeats", 5, 1);
@@ -199,8 +202,7 @@ int Main(int argc, char** argv) {
   for (const absl::Status& st :
        {threads.status(), shapes.status(), repeats.status(), min_repeat_ms.status()}) {
     if (!st.ok()) {
-      std::cerr << "gemm-bench: " << st.message() << "\n" << kUsage;
-      return 2;
+      return client::PrintUsageError("gemm-bench", std::string(st.message()));
     }
   }
   const bool json = args->Has("json");

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,7 +26,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "bench/bench_util.h"
-#include "client/cli_args.h"
+#include "client/cli_app.h"
 #include "common/ms_since.h"
 #include "client/kiln_client.h"
 #include "grpcpp/server.h"
@@ -34,12 +35,6 @@
 
 namespace kiln::bench {
 namespace {
-
-constexpr char kUsage[] =
-    "usage: grpc-echo --input NAME=D1xD2... --output D1xD2... [--iterations N] [--warmup W]\n"
-    "                 [--json]\n"
-    "       grpc-echo --serve --output D1xD2... [--port P] [--busy-us U]\n"
-    "       grpc-echo --server HOST:PORT --input NAME=D1xD2... [--iterations N] [--warmup W]\n";
 
 constexpr int kMaxMessageBytes = 256 * 1024 * 1024;
 
@@ -119,14 +114,23 @@ absl::StatusOr<EchoServer> StartEchoServer(std::vector<int64_t> output_shape, in
 int Fail(const absl::Status& status) { return client::PrintFailure("grpc-echo", status); }
 
 int Main(int argc, char** argv) {
-  absl::StatusOr<client::CliArgs> args = client::ParseCliArgs(
-      argc, argv, {"input", "output", "iterations", "warmup", "port", "server", "busy-us"},
-      {"serve", "json"});
-  if (!args.ok() || !args->positional.empty()) {
-    if (!args.ok()) std::cerr << "grpc-echo: " << args.status().message() << "\n";
-    std::cerr << kUsage;
-    return 2;
-  }
+  std::unique_ptr<CLI::App> cli = client::NewCliApp(
+      "grpc-echo",
+      "grpc-echo: the bare gRPC round trip of an inference's payload. Runs its own echo\n"
+      "server and a client, only the server (--serve), or only a client (--server).");
+  client::AddValue(cli.get(), "input", "NAME=D1xD2...", "The request's FP32 input");
+  client::AddValue(cli.get(), "output", "D1xD2...", "The FP32 output the echo server answers");
+  client::AddValue(cli.get(), "iterations", "N", "Timed calls (default 1000)");
+  client::AddValue(cli.get(), "warmup", "W", "Untimed calls first (default 50)");
+  client::AddSwitch(cli.get(), "serve", "Only serve, on --port");
+  client::AddValue(cli.get(), "port", "P", "The echo server's port (default: any free one)");
+  client::AddValue(cli.get(), "busy-us", "U", "The echo server spins U us before answering");
+  client::AddValue(cli.get(), "server", "HOST:PORT", "Only a client, of this server");
+  client::AddSwitch(cli.get(), "json", "Print the result as one JSON object");
+  client::SetExample(cli.get(), "grpc-echo --input x=1x3x224x224 --output 1x1000 --json");
+  client::CliArgs parsed;
+  if (std::optional<int> done = client::ParseCommandLine(*cli, argc, argv, &parsed)) return *done;
+  const client::CliArgs* args = &parsed;
   absl::StatusOr<int> iterations = args->GetInt("iterations", 1000, 1);
   absl::StatusOr<int> warmup = args->GetInt("warmup", 50, 0);
   absl::StatusOr<int> port = args->GetInt("port", 0, 0);

@@ -18,6 +18,8 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,7 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/bench_util.h"
-#include "client/cli_args.h"
+#include "client/cli_app.h"
 #include "client/model_file.h"
 #include "common/ms_since.h"
 #include "compiler/codegen/codegen.h"
@@ -40,15 +42,6 @@
 
 namespace kiln::bench {
 namespace {
-
-constexpr char kUsage[] =
-    "usage: kiln-bench MODEL [--batch B] [--threads T] [--iterations N] [--warmup W]\n"
-    "                  [--compile-threads C] [--top K] [--dump-kernel NAME] [--json]\n"
-    "  --top K: also list the K kernels with the largest median time\n"
-    "  --dump-kernel NAME: print that kernel's loop nest and optimised LLVM IR\n"
-    "  --dump-objects DIR: write every kernel's object code and optimised IR to DIR\n"
-    "    (NNN_NAME.o, NNN_NAME.ll): diffing two builds' DIRs shows whether a change\n"
-    "    altered any generated code\n";
 
 using Clock = std::chrono::steady_clock;
 
@@ -161,15 +154,26 @@ int DumpObjects(const std::vector<KernelSpec>& kernels, const std::string& dir) 
 }
 
 int Main(int argc, char** argv) {
-  absl::StatusOr<client::CliArgs> args =
-      client::ParseCliArgs(argc, argv, {"batch", "threads", "iterations", "warmup", "compile-threads", "top",
-                      "dump-kernel", "dump-objects"},
-                     {"json", "help"});
-  if (!args.ok() || args->Has("help") || args->positional.size() != 1) {
-    if (!args.ok()) std::cerr << "kiln-bench: " << args.status().message() << "\n";
-    std::cerr << kUsage;
-    return 2;
-  }
+  std::unique_ptr<CLI::App> cli = client::NewCliApp(
+      "kiln-bench", "kiln-bench: one model compiled cold and run in this process (no gRPC).");
+  client::AddPositionals(cli.get(), "MODEL", "An ONNX model (.onnx) or a Kiln graph (.pbtxt)");
+  client::AddValue(cli.get(), "batch", "B", "Every input's leading dim (default: the model's)");
+  client::AddValue(cli.get(), "threads", "T", "Threads running kernels (default: every core)");
+  client::AddValue(cli.get(), "iterations", "N", "Timed runs (default 100)");
+  client::AddValue(cli.get(), "warmup", "W", "Untimed runs first (default 10)");
+  client::AddValue(cli.get(), "compile-threads", "C", "Threads compiling kernels (default 2)");
+  client::AddValue(cli.get(), "top", "K", "Also list the K kernels with the largest median time");
+  client::AddValue(cli.get(), "dump-kernel", "NAME",
+                   "Print that kernel's loop nest and optimised LLVM IR");
+  client::AddValue(cli.get(), "dump-objects", "DIR",
+                   "Write every kernel's object code and optimised IR to DIR (NNN_NAME.o, "
+                   "NNN_NAME.ll): diffing two builds' DIRs shows whether generated code changed");
+  client::AddSwitch(cli.get(), "json", "Print the result as one JSON object");
+  client::SetExample(cli.get(), "kiln-bench resnet18.onnx --batch 8 --threads 2 --top 5");
+  client::CliArgs parsed;
+  if (std::optional<int> done = client::ParseCommandLine(*cli, argc, argv, &parsed)) return *done;
+  const client::CliArgs* args = &parsed;
+  if (args->positional.size() != 1) return client::PrintUsageError("kiln-bench", "takes one MODEL");
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   absl::StatusOr<int> batch_flag = args->GetInt("batch", 0, 1);
   absl::StatusOr<int> threads = args->GetInt("threads", cores, 1);
@@ -179,8 +183,7 @@ int Main(int argc, char** argv) {
   absl::StatusOr<int> top = args->GetInt("top", 0, 0);
   for (const auto* v : {&batch_flag, &threads, &iterations, &warmup, &compile_threads, &top}) {
     if (!v->ok()) {
-      std::cerr << "kiln-bench: " << v->status().message() << "\n" << kUsage;
-      return 2;
+      return client::PrintUsageError("kiln-bench", std::string(v->status().message()));
     }
   }
   const std::string& path = args->positional[0];

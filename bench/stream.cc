@@ -11,12 +11,13 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "bench/bench_util.h"
-#include "client/cli_args.h"
+#include "client/cli_app.h"
 
 namespace kiln::bench {
 namespace {
@@ -47,14 +48,21 @@ void Split(int threads, int64_t n, const F& body) {
 }
 
 int Main(int argc, char** argv) {
-  absl::StatusOr<client::CliArgs> args =
-      client::ParseCliArgs(argc, argv, {"threads", "mib", "repeats"}, {"json"});
-  absl::StatusOr<int> threads = args.ok() ? args->GetInt("threads", 1, 1) : args.status();
-  absl::StatusOr<int> mib = args.ok() ? args->GetInt("mib", 256, 1) : args.status();
-  absl::StatusOr<int> repeats = args.ok() ? args->GetInt("repeats", 10, 1) : args.status();
-  if (!threads.ok() || !mib.ok() || !repeats.ok() || !args->positional.empty()) {
-    std::cerr << "usage: stream [--threads T] [--mib M] [--repeats R] [--json]\n";
-    return 2;
+  std::unique_ptr<CLI::App> cli =
+      client::NewCliApp("stream", "stream: STREAM-triad memory bandwidth (a[i] = b[i] + s * c[i]).");
+  client::AddValue(cli.get(), "threads", "T", "Threads (default 1)");
+  client::AddValue(cli.get(), "mib", "M", "MiB per array, three arrays (default 256)");
+  client::AddValue(cli.get(), "repeats", "R", "Triads timed, the best reported (default 10)");
+  client::AddSwitch(cli.get(), "json", "Print the result as one JSON object");
+  client::SetExample(cli.get(), "stream --threads 2 --mib 512 --json");
+  client::CliArgs parsed;
+  if (std::optional<int> done = client::ParseCommandLine(*cli, argc, argv, &parsed)) return *done;
+  const client::CliArgs* args = &parsed;
+  absl::StatusOr<int> threads = args->GetInt("threads", 1, 1);
+  absl::StatusOr<int> mib = args->GetInt("mib", 256, 1);
+  absl::StatusOr<int> repeats = args->GetInt("repeats", 10, 1);
+  for (const absl::StatusOr<int>* v : {&threads, &mib, &repeats}) {
+    if (!v->ok()) return client::PrintUsageError("stream", std::string(v->status().message()));
   }
   const int64_t n = int64_t{*mib} * 1024 * 1024 / sizeof(double);
   Array a = AllocateArray(n), b = AllocateArray(n), c = AllocateArray(n);

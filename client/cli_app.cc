@@ -118,6 +118,11 @@ void SetExample(CLI::App* app, const std::string& example) {
                            "\nFlags may be spelt with dashes or underscores."));
 }
 
+int PrintUsageError(const std::string& program, const std::string& problem) {
+  std::cerr << program << ": " << problem << "\nRun '" << program << " --help' for its usage.\n";
+  return 2;
+}
+
 std::vector<std::string> NormalizeFlagSpelling(std::vector<std::string> words) {
   for (std::string& w : words) {
     if (w == "--") break;

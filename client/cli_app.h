@@ -43,6 +43,10 @@ void SetExample(CLI::App* app, const std::string& example);
 // (the words of nested ones in order), then its positional words.
 std::optional<int> ParseCommandLine(CLI::App& app, int argc, char** argv, CliArgs* args);
 
+// "PROGRAM: problem" and where the usage is, on stderr; returns 2, the exit
+// status of a command line the program cannot use.
+int PrintUsageError(const std::string& program, const std::string& problem);
+
 // --input_shape=x -> --input-shape=x: the flag's name (not its value) with
 // underscores as dashes. Words after a bare "--" are left alone.
 std::vector<std::string> NormalizeFlagSpelling(std::vector<std::string> words);
