@@ -1,6 +1,5 @@
-// The command-line conventions of `kiln` and the bench tools, in one place:
-// positional words and flags in `--name value` or `--name=value` form
-// (boolean flags take no value), and how a failed call is reported.
+// A parsed command line as the commands of `kiln` and the bench tools read
+// it (client/cli_app.h fills it from CLI11), and how a failed call is reported.
 #ifndef KILN_CLIENT_CLI_ARGS_H_
 #define KILN_CLIENT_CLI_ARGS_H_
 
@@ -28,16 +27,6 @@ struct CliArgs {
   // InvalidArgument when it is not an integer >= `min`.
   absl::StatusOr<int> GetInt(const std::string& name, int fallback, int min) const;
 };
-
-// InvalidArgument for a value flag with no value or an unknown flag.
-absl::StatusOr<CliArgs> ParseCliArgs(const std::vector<std::string>& args,
-                                     const std::set<std::string>& value_flags,
-                                     const std::set<std::string>& boolean_flags);
-
-// As above, from main's arguments (argv[0], the program, skipped).
-absl::StatusOr<CliArgs> ParseCliArgs(int argc, char** argv,
-                                     const std::set<std::string>& value_flags,
-                                     const std::set<std::string>& boolean_flags);
 
 // Prints "<program>: <CODE>: <message>" to stderr and returns 1, the exit
 // status of a call that failed.
