@@ -48,8 +48,8 @@ void Split(int threads, int64_t n, const F& body) {
 }
 
 int Main(int argc, char** argv) {
-  std::unique_ptr<CLI::App> cli =
-      client::NewCliApp("stream", "stream: STREAM-triad memory bandwidth (a[i] = b[i] + s * c[i]).");
+  std::unique_ptr<CLI::App> cli = client::NewCliApp(
+      "stream", "stream: STREAM-triad memory bandwidth (a[i] = b[i] + s * c[i]).");
   client::AddValue(cli.get(), "threads", "T", "Threads (default 1)");
   client::AddValue(cli.get(), "mib", "M", "MiB per array, three arrays (default 256)");
   client::AddValue(cli.get(), "repeats", "R", "Triads timed, the best reported (default 10)");

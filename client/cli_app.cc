@@ -78,7 +78,8 @@ std::string CommandPath(const CLI::App& app) {
 
 std::unique_ptr<CLI::App> NewCliApp(const std::string& program, const std::string& description) {
   auto app = std::make_unique<CLI::App>(description, program);
-  app->set_version_flag("--version", VersionText(program), "Print Kiln's, LLVM's and the build's versions");
+  app->set_version_flag("--version", VersionText(program),
+                        "Print Kiln's, LLVM's and the build's versions");
   app->set_help_flag("-h,--help", "Print this help and exit");
   app->option_defaults()->always_capture_default();
   app->footer("Flags may be spelt with dashes or underscores (--input-shape, --input_shape).");
@@ -105,8 +106,7 @@ CLI::Option* AddRepeated(CLI::App* app, const std::string& name, const std::stri
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 }
 
-CLI::Option* AddPositionals(CLI::App* app, const std::string& value_name,
-                            const std::string& help) {
+CLI::Option* AddPositionals(CLI::App* app, const std::string& value_name, const std::string& help) {
   // The command checks how many it got: its message says what they are.
   return app->add_option(value_name, help)
       ->expected(0, CLI::detail::expected_max_vector_size)
@@ -114,8 +114,8 @@ CLI::Option* AddPositionals(CLI::App* app, const std::string& value_name,
 }
 
 void SetExample(CLI::App* app, const std::string& example) {
-  app->footer(absl::StrCat("Example:\n  ", example,
-                           "\nFlags may be spelt with dashes or underscores."));
+  app->footer(
+      absl::StrCat("Example:\n  ", example, "\nFlags may be spelt with dashes or underscores."));
 }
 
 int PrintUsageError(const std::string& program, const std::string& problem) {

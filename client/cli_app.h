@@ -32,8 +32,7 @@ CLI::Option* AddValue(CLI::App* app, const std::string& name, const std::string&
 CLI::Option* AddRepeated(CLI::App* app, const std::string& name, const std::string& value_name,
                          const std::string& help);
 // The command's positional words, described in its usage line as `value_name`.
-CLI::Option* AddPositionals(CLI::App* app, const std::string& value_name,
-                            const std::string& help);
+CLI::Option* AddPositionals(CLI::App* app, const std::string& value_name, const std::string& help);
 // Shown under the command's --help.
 void SetExample(CLI::App* app, const std::string& example);
 

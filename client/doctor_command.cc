@@ -17,9 +17,12 @@ using Verdict = DoctorCheck::Verdict;
 
 const char* VerdictName(Verdict v) {
   switch (v) {
-    case Verdict::kOk: return "ok";
-    case Verdict::kWarn: return "warn";
-    case Verdict::kFail: return "FAIL";
+    case Verdict::kOk:
+      return "ok";
+    case Verdict::kWarn:
+      return "warn";
+    case Verdict::kFail:
+      return "FAIL";
   }
   return "?";
 }
@@ -27,23 +30,23 @@ const char* VerdictName(Verdict v) {
 // The checks GetServerInfo's answer allows: versions against this client's.
 void CheckServerInfo(const kiln::v1::GetServerInfoResponse& info,
                      std::vector<DoctorCheck>* checks) {
-  checks->push_back({"version",
-                     info.version() == kKilnVersion ? Verdict::kOk : Verdict::kWarn,
+  checks->push_back({"version", info.version() == kKilnVersion ? Verdict::kOk : Verdict::kWarn,
                      info.version() == kKilnVersion
                          ? absl::StrCat("server and client are Kiln ", kKilnVersion)
                          : absl::StrCat("server is Kiln ", info.version(), ", this client ",
                                         kKilnVersion, ": flags or fields may differ")});
-  checks->push_back({"llvm", info.llvm_version() == kBuildLlvmVersion ? Verdict::kOk : Verdict::kWarn,
+  checks->push_back({"llvm",
+                     info.llvm_version() == kBuildLlvmVersion ? Verdict::kOk : Verdict::kWarn,
                      info.llvm_version() == kBuildLlvmVersion
                          ? absl::StrCat("LLVM ", info.llvm_version())
                          : absl::StrCat("server's LLVM is ", info.llvm_version(),
                                         ", this client was built with ", kBuildLlvmVersion)});
-  checks->push_back({"cpu", Verdict::kOk,
-                     absl::StrCat(info.cpu(), " (", info.target_triple(), "), ", info.threads(),
-                                  " threads, features: ",
-                                  info.cpu_features().empty()
-                                      ? std::string("none reported")
-                                      : absl::StrJoin(info.cpu_features(), " "))});
+  checks->push_back(
+      {"cpu", Verdict::kOk,
+       absl::StrCat(info.cpu(), " (", info.target_triple(), "), ", info.threads(),
+                    " threads, features: ",
+                    info.cpu_features().empty() ? std::string("none reported")
+                                                : absl::StrJoin(info.cpu_features(), " "))});
   checks->push_back({"operators", info.ops().empty() ? Verdict::kWarn : Verdict::kOk,
                      absl::StrCat(info.ops_size(), " operators supported")});
 }
@@ -58,18 +61,18 @@ void CheckCache(const kiln::v1::GetCacheStatsResponse& stats, std::vector<Doctor
                        "no disk cache (--cache-dir=none): every restart compiles every kernel"});
     return;
   }
-  checks->push_back({"cache.disk", Verdict::kOk,
-                     absl::StrCat(stats.disk_entries(), " entries, ",
-                                  HumanBytes(stats.disk_bytes()))});
+  checks->push_back(
+      {"cache.disk", Verdict::kOk,
+       absl::StrCat(stats.disk_entries(), " entries, ", HumanBytes(stats.disk_bytes()))});
   checks->push_back(
       {"cache.writable", stats.disk_writing() ? Verdict::kOk : Verdict::kFail,
        stats.disk_writing()
            ? absl::StrCat("writing (", stats.disk_write_failures(), " failed writes so far)")
            : absl::StrCat("writes paused after a failed one (", stats.disk_write_failures(),
                           " failed): check the cache directory's space and permissions")});
-  checks->push_back({"cache.corrupt", stats.corrupt_entries() == 0 ? Verdict::kOk : Verdict::kWarn,
-                     absl::StrCat(stats.corrupt_entries(),
-                                  " corrupt entries found (dropped and recompiled)")});
+  checks->push_back(
+      {"cache.corrupt", stats.corrupt_entries() == 0 ? Verdict::kOk : Verdict::kWarn,
+       absl::StrCat(stats.corrupt_entries(), " corrupt entries found (dropped and recompiled)")});
 }
 
 }  // namespace
@@ -86,15 +89,15 @@ int DoctorCommand(KilnClient& client, const std::string& target, bool json, std:
                       absl::StrCat(target, ": ", absl::StatusCodeToString(info.status().code()),
                                    ": ", info.status().message())});
   } else {
-    checks.push_back({"reachable", Verdict::kOk,
-                      absl::StrFormat("%s answered in %.1f ms", target, ms)});
+    checks.push_back(
+        {"reachable", Verdict::kOk, absl::StrFormat("%s answered in %.1f ms", target, ms)});
     CheckServerInfo(*info, &checks);
     stats = client.GetCacheStats();
     if (stats.ok()) {
       CheckCache(*stats, &checks);
     } else {
-      checks.push_back({"cache", Verdict::kFail,
-                        absl::StrCat("GetCacheStats: ", stats.status().message())});
+      checks.push_back(
+          {"cache", Verdict::kFail, absl::StrCat("GetCacheStats: ", stats.status().message())});
     }
   }
   bool failed = false;
@@ -108,15 +111,15 @@ int DoctorCommand(KilnClient& client, const std::string& target, bool json, std:
   }
   std::vector<std::string> items;
   for (const DoctorCheck& c : checks) {
-    items.push_back(absl::StrCat("{\"name\": ", JsonQuote(c.name), ", \"verdict\": ",
-                                 JsonQuote(VerdictName(c.verdict)), ", \"detail\": ",
-                                 JsonQuote(c.detail), "}"));
+    items.push_back(absl::StrCat("{\"name\": ", JsonQuote(c.name),
+                                 ", \"verdict\": ", JsonQuote(VerdictName(c.verdict)),
+                                 ", \"detail\": ", JsonQuote(c.detail), "}"));
   }
-  std::string doc = absl::StrCat(
-      "{\"ok\": ", failed ? "false" : "true", ", \"server\": ", JsonQuote(target),
-      ", \"client\": {\"version\": ", JsonQuote(kKilnVersion),
-      ", \"llvm_version\": ", JsonQuote(kBuildLlvmVersion), "}, \"checks\": [\n    ",
-      absl::StrJoin(items, ",\n    "), "]");
+  std::string doc =
+      absl::StrCat("{\"ok\": ", failed ? "false" : "true", ", \"server\": ", JsonQuote(target),
+                   ", \"client\": {\"version\": ", JsonQuote(kKilnVersion),
+                   ", \"llvm_version\": ", JsonQuote(kBuildLlvmVersion), "}, \"checks\": [\n    ",
+                   absl::StrJoin(items, ",\n    "), "]");
   if (info.ok()) absl::StrAppend(&doc, ",\n \"server_info\": ", ToJson(*info));
   if (stats.ok()) absl::StrAppend(&doc, ",\n \"cache_stats\": ", ToJson(*stats));
   out << WithSchemaVersion(doc + "}") << "\n";

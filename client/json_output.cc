@@ -17,7 +17,10 @@ std::string WithSchemaVersion(absl::string_view object) {
   const size_t first = object.find_first_not_of(" \t\r\n", open + 1);
   const bool empty = first == absl::string_view::npos || object[first] == '}';
   const bool newline = open + 1 < object.size() && object[open + 1] == '\n';
-  return absl::StrCat(object.substr(0, open + 1), field, empty ? "" : newline ? "," : ", ",
+  return absl::StrCat(object.substr(0, open + 1), field,
+                      empty     ? ""
+                      : newline ? ","
+                                : ", ",
                       object.substr(open + 1));
 }
 
@@ -29,11 +32,21 @@ std::string JsonQuote(absl::string_view s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           absl::StrAppendFormat(&out, "\\u%04x", c);

@@ -29,15 +29,13 @@ void AddBatchingFlags(CLI::App* app) {
   AddValue(app, "max-batch-size", "N", "Largest batch the server forms")->group(group);
   AddRepeated(app, "preferred-batch-size", "N", "A batch size the server runs at once")
       ->group(group);
-  AddValue(app, "max-queue-delay-us", "US", "Longest a request waits for a batch")
-      ->group(group);
+  AddValue(app, "max-queue-delay-us", "US", "Longest a request waits for a batch")->group(group);
 }
 
 // Sizes a symbolic dim may take and the shapes compiled at load.
 void AddSymbolFlags(CLI::App* app) {
   const std::string group = "Symbolic shapes";
-  AddRepeated(app, "symbol-range", "SYMBOL=MIN:MAX", "Sizes a symbolic dim may take")
-      ->group(group);
+  AddRepeated(app, "symbol-range", "SYMBOL=MIN:MAX", "Sizes a symbolic dim may take")->group(group);
   AddRepeated(app, "eager-shape", "SYMBOL=N[,SYMBOL=N...]", "A shape compiled at load")
       ->group(group);
   AddSwitch(app, "exact-shapes-only",
@@ -108,9 +106,9 @@ std::unique_ptr<CLI::App> NewKilnCli() {
   AddPositionals(unload, "NAME", "The loaded model");
   AddJson(unload);
 
-  CLI::App* info = AddCommand(app.get(), "info",
-                              "The server's version, LLVM, CPU, features and operators",
-                              "kiln info --json");
+  CLI::App* info =
+      AddCommand(app.get(), "info", "The server's version, LLVM, CPU, features and operators",
+                 "kiln info --json");
   AddJson(info);
 
   CLI::App* doctor = AddCommand(
@@ -120,8 +118,7 @@ std::unique_ptr<CLI::App> NewKilnCli() {
   AddJson(doctor);
 
   CLI::App* onnx_test = AddCommand(
-      app.get(), "onnx-test",
-      "Run ONNX test cases; ends \"N passed, N failed, N unsupported\"",
+      app.get(), "onnx-test", "Run ONNX test cases; ends \"N passed, N failed, N unsupported\"",
       "kiln onnx-test onnx_cases/node/test_add --json");
   AddPositionals(onnx_test, "CASE_DIR", "ONNX test case directories (model.onnx, test_data_set_*)");
   AddSwitch(onnx_test, "model-tolerance",

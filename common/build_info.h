@@ -33,8 +33,8 @@ inline std::string BuildDescription() {
 
 // The lines `PROGRAM --version` prints.
 inline std::string VersionText(const std::string& program) {
-  return program + " " + kKilnVersion + "\nLLVM " + kBuildLlvmVersion + "\nbuild: " +
-         BuildDescription();
+  return program + " " + kKilnVersion + "\nLLVM " + kBuildLlvmVersion +
+         "\nbuild: " + BuildDescription();
 }
 
 }  // namespace kiln

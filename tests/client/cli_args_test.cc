@@ -21,8 +21,7 @@ TEST(CliArgsTest, GetIntTakesTheLastValueAndChecksItsRange) {
   EXPECT_EQ(*a.GetInt("batch", 1, 1), 8);
   EXPECT_EQ(*a.GetInt("iterations", 100, 1), 100);  // not given: the fallback
   EXPECT_EQ(a.GetInt("warmup", 10, 0).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(a.GetInt("top", 0, 0).status().message()),
-              ::testing::HasSubstr("'x'"));
+  EXPECT_THAT(std::string(a.GetInt("top", 0, 0).status().message()), ::testing::HasSubstr("'x'"));
 }
 
 }  // namespace

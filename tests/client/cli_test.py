@@ -228,7 +228,7 @@ def test_json(kiln_version):
         r = kiln(*command.split(), *args, "--json")
         check(r.returncode == expect_exit, f"{command} --json: exit {r.returncode}: {r.stderr}")
         doc = json.loads(r.stdout)
-        check(doc.get("schema_version") == 1, f"{command}: schema_version {doc.get('schema_version')}")
+        check(doc.get("schema_version") == 1, f"{command}: schema {doc.get('schema_version')}")
         check(list(doc)[0] == "schema_version", f"{command}: schema_version is not first")
         body = {k: v for k, v in doc.items() if k != "schema_version"}
         for p in conforms(body, schema[command], command):
