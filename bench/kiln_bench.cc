@@ -156,7 +156,8 @@ int DumpObjects(const std::vector<KernelSpec>& kernels, const std::string& dir) 
 int Main(int argc, char** argv) {
   std::unique_ptr<CLI::App> cli = client::NewCliApp(
       "kiln-bench", "kiln-bench: one model compiled cold and run in this process (no gRPC).");
-  client::AddPositionals(cli.get(), "MODEL", "An ONNX model (.onnx) or a Kiln graph (.pbtxt)");
+  client::AddPositionals(cli.get(), "MODEL", "An ONNX model (.onnx) or a Kiln graph (.pbtxt)",
+                         1, 1);
   client::AddValue(cli.get(), "batch", "B", "Every input's leading dim (default: the model's)");
   client::AddValue(cli.get(), "threads", "T", "Threads running kernels (default: every core)");
   client::AddValue(cli.get(), "iterations", "N", "Timed runs (default 100)");

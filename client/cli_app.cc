@@ -106,11 +106,13 @@ CLI::Option* AddRepeated(CLI::App* app, const std::string& name, const std::stri
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 }
 
-CLI::Option* AddPositionals(CLI::App* app, const std::string& value_name, const std::string& help) {
-  // The command checks how many it got: its message says what they are.
-  return app->add_option(value_name, help)
-      ->expected(0, CLI::detail::expected_max_vector_size)
-      ->allow_extra_args(true);
+CLI::Option* AddPositionals(CLI::App* app, const std::string& value_name, const std::string& help,
+                            int min, int max) {
+  CLI::Option* opt = app->add_option(value_name, help)
+                         ->expected(min, max < 0 ? CLI::detail::expected_max_vector_size : max)
+                         ->allow_extra_args(max != 1);
+  if (min > 0) opt->required();
+  return opt;
 }
 
 void SetExample(CLI::App* app, const std::string& example) {

@@ -31,8 +31,10 @@ CLI::Option* AddValue(CLI::App* app, const std::string& name, const std::string&
 // A flag that may be given many times, one value each.
 CLI::Option* AddRepeated(CLI::App* app, const std::string& name, const std::string& value_name,
                          const std::string& help);
-// The command's positional words, described in its usage line as `value_name`.
-CLI::Option* AddPositionals(CLI::App* app, const std::string& value_name, const std::string& help);
+// The command's positional words, described in its usage line as `value_name`:
+// at least `min`, at most `max` (-1: any number); fewer or more is an error.
+CLI::Option* AddPositionals(CLI::App* app, const std::string& value_name, const std::string& help,
+                            int min, int max);
 // Shown under the command's --help.
 void SetExample(CLI::App* app, const std::string& example);
 

@@ -63,7 +63,7 @@ std::unique_ptr<CLI::App> NewKilnCli() {
 
   CLI::App* compile = AddCommand(app.get(), "compile", "Compile a model and serve it",
                                  "kiln compile resnet18.onnx --input-shape input=1x3x224x224");
-  AddPositionals(compile, "FILE", "The model: .onnx, or a Kiln graph (.pbtxt or binary)");
+  AddPositionals(compile, "FILE", "The model: .onnx, or a Kiln graph (.pbtxt or binary)", 1, 1);
   AddValue(compile, "name", "NAME", "Model name (default: an ONNX file's stem, or the graph's)");
   AddValue(compile, "opt-level", "N", "Optimisation level");
   AddRepeated(compile, "disable", "PASS", "Skip this pass");
@@ -85,7 +85,7 @@ std::unique_ptr<CLI::App> NewKilnCli() {
 
   CLI::App* infer = AddCommand(app.get(), "infer", "Run a loaded model on .npy inputs",
                                "kiln infer mlp --input x=examples/x.npy --json");
-  AddPositionals(infer, "NAME", "The loaded model");
+  AddPositionals(infer, "NAME", "The loaded model", 1, 1);
   AddRepeated(infer, "input", "INPUT=FILE.npy", "An input's value (the input must exist)");
   AddValue(infer, "output-dir", "DIR", "Also write each output to DIR/OUTPUT.npy");
   AddSwitch(infer, "profile", "Report each kernel's time");
@@ -95,7 +95,7 @@ std::unique_ptr<CLI::App> NewKilnCli() {
   CLI::App* stats = AddCommand(app.get(), "stats", "Kernel cache or timing statistics",
                                "kiln stats timing mlp --json");
   AddPositionals(stats, "WHAT",
-                 "'cache' (the kernel cache) or 'timing [NAME]' (every model's, or NAME's)");
+                 "'cache' (the kernel cache) or 'timing [NAME]' (every model's, or NAME's)", 1, 2);
   AddJson(stats);
 
   CLI::App* models =
@@ -103,7 +103,7 @@ std::unique_ptr<CLI::App> NewKilnCli() {
   AddJson(models);
 
   CLI::App* unload = AddCommand(app.get(), "unload", "Stop serving a model", "kiln unload mlp");
-  AddPositionals(unload, "NAME", "The loaded model");
+  AddPositionals(unload, "NAME", "The loaded model", 1, 1);
   AddJson(unload);
 
   CLI::App* info =
@@ -120,7 +120,8 @@ std::unique_ptr<CLI::App> NewKilnCli() {
   CLI::App* onnx_test = AddCommand(
       app.get(), "onnx-test", "Run ONNX test cases; ends \"N passed, N failed, N unsupported\"",
       "kiln onnx-test onnx_cases/node/test_add --json");
-  AddPositionals(onnx_test, "CASE_DIR", "ONNX test case directories (model.onnx, test_data_set_*)");
+  AddPositionals(onnx_test, "CASE_DIR", "ONNX test case directories (model.onnx, test_data_set_*)",
+                 1, -1);
   AddSwitch(onnx_test, "model-tolerance",
             "Compare as for whole models: |got - want| <= 1e-4 * max(1, max |want|)");
   AddJson(onnx_test);
@@ -129,7 +130,7 @@ std::unique_ptr<CLI::App> NewKilnCli() {
       app.get(), "bench",
       "Compile (or take a loaded model), then C clients' latency percentiles and throughput",
       "kiln bench resnet18.onnx --batch 8 --concurrency 4 --iterations 50 --json");
-  AddPositionals(bench, "FILE", "The model file (or --model NAME of a loaded one)");
+  AddPositionals(bench, "FILE", "The model file (or --model NAME of a loaded one)", 0, 1);
   AddValue(bench, "model", "NAME", "Benchmark this loaded model instead of a FILE");
   AddValue(bench, "batch", "B", "Rows per request (default 1)");
   AddValue(bench, "concurrency", "C", "Requests in flight (default 1)");
@@ -148,7 +149,7 @@ std::unique_ptr<CLI::App> NewKilnCli() {
       AddCommand(app.get(), "call-kernel", "Run one kernel on .npy inputs",
                  "kiln call-kernel 1234567890abcdef --input a.npy --input b.npy --output c.npy");
   AddPositionals(call_kernel, "KEY",
-                 "A kernel's cache key, or a unique prefix of at least 8 digits");
+                 "A kernel's cache key, or a unique prefix of at least 8 digits", 1, 1);
   AddRepeated(call_kernel, "input", "FILE.npy", "The kernel's next argument");
   AddValue(call_kernel, "output", "FILE.npy", "Write the output here");
   AddJson(call_kernel);
@@ -156,7 +157,7 @@ std::unique_ptr<CLI::App> NewKilnCli() {
   CLI::App* bench_kernel = AddCommand(app.get(), "bench-kernel", "Time one kernel",
                                       "kiln bench-kernel 1234567890abcdef --repeat 20");
   AddPositionals(bench_kernel, "KEY",
-                 "A kernel's cache key, or a unique prefix of at least 8 digits");
+                 "A kernel's cache key, or a unique prefix of at least 8 digits", 1, 1);
   AddValue(bench_kernel, "number", "N", "Calls per measurement (default 1)");
   AddValue(bench_kernel, "repeat", "R", "Measurements (default 10)");
   AddValue(bench_kernel, "min-repeat-ms", "MS", "Raise N until a measurement takes this long");

@@ -91,6 +91,21 @@ TEST(CliAppTest, ValueFlagWithoutValueIsAnError) {
   EXPECT_THAT(p.err, HasSubstr("--input"));
 }
 
+TEST(CliAppTest, PositionalCountsAreChecked) {
+  Parsed none = ParseKiln({"infer", "--json"});
+  EXPECT_EQ(none.exit, 2);
+  EXPECT_THAT(none.err, HasSubstr("NAME is required"));
+  Parsed two = ParseKiln({"infer", "a", "b"});
+  EXPECT_EQ(two.exit, 2);
+  EXPECT_THAT(two.err, HasSubstr("unexpected argument 'b'"));
+  Parsed many = ParseKiln({"onnx-test", "c1", "c2", "c3"});
+  ASSERT_FALSE(many.exit.has_value()) << many.err;
+  EXPECT_THAT(many.args.positional, ElementsAre("onnx-test", "c1", "c2", "c3"));
+  Parsed optional = ParseKiln({"bench", "--model", "m"});
+  ASSERT_FALSE(optional.exit.has_value()) << optional.err;
+  EXPECT_THAT(optional.args.positional, ElementsAre("bench"));
+}
+
 TEST(CliAppTest, CommandHelpGoesToStdoutAndExitsZero) {
   Parsed p = ParseKiln({"infer", "--help"});
   EXPECT_EQ(p.exit, 0);
