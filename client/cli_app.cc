@@ -5,7 +5,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "client/did_you_mean.h"
 #include "common/build_info.h"
 
@@ -40,13 +39,12 @@ std::vector<std::string> FlagNames(const CLI::App& app, const CLI::App* command)
 std::string DescribeExtras(const CLI::App& app, const std::vector<std::string>& extras) {
   std::vector<const CLI::App*> chain = ChosenCommands(app);
   const CLI::App* command = chain.empty() ? &app : chain.back();
-  const std::string& word = extras.front();
-  if (absl::StartsWith(word, "-")) {
-    std::string name = std::string(absl::StripLeadingAsciiWhitespace(word));
-    name = name.substr(name.find_first_not_of('-'));
-    name = name.substr(0, name.find('='));
-    return absl::StrCat("unknown flag ", word.substr(0, word.find('=')),
-                        DidYouMean(name, FlagNames(app, command), "--"));
+  const std::string word = extras.empty() ? "" : extras.front();
+  const size_t name_start = word.find_first_not_of('-');
+  if (absl::StartsWith(word, "-") && name_start != std::string::npos) {
+    const std::string flag = word.substr(0, word.find('='));
+    return absl::StrCat("unknown flag ", flag,
+                        DidYouMean(flag.substr(name_start), FlagNames(app, command), "--"));
   }
   if (command->get_subcommands({}).size() > 0 && command->get_subcommands().empty()) {
     std::vector<std::string> names;
@@ -54,17 +52,6 @@ std::string DescribeExtras(const CLI::App& app, const std::vector<std::string>& 
     return absl::StrCat("unknown command '", word, "'", DidYouMean(word, names));
   }
   return absl::StrCat("unexpected argument '", word, "'");
-}
-
-// CLI11's "The following argument(s) were not expected: b a" back into
-// words, in command-line order (CLI11 lists them last first).
-std::vector<std::string> ExtrasOf(const CLI::ExtrasError& e) {
-  absl::string_view what = e.what();
-  const size_t colon = what.find(": ");
-  if (colon == absl::string_view::npos) return {std::string(what)};
-  std::vector<std::string> words = absl::StrSplit(what.substr(colon + 2), ' ', absl::SkipEmpty());
-  std::reverse(words.begin(), words.end());
-  return words;
 }
 
 // "kiln compile" for the command the error is about.
@@ -81,7 +68,6 @@ std::unique_ptr<CLI::App> NewCliApp(const std::string& program, const std::strin
   app->set_version_flag("--version", VersionText(program),
                         "Print Kiln's, LLVM's and the build's versions");
   app->set_help_flag("-h,--help", "Print this help and exit");
-  app->option_defaults()->always_capture_default();
   app->footer("Flags may be spelt with dashes or underscores (--input-shape, --input_shape).");
   return app;
 }
@@ -145,8 +131,9 @@ std::optional<int> ParseCommandLine(CLI::App& app, int argc, char** argv, CliArg
     return app.exit(e, std::cout, std::cerr);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e, std::cout, std::cerr);
-  } catch (const CLI::ExtrasError& e) {
-    std::cerr << CommandPath(app) << ": " << DescribeExtras(app, ExtrasOf(e)) << "\n"
+  } catch (const CLI::ExtrasError&) {
+    // remaining(): the words no command took, in command-line order.
+    std::cerr << CommandPath(app) << ": " << DescribeExtras(app, app.remaining(true)) << "\n"
               << "Run '" << CommandPath(app) << " --help' for its flags.\n";
     return 2;
   } catch (const CLI::ParseError& e) {

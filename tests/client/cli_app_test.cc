@@ -85,6 +85,15 @@ TEST(CliAppTest, UnknownCommandIsAnErrorWithTheClosestCommand) {
   EXPECT_THAT(p.err, HasSubstr("unknown command 'comple' (did you mean 'compile'?)"));
 }
 
+TEST(CliAppTest, ExtraWordIsNamedWhole) {
+  Parsed p = ParseKiln({"unload", "my model", "other model"});
+  EXPECT_EQ(p.exit, 2);
+  EXPECT_THAT(p.err, HasSubstr("unexpected argument 'other model'"));
+  Parsed dash = ParseKiln({"models", "-"});
+  EXPECT_EQ(dash.exit, 2);
+  EXPECT_THAT(dash.err, HasSubstr("unexpected argument '-'"));
+}
+
 TEST(CliAppTest, ValueFlagWithoutValueIsAnError) {
   Parsed p = ParseKiln({"infer", "m", "--input"});
   EXPECT_EQ(p.exit, 2);
