@@ -29,6 +29,9 @@ echo "== $(head -1 "$log")"
 echo; echo "== kiln info"
 "$kiln" info --server "localhost:$port"
 
+echo; echo "== kiln doctor   (reachable, versions, CPU, kernel cache health)"
+"$kiln" doctor --server "localhost:$port" || true
+
 echo; echo "== kiln compile examples/mlp.pbtxt --name mlp"
 "$kiln" compile examples/mlp.pbtxt --name mlp --server "localhost:$port"
 

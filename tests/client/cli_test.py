@@ -13,6 +13,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 
 import numpy as np
 import onnx
@@ -300,6 +301,62 @@ def test_doctor(kiln_version):
           f"doctor unreachable: {r.returncode} {r.stdout}")
 
 
+class CacheServer:
+    """A kiln-server of its own with a disk kernel cache in `cache_dir`."""
+
+    def __init__(self, cache_dir):
+        self.log = os.path.join(WORK, "cache_server.log")
+        self.proc = subprocess.Popen(
+            ["server/kiln-server", "--port=0", f"--cache-dir={cache_dir}", "--threads=1"],
+            stdout=open(self.log, "w"), stderr=subprocess.STDOUT)
+        self.address = None
+        for _ in range(100):
+            m = re.search(r"listening on .*:(\d+)$", open(self.log).read(), re.M)
+            if m:
+                self.address = f"127.0.0.1:{m.group(1)}"
+                break
+            time.sleep(0.1)
+        if self.address is None:
+            self.stop()
+            raise SystemExit("cache server did not start: " + open(self.log).read())
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+def test_doctor_sees_corrupt_cache_entries():
+    cache_dir = os.path.join(WORK, "cache")
+    os.makedirs(cache_dir, exist_ok=True)
+    server = CacheServer(cache_dir)
+    try:
+        r = run("compile", "examples/mlp.pbtxt", "--name", "mlp", "--server", server.address)
+        check(r.returncode == 0, f"compile on the cache server: {r.stderr}")
+        fresh = json.loads(run("doctor", "--json", "--server", server.address).stdout)
+        verdicts = {c["name"]: c["verdict"] for c in fresh["checks"]}
+        check(verdicts.get("cache.disk") == "ok" and verdicts.get("cache.writable") == "ok"
+              and verdicts.get("cache.corrupt") == "ok", f"fresh disk cache: {verdicts}")
+    finally:
+        server.stop()
+    entries = [f for f in os.listdir(cache_dir) if f.endswith(".kkc")]
+    check(len(entries) > 0, "the compile wrote no cache entries")
+    for f in entries:
+        with open(os.path.join(cache_dir, f), "wb") as out:
+            out.write(b"not a kernel" * 10)
+    server = CacheServer(cache_dir)
+    try:
+        run("compile", "examples/mlp.pbtxt", "--name", "mlp", "--server", server.address)
+        r = run("doctor", "--json", "--server", server.address)
+        doc = json.loads(r.stdout)
+        corrupt = {c["name"]: c for c in doc["checks"]}.get("cache.corrupt", {})
+        check(r.returncode == 0 and corrupt.get("verdict") == "warn"
+              and corrupt.get("detail", "").startswith(f"{len(entries)} corrupt entries")
+              and doc["cache_stats"]["corrupt_entries"] == str(len(entries)),
+              f"doctor after corrupting {len(entries)} entries: {corrupt}")
+    finally:
+        server.stop()
+
+
 def main():
     test_help()
     kiln_version = test_versions()
@@ -308,6 +365,7 @@ def main():
     test_spellings()
     test_json(kiln_version)
     test_doctor(kiln_version)
+    test_doctor_sees_corrupt_cache_entries()
     if failures:
         print(f"{len(failures)} checks failed", file=sys.stderr)
         return 1
