@@ -42,10 +42,7 @@ namespace {
 int Fail(const absl::Status& status) { return PrintFailure("kiln", status); }
 
 // A command line the parser accepted but the command cannot use.
-int Usage(const std::string& problem) {
-  std::cerr << "kiln: " << problem << "\nRun 'kiln COMMAND --help' for its usage.\n";
-  return 2;
-}
+int Usage(const std::string& problem) { return PrintUsageError("kiln", problem); }
 
 std::string SafeFileName(const std::string& name) {
   std::string out = name;
