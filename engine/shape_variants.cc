@@ -1,5 +1,7 @@
 #include "engine/shape_variants.h"
 
+#include "absl/time/clock.h"
+
 #include <algorithm>
 #include <atomic>
 #include <set>
@@ -237,6 +239,7 @@ absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> ShapeVariants::Fill(
     binding[signature_.inputs[i].name] = shapes[i];
     if (signature_.inputs[i].decides_shapes) values[signature_.inputs[i].name] = shapes[v++];
   }
+  const absl::Time start = absl::Now();
   absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> model = [&]() {
     absl::StatusOr<Graph> graph = graph_for_(binding, values);
     if (!graph.ok()) {
@@ -244,6 +247,10 @@ absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> ShapeVariants::Fill(
     }
     return compile_(*std::move(graph));
   }();
+  if (model.ok()) {
+    last_compile_ns_.store(absl::ToInt64Nanoseconds(absl::Now() - start),
+                           std::memory_order_relaxed);
+  }
   absl::MutexLock lock(&mutex_);
   slot->ready = true;
   slot->last_use = NextUse();
@@ -380,6 +387,11 @@ std::shared_ptr<runtime::CompiledModel> ShapeVariants::UnloadIfIdle(const Varian
   std::shared_ptr<runtime::CompiledModel> model = std::move(it->second->model);
   slots_.erase(it);
   return model;
+}
+
+bool ServePaddedWhileCompiling(int64_t padded_run_ns, int64_t compile_ns) {
+  if (padded_run_ns <= 0 || compile_ns <= 0) return true;  // not known yet
+  return padded_run_ns < compile_ns;
 }
 
 }  // namespace kiln::engine

@@ -49,6 +49,7 @@
 #ifndef KILN_ENGINE_SHAPE_VARIANTS_H_
 #define KILN_ENGINE_SHAPE_VARIANTS_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -156,6 +157,9 @@ class ShapeVariants : public std::enable_shared_from_this<ShapeVariants> {
 
   // Variants compiled on demand so far (not counting Add).
   int64_t compiles() const;
+  // How long the last successful on-demand compile took (a load, when its
+  // kernels were cached); 0 before the first.
+  int64_t last_compile_ns() const { return last_compile_ns_.load(std::memory_order_relaxed); }
 
   // The least recently used loaded variant that nothing but this set holds
   // (no call runs on it, no model keeps it as its load-time shape), so that
@@ -200,7 +204,16 @@ class ShapeVariants : public std::enable_shared_from_this<ShapeVariants> {
   absl::CondVar compiled_;
   std::map<std::vector<std::vector<int64_t>>, std::shared_ptr<Slot>> slots_ ABSL_GUARDED_BY(mutex_);
   int64_t compiles_ ABSL_GUARDED_BY(mutex_) = 0;
+  std::atomic<int64_t> last_compile_ns_{0};
 };
+
+// Whether a request of a batch size not compiled yet is served from a larger
+// loaded batch, padded, while its own compiles (the design note above), or
+// waits for that compile: padded when the larger batch's last run
+// (`padded_run_ns`) is shorter than the model's last compile (`compile_ns`),
+// or either is not known yet. A padded batch 32 of a large model can take
+// longer than compiling batch 1 now that a compile takes a few hundred ms.
+bool ServePaddedWhileCompiling(int64_t padded_run_ns, int64_t compile_ns);
 
 }  // namespace kiln::engine
 

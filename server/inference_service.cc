@@ -176,10 +176,12 @@ void InferenceService::StartInfer(const inference::ModelInferRequest& request,
   if (served->pads_new_batches && !served->variants->Peek(*key) &&
       served->variants->Check(*key).ok()) {
     // A batch size not compiled yet: served from a larger loaded one,
-    // padded, while its own compiles in the background.
+    // padded, while its own compiles in the background, unless waiting for
+    // that compile is quicker.
     std::optional<engine::ShapeVariants::LargerBatch> larger =
         served->variants->FindLargerBatch(*key);
-    if (larger) {
+    if (larger && engine::ServePaddedWhileCompiling(larger->model->last_run_ns(),
+                                                     served->variants->last_compile_ns())) {
       served->variants->CompileSoon(*key, models_->BackgroundSchedule());
       return RunAndAnswer(*served, *larger->model, larger->rows, &*key, request, response,
                           std::move(done), deadline, times.get());

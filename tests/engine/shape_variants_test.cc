@@ -254,5 +254,21 @@ TEST_F(ShapeVariantsTest, CompileSoonCompilesOnceAndGetWaitsForIt) {
   EXPECT_EQ(builds_.load(), builds + 1);
 }
 
+TEST_F(ShapeVariantsTest, TheLastCompileIsTimed) {
+  ASSERT_TRUE(Load(/*two_inputs=*/false).ok());
+  const int64_t compiles = variants().compiles();
+  EXPECT_EQ(variants().last_compile_ns() > 0, compiles > 0);
+  ExpectComputes(5);  // a new batch: compiled now
+  EXPECT_EQ(variants().compiles(), compiles + 1);
+  EXPECT_GT(variants().last_compile_ns(), 0);
+}
+
+TEST(ServePaddedWhileCompilingTest, PadsOnlyWhenTheLargerRunIsQuickerThanACompile) {
+  EXPECT_TRUE(ServePaddedWhileCompiling(5'000'000, 400'000'000));    // 5 ms run, 400 ms compile
+  EXPECT_FALSE(ServePaddedWhileCompiling(600'000'000, 400'000'000));  // a big batch's long run
+  EXPECT_TRUE(ServePaddedWhileCompiling(0, 400'000'000));   // never run yet
+  EXPECT_TRUE(ServePaddedWhileCompiling(5'000'000, 0));     // nothing compiled yet
+}
+
 }  // namespace
 }  // namespace kiln::engine
