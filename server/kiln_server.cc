@@ -19,6 +19,7 @@
 #include "server/compiler_service.h"
 #include "server/infer_spin_loop.h"
 #include "server/inference_service.h"
+#include "server/connection_gate.h"
 #include "server/server_credentials.h"
 #include "server/token_table.h"
 #include "server/unparsed_request_status.h"
@@ -37,6 +38,7 @@ class KilnServerImpl final : public KilnServer {
                    options.max_upload_mb << 20}) {}
 
   ~KilnServerImpl() override {
+    if (gate_) gate_->Stop();
     if (server_) server_->Shutdown();
     if (spin_loop_) spin_loop_->Stop();
   }
@@ -66,8 +68,21 @@ class KilnServerImpl final : public KilnServer {
     grpc::EnableDefaultHealthCheckService(true);
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
     grpc::ServerBuilder builder;
-    builder.AddListeningPort(absl::StrCat(options.address, ":", options.port), *credentials,
-                             &port_);
+    if (options.max_connections > 0) {
+      if (!options.tls_cert.empty()) {
+        return absl::InvalidArgumentError(
+            "--max-connections needs plaintext gRPC: gRPC 1.51 cannot take over TLS "
+            "connections a listener of Kiln's accepted (connection_gate.h)");
+      }
+      absl::StatusOr<std::unique_ptr<ConnectionGate>> gate =
+          ConnectionGate::Listen(options.address, options.port, options.max_connections);
+      if (!gate.ok()) return gate.status();
+      gate_ = *std::move(gate);
+      port_ = gate_->port();
+    } else {
+      builder.AddListeningPort(absl::StrCat(options.address, ":", options.port), *credentials,
+                               &port_);
+    }
     builder.SetMaxReceiveMessageSize(options.max_message_mb * 1024 * 1024);
     builder.SetMaxSendMessageSize(options.max_message_mb * 1024 * 1024);
     if (options.max_connection_idle_s > 0) {
@@ -107,6 +122,7 @@ class KilnServerImpl final : public KilnServer {
       return absl::UnavailableError(absl::StrCat("cannot listen on ", options.address, ":",
                                                  options.port, " (is the port in use?)"));
     }
+    if (gate_) gate_->Start(server_.get());
     if (spin_loop_) spin_loop_->Start();
     SetServing(true);
     return absl::OkStatus();
@@ -115,6 +131,7 @@ class KilnServerImpl final : public KilnServer {
   int port() const override { return port_; }
   void Shutdown(absl::Duration grace) override {
     SetServing(false);
+    if (gate_) gate_->Stop();
     if (grace == absl::InfiniteDuration()) {
       server_->Shutdown();
     } else {
@@ -145,6 +162,9 @@ class KilnServerImpl final : public KilnServer {
   CompilerService compiler_;
   std::unique_ptr<InferSpinLoop> spin_loop_;
   std::unique_ptr<grpc::Server> server_;
+  // With --max-connections, the listener (else gRPC's own); after server_,
+  // so it stops first.
+  std::unique_ptr<ConnectionGate> gate_;
   int port_ = 0;
 };
 

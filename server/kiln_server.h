@@ -58,6 +58,8 @@ struct ServerOptions {
   double max_connection_idle_s = 300;
   // Calls in flight on one connection.
   int max_concurrent_streams = 100;
+  // Open connections at most (plaintext only: connection_gate.h); 0: no cap.
+  int max_connections = 0;
   // Every compile's kernels check their loads and stores (CompileOptions's
   // kernel_bounds_checks, forced on).
   bool kernel_bounds_checks = false;

@@ -76,6 +76,9 @@ void OnSignal(int) { stop_requested = 1; }
 ABSL_FLAG(double, max_connection_idle_s, 300,
           "connections with no call this long are closed (0: never)");
 ABSL_FLAG(int, max_concurrent_streams, 100, "calls in flight on one connection");
+ABSL_FLAG(int, max_connections, 0,
+          "open gRPC connections at most; one more is closed at once and its client retries "
+          "(plaintext only; 0: no cap)");
 ABSL_FLAG(int, compile_nice, 10,
           "compiles run this much nicer (lower priority) than inference, 0..19");
 ABSL_FLAG(double, shutdown_grace_s, 10,
@@ -171,8 +174,10 @@ int main(int argc, char** argv) {
   options.compile_nice = absl::GetFlag(FLAGS_compile_nice);
   options.max_connection_idle_s = absl::GetFlag(FLAGS_max_connection_idle_s);
   options.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
-  if (options.max_connection_idle_s < 0 || options.max_concurrent_streams < 1) {
-    std::cerr << "kiln-server: --max-connection-idle-s must be >= 0 and "
+  options.max_connections = absl::GetFlag(FLAGS_max_connections);
+  if (options.max_connection_idle_s < 0 || options.max_concurrent_streams < 1 ||
+      options.max_connections < 0) {
+    std::cerr << "kiln-server: --max-connection-idle-s and --max-connections must be >= 0 and "
                  "--max-concurrent-streams >= 1\n";
     return 2;
   }

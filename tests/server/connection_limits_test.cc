@@ -11,10 +11,15 @@
 namespace kiln {
 namespace {
 
-TEST(ConnectionLimitsTest, AnIdleConnectionIsClosedAfterTheIdleTimeout) {
+// With gRPC's listener, and with Kiln's (--max-connections), whose
+// connections must get the same channel arguments.
+class ConnectionLimitsTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(ConnectionLimitsTest, AnIdleConnectionIsClosedAfterTheIdleTimeout) {
   server::ServerOptions options;
   options.port = 0;
   options.threads = 1;
+  options.max_connections = GetParam();
   options.max_connection_idle_s = 1;
   auto server = server::StartKilnServer(options);
   ASSERT_TRUE(server.ok()) << server.status();
@@ -40,6 +45,64 @@ TEST(ConnectionLimitsTest, AnIdleConnectionIsClosedAfterTheIdleTimeout) {
   inference::ServerLiveResponse live;
   EXPECT_TRUE(stub->ServerLive(&ctx, inference::ServerLiveRequest(), &live).ok());
   (*server)->Shutdown();
+}
+
+INSTANTIATE_TEST_SUITE_P(Listeners, ConnectionLimitsTest, ::testing::Values(0, 16));
+
+// A channel of its own connection (channels to one target share one by
+// default).
+std::shared_ptr<grpc::Channel> OwnConnection(int port) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port),
+                                   grpc::InsecureChannelCredentials(), args);
+}
+
+grpc::Status Live(const std::shared_ptr<grpc::Channel>& channel) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  inference::ServerLiveResponse live;
+  return inference::GRPCInferenceService::NewStub(channel)->ServerLive(
+      &ctx, inference::ServerLiveRequest(), &live);
+}
+
+// --max-connections 2: a third connection is closed at once (its call is
+// UNAVAILABLE) while the first two serve; once one of them closes, a new one
+// is taken.
+TEST(ConnectionCapTest, OnePastTheCapIsRefusedUntilOneCloses) {
+  server::ServerOptions options;
+  options.port = 0;
+  options.threads = 1;
+  options.max_connections = 2;
+  auto server = server::StartKilnServer(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  auto first = OwnConnection(port), second = OwnConnection(port);
+  ASSERT_TRUE(Live(first).ok());
+  ASSERT_TRUE(Live(second).ok());
+  grpc::Status third = Live(OwnConnection(port));
+  EXPECT_EQ(third.error_code(), grpc::StatusCode::UNAVAILABLE) << third.error_message();
+  EXPECT_TRUE(Live(second).ok());  // the two still serve
+
+  first.reset();  // its connection closes
+  bool served = false;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!served && std::chrono::steady_clock::now() < end) {
+    served = Live(OwnConnection(port)).ok();
+    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(served);
+  (*server)->Shutdown();
+}
+
+TEST(ConnectionCapTest, TheCapNeedsPlaintext) {
+  server::ServerOptions options;
+  options.port = 0;
+  options.max_connections = 2;
+  options.tls_cert = "/nonexistent/cert.pem";
+  options.tls_key = "/nonexistent/key.pem";
+  auto server = server::StartKilnServer(options);
+  EXPECT_FALSE(server.ok());
 }
 
 }  // namespace
