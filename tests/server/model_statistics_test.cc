@@ -162,20 +162,7 @@ TEST_F(ModelStatisticsTest, CountsSuccessesFailuresRowsAndRunsPerBatchSize) {
 // batch of 8 (preferred size 8, a delay no test waits out): five successes,
 // eight rows, one execution.
 TEST_F(ModelStatisticsTest, BatchedRequestsCountOnceAsAnExecution) {
-  auto compiler = kiln::v1::Compiler::NewStub(ChannelTo(*server_));
-  kiln::v1::CompileModelRequest compile;
-  compile.set_model_name("batched_mlp");
-  compile.set_onnx_model(testing::ReadFile(std::string(testing::kOnnxData) + "mlp_dynamic.onnx"));
-  kiln::v1::DynamicBatching* batching = compile.mutable_options()->mutable_dynamic_batching();
-  batching->set_max_batch_size(16);
-  batching->add_preferred_batch_size(8);
-  batching->set_max_queue_delay_microseconds(10'000'000);
-  {
-    grpc::ClientContext ctx;
-    kiln::v1::CompileModelResponse compiled;
-    grpc::Status s = compiler->CompileModel(&ctx, compile, &compiled);
-    ASSERT_TRUE(s.ok()) << s.error_message();
-  }
+  testing::CompileBatchingMlp(ChannelTo(*server_), "batched_mlp", 16, 8);
   const std::vector<std::pair<int64_t, int64_t>> calls = {{0, 1}, {1, 2}, {6, 1}, {3, 3}, {2, 1}};
   std::vector<grpc::Status> status(calls.size());
   std::vector<inference::ModelInferResponse> responses(calls.size());

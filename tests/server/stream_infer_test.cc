@@ -111,20 +111,7 @@ TEST(StreamInferTest, RequestsOnOneStreamBatchTogether) {
   ServerProcess server(root + "/cache");
   ASSERT_GT(server.port(), 0);
   auto channel = ChannelTo(server);
-  auto compiler = kiln::v1::Compiler::NewStub(channel);
-  kiln::v1::CompileModelRequest compile;
-  compile.set_model_name("batched");
-  compile.set_onnx_model(testing::ReadFile(std::string(testing::kOnnxData) + "mlp_dynamic.onnx"));
-  kiln::v1::DynamicBatching* batching = compile.mutable_options()->mutable_dynamic_batching();
-  batching->set_max_batch_size(8);
-  batching->add_preferred_batch_size(8);
-  batching->set_max_queue_delay_microseconds(10'000'000);
-  {
-    grpc::ClientContext ctx;
-    kiln::v1::CompileModelResponse compiled;
-    grpc::Status s = compiler->CompileModel(&ctx, compile, &compiled);
-    ASSERT_TRUE(s.ok()) << s.error_message();
-  }
+  testing::CompileBatchingMlp(channel, "batched", 8, 8);
   auto inference = inference::GRPCInferenceService::NewStub(channel);
   const auto start = std::chrono::steady_clock::now();
   grpc::ClientContext ctx;

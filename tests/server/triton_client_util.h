@@ -45,7 +45,7 @@ inline void WriteFile(const std::string& path, const std::string& bytes) {
 // A repository under `root`/repo: mlp (the MLP graph, x float32[4,16]),
 // and `onnx_models` each a copy of the ONNX MLP with a symbolic batch
 // (x float32[batch,16] -> y float32[batch,5]), broken (an ONNX model with an
-// operator Kiln lacks, Det: its compile fails). Returns the repository's path.
+// operator Kiln lacks, NonZero: its compile fails). Returns the repository's path.
 inline std::string WriteRepository(const std::string& root,
                                    const std::vector<std::string>& onnx_models) {
   const std::string repo = root + "/repo";
@@ -64,6 +64,25 @@ inline std::string WriteRepository(const std::string& root,
 inline std::shared_ptr<grpc::Channel> ChannelTo(const ServerProcess& server) {
   return grpc::CreateChannel("127.0.0.1:" + std::to_string(server.port()),
                              grpc::InsecureChannelCredentials());
+}
+
+// Compiles the ONNX MLP with a symbolic batch as `name` on `channel`, with
+// dynamic batching up to `max_batch` rows, preferring `preferred`, and a
+// queue delay no test waits out (batches form by size).
+inline void CompileBatchingMlp(const std::shared_ptr<grpc::Channel>& channel,
+                               const std::string& name, int max_batch, int preferred) {
+  auto compiler = kiln::v1::Compiler::NewStub(channel);
+  kiln::v1::CompileModelRequest compile;
+  compile.set_model_name(name);
+  compile.set_onnx_model(ReadFile(std::string(kOnnxData) + "mlp_dynamic.onnx"));
+  kiln::v1::DynamicBatching* batching = compile.mutable_options()->mutable_dynamic_batching();
+  batching->set_max_batch_size(max_batch);
+  batching->add_preferred_batch_size(preferred);
+  batching->set_max_queue_delay_microseconds(10'000'000);
+  grpc::ClientContext ctx;
+  kiln::v1::CompileModelResponse compiled;
+  grpc::Status s = compiler->CompileModel(&ctx, compile, &compiled);
+  ASSERT_TRUE(s.ok()) << s.error_message();
 }
 
 // The ONNX MLP's NumPy input (7 rows) and output.
