@@ -60,6 +60,12 @@ struct OpDef {
   // (types already inferred). Unset for the rest.
   std::function<std::optional<IndexOperand>(const std::vector<TensorType>&, const Attrs&)>
       index_operand;
+  // Floating-point operations for one evaluation (types inferred), a multiply-add
+  // counting two, as TVM's per-op FLOP counters. Unset: the default by pattern
+  // (op_cost.h), which is right for elementwise ops and reductions.
+  std::function<double(const std::vector<TensorType>& inputs, const TensorType& output,
+                       const Attrs&)>
+      flops;
 };
 
 }  // namespace kiln

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "compiler/ir/op_cost.h"
 #include "compiler/ir/op_def.h"
 #include "compiler/lower/loop_pipeline.h"
 #include "compiler/lower/lower_group.h"
@@ -78,6 +79,7 @@ absl::StatusOr<LoweredProgram> BuildProgram(const Graph& graph, const PassContex
     for (const Node* m : group) {
       kernel.ops.push_back(m->op->name);
       kernel.nodes.push_back(m->name);
+      kernel.flops += OpFlops(*m);
     }
     KernelCall call;
     call.name = absl::StrCat(KernelBaseName(kernel.ops), "_", program.kernels.size());
@@ -90,7 +92,10 @@ absl::StatusOr<LoweredProgram> BuildProgram(const Graph& graph, const PassContex
                                                : ValueSpec::Kind::kIntermediate)));
     }
     call.args.push_back(add_value(root, ValueSpec::Kind::kIntermediate));
-    for (int v : call.args) kernel.arg_types.push_back(program.values[v].type);
+    for (int v : call.args) {
+      kernel.arg_types.push_back(program.values[v].type);
+      kernel.bytes += program.values[v].type.ByteSize();
+    }
     kernel.canonical = std::move(lowered.canonical);
     kernel.function = std::move(lowered.function);
     kernel.schedule = std::move(lowered.schedule);

@@ -36,6 +36,11 @@ struct KernelSpec {
   // The types of its parameters (inputs, then the output): what a remote call
   // must pass.
   std::vector<TensorType> arg_types;
+  // The roofline's two counts: FLOPs of one call (the fused ops' declared costs,
+  // op_cost.h) and the bytes of its args, each read or written once -- a lower
+  // bound on memory traffic that ignores re-reads a schedule's tiling adds.
+  double flops = 0;
+  int64_t bytes = 0;
 };
 
 struct LoweredProgram {

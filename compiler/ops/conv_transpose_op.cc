@@ -119,6 +119,15 @@ Expr ConvTransposeCompute(ComputeContext& ctx) {
   return sum;
 }
 
+// Each input element multiplies a (O/groups, KH, KW) slice of the weight into
+// the output: 2*N*C*H*W * O/groups*KH*KW, plus one add per output for a bias.
+double ConvTransposeFlops(const std::vector<TensorType>& in, const TensorType& out,
+                          const Attrs&) {
+  const std::vector<int64_t>& w = in[1].shape;
+  return 2 * static_cast<double>(in[0].NumElements()) * static_cast<double>(w[1] * w[2] * w[3]) +
+         (in.size() == 3 ? static_cast<double>(out.NumElements()) : 0);
+}
+
 }  // namespace
 
 void RegisterConvTransposeOp(OpRegistry& r) {
@@ -131,6 +140,7 @@ void RegisterConvTransposeOp(OpRegistry& r) {
   def.parse_attrs = ParseConvTranspose;
   def.infer_type = ConvTransposeRelation;
   def.compute = ConvTransposeCompute;
+  def.flops = ConvTransposeFlops;
   r.Register(std::move(def));
 }
 

@@ -98,6 +98,13 @@ Expr LinearCompute(ComputeContext& ctx, bool transposed) {
   return sum;
 }
 
+// 2*M*N*K: one multiply-add per output element and step of K (x's last dim
+// in every form), plus one add per output element for a bias.
+double LinearFlops(const std::vector<TensorType>& in, const TensorType& out, const Attrs&) {
+  const double outputs = static_cast<double>(out.NumElements());
+  return 2 * outputs * static_cast<double>(in[0].shape.back()) + (in.size() == 3 ? outputs : 0);
+}
+
 void RegisterLinear(OpRegistry& r, const char* name, bool transposed, const char* summary) {
   OpDef def;
   def.name = name;
@@ -110,6 +117,7 @@ void RegisterLinear(OpRegistry& r, const char* name, bool transposed, const char
     return LinearRelation(in, transposed);
   };
   def.compute = [transposed](ComputeContext& ctx) { return LinearCompute(ctx, transposed); };
+  def.flops = LinearFlops;
   r.Register(std::move(def));
 }
 
@@ -244,6 +252,14 @@ Expr Conv2DCompute(ComputeContext& ctx) {
   return sum;
 }
 
+// 2*N*OC*OH*OW * IC/groups*KH*KW: the OIHW weight's last three dims are
+// exactly the window one output element reduces over. A bias adds one per output.
+double Conv2DFlops(const std::vector<TensorType>& in, const TensorType& out, const Attrs&) {
+  const std::vector<int64_t>& w = in[1].shape;
+  const double outputs = static_cast<double>(out.NumElements());
+  return 2 * outputs * static_cast<double>(w[1] * w[2] * w[3]) + (in.size() == 3 ? outputs : 0);
+}
+
 void RegisterConv2D(OpRegistry& r) {
   OpDef def;
   def.name = "conv2d";
@@ -254,6 +270,7 @@ void RegisterConv2D(OpRegistry& r) {
   def.parse_attrs = ParseConv2D;
   def.infer_type = Conv2DRelation;
   def.compute = Conv2DCompute;
+  def.flops = Conv2DFlops;
   r.Register(std::move(def));
 }
 
@@ -435,6 +452,11 @@ void RegisterPool(OpRegistry& r, const char* name, bool average) {
   def.parse_attrs = ParsePool;
   def.infer_type = [average](const std::vector<TensorType>& in, const Attrs& attrs) {
     return PoolRelation(in, attrs, average);
+  };
+  // One compare or add per window element of each output.
+  def.flops = [](const std::vector<TensorType>&, const TensorType& out, const Attrs& attrs) {
+    const Pool2DAttrs& a = std::get<Pool2DAttrs>(attrs);
+    return static_cast<double>(out.NumElements()) * static_cast<double>(a.kernel[0] * a.kernel[1]);
   };
   def.compute = [average](ComputeContext& ctx) {
     te::ExprBuilder& b = ctx.b();
