@@ -11,8 +11,8 @@ namespace kiln {
 // element (elementwise, broadcast, pools, softmax: an estimate), one per
 // input element for reductions, none for injective ops (reshape, transpose,
 // gather move data and do no arithmetic). Zero for inputs and constants.
-double OpFlops(const Node &node);
+double OpFlops(const Node& node);
 
-} // namespace kiln
+}  // namespace kiln
 
-#endif // KILN_COMPILER_IR_OP_COST_H_
+#endif  // KILN_COMPILER_IR_OP_COST_H_
