@@ -5,7 +5,7 @@
 // inferences give perf_analyzer-style latency percentiles and throughput.
 //
 //   kiln-bench MODEL [--batch B] [--threads T] [--iterations N] [--warmup W]
-//              [--compile-threads C] [--json]
+//              [--compile-threads C] [--top K] [--json]
 //   kiln-bench MODEL --dump-objects DIR
 //
 // MODEL is an ONNX model (.onnx) or a kiln.v1.Graph (.pbtxt text or binary).
@@ -38,6 +38,8 @@
 #include "compiler/lower/loop_ir.h"
 #include "compiler/ops/op_registry.h"
 #include "engine/model_manager.h"
+#include "runtime/host_peaks.h"
+#include "runtime/roofline.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::bench {
@@ -94,28 +96,93 @@ absl::StatusOr<std::vector<runtime::Tensor>> MakeInputs(const Program& program) 
   return inputs;
 }
 
-// Where the time goes: the kernels with the largest steady-state median, with
-// their share of the summed medians and the schedule lowering chose.
-void PrintTopKernels(const runtime::CompiledModel& model, const engine::CompileResult& compiled,
-                     int top) {
-  const runtime::ModelTimingStats stats = model.TimingStats();
+// The kernels with the largest steady-state median, largest first.
+std::vector<int> KernelsByMedian(const runtime::ModelTimingStats& stats) {
   std::vector<int> order(stats.kernels.size());
-  double sum_ms = 0;
-  for (size_t i = 0; i < order.size(); ++i) {
-    order[i] = static_cast<int>(i);
-    sum_ms += stats.kernels[i].durations.p50_ns / 1e6;
-  }
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
     return stats.kernels[a].durations.p50_ns > stats.kernels[b].durations.p50_ns;
   });
-  std::cout << absl::StrFormat("  top kernels by median (sum of medians %.3f ms):\n", sum_ms);
+  return order;
+}
+
+// Roofline columns (issue 23). Each kernel's FLOPs and argument bytes come from
+// the compiler (KernelSpec::flops, ::bytes: the fused ops' declared costs; each
+// argument once, a lower bound on traffic), its time is its steady-state
+// median, and the limits are this host's measured FMA peak and STREAM-triad
+// bandwidth at the --threads used (runtime/host_peaks.h). A kernel far below
+// both limits is where a schedule has room; one near either is done.
+runtime::Roofline KernelRoofline(const engine::KernelCompileReport& k, double p50_ns, int threads) {
+  return runtime::ComputeRoofline(k.flops, k.bytes, p50_ns / 1e9, runtime::CachedHostPeaks(),
+                                  threads);
+}
+
+// Where the time goes: the kernels with the largest steady-state median, with
+// their share of the summed medians, their roofline and the schedule lowering chose.
+void PrintTopKernels(const runtime::CompiledModel& model, const engine::CompileResult& compiled,
+                     int top, int threads) {
+  const runtime::ModelTimingStats stats = model.TimingStats();
+  const std::vector<int> order = KernelsByMedian(stats);
+  double sum_ms = 0, flops = 0;
+  int64_t bytes = 0;
+  for (size_t i = 0; i < stats.kernels.size(); ++i) {
+    sum_ms += stats.kernels[i].durations.p50_ns / 1e6;
+    flops += compiled.kernels[i].flops;
+    bytes += compiled.kernels[i].bytes;
+  }
+  const runtime::HostPeaks& peaks = runtime::CachedHostPeaks();
+  const runtime::Roofline all =
+      runtime::ComputeRoofline(flops, bytes, sum_ms / 1e3, peaks, threads);
+  std::cout << absl::StrFormat(
+      "  host: %s (%s); at %d thread%s FMA peak %.1f GFLOPS, triad bandwidth %.1f GB/s "
+      "(measured in %.0f ms)\n",
+      peaks.cpu_name, peaks.isa, threads, threads == 1 ? "" : "s", all.peak_gflops, all.peak_gbps,
+      peaks.measure_ms);
+  std::cout << absl::StrFormat(
+      "  top kernels by median (sum of medians %.3f ms; %.3f GFLOP, %.1f GFLOPS = %.1f%% of "
+      "peak):\n",
+      sum_ms, flops / 1e9, all.gflops, 100 * all.fma_fraction);
+  std::cout << absl::StrFormat("    %9s %6s %8s %6s %8s %6s  %s\n", "ms", "share", "GFLOPS", "%FMA",
+                               "GB/s", "%BW", "kernel  schedule");
   for (int r = 0; r < std::min<int>(top, static_cast<int>(order.size())); ++r) {
     const int k = order[r];
     const double p50 = stats.kernels[k].durations.p50_ns / 1e6;
-    std::cout << absl::StrFormat("    %8.3f ms %5.1f%%  %s  %s\n", p50,
-                                 sum_ms > 0 ? 100 * p50 / sum_ms : 0.0, stats.kernels[k].name,
-                                 compiled.kernels[k].schedule);
+    const runtime::Roofline roof =
+        KernelRoofline(compiled.kernels[k], stats.kernels[k].durations.p50_ns, threads);
+    std::cout << absl::StrFormat("    %9.4f %5.1f%% %8.1f %5.1f%% %8.2f %5.1f%%  %s  %s\n", p50,
+                                 sum_ms > 0 ? 100 * p50 / sum_ms : 0.0, roof.gflops,
+                                 100 * roof.fma_fraction, roof.gbps, 100 * roof.bandwidth_fraction,
+                                 stats.kernels[k].name, compiled.kernels[k].schedule);
   }
+}
+
+// --json's "host" and "top_kernels" fields (with a leading comma), as the text table.
+std::string TopKernelsJson(const runtime::CompiledModel& model,
+                           const engine::CompileResult& compiled, int top, int threads) {
+  const runtime::ModelTimingStats stats = model.TimingStats();
+  const std::vector<int> order = KernelsByMedian(stats);
+  const runtime::HostPeaks& peaks = runtime::CachedHostPeaks();
+  std::string out = absl::StrFormat(
+      ", \"host\": {\"cpu\": %s, \"isa\": %s, \"threads\": %d, \"peak_gflops\": %.3f, "
+      "\"peak_gbps\": %.3f, \"fma_gflops_one_thread\": %.3f, \"fma_gflops_all_threads\": %.3f, "
+      "\"stream_gbps_one_thread\": %.3f, \"stream_gbps_all_threads\": %.3f}, \"top_kernels\": [",
+      JsonString(peaks.cpu_name), JsonString(peaks.isa), threads, peaks.FmaGflops(threads),
+      peaks.StreamGbps(threads), peaks.fma_gflops_one_thread, peaks.fma_gflops_all_threads,
+      peaks.stream_gbps_one_thread, peaks.stream_gbps_all_threads);
+  for (int r = 0; r < std::min<int>(top, static_cast<int>(order.size())); ++r) {
+    const int k = order[r];
+    const double p50_ns = stats.kernels[k].durations.p50_ns;
+    const runtime::Roofline roof = KernelRoofline(compiled.kernels[k], p50_ns, threads);
+    absl::StrAppend(
+        &out, r == 0 ? "" : ", ",
+        absl::StrFormat("{\"name\": %s, \"schedule\": %s, \"p50_ms\": %.6f, \"flops\": %.0f, "
+                        "\"bytes\": %d, \"gflops\": %.3f, \"gbps\": %.3f, \"fma_fraction\": %.4f, "
+                        "\"bandwidth_fraction\": %.4f}",
+                        JsonString(stats.kernels[k].name), JsonString(compiled.kernels[k].schedule),
+                        p50_ns / 1e6, compiled.kernels[k].flops, compiled.kernels[k].bytes,
+                        roof.gflops, roof.gbps, roof.fma_fraction, roof.bandwidth_fraction));
+  }
+  return out + "]";
 }
 
 int Fail(const absl::Status& status) { return client::PrintFailure("kiln-bench", status); }
@@ -126,7 +193,8 @@ int DumpKernel(const std::vector<KernelSpec>& kernels, const std::string& name) 
   for (const KernelSpec& k : kernels) {
     if (k.name != name) continue;
     std::cout << "// " << k.schedule << "\n" << lower::LoopFunctionToString(k.function) << "\n";
-    absl::StatusOr<std::string> ir = codegen::EmitOptimizedIR(k.function, codegen::CodegenOptions{});
+    absl::StatusOr<std::string> ir =
+        codegen::EmitOptimizedIR(k.function, codegen::CodegenOptions{});
     if (!ir.ok()) return Fail(ir.status());
     std::cout << *ir;
     return 0;
@@ -144,7 +212,8 @@ int DumpObjects(const std::vector<KernelSpec>& kernels, const std::string& dir) 
     absl::StatusOr<std::string> object =
         codegen::CompileToObject(k.function, codegen::CodegenOptions{});
     if (!object.ok()) return Fail(object.status());
-    absl::StatusOr<std::string> ir = codegen::EmitOptimizedIR(k.function, codegen::CodegenOptions{});
+    absl::StatusOr<std::string> ir =
+        codegen::EmitOptimizedIR(k.function, codegen::CodegenOptions{});
     if (!ir.ok()) return Fail(ir.status());
     std::ofstream(stem + ".o", std::ios::binary) << *object;
     std::ofstream(stem + ".ll") << *ir;
@@ -156,14 +225,16 @@ int DumpObjects(const std::vector<KernelSpec>& kernels, const std::string& dir) 
 int Main(int argc, char** argv) {
   std::unique_ptr<CLI::App> cli = client::NewCliApp(
       "kiln-bench", "kiln-bench: one model compiled cold and run in this process (no gRPC).");
-  client::AddPositionals(cli.get(), "MODEL", "An ONNX model (.onnx) or a Kiln graph (.pbtxt)",
-                         1, 1);
+  client::AddPositionals(cli.get(), "MODEL", "An ONNX model (.onnx) or a Kiln graph (.pbtxt)", 1,
+                         1);
   client::AddValue(cli.get(), "batch", "B", "Every input's leading dim (default: the model's)");
   client::AddValue(cli.get(), "threads", "T", "Threads running kernels (default: every core)");
   client::AddValue(cli.get(), "iterations", "N", "Timed runs (default 100)");
   client::AddValue(cli.get(), "warmup", "W", "Untimed runs first (default 10)");
   client::AddValue(cli.get(), "compile-threads", "C", "Threads compiling kernels (default 2)");
-  client::AddValue(cli.get(), "top", "K", "Also list the K kernels with the largest median time");
+  client::AddValue(cli.get(), "top", "K",
+                   "Also list the K kernels with the largest median time, with GFLOPS, GB/s and "
+                   "their fractions of this host's measured FMA peak and triad bandwidth");
   client::AddValue(cli.get(), "dump-kernel", "NAME",
                    "Print that kernel's loop nest and optimised LLVM IR");
   client::AddValue(cli.get(), "dump-objects", "DIR",
@@ -204,7 +275,8 @@ int Main(int argc, char** argv) {
   absl::StatusOr<Graph> graph = ImportModel(path, *batch_flag);
   if (!graph.ok()) return Fail(graph.status());
   const double import_ms = MsSince(import_start);
-  const std::string dump_kernel = args->Get("dump-kernel"), dump_objects = args->Get("dump-objects");
+  const std::string dump_kernel = args->Get("dump-kernel"),
+                    dump_objects = args->Get("dump-objects");
   if (!dump_kernel.empty() || !dump_objects.empty()) {
     // The compiler's own output, as the engine would hand it to codegen.
     absl::StatusOr<LoweredProgram> lowered = CompileGraph(*std::move(graph), CompileOptions{});
@@ -278,12 +350,13 @@ int Main(int argc, char** argv) {
         "\"kernels\": %d, \"kernel_arg_bytes\": %d, \"intermediate_bytes\": %d, "
         "\"first_run_ms\": %.4f, \"p50_ms\": %.4f, \"p90_ms\": %.4f, \"p95_ms\": %.4f, "
         "\"p99_ms\": %.4f, \"mean_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, "
-        "\"kernels_p50_ms\": %.4f, \"throughput_per_s\": %.2f}\n",
+        "\"kernels_p50_ms\": %.4f, \"throughput_per_s\": %.2f%s}\n",
         JsonString(path), JsonString(input_names), JsonString(input_shapes),
         JsonString(output_shapes), batch, *threads, *iterations, *warmup, compile_ms, import_ms,
         compiled->record.passes_ms, compiled->record.lower_ms, compiled->codegen_ms, jit_ms,
         static_cast<int>(program.kernels.size()), kernel_arg_bytes, compiled->intermediate_bytes,
-        first_ms, s.p50, s.p90, s.p95, s.p99, s.mean, s.min, s.max, k.p50, throughput);
+        first_ms, s.p50, s.p90, s.p95, s.p99, s.mean, s.min, s.max, k.p50, throughput,
+        *top > 0 ? TopKernelsJson(*model, *compiled, *top, *threads) : "");
     return 0;
   }
   std::cout << absl::StrFormat("kiln-bench %s  inputs %s  outputs %s  threads %d\n", path,
@@ -302,7 +375,7 @@ int Main(int argc, char** argv) {
       "    throughput  %.1f inferences/s\n",
       *iterations, *warmup, s.p50, s.p90, s.p95, s.p99, s.mean, s.min, s.max, k.p50, k.p99,
       throughput);
-  if (*top > 0) PrintTopKernels(*model, *compiled, *top);
+  if (*top > 0) PrintTopKernels(*model, *compiled, *top, *threads);
   return 0;
 }
 

@@ -111,11 +111,22 @@ std::string FormatKernels(const kiln::v1::ListKernelsResponse& kernels) {
 }
 
 std::string FormatBenchmark(const kiln::v1::BenchmarkKernelResponse& b) {
-  return absl::StrFormat(
+  std::string out = absl::StrFormat(
       "%d repeats of %d runs: mean %.3f us, median %.3f us, min %.3f us, max %.3f us, "
       "std %.3f us, p90 %.3f us, p99 %.3f us\n",
       b.results_s_size(), b.number(), b.mean_s() * 1e6, b.median_s() * 1e6, b.min_s() * 1e6,
       b.max_s() * 1e6, b.std_s() * 1e6, b.p90_s() * 1e6, b.p99_s() * 1e6);
+  // A server without the roofline sends none: print nothing rather than zeros.
+  if (!b.has_roofline()) return out;
+  const kiln::v1::KernelRoofline& r = b.roofline();
+  absl::StrAppend(
+      &out, absl::StrFormat("roofline: %.4g MFLOP, %.4g MB per call; %.2f GFLOPS = %.1f%% of "
+                            "FMA peak %.1f GFLOPS, %.2f GB/s = %.1f%% of triad bandwidth %.1f GB/s "
+                            "(%d threads, %s)\n",
+                            r.flops() / 1e6, r.bytes() / 1e6, r.gflops(), 100 * r.fma_fraction(),
+                            r.peak_gflops(), r.gbps(), 100 * r.bandwidth_fraction(),
+                            r.peak_gbps(), r.threads(), r.cpu_name()));
+  return out;
 }
 
 std::string FormatTimingStats(const kiln::v1::GetTimingStatsResponse& stats) {

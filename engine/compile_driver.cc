@@ -150,6 +150,8 @@ absl::StatusOr<CompiledModelAndReport> CompileModelHere(const std::string& name,
     report.ops = spec.ops;
     report.nodes = spec.nodes;
     report.schedule = spec.schedule;
+    report.flops = spec.flops;
+    report.bytes = spec.bytes;
     report.key_hex = lookup.key_hex;
     report.compile_ms = lookup.compile_ms;
     report.load_ms = lookup.load_ms;

@@ -25,6 +25,9 @@ struct KernelCompileReport {
   std::vector<std::string> nodes;
   // The special schedule lowering chose, or empty for the generic loop nest.
   std::string schedule;
+  // One call's FLOPs and argument bytes (KernelSpec's roofline counts).
+  double flops = 0;
+  int64_t bytes = 0;
   std::string key_hex;
   double compile_ms = 0;  // on a hit: the original compile time
   double load_ms = 0;     // on a disk hit: reading and linking the entry

@@ -114,6 +114,8 @@ absl::StatusOr<CacheLookup> KernelCache::GetOrCompile(const KernelSpec& spec,
   info.symbol = spec.function.name;
   info.ops = spec.ops;
   info.arg_types = spec.arg_types;
+  info.flops = spec.flops;
+  info.bytes = spec.bytes;
   info.triple = key.target.triple;
   info.cpu = key.target.cpu;
   info.options = key.options;

@@ -52,6 +52,9 @@ struct KernelInfo {
   std::string symbol;
   std::vector<std::string> ops;
   std::vector<TensorType> arg_types;  // inputs, then the output
+  // One call's FLOPs and argument bytes, for BenchmarkKernel's roofline.
+  double flops = 0;
+  int64_t bytes = 0;
   std::string triple, cpu, options;
   double compile_ms = 0;
   int64_t object_bytes = 0;

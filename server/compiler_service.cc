@@ -657,6 +657,8 @@ grpc::Status CompilerService::BenchmarkKernel(grpc::ServerContext* context,
   response->set_p90_s(e.p90_s);
   response->set_p99_s(e.p99_s);
   response->set_number(e.number);
+  FillKernelRoofline(found->second, e.median_s, runtime::GetParallelThreads(),
+                     response->mutable_roofline());
   return grpc::Status::OK;
 }
 

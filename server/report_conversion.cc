@@ -2,6 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/host_peaks.h"
+#include "runtime/roofline.h"
 
 namespace kiln::server {
 
@@ -87,6 +89,23 @@ void FillCacheStats(const engine::CacheStats& stats, kiln::v1::GetCacheStatsResp
     entry->set_last_use_unix_s(e.last_use_unix_s);
     entry->set_origin(engine::CacheSourceName(e.origin));
   }
+}
+
+void FillKernelRoofline(const engine::KernelInfo& kernel, double seconds, int threads,
+                        kiln::v1::KernelRoofline* out) {
+  const runtime::HostPeaks& peaks = runtime::CachedHostPeaks();
+  const runtime::Roofline r =
+      runtime::ComputeRoofline(kernel.flops, kernel.bytes, seconds, peaks, threads);
+  out->set_flops(kernel.flops);
+  out->set_bytes(kernel.bytes);
+  out->set_gflops(r.gflops);
+  out->set_gbps(r.gbps);
+  out->set_peak_gflops(r.peak_gflops);
+  out->set_peak_gbps(r.peak_gbps);
+  out->set_fma_fraction(r.fma_fraction);
+  out->set_bandwidth_fraction(r.bandwidth_fraction);
+  out->set_threads(threads);
+  out->set_cpu_name(peaks.cpu_name);
 }
 
 void FillKernelTiming(const std::string& name, const runtime::DurationSnapshot& d,

@@ -14,6 +14,10 @@ void FillPassTimings(const CompileRecord& record,
 void FillCacheStats(const engine::CacheStats& stats, kiln::v1::GetCacheStatsResponse* out);
 void FillLoadedMemory(const engine::ModelMemory& memory, kiln::v1::LoadedMemory* out);
 void FillModelTiming(const engine::ServedModel& served, kiln::v1::ModelTiming* out);
+// A kernel's roofline at `seconds` per call on `threads` threads, against the
+// host's peaks (measured at the first call in this process).
+void FillKernelRoofline(const engine::KernelInfo& kernel, double seconds, int threads,
+                        kiln::v1::KernelRoofline* out);
 void FillKernelTiming(const std::string& name, const runtime::DurationSnapshot& d,
                       kiln::v1::KernelTiming* out);
 // A DType as kiln.v1's DataType (the inverse of the Kiln graph importer's).

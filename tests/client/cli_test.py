@@ -264,7 +264,14 @@ def test_json(kiln_version):
     inputs = [f for i in range(len(kernel_args)) for f in ("--input", f"{WORK}/arg{i}.npy")]
     if all(a.get("datatype") == "FP32" for a in kernels[0]["args"]):
         document("call-kernel", key, *inputs)
-    document("bench-kernel", key[:12], "--repeat", "2")
+    timed = document("bench-kernel", key[:12], "--repeat", "2")
+    roof = timed["roofline"]
+    check(roof["flops"] > 0 and int(roof["bytes"]) > 0 and roof["cpu_name"] == host_cpu_name()
+          and roof["peak_gflops"] > 0 and roof["peak_gbps"] > 0, f"bench-kernel roofline: {roof}")
+    check(close(roof["gflops"], roof["flops"] / timed["median_s"] / 1e9)
+          and close(roof["fma_fraction"], roof["gflops"] / roof["peak_gflops"])
+          and close(roof["bandwidth_fraction"], roof["gbps"] / roof["peak_gbps"]),
+          f"bench-kernel roofline rates: {roof} at {timed['median_s']} s")
     document("bench", "--model", "mlp", "--iterations", "3", "--warmup", "1")
     document("doctor")
     onnx_test = document("onnx-test", make_onnx_case())
@@ -273,6 +280,67 @@ def test_json(kiln_version):
     check(document("unload", "mlp")["unloaded"] == "mlp", "unload --json")
     missing = set(schema) - {"*"} - set(seen)
     check(not missing, f"schema commands not run: {missing}")
+
+
+# --- roofline (issue 23) -------------------------------------------------------
+def host_cpu_name():
+    """The reference: /proc/cpuinfo's first "model name"."""
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+def close(a, b, rel=0.02, abs_tol=2e-3):
+    return abs(a - b) <= max(abs_tol, rel * max(abs(a), abs(b)))
+
+
+def test_kiln_bench_roofline():
+    """kiln-bench --top K's roofline, parsed from --json and from the table.
+
+    References: each dense kernel's FLOPs written out from examples/mlp.pbtxt
+    (x 4x16; w1 32x16, w2 32x32, each with bias and relu), the CPU name from
+    /proc/cpuinfo, and the rates and fractions recomputed from the printed
+    counts, time and peaks. Nothing about speed is asserted.
+    """
+    bench = BENCH_TOOLS["kiln-bench"]
+    args = ["examples/mlp.pbtxt", "--threads", "1", "--iterations", "5", "--warmup", "1",
+            "--top", "10"]
+    r = run(*args, "--json", binary=bench)
+    check(r.returncode == 0, f"kiln-bench --top --json: exit {r.returncode}: {r.stderr}")
+    doc = json.loads(r.stdout)
+    host = doc["host"]
+    check(host["cpu"] == host_cpu_name(), f"kiln-bench host cpu {host['cpu']!r}")
+    check(host["threads"] == 1 and close(host["peak_gflops"], host["fma_gflops_one_thread"])
+          and close(host["peak_gbps"], host["stream_gbps_one_thread"]),
+          f"kiln-bench peaks at 1 thread: {host}")
+    check(host["peak_gflops"] > 0 and host["peak_gbps"] > 0, f"kiln-bench peaks: {host}")
+    kernels = doc["top_kernels"]
+    check(len(kernels) == doc["kernels"], f"--top 10 of {doc['kernels']}: {len(kernels)}")
+    dense = lambda m, n, k: 2 * m * n * k + m * n + m * n  # 2MNK, bias add, relu
+    flops = sorted(k["flops"] for k in kernels)
+    for want in (dense(4, 32, 16), dense(4, 32, 32)):
+        check(want in flops, f"kiln-bench: no kernel of {want} FLOPs in {flops}")
+    for k in kernels:
+        s = k["p50_ms"] / 1e3
+        if s >= 1e-5:  # printed to 0.1 us: recompute only where rounding is small
+            check(close(k["gflops"], k["flops"] / s / 1e9, rel=0.02),
+                  f"{k['name']}: gflops {k['gflops']} != flops / p50")
+            check(close(k["gbps"], k["bytes"] / s / 1e9, rel=0.02),
+                  f"{k['name']}: gbps {k['gbps']} != bytes / p50")
+        check(close(k["fma_fraction"], k["gflops"] / host["peak_gflops"]),
+              f"{k['name']}: fma_fraction {k['fma_fraction']}")
+        check(close(k["bandwidth_fraction"], k["gbps"] / host["peak_gbps"]),
+              f"{k['name']}: bandwidth_fraction {k['bandwidth_fraction']}")
+    text = run(*args, binary=bench)
+    check(text.returncode == 0, f"kiln-bench --top: exit {text.returncode}: {text.stderr}")
+    check(f"host: {host_cpu_name()} (" in text.stdout, f"kiln-bench --top: no host line")
+    check(re.search(r"^\s+ms\s+share\s+GFLOPS\s+%FMA\s+GB/s\s+%BW\s+kernel", text.stdout, re.M),
+          "kiln-bench --top: no roofline header")
+    rows = re.findall(r"^\s+([\d.]+)\s+([\d.]+)%\s+([\d.]+)\s+([\d.]+)%\s+([\d.]+)\s+([\d.]+)%"
+                      r"\s+(fused\S*)", text.stdout, re.M)
+    check(len(rows) == doc["kernels"], f"kiln-bench --top rows: {rows}")
+    check(abs(sum(float(r[1]) for r in rows) - 100) < 1, f"shares do not add up: {rows}")
 
 
 # --- doctor ------------------------------------------------------------------
@@ -364,6 +432,7 @@ def main():
     test_input_names()
     test_spellings()
     test_json(kiln_version)
+    test_kiln_bench_roofline()
     test_doctor(kiln_version)
     test_doctor_sees_corrupt_cache_entries()
     if failures:
