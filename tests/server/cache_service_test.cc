@@ -178,6 +178,18 @@ TEST_F(CacheServiceTest, CallKernelComputesAndBenchmarkIsConsistent) {
   EXPECT_NEAR(b->mean_s(), mean, 1e-15);
   EXPECT_LE(b->min_s(), b->median_s());
   EXPECT_LE(b->median_s(), b->max_s());
+  // The roofline of softmax over [4, 10]: one FLOP per output element (the
+  // default cost), 160 bytes in and 160 out; rates and fractions as defined.
+  const kiln::v1::KernelRoofline& roof = b->roofline();
+  EXPECT_DOUBLE_EQ(roof.flops(), 40);
+  EXPECT_EQ(roof.bytes(), 320);
+  EXPECT_NEAR(roof.gflops(), 40 / b->median_s() / 1e9, 1e-9 * roof.gflops());
+  EXPECT_NEAR(roof.gbps(), 320 / b->median_s() / 1e9, 1e-9 * roof.gbps());
+  EXPECT_GT(roof.peak_gflops(), 0);
+  EXPECT_GT(roof.peak_gbps(), 0);
+  EXPECT_NEAR(roof.fma_fraction(), roof.gflops() / roof.peak_gflops(), 1e-12);
+  EXPECT_NEAR(roof.bandwidth_fraction(), roof.gbps() / roof.peak_gbps(), 1e-12);
+  EXPECT_FALSE(roof.cpu_name().empty());
   bench.set_repeat(-1);
   EXPECT_EQ(c->BenchmarkKernel(bench).status().code(), absl::StatusCode::kInvalidArgument);
 }
