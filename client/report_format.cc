@@ -122,10 +122,10 @@ std::string FormatBenchmark(const kiln::v1::BenchmarkKernelResponse& b) {
   absl::StrAppend(
       &out, absl::StrFormat("roofline: %.4g MFLOP, %.4g MB per call; %.2f GFLOPS = %.1f%% of "
                             "FMA peak %.1f GFLOPS, %.2f GB/s = %.1f%% of triad bandwidth %.1f GB/s "
-                            "(%d threads, %s)\n",
+                            "(%d thread%s, %s)\n",
                             r.flops() / 1e6, r.bytes() / 1e6, r.gflops(), 100 * r.fma_fraction(),
                             r.peak_gflops(), r.gbps(), 100 * r.bandwidth_fraction(),
-                            r.peak_gbps(), r.threads(), r.cpu_name()));
+                            r.peak_gbps(), r.threads(), r.threads() == 1 ? "" : "s", r.cpu_name()));
   return out;
 }
 
