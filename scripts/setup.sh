@@ -15,6 +15,7 @@ packages=(
   libopenblas-dev libdnnl-dev  # peers //bench:gemm-bench links against
   openssl  # tests/server:auth_test makes its TLS certificates
   libssl-dev  # libcrypto's SHA-256 (cache keys, upload checksums)
+  libcpp-httplib-dev nlohmann-json3-dev  # server/http: KServe v2 REST, /metrics, their tests
   clang-16 libfuzzer-16-dev libclang-rt-16-dev  # fuzz/ (scripts/fuzz.sh): compiler, sanitizers
   python3-grpcio python3-yaml  # client/python (Python client) and deploy/ (manifest test)
   libcli11-dev  # CLI11, the argument parser of kiln and the bench tools (header-only)
