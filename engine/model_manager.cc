@@ -363,6 +363,7 @@ absl::Status ModelManager::Unload(const std::string& name) {
   }
   states_.Forget(name);
   inference_stats_.Forget(name);
+  request_histograms_.Forget(name);
   gone.reset();
   cache_.Trim();  // its kernels, unless another model shares them, may go now
   return absl::OkStatus();

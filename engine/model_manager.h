@@ -24,6 +24,7 @@
 #include "engine/inference_statistics.h"
 #include "engine/kernel_cache.h"
 #include "engine/memory_budget.h"
+#include "engine/request_histograms.h"
 #include "engine/shape_variants.h"
 #include "runtime/executor.h"
 
@@ -195,6 +196,9 @@ class ModelManager {
   // ModelStatistics): the front ends record requests, the manager compiles.
   InferenceStatistics& inference_stats() { return inference_stats_; }
   const InferenceStatistics& inference_stats() const { return inference_stats_; }
+  // Latency buckets beside those sums, for the Prometheus page.
+  RequestHistograms& request_histograms() { return request_histograms_; }
+  const RequestHistograms& request_histograms() const { return request_histograms_; }
 
  private:
   ModelManager(ModelManagerOptions options, std::shared_ptr<runtime::JitEngine> jit)
@@ -232,6 +236,7 @@ class ModelManager {
   std::map<std::string, ServedModel> models_ ABSL_GUARDED_BY(mutex_);
   CompileStates states_;
   InferenceStatistics inference_stats_;
+  RequestHistograms request_histograms_;
   // Last: gone (its running compile finished) before what compiles use.
   BackgroundWorker background_;
 };

@@ -200,11 +200,13 @@ InferenceService::InferDone InferenceService::Recorded(const engine::ServedModel
                                                        std::shared_ptr<CallTimes> times,
                                                        InferDone done) {
   return [stats = &models_->inference_stats(), name = served.name, version = served.version,
-          times = std::move(times), done = std::move(done)](const grpc::Status& status) {
+          times = std::move(times), done = std::move(done),
+          histograms = &models_->request_histograms()](const grpc::Status& status) {
     const int64_t total_ns = SteadyNowNs() - times->arrived_ns;
     if (status.ok()) {
       times->times.total_ns = total_ns;
       stats->RecordSuccess(name, version, times->times);
+      histograms->Record(name, version, times->times);
     } else {
       stats->RecordFailure(name, version, total_ns);
     }

@@ -1,0 +1,41 @@
+#include "engine/request_histograms.h"
+
+#include <algorithm>
+
+namespace kiln::engine {
+
+void LatencyHistogram::Add(int64_t ns) {
+  const double seconds = static_cast<double>(ns) * 1e-9;
+  const auto bound = std::lower_bound(kLatencyBucketsSeconds.begin(),
+                                      kLatencyBucketsSeconds.end(), seconds);
+  ++counts[bound - kLatencyBucketsSeconds.begin()];
+  ++count;
+  sum_ns += ns;
+}
+
+void RequestHistograms::Record(const std::string& name, int64_t version,
+                               const RequestTimes& times) {
+  absl::MutexLock lock(&mutex_);
+  ModelLatency& m = entries_[{name, version}];
+  m.name = name;
+  m.version = version;
+  m.request.Add(times.total_ns);
+  m.queue.Add(times.queue_ns);
+  m.compute_infer.Add(times.compute_infer_ns);
+}
+
+void RequestHistograms::Forget(const std::string& name) {
+  absl::MutexLock lock(&mutex_);
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    it = it->first.first == name ? entries_.erase(it) : std::next(it);
+  }
+}
+
+std::vector<ModelLatency> RequestHistograms::Snapshot() const {
+  absl::MutexLock lock(&mutex_);
+  std::vector<ModelLatency> out;
+  for (const auto& [key, m] : entries_) out.push_back(m);
+  return out;
+}
+
+}  // namespace kiln::engine
