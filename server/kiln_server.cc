@@ -17,7 +17,9 @@
 #include "engine/model_manager.h"
 #include "runtime/thread_pool.h"
 #include "server/compiler_service.h"
+#include "server/http/http_front_end.h"
 #include "server/infer_spin_loop.h"
+#include "server/metrics/metrics_endpoint.h"
 #include "server/inference_service.h"
 #include "server/connection_gate.h"
 #include "server/server_credentials.h"
@@ -27,6 +29,18 @@
 
 namespace kiln::server {
 namespace {
+
+// An HTTP listener on `port` as the gRPC one is set up.
+HttpListenerOptions HttpOptions(const ServerOptions& options, int port) {
+  HttpListenerOptions http;
+  http.address = options.address;
+  http.port = port;
+  http.tls_cert = options.tls_cert;
+  http.tls_key = options.tls_key;
+  http.tls_client_ca = options.tls_client_ca;
+  http.max_body_bytes = int64_t{options.max_message_mb} << 20;
+  return http;
+}
 
 // Members in dependency order: the services use the manager, the server the services.
 class KilnServerImpl final : public KilnServer {
@@ -39,6 +53,8 @@ class KilnServerImpl final : public KilnServer {
 
   ~KilnServerImpl() override {
     if (gate_) gate_->Stop();
+    if (metrics_) metrics_->Stop();
+    if (http_) http_->Stop();
     if (server_) server_->Shutdown();
     if (spin_loop_) spin_loop_->Stop();
   }
@@ -124,14 +140,31 @@ class KilnServerImpl final : public KilnServer {
     }
     if (gate_) gate_->Start(server_.get());
     if (spin_loop_) spin_loop_->Start();
+    if (options.http_port >= 0) {
+      absl::StatusOr<std::unique_ptr<HttpFrontEnd>> http = HttpFrontEnd::Start(
+          HttpOptions(options, options.http_port), inference_.get(), tokens);
+      if (!http.ok()) return http.status();
+      http_ = *std::move(http);
+    }
+    if (options.metrics_port >= 0) {
+      absl::StatusOr<std::unique_ptr<HttpListener>> metrics = StartMetricsEndpoint(
+          HttpOptions(options, options.metrics_port), models_.get(), tokens);
+      if (!metrics.ok()) return metrics.status();
+      metrics_ = *std::move(metrics);
+    }
     SetServing(true);
     return absl::OkStatus();
   }
 
   int port() const override { return port_; }
+  int http_port() const override { return http_ ? http_->port() : -1; }
+  int metrics_port() const override { return metrics_ ? metrics_->port() : -1; }
   void Shutdown(absl::Duration grace) override {
     SetServing(false);
     if (gate_) gate_->Stop();
+    // Requests under way over HTTP finish first; new ones are refused.
+    if (metrics_) metrics_->Stop();
+    if (http_) http_->Stop();
     if (grace == absl::InfiniteDuration()) {
       server_->Shutdown();
     } else {
@@ -166,6 +199,8 @@ class KilnServerImpl final : public KilnServer {
   // so it stops first.
   std::unique_ptr<ConnectionGate> gate_;
   int port_ = 0;
+  std::unique_ptr<HttpFrontEnd> http_;
+  std::unique_ptr<HttpListener> metrics_;
 };
 
 }  // namespace

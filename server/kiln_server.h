@@ -63,6 +63,11 @@ struct ServerOptions {
   // Every compile's kernels check their loads and stores (CompileOptions's
   // kernel_bounds_checks, forced on).
   bool kernel_bounds_checks = false;
+  // KServe v2 over HTTP/REST (server/http) and the Prometheus page
+  // (server/metrics) on these ports, on `address` with the same TLS and
+  // tokens: -1 off, 0 a free port.
+  int http_port = -1;
+  int metrics_port = -1;
 };
 
 class KilnServer {
@@ -70,6 +75,9 @@ class KilnServer {
   virtual ~KilnServer() = default;
   // The bound port (useful with port 0).
   virtual int port() const = 0;
+  // The bound HTTP and metrics ports; -1 when off.
+  virtual int http_port() const { return -1; }
+  virtual int metrics_port() const { return -1; }
   // Stops taking calls; those under way get `grace` to finish, then are
   // cancelled.
   virtual void Shutdown(absl::Duration grace = absl::InfiniteDuration()) = 0;

@@ -92,6 +92,13 @@ ABSL_FLAG(std::string, auth_tokens, "",
           "file of 'TOKEN SCOPE[,SCOPE] [expires=UNIX_SECONDS]' lines (scopes infer, admin); "
           "calls then need 'authorization: Bearer TOKEN'");
 
+ABSL_FLAG(int, http_port, -1,
+          "KServe v2 over HTTP/REST on this port (Triton's default is 8000; 0 picks a free "
+          "one; -1: off), with the same TLS, tokens and --max-message-mb as gRPC");
+ABSL_FLAG(int, metrics_port, -1,
+          "Prometheus metrics at GET /metrics on this port (Triton's default is 8002; 0 picks "
+          "a free one; -1: off)");
+
 namespace {
 
 // Each connection holds a descriptor: the soft limit (often 1024) is raised
@@ -218,10 +225,30 @@ int main(int argc, char** argv) {
     std::cerr << "kiln-server: --infer_inline_us must be >= 0 and --infer_workers 1..256\n";
     return 2;
   }
+  options.http_port = absl::GetFlag(FLAGS_http_port);
+  options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  if (options.http_port < -1 || options.http_port > 65535 || options.metrics_port < -1 ||
+      options.metrics_port > 65535) {
+    std::cerr << "kiln-server: --http-port and --metrics-port must be -1..65535\n";
+    return 2;
+  }
+  // A peer that closes its connection while the HTTP listener writes over
+  // TLS (OpenSSL writes with write(), not send(MSG_NOSIGNAL)) must cost a
+  // failed write, not the process.
+  std::signal(SIGPIPE, SIG_IGN);
   auto server = kiln::server::StartKilnServer(options);
   if (!server.ok()) {
     std::cerr << "kiln-server: " << server.status() << "\n";
     return 1;
+  }
+  // The HTTP ports first: the gRPC line comes last, and tests read up to it.
+  if ((*server)->http_port() >= 0) {
+    std::cout << "kiln-server HTTP on " << options.address << ":" << (*server)->http_port()
+              << std::endl;
+  }
+  if ((*server)->metrics_port() >= 0) {
+    std::cout << "kiln-server metrics on " << options.address << ":" << (*server)->metrics_port()
+              << std::endl;
   }
   std::cout << "kiln-server listening on " << options.address << ":" << (*server)->port()
             << std::endl;

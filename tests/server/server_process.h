@@ -44,10 +44,20 @@ class ServerProcess {
     }
     ::close(out[1]);
     FILE* f = ::fdopen(out[0], "r");
+    // "kiln-server HTTP on A:P" and "... metrics on A:P" (when on) come
+    // before the gRPC port's "kiln-server listening on A:P".
     char line[256] = {0};
-    if (f && std::fgets(line, sizeof line, f)) {
+    while (f && std::fgets(line, sizeof line, f)) {
       const char* colon = std::strrchr(line, ':');
-      if (colon) port_ = std::atoi(colon + 1);
+      const int port = colon ? std::atoi(colon + 1) : 0;
+      if (std::strncmp(line, "kiln-server HTTP on ", 20) == 0) {
+        http_port_ = port;
+      } else if (std::strncmp(line, "kiln-server metrics on ", 23) == 0) {
+        metrics_port_ = port;
+      } else {
+        port_ = port;
+        break;
+      }
     }
     if (f) std::fclose(f);
   }
@@ -59,6 +69,9 @@ class ServerProcess {
     }
   }
   int port() const { return port_; }
+  // With --http-port / --metrics-port: the bound ports; else -1.
+  int http_port() const { return http_port_; }
+  int metrics_port() const { return metrics_port_; }
   pid_t pid() const { return pid_; }
   // Sends `signal` and waits up to `timeout` for the process to exit; false
   // if it is still running (it is then killed).
@@ -83,6 +96,8 @@ class ServerProcess {
  private:
   pid_t pid_ = -1;
   int port_ = 0;
+  int http_port_ = -1;
+  int metrics_port_ = -1;
 };
 
 }  // namespace kiln::testing
