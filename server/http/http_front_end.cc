@@ -75,23 +75,37 @@ bool Call(InferenceService* service, Rpc<Request, Response> rpc, const httplib::
   return false;
 }
 
-// The body of a POST whose body is optional (the repository routes): empty
-// when the request has neither Content-Length nor chunked encoding, as
-// `curl -X POST` sends it, which httplib would otherwise answer 400 before
-// any route saw it. False (the status set) when reading fails.
-bool ReadOptionalBody(const httplib::Request& request, httplib::Response& response,
-                      const httplib::ContentReader& reader, std::string* body) {
+// A POST's body through `reader`, at most `max_bytes` once inflated (a
+// Content-Encoding'd body is bounded on the wire only); 413 naming `flag`
+// past it. Empty when the request announces no body (neither Content-Length
+// nor chunked, as `curl -X POST` sends it: httplib would answer that 400
+// before any route saw it). False (the error answered) when reading fails.
+bool ReadBody(const httplib::Request& request, httplib::Response& response,
+              const httplib::ContentReader& reader, int64_t max_bytes, const std::string& flag,
+              std::string* body) {
   if (!request.has_header("Content-Length") &&
       request.get_header_value("Transfer-Encoding").find("chunked") == std::string::npos) {
     return true;
   }
-  if (reader([body](const char* data, size_t size) {
+  bool too_large = false;
+  if (reader([&](const char* data, size_t size) {
+        if (static_cast<int64_t>(body->size() + size) > max_bytes) {
+          too_large = true;
+          return false;
+        }
         body->append(data, size);
         return true;
       })) {
     return true;
   }
-  if (response.status < 400) response.status = 400;  // 413 when too large
+  response.set_header("Connection", "close");  // what is left of the body is unread
+  if (too_large) {
+    Answer(response, absl::ResourceExhaustedError(absl::StrCat(
+                         "the request body is larger than ", max_bytes, " bytes (", flag, ")")));
+    response.status = 413;
+  } else if (response.status < 400) {
+    Answer(response, absl::InvalidArgumentError("the request body could not be read"));
+  }
   return false;
 }
 
@@ -106,7 +120,7 @@ std::pair<std::string, std::string> ModelOf(const httplib::Request& request) {
 absl::StatusOr<std::unique_ptr<HttpFrontEnd>> HttpFrontEnd::Start(
     const HttpListenerOptions& options, InferenceService* service,
     std::shared_ptr<const TokenTable> tokens) {
-  std::unique_ptr<HttpFrontEnd> front(new HttpFrontEnd(service, std::move(tokens)));
+  std::unique_ptr<HttpFrontEnd> front(new HttpFrontEnd(service, std::move(tokens), options));
   absl::StatusOr<std::unique_ptr<HttpListener>> listener =
       HttpListener::Start(options, [&](httplib::Server& server) { front->AddRoutes(server); });
   if (!listener.ok()) return listener.status();
@@ -116,6 +130,12 @@ absl::StatusOr<std::unique_ptr<HttpFrontEnd>> HttpFrontEnd::Start(
 
 void HttpFrontEnd::AddRoutes(httplib::Server& server) {
   InferenceService* service = service_;
+  // Reads a POST's body (see ReadBody).
+  auto read_body = [max = max_body_bytes_, flag = max_body_flag_](
+                       const httplib::Request& request, httplib::Response& response,
+                       const httplib::ContentReader& reader, std::string* body) {
+    return ReadBody(request, response, reader, max, flag, body);
+  };
   using Req = httplib::Request;
   using Res = httplib::Response;
 
@@ -210,11 +230,15 @@ void HttpFrontEnd::AddRoutes(httplib::Server& server) {
                          absl::StrCat("model '", ready_request.name(), "' is not ready")));
   });
 
-  server.Post(std::string(kModel) + "/infer", [this, service](const Req& request,
-                                                              Res& response) {
+  server.Post(std::string(kModel) + "/infer", [this, service, read_body](
+                                                  const Req& request, Res& response,
+                                                  const httplib::ContentReader& reader) {
     if (absl::Status s = CheckBearer(tokens_.get(), request, Scope::kInfer); !s.ok()) {
+      response.set_header("Connection", "close");  // the body is not read
       return Refuse(response, "HTTP ModelInfer", s);
     }
+    std::string text;
+    if (!read_body(request, response, reader, &text)) return;
     std::optional<size_t> json_length;
     if (request.has_header(kHeaderLength)) {
       size_t n = 0;
@@ -227,7 +251,7 @@ void HttpFrontEnd::AddRoutes(httplib::Server& server) {
     }
     const auto [name, version] = ModelOf(request);
     absl::StatusOr<inference::ModelInferRequest> infer =
-        ParseInferRequest(request.body, json_length, name, version);
+        ParseInferRequest(text, json_length, name, version);
     if (!infer.ok()) return Refuse(response, "HTTP ModelInfer", infer.status());
     inference::ModelInferResponse answer;
     absl::Notification finished;
@@ -249,10 +273,11 @@ void HttpFrontEnd::AddRoutes(httplib::Server& server) {
   });
 
   // Triton's repository extension. The index answers a JSON array.
-  server.Post("/v2/repository/index", [service](const Req& request, Res& response,
-                                                 const httplib::ContentReader& reader) {
+  server.Post("/v2/repository/index", [service, read_body](
+                                          const Req& request, Res& response,
+                                          const httplib::ContentReader& reader) {
     std::string text;
-    if (!ReadOptionalBody(request, response, reader, &text)) return;
+    if (!read_body(request, response, reader, &text)) return;
     inference::RepositoryIndexRequest index_request;
     if (!text.empty()) {
       const nlohmann::json body = nlohmann::json::parse(text, nullptr, false);
@@ -285,11 +310,11 @@ void HttpFrontEnd::AddRoutes(httplib::Server& server) {
     response.set_content(models.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
                          kJson);
   });
-  server.Post(R"(/v2/repository/models/([^/]+)/load)", [service](
+  server.Post(R"(/v2/repository/models/([^/]+)/load)", [service, read_body](
                                                          const Req& request, Res& response,
                                                          const httplib::ContentReader& reader) {
     std::string ignored;  // Triton's load parameters (a config override): not taken
-    if (!ReadOptionalBody(request, response, reader, &ignored)) return;
+    if (!read_body(request, response, reader, &ignored)) return;
     inference::RepositoryModelLoadRequest load;
     load.set_model_name(request.matches[1].str());
     inference::RepositoryModelLoadResponse loaded;
@@ -297,11 +322,11 @@ void HttpFrontEnd::AddRoutes(httplib::Server& server) {
       response.set_content("{}", kJson);
     }
   });
-  server.Post(R"(/v2/repository/models/([^/]+)/unload)", [service](
+  server.Post(R"(/v2/repository/models/([^/]+)/unload)", [service, read_body](
                                                            const Req& request, Res& response,
                                                            const httplib::ContentReader& reader) {
     std::string ignored;  // Triton's unload_dependents: Kiln models have none
-    if (!ReadOptionalBody(request, response, reader, &ignored)) return;
+    if (!read_body(request, response, reader, &ignored)) return;
     inference::RepositoryModelUnloadRequest unload;
     unload.set_model_name(request.matches[1].str());
     inference::RepositoryModelUnloadResponse unloaded;

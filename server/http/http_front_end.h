@@ -5,7 +5,9 @@
 #ifndef KILN_SERVER_HTTP_HTTP_FRONT_END_H_
 #define KILN_SERVER_HTTP_HTTP_FRONT_END_H_
 
+#include <cstdint>
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "server/http/http_listener.h"
@@ -30,12 +32,20 @@ class HttpFrontEnd {
   void Stop() { listener_->Stop(); }
 
  private:
-  HttpFrontEnd(InferenceService* service, std::shared_ptr<const TokenTable> tokens)
-      : service_(service), tokens_(std::move(tokens)) {}
+  HttpFrontEnd(InferenceService* service, std::shared_ptr<const TokenTable> tokens,
+               const HttpListenerOptions& options)
+      : service_(service),
+        tokens_(std::move(tokens)),
+        max_body_bytes_(options.max_body_bytes),
+        max_body_flag_(options.max_body_flag) {}
   void AddRoutes(httplib::Server& server);
 
   InferenceService* service_;
   std::shared_ptr<const TokenTable> tokens_;
+  // Bodies are read up to this many bytes once inflated (a gzip body is
+  // bounded on the wire only by httplib).
+  int64_t max_body_bytes_;
+  std::string max_body_flag_;
   std::unique_ptr<HttpListener> listener_;  // last: stops before the rest goes
 };
 

@@ -57,6 +57,23 @@ absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Start(
         response.set_content(RenderError("internal error"), "application/json");
       });
   add_routes(server);
+  // Any other request with a body: 404 without reading it. httplib reads (and
+  // inflates, for a Content-Encoding) a body before looking for its route,
+  // and --max-message-mb bounds only the bytes on the wire: a small gzip
+  // body to no route at all could have taken gigabytes. The connection is
+  // closed, as the unread body is still on it.
+  const auto no_route = [](const httplib::Request& request, httplib::Response& response,
+                           const httplib::ContentReader&) {
+    response.status = 404;
+    response.set_header("Connection", "close");
+    response.set_content(RenderError(absl::StrCat("no route for ", request.method, " ",
+                                                  request.path)),
+                         "application/json");
+  };
+  server.Post(".*", no_route);
+  server.Put(".*", no_route);
+  server.Patch(".*", no_route);
+  server.Delete(".*", no_route);
   if (options.port == 0) {
     listener->port_ = server.bind_to_any_port(options.address);
   } else if (server.bind_to_port(options.address, options.port)) {

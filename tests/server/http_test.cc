@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -602,6 +603,53 @@ TEST(HttpTlsTest, WithTlsCertTheHttpPortSpeaksTlsAndChecksClientCertificates) {
     ASSERT_TRUE(r) << "error " << static_cast<int>(r.error());
     EXPECT_EQ(r->status, 200);
   }
+  std::system(("rm -rf " + dir).c_str());
+}
+
+// The server's peak resident set (VmHWM) in KiB, from /proc.
+int64_t PeakRssKb(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::atoll(line.c_str() + 6);
+  }
+  return -1;
+}
+
+TEST(HttpLimitTest, AGzipBodyIsBoundedOnceInflatedNotOnlyOnTheWire) {
+  const std::string dir = TempDir("kiln_http_gzip_test");
+  // 200 MB of zeros in ~200 KB: under --max-message-mb=1 on the wire.
+  ASSERT_EQ(std::system(("head -c 200000000 /dev/zero | gzip -9 > " + dir + "/zeros.gz").c_str()),
+            0);
+  std::ifstream in(dir + "/zeros.gz", std::ios::binary);
+  const std::string gzip((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_LT(gzip.size(), 1u << 20);
+  ServerProcess server(dir, {"--http-port=0", "--metrics-port=0", "--max-message-mb=1"});
+  ASSERT_GT(server.http_port(), 0);
+  const int64_t before_kb = PeakRssKb(server.pid());
+  ASSERT_GT(before_kb, 0);
+  const httplib::Headers gzipped = {{"Content-Encoding", "gzip"}};
+  struct Case {
+    int port;
+    std::string path;
+    int status;
+  };
+  for (const Case& c : {Case{server.http_port(), "/v2/models/mlp/infer", 413},
+                        Case{server.http_port(), "/v2/repository/index", 413},
+                        Case{server.http_port(), "/nowhere", 404},
+                        Case{server.metrics_port(), "/metrics", 404}}) {
+    httplib::Client client("127.0.0.1", c.port);
+    httplib::Result r = client.Post(c.path.c_str(), gzipped, gzip, "application/json");
+    ASSERT_TRUE(r) << c.path;
+    EXPECT_EQ(r->status, c.status) << c.path << ": " << r->body;
+    EXPECT_TRUE(Json::parse(r->body, nullptr, false).contains("error")) << r->body;
+  }
+  // Inflated whole, one body would have added 200 MB (335 MB peak, seen).
+  EXPECT_LT(PeakRssKb(server.pid()) - before_kb, 32 * 1024);
+  httplib::Client client("127.0.0.1", server.http_port());
+  httplib::Result live = client.Get("/v2/health/live");
+  ASSERT_TRUE(live);
+  EXPECT_EQ(live->status, 200);
   std::system(("rm -rf " + dir).c_str());
 }
 
