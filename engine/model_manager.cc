@@ -254,6 +254,7 @@ absl::StatusOr<CompileResult> ModelManager::CompileAndStore(
     }
   }
   inference_stats_.KeepOnly(name, *version);
+  request_histograms_.KeepOnly(name, *version);
   inference_stats_.RecordCompile(name, *version, hits, misses);
   return report;
 }

@@ -31,6 +31,14 @@ void RequestHistograms::Forget(const std::string& name) {
   }
 }
 
+void RequestHistograms::KeepOnly(const std::string& name, int64_t version) {
+  absl::MutexLock lock(&mutex_);
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    const bool other = it->first.first == name && it->first.second != version;
+    it = other ? entries_.erase(it) : std::next(it);
+  }
+}
+
 std::vector<ModelLatency> RequestHistograms::Snapshot() const {
   absl::MutexLock lock(&mutex_);
   std::vector<ModelLatency> out;

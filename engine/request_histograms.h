@@ -46,6 +46,10 @@ class RequestHistograms {
   void Record(const std::string& name, int64_t version, const RequestTimes& times);
   // Drops every version of `name` (it was unloaded).
   void Forget(const std::string& name);
+  // Drops the versions of `name` other than `version` (it replaced them), as
+  // InferenceStatistics::KeepOnly does: bounded however often a name is
+  // replaced.
+  void KeepOnly(const std::string& name, int64_t version);
   // Every model version with observations, by name then version.
   std::vector<ModelLatency> Snapshot() const;
 
