@@ -6,8 +6,8 @@ namespace kiln::engine {
 
 void LatencyHistogram::Add(int64_t ns) {
   const double seconds = static_cast<double>(ns) * 1e-9;
-  const auto bound = std::lower_bound(kLatencyBucketsSeconds.begin(),
-                                      kLatencyBucketsSeconds.end(), seconds);
+  const auto bound =
+      std::lower_bound(kLatencyBucketsSeconds.begin(), kLatencyBucketsSeconds.end(), seconds);
   ++counts[bound - kLatencyBucketsSeconds.begin()];
   ++count;
   sum_ns += ns;

@@ -21,7 +21,7 @@ namespace kiln::engine {
 // 100 us to 10 s: a small model's inline call to a first-use compile.
 inline constexpr std::array<double, 16> kLatencyBucketsSeconds = {
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-    0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,     10};
+    0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
 
 struct LatencyHistogram {
   // counts[i]: observations <= kLatencyBucketsSeconds[i] and above the

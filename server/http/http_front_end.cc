@@ -100,8 +100,8 @@ bool ReadBody(const httplib::Request& request, httplib::Response& response,
   }
   response.set_header("Connection", "close");  // what is left of the body is unread
   if (too_large) {
-    Answer(response, absl::ResourceExhaustedError(absl::StrCat(
-                         "the request body is larger than ", max_bytes, " bytes (", flag, ")")));
+    Answer(response, absl::ResourceExhaustedError(absl::StrCat("the request body is larger than ",
+                                                               max_bytes, " bytes (", flag, ")")));
     response.status = 413;
   } else if (response.status < 400) {
     Answer(response, absl::InvalidArgumentError("the request body could not be read"));
@@ -186,11 +186,9 @@ void HttpFrontEnd::AddRoutes(httplib::Server& server) {
   // Triton answers the ModelConfig itself, not its response wrapper.
   server.Get(std::string(kModel) + "/config", [service](const Req& request, Res& response) {
     inference::ModelConfigRequest config_request;
-    std::tie(*config_request.mutable_name(), *config_request.mutable_version()) =
-        ModelOf(request);
+    std::tie(*config_request.mutable_name(), *config_request.mutable_version()) = ModelOf(request);
     inference::ModelConfigResponse config;
-    if (Call(service, &InferenceService::ModelConfig, request, config_request, &config,
-             response)) {
+    if (Call(service, &InferenceService::ModelConfig, request, config_request, &config, response)) {
       response.set_content(ProtoToJson(config.config()), kJson);
     }
   });
@@ -208,8 +206,7 @@ void HttpFrontEnd::AddRoutes(httplib::Server& server) {
     inference::ModelReadyRequest ready_request;
     std::tie(*ready_request.mutable_name(), *ready_request.mutable_version()) = ModelOf(request);
     inference::ModelReadyResponse ready;
-    if (!Call(service, &InferenceService::ModelReady, request, ready_request, &ready,
-              response)) {
+    if (!Call(service, &InferenceService::ModelReady, request, ready_request, &ready, response)) {
       return;
     }
     if (ready.ready()) {
@@ -230,52 +227,52 @@ void HttpFrontEnd::AddRoutes(httplib::Server& server) {
                          absl::StrCat("model '", ready_request.name(), "' is not ready")));
   });
 
-  server.Post(std::string(kModel) + "/infer", [this, service, read_body](
-                                                  const Req& request, Res& response,
-                                                  const httplib::ContentReader& reader) {
-    if (absl::Status s = CheckBearer(tokens_.get(), request, Scope::kInfer); !s.ok()) {
-      response.set_header("Connection", "close");  // the body is not read
-      return Refuse(response, "HTTP ModelInfer", s);
-    }
-    std::string text;
-    if (!read_body(request, response, reader, &text)) return;
-    std::optional<size_t> json_length;
-    if (request.has_header(kHeaderLength)) {
-      size_t n = 0;
-      if (!absl::SimpleAtoi(request.get_header_value(kHeaderLength), &n)) {
-        return Refuse(response, "HTTP ModelInfer",
-                      absl::InvalidArgumentError(
-                          absl::StrCat(kHeaderLength, " must be a non-negative integer")));
-      }
-      json_length = n;
-    }
-    const auto [name, version] = ModelOf(request);
-    absl::StatusOr<inference::ModelInferRequest> infer =
-        ParseInferRequest(text, json_length, name, version);
-    if (!infer.ok()) return Refuse(response, "HTTP ModelInfer", infer.status());
-    inference::ModelInferResponse answer;
-    absl::Notification finished;
-    grpc::Status status;
-    service->StartInfer(*infer, &answer, [&](const grpc::Status& s) {
-      status = s;
-      finished.Notify();
-    });
-    finished.WaitForNotification();
-    if (!status.ok()) return Answer(response, FromGrpc(status));  // logged by the service
-    absl::StatusOr<HttpBody> body = RenderInferResponse(*infer, answer);
-    if (!body.ok()) return Refuse(response, "HTTP ModelInfer", body.status());
-    if (body->json_length) {
-      response.set_header(kHeaderLength, std::to_string(*body->json_length));
-      response.set_content(std::move(body->body), "application/octet-stream");
-    } else {
-      response.set_content(std::move(body->body), kJson);
-    }
-  });
+  server.Post(std::string(kModel) + "/infer",
+              [this, service, read_body](const Req& request, Res& response,
+                                         const httplib::ContentReader& reader) {
+                if (absl::Status s = CheckBearer(tokens_.get(), request, Scope::kInfer); !s.ok()) {
+                  response.set_header("Connection", "close");  // the body is not read
+                  return Refuse(response, "HTTP ModelInfer", s);
+                }
+                std::string text;
+                if (!read_body(request, response, reader, &text)) return;
+                std::optional<size_t> json_length;
+                if (request.has_header(kHeaderLength)) {
+                  size_t n = 0;
+                  if (!absl::SimpleAtoi(request.get_header_value(kHeaderLength), &n)) {
+                    return Refuse(response, "HTTP ModelInfer",
+                                  absl::InvalidArgumentError(absl::StrCat(
+                                      kHeaderLength, " must be a non-negative integer")));
+                  }
+                  json_length = n;
+                }
+                const auto [name, version] = ModelOf(request);
+                absl::StatusOr<inference::ModelInferRequest> infer =
+                    ParseInferRequest(text, json_length, name, version);
+                if (!infer.ok()) return Refuse(response, "HTTP ModelInfer", infer.status());
+                inference::ModelInferResponse answer;
+                absl::Notification finished;
+                grpc::Status status;
+                service->StartInfer(*infer, &answer, [&](const grpc::Status& s) {
+                  status = s;
+                  finished.Notify();
+                });
+                finished.WaitForNotification();
+                if (!status.ok())
+                  return Answer(response, FromGrpc(status));  // logged by the service
+                absl::StatusOr<HttpBody> body = RenderInferResponse(*infer, answer);
+                if (!body.ok()) return Refuse(response, "HTTP ModelInfer", body.status());
+                if (body->json_length) {
+                  response.set_header(kHeaderLength, std::to_string(*body->json_length));
+                  response.set_content(std::move(body->body), "application/octet-stream");
+                } else {
+                  response.set_content(std::move(body->body), kJson);
+                }
+              });
 
   // Triton's repository extension. The index answers a JSON array.
-  server.Post("/v2/repository/index", [service, read_body](
-                                          const Req& request, Res& response,
-                                          const httplib::ContentReader& reader) {
+  server.Post("/v2/repository/index", [service, read_body](const Req& request, Res& response,
+                                                           const httplib::ContentReader& reader) {
     std::string text;
     if (!read_body(request, response, reader, &text)) return;
     inference::RepositoryIndexRequest index_request;
@@ -311,8 +308,8 @@ void HttpFrontEnd::AddRoutes(httplib::Server& server) {
                          kJson);
   });
   server.Post(R"(/v2/repository/models/([^/]+)/load)", [service, read_body](
-                                                         const Req& request, Res& response,
-                                                         const httplib::ContentReader& reader) {
+                                                           const Req& request, Res& response,
+                                                           const httplib::ContentReader& reader) {
     std::string ignored;  // Triton's load parameters (a config override): not taken
     if (!read_body(request, response, reader, &ignored)) return;
     inference::RepositoryModelLoadRequest load;
@@ -322,19 +319,19 @@ void HttpFrontEnd::AddRoutes(httplib::Server& server) {
       response.set_content("{}", kJson);
     }
   });
-  server.Post(R"(/v2/repository/models/([^/]+)/unload)", [service, read_body](
-                                                           const Req& request, Res& response,
-                                                           const httplib::ContentReader& reader) {
-    std::string ignored;  // Triton's unload_dependents: Kiln models have none
-    if (!read_body(request, response, reader, &ignored)) return;
-    inference::RepositoryModelUnloadRequest unload;
-    unload.set_model_name(request.matches[1].str());
-    inference::RepositoryModelUnloadResponse unloaded;
-    if (Call(service, &InferenceService::RepositoryModelUnload, request, unload, &unloaded,
-             response)) {
-      response.set_content("{}", kJson);
-    }
-  });
+  server.Post(R"(/v2/repository/models/([^/]+)/unload)",
+              [service, read_body](const Req& request, Res& response,
+                                   const httplib::ContentReader& reader) {
+                std::string ignored;  // Triton's unload_dependents: Kiln models have none
+                if (!read_body(request, response, reader, &ignored)) return;
+                inference::RepositoryModelUnloadRequest unload;
+                unload.set_model_name(request.matches[1].str());
+                inference::RepositoryModelUnloadResponse unloaded;
+                if (Call(service, &InferenceService::RepositoryModelUnload, request, unload,
+                         &unloaded, response)) {
+                  response.set_content("{}", kJson);
+                }
+              });
 }
 
 }  // namespace kiln::server

@@ -36,21 +36,21 @@ absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Start(
                    options.max_body_flag, ")");
   server.set_error_handler(httplib::Server::HandlerWithResponse(
       [too_large](const httplib::Request& request, httplib::Response& response) {
-    if (!response.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    std::string message;
-    switch (response.status) {
-      case 404:
-        message = absl::StrCat("no route for ", request.method, " ", request.path);
-        break;
-      case 413:
-        message = too_large;
-        break;
-      default:
-        message = absl::StrCat("HTTP ", response.status);
-    }
-    response.set_content(RenderError(message), "application/json");
-    return httplib::Server::HandlerResponse::Handled;
-  }));
+        if (!response.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        std::string message;
+        switch (response.status) {
+          case 404:
+            message = absl::StrCat("no route for ", request.method, " ", request.path);
+            break;
+          case 413:
+            message = too_large;
+            break;
+          default:
+            message = absl::StrCat("HTTP ", response.status);
+        }
+        response.set_content(RenderError(message), "application/json");
+        return httplib::Server::HandlerResponse::Handled;
+      }));
   server.set_exception_handler(
       [](const httplib::Request&, httplib::Response& response, std::exception_ptr) {
         response.status = 500;
@@ -66,9 +66,9 @@ absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Start(
                            const httplib::ContentReader&) {
     response.status = 404;
     response.set_header("Connection", "close");
-    response.set_content(RenderError(absl::StrCat("no route for ", request.method, " ",
-                                                  request.path)),
-                         "application/json");
+    response.set_content(
+        RenderError(absl::StrCat("no route for ", request.method, " ", request.path)),
+        "application/json");
   };
   server.Post(".*", no_route);
   server.Put(".*", no_route);
@@ -80,8 +80,8 @@ absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Start(
     listener->port_ = options.port;
   }
   if (listener->port_ <= 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen for HTTP on ", options.address,
-                                               ":", options.port, " (is the port in use?)"));
+    return absl::UnavailableError(absl::StrCat("cannot listen for HTTP on ", options.address, ":",
+                                               options.port, " (is the port in use?)"));
   }
   listener->thread_ = std::thread([&server] { server.listen_after_bind(); });
   return listener;

@@ -26,9 +26,7 @@ using Json = nlohmann::json;
 // Nesting deeper than any tensor's rank: refused rather than recursed into.
 constexpr int kMaxDataDepth = 32;
 
-std::string Dump(const Json& j) {
-  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
-}
+std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 absl::Status Invalid(absl::string_view what) {
   return absl::InvalidArgumentError(std::string(what));
@@ -196,8 +194,8 @@ absl::StatusOr<int64_t> Elements(const google::protobuf::RepeatedField<int64_t>&
   return n;
 }
 
-absl::Status ParseInput(const Json& in, size_t index, absl::string_view binary,
-                        size_t* binary_used, inference::ModelInferRequest* request) {
+absl::Status ParseInput(const Json& in, size_t index, absl::string_view binary, size_t* binary_used,
+                        inference::ModelInferRequest* request) {
   std::string where = absl::StrCat("inputs[", index, "]");
   if (!in.is_object()) return Invalid(absl::StrCat(where, " must be an object"));
   auto name = in.find("name");
@@ -263,8 +261,8 @@ absl::Status ParseInput(const Json& in, size_t index, absl::string_view binary,
     return Invalid(absl::StrCat(where, ": ", s.message()));
   }
   if (static_cast<int64_t>(values.size()) != *elements) {
-    return Invalid(absl::StrCat(where, " has ", values.size(), " values for a shape of ",
-                                *elements, " elements"));
+    return Invalid(absl::StrCat(where, " has ", values.size(), " values for a shape of ", *elements,
+                                " elements"));
   }
   raw->reserve(values.size() * DTypeSize(*dtype));
   for (size_t i = 0; i < values.size(); ++i) {
@@ -380,8 +378,8 @@ absl::StatusOr<inference::ModelInferRequest> ParseInferRequest(absl::string_view
       auto* requested = request.add_outputs();
       requested->set_name(name->get<std::string>());
       if (auto params = out.find("parameters"); params != out.end()) {
-        if (absl::Status s = ParseParameters(*params, where + ".parameters",
-                                             requested->mutable_parameters());
+        if (absl::Status s =
+                ParseParameters(*params, where + ".parameters", requested->mutable_parameters());
             !s.ok()) {
           return s;
         }

@@ -37,14 +37,12 @@ void WriteInferenceStatistics(const std::vector<engine::ModelStatsSnapshot>& mod
       {"kiln_inference_count_total",
        "Inferences performed: rows (the batch dim) of successful requests.",
        [](const Stats& s) { return s.inference_count; }},
-      {"kiln_inference_exec_count_total",
-       "Model runs; requests batched together share one.",
+      {"kiln_inference_exec_count_total", "Model runs; requests batched together share one.",
        [](const Stats& s) { return s.execution_count; }},
       {"kiln_inference_request_duration_seconds_total",
        "Time successful requests spent in the server, arrival to answer.",
        [](const Stats& s) { return s.success.ns / kNsPerSecond; }},
-      {"kiln_inference_failure_duration_seconds_total",
-       "Time failed requests spent in the server.",
+      {"kiln_inference_failure_duration_seconds_total", "Time failed requests spent in the server.",
        [](const Stats& s) { return s.fail.ns / kNsPerSecond; }},
       {"kiln_inference_queue_duration_seconds_total",
        "Time successful requests waited: for a worker, their shape's compile, their batch.",
@@ -52,11 +50,9 @@ void WriteInferenceStatistics(const std::vector<engine::ModelStatsSnapshot>& mod
       {"kiln_inference_compute_input_duration_seconds_total",
        "Time spent decoding requests' inputs.",
        [](const Stats& s) { return s.compute_input.ns / kNsPerSecond; }},
-      {"kiln_inference_compute_infer_duration_seconds_total",
-       "Time spent running the model.",
+      {"kiln_inference_compute_infer_duration_seconds_total", "Time spent running the model.",
        [](const Stats& s) { return s.compute_infer.ns / kNsPerSecond; }},
-      {"kiln_inference_compute_output_duration_seconds_total",
-       "Time spent encoding outputs.",
+      {"kiln_inference_compute_output_duration_seconds_total", "Time spent encoding outputs.",
        [](const Stats& s) { return s.compute_output.ns / kNsPerSecond; }},
       {"kiln_model_kernel_cache_hits_total",
        "Kernels the model's compiles took from the kernel cache.",
@@ -72,8 +68,7 @@ void WriteInferenceStatistics(const std::vector<engine::ModelStatsSnapshot>& mod
   }
 }
 
-void WriteLatencyHistograms(const std::vector<engine::ModelLatency>& models,
-                            PrometheusText& out) {
+void WriteLatencyHistograms(const std::vector<engine::ModelLatency>& models, PrometheusText& out) {
   const std::vector<double> bounds(engine::kLatencyBucketsSeconds.begin(),
                                    engine::kLatencyBucketsSeconds.end());
   struct Family {
@@ -159,9 +154,8 @@ void WriteKernelsAndPasses(const std::vector<engine::ServedModel>& served, Prome
                    [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
   if (top.size() > static_cast<size_t>(kMetricsTopKernels)) top.resize(kMetricsTopKernels);
   auto labels = [](const std::tuple<std::string, std::string, std::string>& key) {
-    return Labels{{"model", std::get<0>(key)},
-                  {"version", std::get<1>(key)},
-                  {"kernel", std::get<2>(key)}};
+    return Labels{
+        {"model", std::get<0>(key)}, {"version", std::get<1>(key)}, {"kernel", std::get<2>(key)}};
   };
   out.Family("kiln_kernel_calls_total", "counter",
              absl::StrCat("Calls of a loaded model's kernel (the ", kMetricsTopKernels,

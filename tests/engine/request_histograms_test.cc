@@ -27,8 +27,8 @@ TEST(RequestHistogramsTest, EachTimeLandsInTheFirstBucketAtOrAboveIt) {
   EXPECT_EQ(m.request.counts[4], 1);  // le 0.0025
   EXPECT_EQ(m.request.count, 2);
   EXPECT_EQ(m.request.sum_ns, 2000001);
-  EXPECT_EQ(m.queue.counts[0], 2);                                  // both <= 100 us
-  EXPECT_EQ(m.compute_infer.counts[0], 1);                          // 0
+  EXPECT_EQ(m.queue.counts[0], 2);                                      // both <= 100 us
+  EXPECT_EQ(m.compute_infer.counts[0], 1);                              // 0
   EXPECT_EQ(m.compute_infer.counts[kLatencyBucketsSeconds.size()], 1);  // 20 s: past 10 s
 }
 

@@ -114,9 +114,8 @@ TEST_F(HttpRepositoryTest, UnloadAndLoadCycleAModelSeenOverBothFrontEnds) {
   auto inference = inference::GRPCInferenceService::NewStub(ChannelTo(*server_));
   inference::RepositoryIndexResponse grpc_index;
   grpc::ClientContext context;
-  ASSERT_TRUE(inference->RepositoryIndex(&context, inference::RepositoryIndexRequest(),
-                                         &grpc_index)
-                  .ok());
+  ASSERT_TRUE(
+      inference->RepositoryIndex(&context, inference::RepositoryIndexRequest(), &grpc_index).ok());
   bool seen = false;
   for (const auto& m : grpc_index.models()) {
     if (m.name() != "cycle_mlp") continue;
@@ -134,8 +133,8 @@ TEST_F(HttpRepositoryTest, UnloadAndLoadCycleAModelSeenOverBothFrontEnds) {
   const NpyFloat32 y = MlpDynamicY();
   Json rows = Json::array();
   for (int64_t i = 2 * 16; i < 5 * 16; ++i) rows.push_back(x.values[i]);
-  Json request = {{"inputs", {{{"name", "x"}, {"shape", {3, 16}}, {"datatype", "FP32"},
-                               {"data", rows}}}}};
+  Json request = {
+      {"inputs", {{{"name", "x"}, {"shape", {3, 16}}, {"datatype", "FP32"}, {"data", rows}}}}};
   httplib::Result r =
       Client().Post("/v2/models/cycle_mlp/infer", request.dump(), "application/json");
   ASSERT_TRUE(r);
@@ -150,10 +149,9 @@ TEST_F(HttpRepositoryTest, UnloadAndLoadCycleAModelSeenOverBothFrontEnds) {
 
 TEST_F(HttpRepositoryTest, APostWithoutAnyBodyAsCurlSendsItIsAnswered) {
   // `curl -X POST URL`: no Content-Length, no body.
-  const std::string answer =
-      RawExchange(server_->http_port(),
-                  "POST /v2/repository/index HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                  "Connection: close\r\n\r\n");
+  const std::string answer = RawExchange(server_->http_port(),
+                                         "POST /v2/repository/index HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                         "Connection: close\r\n\r\n");
   EXPECT_EQ(answer.rfind("HTTP/1.1 200", 0), 0u) << answer;
   EXPECT_THAT(answer, HasSubstr("\"name\":\"mlp\""));
 }

@@ -74,44 +74,89 @@ struct DatatypeCase {
 
 std::vector<DatatypeCase> DatatypeCases() {
   return {
-      {"BOOL", "bool", kiln::v1::BOOL, "[true, false, true, true, false, false]",
-       std::string("\x01\x00\x01\x01\x00\x00", 6), {1, 0, 1, 1, 0, 0}},
-      {"UINT8", "uint8", kiln::v1::UINT8, "[0, 1, 2, 127, 128, 255]",
-       Bytes<uint8_t>({0, 1, 2, 127, 128, 255}), {0, 1, 2, 127, 128, 255}},
-      {"UINT16", "uint16", kiln::v1::UINT16, "[0, 1, 65535, 300, 7, 1000]",
-       Bytes<uint16_t>({0, 1, 65535, 300, 7, 1000}), {0, 1, 65535, 300, 7, 1000}},
-      {"UINT32", "uint32", kiln::v1::UINT32, "[0, 1, 4294967295, 65536, 7, 1000]",
-       Bytes<uint32_t>({0, 1, 4294967295u, 65536, 7, 1000}), {0, 1, 4294967295.0, 65536, 7, 1000}},
+      {"BOOL",
+       "bool",
+       kiln::v1::BOOL,
+       "[true, false, true, true, false, false]",
+       std::string("\x01\x00\x01\x01\x00\x00", 6),
+       {1, 0, 1, 1, 0, 0}},
+      {"UINT8",
+       "uint8",
+       kiln::v1::UINT8,
+       "[0, 1, 2, 127, 128, 255]",
+       Bytes<uint8_t>({0, 1, 2, 127, 128, 255}),
+       {0, 1, 2, 127, 128, 255}},
+      {"UINT16",
+       "uint16",
+       kiln::v1::UINT16,
+       "[0, 1, 65535, 300, 7, 1000]",
+       Bytes<uint16_t>({0, 1, 65535, 300, 7, 1000}),
+       {0, 1, 65535, 300, 7, 1000}},
+      {"UINT32",
+       "uint32",
+       kiln::v1::UINT32,
+       "[0, 1, 4294967295, 65536, 7, 1000]",
+       Bytes<uint32_t>({0, 1, 4294967295u, 65536, 7, 1000}),
+       {0, 1, 4294967295.0, 65536, 7, 1000}},
       // Below 2^63: Kiln's cast of a larger uint64 to float64 comes out negative
       // (a compiler issue, not the protocol's); UINT64 past INT64's range is
       // UInt64PastInt64RangeRoundTrips's.
-      {"UINT64", "uint64", kiln::v1::UINT64,
+      {"UINT64",
+       "uint64",
+       kiln::v1::UINT64,
        "[0, 1, 4611686018427387904, 4294967296, 7, 9007199254740992]",
        Bytes<uint64_t>({0, 1, uint64_t{1} << 62, uint64_t{1} << 32, 7, uint64_t{1} << 53}),
        {0, 1, 4611686018427387904.0, 4294967296.0, 7, 9007199254740992.0}},
-      {"INT8", "int8", kiln::v1::INT8, "[-128, 127, 0, -1, 1, 5]",
-       Bytes<int8_t>({-128, 127, 0, -1, 1, 5}), {-128, 127, 0, -1, 1, 5}},
-      {"INT16", "int16", kiln::v1::INT16, "[-32768, 32767, 0, -1, 1, 5]",
-       Bytes<int16_t>({-32768, 32767, 0, -1, 1, 5}), {-32768, 32767, 0, -1, 1, 5}},
-      {"INT32", "int32", kiln::v1::INT32, "[-2147483648, 2147483647, 0, -1, 1, 5]",
-       Bytes<int32_t>({INT32_MIN, INT32_MAX, 0, -1, 1, 5}), {-2147483648.0, 2147483647.0, 0, -1, 1, 5}},
-      {"INT64", "int64", kiln::v1::INT64,
+      {"INT8",
+       "int8",
+       kiln::v1::INT8,
+       "[-128, 127, 0, -1, 1, 5]",
+       Bytes<int8_t>({-128, 127, 0, -1, 1, 5}),
+       {-128, 127, 0, -1, 1, 5}},
+      {"INT16",
+       "int16",
+       kiln::v1::INT16,
+       "[-32768, 32767, 0, -1, 1, 5]",
+       Bytes<int16_t>({-32768, 32767, 0, -1, 1, 5}),
+       {-32768, 32767, 0, -1, 1, 5}},
+      {"INT32",
+       "int32",
+       kiln::v1::INT32,
+       "[-2147483648, 2147483647, 0, -1, 1, 5]",
+       Bytes<int32_t>({INT32_MIN, INT32_MAX, 0, -1, 1, 5}),
+       {-2147483648.0, 2147483647.0, 0, -1, 1, 5}},
+      {"INT64",
+       "int64",
+       kiln::v1::INT64,
        "[-9223372036854775808, 9007199254740992, 0, -1, 1, 123456789]",
        Bytes<int64_t>({INT64_MIN, int64_t{1} << 53, 0, -1, 1, 123456789}),
        {-9223372036854775808.0, 9007199254740992.0, 0, -1, 1, 123456789}},
       // float16 bits: 1.5 3e00, -2.25 c080, 65504 7bff, 2^-10 1400, -1 bc00.
-      {"FP16", "float16", kiln::v1::FLOAT16, "[1.5, -2.25, 65504, 0.0009765625, 0, -1]",
+      {"FP16",
+       "float16",
+       kiln::v1::FLOAT16,
+       "[1.5, -2.25, 65504, 0.0009765625, 0, -1]",
        Bytes<uint16_t>({0x3e00, 0xc080, 0x7bff, 0x1400, 0, 0xbc00}),
        {1.5, -2.25, 65504, 0.0009765625, 0, -1}},
       // bfloat16 bits: 1.5 3fc0, -3 c040, 256 4380, 2^-7 3c00, -1 bf80.
-      {"BF16", "bfloat16", kiln::v1::BFLOAT16, "[1.5, -3, 256, 0.0078125, 0, -1]",
+      {"BF16",
+       "bfloat16",
+       kiln::v1::BFLOAT16,
+       "[1.5, -3, 256, 0.0078125, 0, -1]",
        Bytes<uint16_t>({0x3fc0, 0xc040, 0x4380, 0x3c00, 0, 0xbf80}),
        {1.5, -3, 256, 0.0078125, 0, -1}},
-      {"FP32", "float32", kiln::v1::FLOAT32, "[0.5, -2.25, 1e30, 0.1, 0, -1]",
+      {"FP32",
+       "float32",
+       kiln::v1::FLOAT32,
+       "[0.5, -2.25, 1e30, 0.1, 0, -1]",
        Bytes<float>({0.5f, -2.25f, 1e30f, 0.1f, 0.0f, -1.0f}),
        {0.5, -2.25, static_cast<double>(1e30f), static_cast<double>(0.1f), 0, -1}},
-      {"FP64", "float64", kiln::v1::FLOAT64, "[0.5, -2.25, 1e300, 0.1, 0, -1]",
-       Bytes<double>({0.5, -2.25, 1e300, 0.1, 0.0, -1.0}), {0.5, -2.25, 1e300, 0.1, 0, -1}},
+      {"FP64",
+       "float64",
+       kiln::v1::FLOAT64,
+       "[0.5, -2.25, 1e300, 0.1, 0, -1]",
+       Bytes<double>({0.5, -2.25, 1e300, 0.1, 0.0, -1.0}),
+       {0.5, -2.25, 1e300, 0.1, 0, -1}},
   };
 }
 
@@ -252,9 +297,9 @@ TEST_F(HttpTest, ModelReadyIs200ForALoadedModelAnd404ForAnUnknownOne) {
 }
 
 TEST_F(HttpTest, JsonInferOfTheMlpMatchesNumPy) {
-  Json request = {{"id", "req-7"},
-                  {"inputs", {{{"name", "x"}, {"shape", {4, 16}}, {"datatype", "FP32"},
-                               {"data", MlpRows()}}}}};
+  Json request = {
+      {"id", "req-7"},
+      {"inputs", {{{"name", "x"}, {"shape", {4, 16}}, {"datatype", "FP32"}, {"data", MlpRows()}}}}};
   httplib::Result r = Post("/v2/models/mlp/infer", request.dump());
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
@@ -277,21 +322,26 @@ TEST_F(HttpTest, JsonInferOfTheMlpMatchesNumPy) {
 
 TEST_F(HttpTest, BinaryInferOfTheMlpGivesTheJsonInferNumbers) {
   const NpyFloat32 x = Fixture("x");
-  Json json_request = {{"inputs", {{{"name", "x"}, {"shape", {4, 16}}, {"datatype", "FP32"},
-                                    {"data", x.values}}}}};  // flat this time
+  Json json_request = {{"inputs",
+                        {{{"name", "x"},
+                          {"shape", {4, 16}},
+                          {"datatype", "FP32"},
+                          {"data", x.values}}}}};  // flat this time
   httplib::Result as_json = Post("/v2/models/mlp/infer", json_request.dump());
   ASSERT_TRUE(as_json);
   ASSERT_EQ(as_json->status, 200) << as_json->body;
   const Json json_out = Parse(as_json->body)["outputs"][0]["data"];
 
-  Json header = {{"inputs", {{{"name", "x"}, {"shape", {4, 16}}, {"datatype", "FP32"},
-                              {"parameters", {{"binary_data_size", x.bytes().size()}}}}}},
+  Json header = {{"inputs",
+                  {{{"name", "x"},
+                    {"shape", {4, 16}},
+                    {"datatype", "FP32"},
+                    {"parameters", {{"binary_data_size", x.bytes().size()}}}}}},
                  {"parameters", {{"binary_data_output", true}}}};
   const std::string text = header.dump();
-  httplib::Result r =
-      Client().Post("/v2/models/mlp/infer",
-                    {{"Inference-Header-Content-Length", std::to_string(text.size())}},
-                    text + x.bytes(), "application/octet-stream");
+  httplib::Result r = Client().Post(
+      "/v2/models/mlp/infer", {{"Inference-Header-Content-Length", std::to_string(text.size())}},
+      text + x.bytes(), "application/octet-stream");
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
   const size_t json_length = std::stoul(r->get_header_value("Inference-Header-Content-Length"));
@@ -314,8 +364,11 @@ TEST_F(HttpTest, EveryDatatypeRoundTripsAsJsonAndAsBinary) {
   for (const DatatypeCase& c : DatatypeCases()) {
     SCOPED_TRACE(c.datatype);
     const std::string path = "/v2/models/cast_" + c.kiln + "/infer";
-    Json request = {{"inputs", {{{"name", "x"}, {"shape", {2, 3}}, {"datatype", c.datatype},
-                                 {"data", Json::parse(c.json)}}}}};
+    Json request = {{"inputs",
+                     {{{"name", "x"},
+                       {"shape", {2, 3}},
+                       {"datatype", c.datatype},
+                       {"data", Json::parse(c.json)}}}}};
     httplib::Result r = Post(path, request.dump());
     ASSERT_TRUE(r);
     ASSERT_EQ(r->status, 200) << r->body;
@@ -341,18 +394,21 @@ TEST_F(HttpTest, EveryDatatypeRoundTripsAsJsonAndAsBinary) {
     }
 
     // The same values as binary, both ways: the same numbers.
-    Json header = {{"inputs", {{{"name", "x"}, {"shape", {2, 3}}, {"datatype", c.datatype},
-                                {"parameters", {{"binary_data_size", c.raw.size()}}}}}},
-                   {"outputs", {{{"name", "back"}, {"parameters", {{"binary_data", true}}}},
-                                {{"name", "wide"}, {"parameters", {{"binary_data", true}}}}}}};
+    Json header = {{"inputs",
+                    {{{"name", "x"},
+                      {"shape", {2, 3}},
+                      {"datatype", c.datatype},
+                      {"parameters", {{"binary_data_size", c.raw.size()}}}}}},
+                   {"outputs",
+                    {{{"name", "back"}, {"parameters", {{"binary_data", true}}}},
+                     {{"name", "wide"}, {"parameters", {{"binary_data", true}}}}}}};
     const std::string text = header.dump();
     httplib::Result b = Client().Post(
         path.c_str(), {{"Inference-Header-Content-Length", std::to_string(text.size())}},
         text + c.raw, "application/octet-stream");
     ASSERT_TRUE(b);
     ASSERT_EQ(b->status, 200) << b->body;
-    const size_t json_length =
-        std::stoul(b->get_header_value("Inference-Header-Content-Length"));
+    const size_t json_length = std::stoul(b->get_header_value("Inference-Header-Content-Length"));
     Json bj = Parse(b->body.substr(0, json_length));
     size_t at = json_length;
     for (const Json& out : bj["outputs"]) {
@@ -377,8 +433,9 @@ TEST_F(HttpTest, EveryDatatypeRoundTripsAsJsonAndAsBinary) {
 
 TEST_F(HttpTest, UInt64PastInt64RangeRoundTrips) {
   const std::string values = "[18446744073709551615, 9223372036854775808, 1]";
-  Json request = {{"inputs", {{{"name", "x"}, {"shape", {3}}, {"datatype", "UINT64"},
-                               {"data", Json::parse(values)}}}}};
+  Json request = {
+      {"inputs",
+       {{{"name", "x"}, {"shape", {3}}, {"datatype", "UINT64"}, {"data", Json::parse(values)}}}}};
   httplib::Result r = Post("/v2/models/max_uint64/infer", request.dump());
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
@@ -431,8 +488,7 @@ TEST_F(HttpTest, StatsCountTheCallsMadeOverHttp) {
   EXPECT_EQ(moved("success", "count"), 2);
   EXPECT_EQ(moved("fail", "count"), 1);
   EXPECT_GT(moved("success", "ns"), 0);
-  EXPECT_EQ(after["execution_count"].get<int64_t>() - before["execution_count"].get<int64_t>(),
-            2);
+  EXPECT_EQ(after["execution_count"].get<int64_t>() - before["execution_count"].get<int64_t>(), 2);
   EXPECT_GT(after["last_inference"].get<int64_t>(), 0);
 
   httplib::Result all = Client().Get("/v2/models/stats");
@@ -461,19 +517,17 @@ TEST_F(HttpTest, ErrorsAnswerJsonWithTheStatusOfTheirGrpcCode) {
       {"/v2/models/mlp/infer", R"({"inputs":[{)" + x + R"(,"shape":[4,15],"data":[]}]})", 400,
        "0 values"},
       {"/v2/models/mlp/infer",
-       R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,2],"data":[1,2]}]})", 400,
-       "shape"},
+       R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,2],"data":[1,2]}]})", 400, "shape"},
       {"/v2/models/mlp/infer",
-       R"({"inputs":[{"name":"x","datatype":"BYTES","shape":[1],"data":["a"]}]})", 501,
-       "BYTES"},
+       R"({"inputs":[{"name":"x","datatype":"BYTES","shape":[1],"data":["a"]}]})", 501, "BYTES"},
       {"/v2/models/mlp/infer",
        R"({"inputs":[{"name":"x","datatype":"FP33","shape":[1],"data":[1]}]})", 400, "FP33"},
       {"/v2/models/cast_int8/infer",
-       R"({"inputs":[{"name":"x","datatype":"INT8","shape":[2,3],"data":[1,2,3,4,5,300]}]})",
-       400, "out of range"},
+       R"({"inputs":[{"name":"x","datatype":"INT8","shape":[2,3],"data":[1,2,3,4,5,300]}]})", 400,
+       "out of range"},
       {"/v2/models/cast_int8/infer",
-       R"({"inputs":[{"name":"x","datatype":"INT8","shape":[2,3],"data":[1,2,3,4,5,"6"]}]})",
-       400, "expected an integer"},
+       R"({"inputs":[{"name":"x","datatype":"INT8","shape":[2,3],"data":[1,2,3,4,5,"6"]}]})", 400,
+       "expected an integer"},
       {"/v2/models/mlp/infer", R"({"outputs":[]})", 400, "'inputs'"},
       {"/v2/models/mlp/infer", R"({"inputs":[]})", 400, "x"},
       {"/v2/models/mlp/versions/9/infer", R"({"inputs":[]})", 404, "9"},
@@ -494,9 +548,8 @@ TEST_F(HttpTest, ErrorsAnswerJsonWithTheStatusOfTheirGrpcCode) {
 }
 
 TEST_F(HttpTest, BinaryFramingErrorsAre400) {
-  const std::string header =
-      R"({"inputs":[{"name":"x","datatype":"INT8","shape":[2,3],)"
-      R"("parameters":{"binary_data_size":6}}]})";
+  const std::string header = R"({"inputs":[{"name":"x","datatype":"INT8","shape":[2,3],)"
+                             R"("parameters":{"binary_data_size":6}}]})";
   struct Case {
     std::string length;
     std::string body;
@@ -509,9 +562,9 @@ TEST_F(HttpTest, BinaryFramingErrorsAre400) {
       {"-4", header + "123456", "non-negative integer"},
   };
   for (const Case& c : cases) {
-    httplib::Result r = Client().Post("/v2/models/cast_int8/infer",
-                                      {{"Inference-Header-Content-Length", c.length}}, c.body,
-                                      "application/octet-stream");
+    httplib::Result r =
+        Client().Post("/v2/models/cast_int8/infer", {{"Inference-Header-Content-Length", c.length}},
+                      c.body, "application/octet-stream");
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 400) << r->body;
     EXPECT_THAT(Parse(r->body)["error"].get<std::string>(), HasSubstr(c.says));
@@ -582,9 +635,9 @@ TEST(HttpTlsTest, WithTlsCertTheHttpPortSpeaksTlsAndChecksClientCertificates) {
     EXPECT_FALSE(refused && refused->status == 200) << "plain HTTP answered on the TLS port";
   }
   {
-    ServerProcess server(dir, {"--http-port=0", "--tls-cert=" + dir + "/server.pem",
-                               "--tls-key=" + dir + "/server.key",
-                               "--tls-client-ca=" + dir + "/ca.pem"});
+    ServerProcess server(
+        dir, {"--http-port=0", "--tls-cert=" + dir + "/server.pem",
+              "--tls-key=" + dir + "/server.key", "--tls-client-ca=" + dir + "/ca.pem"});
     ASSERT_GT(server.http_port(), 0);
     httplib::SSLClient without("127.0.0.1", server.http_port());
     without.set_ca_cert_path((dir + "/ca.pem").c_str());
@@ -634,10 +687,10 @@ TEST(HttpLimitTest, AGzipBodyIsBoundedOnceInflatedNotOnlyOnTheWire) {
     std::string path;
     int status;
   };
-  for (const Case& c : {Case{server.http_port(), "/v2/models/mlp/infer", 413},
-                        Case{server.http_port(), "/v2/repository/index", 413},
-                        Case{server.http_port(), "/nowhere", 404},
-                        Case{server.metrics_port(), "/metrics", 404}}) {
+  for (const Case& c :
+       {Case{server.http_port(), "/v2/models/mlp/infer", 413},
+        Case{server.http_port(), "/v2/repository/index", 413},
+        Case{server.http_port(), "/nowhere", 404}, Case{server.metrics_port(), "/metrics", 404}}) {
     httplib::Client client("127.0.0.1", c.port);
     httplib::Result r = client.Post(c.path.c_str(), gzipped, gzip, "application/json");
     ASSERT_TRUE(r) << c.path;
@@ -667,8 +720,8 @@ TEST(HttpAuthTest, RoutesNeedABearerTokenWithTheirScopeButProbesDoNot) {
   ASSERT_TRUE(none);
   EXPECT_EQ(none->status, 401);
   EXPECT_TRUE(Json::parse(none->body, nullptr, false).contains("error")) << none->body;
-  for (const char* bad : {"Bearer wrong-token-0123456789", "Bearer expired-token-0123456789",
-                          "Basic aW5mZXI6eA=="}) {
+  for (const char* bad :
+       {"Bearer wrong-token-0123456789", "Bearer expired-token-0123456789", "Basic aW5mZXI6eA=="}) {
     httplib::Result r = client.Get("/v2", {{"Authorization", bad}});
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 401) << bad;

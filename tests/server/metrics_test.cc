@@ -68,9 +68,8 @@ class MetricsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = TempDir();
-    server_ = std::make_unique<ServerProcess>(dir_ + "/cache",
-                                              std::vector<std::string>{"--http-port=0",
-                                                                       "--metrics-port=0"});
+    server_ = std::make_unique<ServerProcess>(
+        dir_ + "/cache", std::vector<std::string>{"--http-port=0", "--metrics-port=0"});
     ASSERT_GT(server_->port(), 0);
     ASSERT_GT(server_->http_port(), 0);
     ASSERT_GT(server_->metrics_port(), 0);
@@ -116,13 +115,15 @@ class MetricsTest : public ::testing::Test {
 
   int HttpInfer(const std::string& model, bool good) {
     const NpyFloat32 x = Fixture("x");
-    Json request = {{"inputs", {{{"name", "x"}, {"shape", {4, good ? 16 : 8}},
-                                 {"datatype", "FP32"},
-                                 {"data", std::vector<float>(x.values.begin(),
-                                                             x.values.begin() + (good ? 64 : 32))}}}}};
+    Json request = {
+        {"inputs",
+         {{{"name", "x"},
+           {"shape", {4, good ? 16 : 8}},
+           {"datatype", "FP32"},
+           {"data", std::vector<float>(x.values.begin(), x.values.begin() + (good ? 64 : 32))}}}}};
     httplib::Client client("127.0.0.1", server_->http_port());
-    httplib::Result r = client.Post(("/v2/models/" + model + "/infer").c_str(), request.dump(),
-                                    "application/json");
+    httplib::Result r =
+        client.Post(("/v2/models/" + model + "/infer").c_str(), request.dump(), "application/json");
     return r ? r->status : 0;
   }
 
@@ -213,23 +214,23 @@ TEST_F(MetricsTest, ThePageParsesAndItsCountersMoveByTheCallsMade) {
 
 TEST_F(MetricsTest, TheParserRefusesBrokenPages) {
   const std::vector<std::string> broken = {
-      "kiln_x_total 1\n",                                                     // no TYPE
-      "# HELP a_total x\n# TYPE a_total counter\na_total 1",                  // no newline
-      "# HELP a_total x\n# TYPE a_total counter\na_total{m=\"a\\q\"} 1\n",    // bad escape
-      "# HELP a_total x\n# TYPE a_total counter\na_total 1\na_total 2\n",     // repeated
-      "# HELP a x\n# TYPE a counter\na 1\n",                                  // no _total
-      "# TYPE a gauge\na 1\n",                                                // no HELP
+      "kiln_x_total 1\n",                                                   // no TYPE
+      "# HELP a_total x\n# TYPE a_total counter\na_total 1",                // no newline
+      "# HELP a_total x\n# TYPE a_total counter\na_total{m=\"a\\q\"} 1\n",  // bad escape
+      "# HELP a_total x\n# TYPE a_total counter\na_total 1\na_total 2\n",   // repeated
+      "# HELP a x\n# TYPE a counter\na 1\n",                                // no _total
+      "# TYPE a gauge\na 1\n",                                              // no HELP
       "# HELP h x\n# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\n"
-      "h_sum 1\nh_count 1\n",                                                 // not cumulative
+      "h_sum 1\nh_count 1\n",  // not cumulative
       "# HELP h x\n# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_sum 1\nh_count 1\n",  // no +Inf
-      "# HELP a x\n# TYPE a gauge\n# HELP b x\n# TYPE b gauge\nb 1\na 1\n",   // interleaved
-      "# HELP a x\n# TYPE a gauge\na one\n",                                  // bad value
+      "# HELP a x\n# TYPE a gauge\n# HELP b x\n# TYPE b gauge\nb 1\na 1\n",          // interleaved
+      "# HELP a x\n# TYPE a gauge\na one\n",                                         // bad value
   };
   for (const std::string& page : broken) {
     EXPECT_NE(RunParser(dir_, page).status, 0) << page;
   }
-  const Parsed good = RunParser(
-      dir_, "# HELP a_total x\n# TYPE a_total counter\na_total{m=\"q\\\"\\\\\\n\"} 3\n");
+  const Parsed good =
+      RunParser(dir_, "# HELP a_total x\n# TYPE a_total counter\na_total{m=\"q\\\"\\\\\\n\"} 3\n");
   EXPECT_EQ(good.status, 0) << good.err;
   EXPECT_EQ(Json::parse(good.out, nullptr, false), Json({{"a_total{m=\"q\"\\\n\"}", 3}}));
 }
