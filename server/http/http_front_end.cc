@@ -310,28 +310,34 @@ void HttpFrontEnd::AddRoutes(httplib::Server& server) {
   server.Post(R"(/v2/repository/models/([^/]+)/load)", [service, read_body](
                                                            const Req& request, Res& response,
                                                            const httplib::ContentReader& reader) {
-    std::string ignored;  // Triton's load parameters (a config override): not taken
-    if (!read_body(request, response, reader, &ignored)) return;
+    std::string text;
+    if (!read_body(request, response, reader, &text)) return;
     inference::RepositoryModelLoadRequest load;
     load.set_model_name(request.matches[1].str());
+    if (absl::Status s = ParseRepositoryParameters(text, load.mutable_parameters()); !s.ok()) {
+      return Refuse(response, "HTTP RepositoryModelLoad", s);
+    }
     inference::RepositoryModelLoadResponse loaded;
     if (Call(service, &InferenceService::RepositoryModelLoad, request, load, &loaded, response)) {
       response.set_content("{}", kJson);
     }
   });
-  server.Post(R"(/v2/repository/models/([^/]+)/unload)",
-              [service, read_body](const Req& request, Res& response,
-                                   const httplib::ContentReader& reader) {
-                std::string ignored;  // Triton's unload_dependents: Kiln models have none
-                if (!read_body(request, response, reader, &ignored)) return;
-                inference::RepositoryModelUnloadRequest unload;
-                unload.set_model_name(request.matches[1].str());
-                inference::RepositoryModelUnloadResponse unloaded;
-                if (Call(service, &InferenceService::RepositoryModelUnload, request, unload,
-                         &unloaded, response)) {
-                  response.set_content("{}", kJson);
-                }
-              });
+  server.Post(R"(/v2/repository/models/([^/]+)/unload)", [service, read_body](
+                                                             const Req& request, Res& response,
+                                                             const httplib::ContentReader& reader) {
+    std::string text;
+    if (!read_body(request, response, reader, &text)) return;
+    inference::RepositoryModelUnloadRequest unload;
+    unload.set_model_name(request.matches[1].str());
+    if (absl::Status s = ParseRepositoryParameters(text, unload.mutable_parameters()); !s.ok()) {
+      return Refuse(response, "HTTP RepositoryModelUnload", s);
+    }
+    inference::RepositoryModelUnloadResponse unloaded;
+    if (Call(service, &InferenceService::RepositoryModelUnload, request, unload, &unloaded,
+             response)) {
+      response.set_content("{}", kJson);
+    }
+  });
 }
 
 }  // namespace kiln::server

@@ -449,6 +449,36 @@ absl::StatusOr<HttpBody> RenderInferResponse(const inference::ModelInferRequest&
   return result;
 }
 
+absl::Status ParseRepositoryParameters(
+    absl::string_view body,
+    google::protobuf::Map<std::string, inference::ModelRepositoryParameter>* out) {
+  if (body.empty()) return absl::OkStatus();
+  const Json root = Json::parse(body.begin(), body.end(), nullptr, false);
+  if (root.is_discarded() || !root.is_object()) {
+    return Invalid("the request body must be a JSON object");
+  }
+  auto params = root.find("parameters");
+  if (params == root.end()) return absl::OkStatus();
+  if (!params->is_object()) return Invalid("'parameters' must be an object");
+  for (auto it = params->begin(); it != params->end(); ++it) {
+    inference::ModelRepositoryParameter& p = (*out)[it.key()];
+    const Json& v = it.value();
+    if (v.is_boolean()) {
+      p.set_bool_param(v.get<bool>());
+    } else if (v.is_number_integer() && !v.is_number_unsigned()) {
+      p.set_int64_param(v.get<int64_t>());
+    } else if (v.is_number_unsigned() &&
+               v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      p.set_int64_param(static_cast<int64_t>(v.get<uint64_t>()));
+    } else if (v.is_string()) {
+      p.set_string_param(v.get<std::string>());
+    } else {
+      return Invalid(absl::StrCat("parameter '", it.key(), "' must be a bool, integer or string"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 std::string RenderServerMetadata(const inference::ServerMetadataResponse& metadata) {
   Json root = {{"name", metadata.name()}, {"version", metadata.version()}};
   root["extensions"] = Json::array();

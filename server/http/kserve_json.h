@@ -40,6 +40,15 @@ struct HttpBody {
 absl::StatusOr<HttpBody> RenderInferResponse(const inference::ModelInferRequest& request,
                                              const inference::ModelInferResponse& response);
 
+// The "parameters" object of a repository load or unload body (empty body:
+// none) into the request's parameters, for the service to judge (it takes
+// Triton's unload_dependents, refuses the rest as UNIMPLEMENTED).
+// InvalidArgument for a body that is not a JSON object, or a value that is
+// not a bool, integer or string.
+absl::Status ParseRepositoryParameters(
+    absl::string_view body,
+    google::protobuf::Map<std::string, inference::ModelRepositoryParameter>* out);
+
 std::string RenderServerMetadata(const inference::ServerMetadataResponse& metadata);
 std::string RenderModelMetadata(const inference::ModelMetadataResponse& metadata);
 // {"error": message}

@@ -156,6 +156,30 @@ TEST_F(HttpRepositoryTest, APostWithoutAnyBodyAsCurlSendsItIsAnswered) {
   EXPECT_THAT(answer, HasSubstr("\"name\":\"mlp\""));
 }
 
+TEST_F(HttpRepositoryTest, LoadAndUnloadParametersGoToTheService) {
+  // As Triton's HTTP client sends them: unload_dependents is taken (Kiln has
+  // no ensembles), a config override is not (UNIMPLEMENTED, 501).
+  httplib::Result unload =
+      Client().Post("/v2/repository/models/mlp/unload",
+                    R"({"parameters": {"unload_dependents": false}})", "application/json");
+  ASSERT_TRUE(unload);
+  EXPECT_EQ(unload->status, 200) << unload->body;
+  httplib::Result config =
+      Client().Post("/v2/repository/models/mlp/load",
+                    R"({"parameters": {"config": "{\"max_batch_size\": 8}"}})", "application/json");
+  ASSERT_TRUE(config);
+  EXPECT_EQ(config->status, 501) << config->body;
+  EXPECT_THAT(Parse(config->body)["error"].get<std::string>(), HasSubstr("config"));
+  httplib::Result bad = Client().Post("/v2/repository/models/mlp/load",
+                                      R"({"parameters": {"x": 1.5}})", "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400) << bad->body;
+  httplib::Result load = Client().Post("/v2/repository/models/mlp/load", "{}", "application/json");
+  ASSERT_TRUE(load);
+  EXPECT_EQ(load->status, 200) << load->body;
+  EXPECT_EQ(Status(Client().Get("/v2/models/mlp/ready")), 200);
+}
+
 TEST_F(HttpRepositoryTest, ANameTheRepositoryLacksIs404AndABadIndexBodyIs400) {
   httplib::Result r = Client().Post("/v2/repository/models/nope/load", "", "");
   ASSERT_TRUE(r);
