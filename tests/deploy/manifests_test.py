@@ -18,12 +18,6 @@ import yaml
 
 SERVER, DEPLOY = sys.argv[1], sys.argv[2]
 
-# Flags issue 22 adds on other branches (the HTTP and metrics listeners). Until
-# the binary has them, the manifests may name them; once it does they are
-# checked like every other flag (this set can then go).
-PENDING_FLAGS = {"http_port", "metrics_port"}
-
-
 def server_flags():
     help_text = subprocess.run([SERVER, "--helpfull"], capture_output=True, text=True).stdout
     flags = set(re.findall(r"^\s+--(\w+) \(", help_text, re.MULTILINE))
@@ -58,8 +52,6 @@ def one(relative, kind):
 class ManifestCase(unittest.TestCase):
     def assertFlagsExist(self, flags, where):
         for name in flags:
-            if name in PENDING_FLAGS and name not in FLAGS:
-                continue
             self.assertIn(name, FLAGS, "%s passes --%s, which kiln-server lacks" % (where, name))
 
     def assertProbePort(self, probe, ports, where):
