@@ -106,7 +106,9 @@ void ConnectionGate::AcceptLoop(grpc::Server* server) {
     if (::poll(fds, 2, -1) < 0 && errno != EINTR) return;
     if (fds[1].revents != 0) return;  // Stop
     if ((fds[0].revents & POLLIN) == 0) continue;
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    // Non-blocking, as gRPC's own listener makes them: its endpoint reads
+    // until EAGAIN, and a blocking socket would hold one of its pollers.
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
         // Out of descriptors or memory: the connection waits in the backlog
