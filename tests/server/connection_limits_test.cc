@@ -40,8 +40,10 @@ TEST_P(ConnectionLimitsTest, AnIdleConnectionIsClosedAfterTheIdleTimeout) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_NE(channel->GetState(false), GRPC_CHANNEL_READY);
-  // A new call reconnects.
+  // A new call reconnects (a deadline: a hang fails here, not at the
+  // test's timeout).
   grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
   inference::ServerLiveResponse live;
   EXPECT_TRUE(stub->ServerLive(&ctx, inference::ServerLiveRequest(), &live).ok());
   (*server)->Shutdown();
