@@ -2015,25 +2015,23 @@ absl::Status RefuseExternalData(const onnx::ModelProto& model) {
 // only judge the model (the importer reads none of the shapes they infer),
 // so a child that got through them leaves nothing to redo in process; only
 // a refusal is run again, for its message. That saved resnet18's import
-// the ~8 ms of a second run.
-//
-// `started`: the same checks already running in a child (StartEarlyProbe),
-// whose verdict is awaited instead of forking one now.
-absl::Status CheckAndInfer(onnx::ModelProto& model, bool probe, CrashProbe* started) {
-  if (probe || started != nullptr) {
+// the ~8 ms of a second run. (Starting the child before the parse, with the
+// child parsing too, was tried: the parse it overlapped is one the child
+// then had to make, so resnet18's import stayed at 81-86 ms, for twice the
+// parsing CPU.)
+absl::Status CheckAndInfer(onnx::ModelProto& model, bool probe) {
+  if (probe) {
     // A hostile model can also send libonnx into a long loop (a wild read
     // as a loop bound): 5 s, and 1 s more per 10 MB, is far more than a
     // real model's checks take.
     const absl::Duration limit =
         absl::Seconds(5) + absl::Seconds(static_cast<double>(model.ByteSizeLong()) / 10e6);
-    absl::StatusOr<ProbeEnd> survived =
-        started != nullptr ? started->Wait(limit)
-                           : ProbeForCrash(
-                                 [&model] {
-                                   onnx::checker::check_model(model);
-                                   onnx::shape_inference::InferShapes(model);
-                                 },
-                                 limit);
+    absl::StatusOr<ProbeEnd> survived = ProbeForCrash(
+        [&model] {
+          onnx::checker::check_model(model);
+          onnx::shape_inference::InferShapes(model);
+        },
+        limit);
     if (absl::IsInternal(survived.status()) || absl::IsDeadlineExceeded(survived.status())) {
       return absl::InvalidArgumentError(absl::StrCat(
           "the model is refused: ONNX's checker or shape inference failed on it in a "
@@ -2199,31 +2197,8 @@ absl::Status CheckBeforeLibOnnx(const onnx::ModelProto& model, const OnnxImportO
   return absl::OkStatus();
 }
 
-// libonnx's checks of `bytes`, started in a child before this process
-// parses them: the child parses too, so its checks run alongside the parse
-// here instead of after it (resnet18: the ~45 ms parse and the ~15 ms
-// probe overlapped on 2 cores). The child makes the import's own checks
-// first and stops where they refuse, as the import will. None when the
-// probe is off, or the model's external data must be loaded before its
-// checks; CheckAndInfer then probes after the parse as before.
-std::optional<CrashProbe> StartEarlyProbe(absl::string_view bytes,
-                                          const OnnxImportOptions& options) {
-  if (!options.probe_libonnx || !options.libonnx_checks || !options.external_data_dir.empty()) {
-    return std::nullopt;
-  }
-  absl::StatusOr<CrashProbe> probe = CrashProbe::Start([bytes, &options] {
-    absl::StatusOr<onnx::ModelProto> model = ParseModel(bytes);
-    if (!model.ok() || !CheckBeforeLibOnnx(*model, options).ok()) return;
-    onnx::checker::check_model(*model);
-    onnx::shape_inference::InferShapes(*model);
-  });
-  if (!probe.ok()) return std::nullopt;
-  return *std::move(probe);
-}
-
-// `early_probe`: StartEarlyProbe's, for these bytes and options, or null.
 absl::StatusOr<Graph> ImportParsed(onnx::ModelProto& model, const OpRegistry& ops,
-                                   const OnnxImportOptions& options, CrashProbe* early_probe) {
+                                   const OnnxImportOptions& options) {
   if (!options.external_data_dir.empty()) {
     KILN_RETURN_IF_ERROR(LoadExternalData(model, options.external_data_dir,
                                           options.max_external_data_bytes));
@@ -2231,7 +2206,7 @@ absl::StatusOr<Graph> ImportParsed(onnx::ModelProto& model, const OpRegistry& op
   KILN_RETURN_IF_ERROR(CheckBeforeLibOnnx(model, options));
   KILN_ASSIGN_OR_RETURN(const int64_t opset, SupportedOpset(model));
   if (options.libonnx_checks) {
-    KILN_RETURN_IF_ERROR(CheckAndInfer(model, options.probe_libonnx, early_probe));
+    KILN_RETURN_IF_ERROR(CheckAndInfer(model, options.probe_libonnx));
   }
 
   const onnx::GraphProto& g = model.graph();
@@ -2334,15 +2309,13 @@ absl::StatusOr<ModelSignature> ReadOnnxSignature(absl::string_view bytes,
 
 absl::StatusOr<Graph> ImportOnnxModel(absl::string_view bytes, const OpRegistry& ops,
                                       const OnnxImportOptions& options) {
-  std::optional<CrashProbe> probe = StartEarlyProbe(bytes, options);
   KILN_ASSIGN_OR_RETURN(onnx::ModelProto model, ParseModel(bytes));
-  return ImportParsed(model, ops, options, probe ? &*probe : nullptr);
+  return ImportParsed(model, ops, options);
 }
 
 absl::StatusOr<OnnxModelImport> ImportOnnxModelWithSignature(
     absl::string_view bytes, const OpRegistry& ops, const OnnxImportOptions& options,
     const ShapesForSignature& shapes_for) {
-  std::optional<CrashProbe> probe = StartEarlyProbe(bytes, options);
   KILN_ASSIGN_OR_RETURN(onnx::ModelProto model, ParseModel(bytes));
   OnnxModelImport out;
   KILN_ASSIGN_OR_RETURN(out.signature, SignatureOf(model, options));
@@ -2350,7 +2323,7 @@ absl::StatusOr<OnnxModelImport> ImportOnnxModelWithSignature(
   if (!shapes.ok()) return shapes.status();
   OnnxImportOptions at = options;
   for (const auto& [input, dims] : *shapes) at.input_shapes[input] = dims;
-  out.graph = ImportParsed(model, ops, at, probe ? &*probe : nullptr);
+  out.graph = ImportParsed(model, ops, at);
   return out;
 }
 

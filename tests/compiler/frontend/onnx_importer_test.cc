@@ -272,9 +272,8 @@ TEST(OnnxImporterTest, WhatLibOnnxsCheckerRefusesIsInvalidArgumentWithItsMessage
   }
 }
 
-// The sandbox child starts before the parse here (it parses the bytes
-// itself); an import that ends before its verdict is needed, refused by a
-// check of Kiln's own or by the parse, leaves no child behind.
+// An import refused before libonnx's checks, by a check of Kiln's own or by
+// the parse, leaves no sandbox child behind.
 TEST(OnnxImporterTest, AnImportRefusedBeforeTheSandboxVerdictLeavesNoChild) {
   onnx::ModelProto model;
   ASSERT_TRUE(model.ParseFromString(OneNodeModel("Flatten", {2, 3}, "axis", 1)));
