@@ -4,8 +4,10 @@
 // per range) took about a fifth of resnet18's codegen time, for a stage that
 // is a few percent of its run time. Rows are short (7 to 230 floats), so the
 // copy is plain loops that GCC vectorises for the widest ISA the host has
-// (target_clones), kept from turning back into memcpy and memset calls,
-// whose per-call cost was 6-11% of a 28 x 28 conv.
+// (a copy per ISA, chosen once at the first call: not target_clones, whose
+// ifunc resolver runs before a sanitizer's runtime starts and crashed every
+// ThreadSanitizer binary), kept from turning back into memcpy and memset
+// calls, whose per-call cost was 6-11% of a 28 x 28 conv.
 #include <algorithm>
 #include <cstdint>
 
@@ -17,8 +19,9 @@
 
 namespace {
 
-// Row yq of phase (py, px) for each plane: see the ABI's comment.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void PadPlanes(
+// Row yq of phase (py, px) for each plane: see the ABI's comment. Inlined
+// into each ISA's copy below, which compiles it for that ISA.
+__attribute__((always_inline)) inline void PadPlanesBody(
     float* dst, const float* src, int64_t planes, int64_t h, int64_t w, int64_t sy, int64_t sx,
     int64_t hq, int64_t wq, int64_t pt, int64_t pl, int64_t y_begin, int64_t y_end) {
   const int64_t phase = hq * wq;
@@ -55,10 +58,35 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void PadPlanes(
   }
 }
 
+using PadPlanesFn = void (*)(float*, const float*, int64_t, int64_t, int64_t, int64_t, int64_t,
+                             int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
+
+#define KILN_PAD_PLANES_FOR(NAME, TARGET)                                                     \
+  TARGET void NAME(float* dst, const float* src, int64_t planes, int64_t h, int64_t w,        \
+                   int64_t sy, int64_t sx, int64_t hq, int64_t wq, int64_t pt, int64_t pl,     \
+                   int64_t y_begin, int64_t y_end) {                                          \
+    PadPlanesBody(dst, src, planes, h, w, sy, sx, hq, wq, pt, pl, y_begin, y_end);            \
+  }
+KILN_PAD_PLANES_FOR(PadPlanesAvx512, __attribute__((target("avx512f,avx512bw,avx512vl"))))
+KILN_PAD_PLANES_FOR(PadPlanesAvx2, __attribute__((target("avx2,fma"))))
+KILN_PAD_PLANES_FOR(PadPlanesGeneric, )
+#undef KILN_PAD_PLANES_FOR
+
+PadPlanesFn ForThisCpu() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl")) {
+    return PadPlanesAvx512;
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return PadPlanesAvx2;
+  return PadPlanesGeneric;
+}
+
 }  // namespace
 
 extern "C" void kiln_pad_planes(float* dst, const float* src, int64_t planes, int64_t h,
                                 int64_t w, int64_t sy, int64_t sx, int64_t hq, int64_t wq,
                                 int64_t pt, int64_t pl, int64_t y_begin, int64_t y_end) {
-  PadPlanes(dst, src, planes, h, w, sy, sx, hq, wq, pt, pl, y_begin, y_end);
+  static const PadPlanesFn pad = ForThisCpu();
+  pad(dst, src, planes, h, w, sy, sx, hq, wq, pt, pl, y_begin, y_end);
 }
