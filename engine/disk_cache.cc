@@ -42,11 +42,11 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
-#include <iostream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/log.h"
 #include "common/sha256.h"
 
 namespace kiln::engine {
@@ -272,14 +272,16 @@ bool DiskCache::enabled() const {
 void DiskCache::Disable(const std::string& why) {
   if (!enabled_) return;
   enabled_ = false;
-  std::cerr << "kiln: warning: disk kernel cache disabled (" << why
-            << "); kernels are cached in memory only\n";
+  Log(LogLevel::kWarning, "disk_cache",
+      absl::StrCat("disk kernel cache disabled (", why, "); kernels are cached in memory only"));
 }
 
 void DiskCache::PauseWrites(const std::string& why) {
   writes_paused_until_ = absl::Now() + write_retry_;
-  std::cerr << "kiln: warning: disk kernel cache: " << why << "; entries are still read, "
-            << "writes are tried again in " << absl::FormatDuration(write_retry_) << "\n";
+  Log(LogLevel::kWarning, "disk_cache",
+      absl::StrCat("disk kernel cache: ", why,
+                   "; entries are still read, writes are tried again in ",
+                   absl::FormatDuration(write_retry_)));
 }
 
 std::string DiskCache::PathFor(const std::string& key_hex) const {
@@ -305,7 +307,8 @@ std::optional<DiskEntry> DiskCache::Load(const KernelKey& key) {
   absl::MutexLock lock(&mutex_);
   if (!entry) {
     ++corrupt_;
-    std::cerr << "kiln: warning: removing bad cache entry " << path << " (" << why << ")\n";
+    Log(LogLevel::kWarning, "disk_cache",
+        absl::StrCat("removing bad cache entry ", path, " (", why, ")"));
     ::unlink(path.c_str());
     return std::nullopt;
   }

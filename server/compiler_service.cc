@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
-#include <iostream>
 #include <optional>
 #include <tuple>
 
@@ -14,6 +13,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/kernel_abi.h"
+#include "common/log.h"
 #include "common/sha256.h"
 #include "common/version.h"
 #include "compiler/codegen/codegen.h"
@@ -371,8 +371,12 @@ absl::Status CompilerService::LoadFromRepository(const std::string& dir,
                         absl::StrCat("model '", model.name, "' version ", model.version, ": ",
                                      compiled.status().message()));
   }
-  std::cerr << "kiln-server: loaded " << model.name << " version " << model.version
-            << " from the repository (" << compiled->report().kernels_size() << " kernels)\n";
+  LogContext context;
+  context.model = model.name;
+  Log(LogLevel::kInfo, "repository",
+      absl::StrCat("loaded version ", model.version, " from the repository (",
+                   compiled->report().kernels_size(), " kernels)"),
+      context);
   return absl::OkStatus();
 }
 
@@ -384,7 +388,7 @@ grpc::Status CompilerService::CompileModel(grpc::ServerContext* context,
   }
   absl::StatusOr<kiln::v1::CompileModelResponse> result =
       Compile(*request, nullptr, absl::FromChrono(context->deadline()), StopCheck(context));
-  if (!result.ok()) return Fail("CompileModel", result.status());
+  if (!result.ok()) return Fail("CompileModel", result.status(), request->model_name());
   *response = *std::move(result);
   return grpc::Status::OK;
 }
@@ -735,7 +739,7 @@ grpc::Status CompilerService::UnloadModel(grpc::ServerContext* context,
     return a;
   }
   absl::Status s = models_->Unload(request->model_name());
-  if (!s.ok()) return Fail("UnloadModel", s);
+  if (!s.ok()) return Fail("UnloadModel", s, request->model_name());
   return grpc::Status::OK;
 }
 

@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <iostream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/log.h"
 
 namespace kiln::server {
 namespace {
@@ -67,7 +67,7 @@ absl::Status BindThisThreadToCpus(const std::vector<int>& cpus) {
 
 void BindHandlerThreadOrWarn(const std::vector<int>& cpus, const char* rpc) {
   if (absl::Status bound = BindThisThreadToCpus(cpus); !bound.ok()) {
-    std::cerr << "kiln-server: " << rpc << " runs unbound: " << bound << "\n";
+    Log(LogLevel::kWarning, "server", absl::StrCat(rpc, " runs unbound: ", bound.ToString()));
   }
 }
 

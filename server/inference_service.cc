@@ -57,7 +57,7 @@ grpc::Status InferenceService::ModelMetadata(grpc::ServerContext* context,
     return a;
   }
   absl::StatusOr<engine::ServedModel> served = models_->Serve(request->name(), request->version());
-  if (!served.ok()) return Fail("ModelMetadata", served.status());
+  if (!served.ok()) return Fail("ModelMetadata", served.status(), request->name());
   response->set_name(request->name());
   response->add_versions(std::to_string(served->version));
   response->set_platform(kPlatform);
@@ -143,6 +143,11 @@ absl::Status DeadlinePassed(const char* before) {
                    "; it did not run (a compile it started goes on and is kept)"));
 }
 
+// A failed ModelInfer, logged with the model and the id the client chose.
+grpc::Status FailInfer(const inference::ModelInferRequest& request, const absl::Status& status) {
+  return Fail("ModelInfer", status, request.model_name(), request.id());
+}
+
 }  // namespace
 
 void InferenceService::StartInfer(const inference::ModelInferRequest& request,
@@ -150,10 +155,10 @@ void InferenceService::StartInfer(const inference::ModelInferRequest& request,
                                   absl::Time deadline, int64_t arrived_ns) {
   const int64_t arrived = arrived_ns > 0 ? arrived_ns : SteadyNowNs();
   BindHandlerThreadOrWarn(inference_cpus_, "ModelInfer");
-  if (absl::Now() > deadline) return done(Fail("ModelInfer", DeadlinePassed("its turn came")));
+  if (absl::Now() > deadline) return done(FailInfer(request, DeadlinePassed("its turn came")));
   absl::StatusOr<engine::ServedModel> served =
       models_->Serve(request.model_name(), request.model_version());
-  if (!served.ok()) return done(Fail("ModelInfer", served.status()));
+  if (!served.ok()) return done(FailInfer(request, served.status()));
   auto times = std::make_shared<CallTimes>();
   times->arrived_ns = arrived;
   done = Recorded(*served, times, std::move(done));
@@ -166,10 +171,10 @@ void InferenceService::StartInfer(const inference::ModelInferRequest& request,
   // shapes), compiled now if new.
   absl::StatusOr<std::vector<std::vector<int64_t>>> key =
       RequestVariantKey(served->variants->signature(), request);
-  if (!key.ok()) return done(Fail("ModelInfer", key.status()));
+  if (!key.ok()) return done(FailInfer(request, key.status()));
   if (served->batcher) {
     if (absl::Status valid = served->variants->Check(*key); !valid.ok()) {
-      return done(Fail("ModelInfer", valid));
+      return done(FailInfer(request, valid));
     }
     return SubmitToBatcher(*served, *key, request, response, std::move(done), times.get());
   }
@@ -188,9 +193,9 @@ void InferenceService::StartInfer(const inference::ModelInferRequest& request,
     }
   }
   absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> variant = served->variants->Get(*key);
-  if (!variant.ok()) return done(Fail("ModelInfer", variant.status()));
+  if (!variant.ok()) return done(FailInfer(request, variant.status()));
   if (absl::Now() > deadline) {
-    return done(Fail("ModelInfer", DeadlinePassed("its shape finished compiling")));
+    return done(FailInfer(request, DeadlinePassed("its shape finished compiling")));
   }
   RunAndAnswer(*served, **variant, 0, &*key, request, response, std::move(done), deadline,
                times.get());
@@ -239,7 +244,7 @@ void InferenceService::RunAndAnswer(const engine::ServedModel& served,
   absl::StatusOr<std::vector<runtime::Tensor>> inputs =
       DecodeAtShapes(program, served.variants ? served.variants->signature() : ModelSignature{},
                      shapes, request);
-  if (!inputs.ok()) return done(Fail("ModelInfer", inputs.status()));
+  if (!inputs.ok()) return done(FailInfer(request, inputs.status()));
   const int64_t decoded = SteadyNowNs();
   absl::StatusOr<runtime::RunResult> result;
   if (padded_rows > 0) {
@@ -249,10 +254,10 @@ void InferenceService::RunAndAnswer(const engine::ServedModel& served,
     for (const runtime::Tensor& t : *inputs) pointers.push_back(&t);
     result = model.Run(pointers, deadline);
   }
-  if (!result.ok()) return done(Fail("ModelInfer", result.status()));
+  if (!result.ok()) return done(FailInfer(request, result.status()));
   const int64_t ran = SteadyNowNs();
   absl::Status encoded = Answer(program, request, *std::move(result), response);
-  if (!encoded.ok()) return done(Fail("ModelInfer", encoded));
+  if (!encoded.ok()) return done(FailInfer(request, encoded));
   const int64_t rows = RequestRows(*inputs);
   const int64_t answered = SteadyNowNs();
   served.batch_stats->RecordExecution(rows, decoded - start, ran - decoded, answered - ran,
@@ -287,7 +292,7 @@ void InferenceService::SubmitToBatcher(const engine::ServedModel& served,
   // (every variant shares them); the shapes are the request's, checked.
   absl::StatusOr<std::vector<runtime::Tensor>> inputs =
       DecodeAtShapes(served.model->program(), served.variants->signature(), &shapes, request);
-  if (!inputs.ok()) return done(Fail("ModelInfer", inputs.status()));
+  if (!inputs.ok()) return done(FailInfer(request, inputs.status()));
   // The callback holds the model, not the served entry: dropping the last
   // reference to the batcher from its own thread is what it must not do.
   // `times` lives as long as `done`, which owns it.
@@ -306,9 +311,9 @@ void InferenceService::SubmitToBatcher(const engine::ServedModel& served,
                                  {timing.batch_rows, timing.compute_input_ns,
                                   timing.compute_infer_ns, timing.compute_output_ns});
         }
-        if (!result.ok()) return done(Fail("ModelInfer", result.status()));
+        if (!result.ok()) return done(FailInfer(request, result.status()));
         absl::Status encoded = Answer(model->program(), request, *std::move(result), response);
-        if (!encoded.ok()) return done(Fail("ModelInfer", encoded));
+        if (!encoded.ok()) return done(FailInfer(request, encoded));
         done(grpc::Status::OK);
       });
 }

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <iostream>
 #include <set>
 #include <string>
 #include <thread>
@@ -10,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server.h"
@@ -71,12 +71,12 @@ class KilnServerImpl final : public KilnServer {
       tokens = *std::move(loaded);
     }
     if (!IsLoopback(options.address) && (options.tls_cert.empty() || !tokens)) {
-      std::cerr << "kiln-server: WARNING: listening on " << options.address << " without "
-                << (options.tls_cert.empty() ? "TLS" : "")
-                << (options.tls_cert.empty() && !tokens ? " or " : "")
-                << (!tokens ? "tokens" : "")
-                << ": anyone who reaches this port can compile and run models. Set "
-                   "--tls-cert/--tls-key and --auth-tokens, or bind 127.0.0.1.\n";
+      Log(LogLevel::kWarning, "server",
+          absl::StrCat("serving on ", options.address, " without ",
+                       options.tls_cert.empty() ? "TLS" : "",
+                       options.tls_cert.empty() && !tokens ? " or " : "", !tokens ? "tokens" : "",
+                       ": anyone who reaches this port can compile and run models. Set "
+                       "--tls-cert/--tls-key and --auth-tokens, or bind 127.0.0.1."));
     }
     // grpc.health.v1.Health (gRPC's own, what Kubernetes' gRPC probes ask)
     // and server reflection (what grpcurl asks): both hook into every

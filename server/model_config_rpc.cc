@@ -39,7 +39,7 @@ grpc::Status InferenceService::ModelConfig(grpc::ServerContext* context,
     return a;
   }
   absl::StatusOr<engine::ServedModel> served = models_->Serve(request->name(), request->version());
-  if (!served.ok()) return Fail("ModelConfig", served.status());
+  if (!served.ok()) return Fail("ModelConfig", served.status(), request->name());
   inference::ModelConfig* config = response->mutable_config();
   config->set_name(served->name);
   config->set_platform(kPlatform);

@@ -13,7 +13,9 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/log.h"
 #include "server/command_line.h"
 #include "server/cpu_affinity.h"
 #include "server/kiln_server.h"
@@ -92,6 +94,13 @@ ABSL_FLAG(std::string, auth_tokens, "",
           "file of 'TOKEN SCOPE[,SCOPE] [expires=UNIX_SECONDS]' lines (scopes infer, admin); "
           "calls then need 'authorization: Bearer TOKEN'");
 
+ABSL_FLAG(std::string, log_format, "text",
+          "stderr's lines: text (TIME LEVEL COMPONENT [key=\"value\" ...] MESSAGE) or json "
+          "(one object a line: timestamp, level, component, model, request_id, suppressed, "
+          "message; README.md)");
+ABSL_FLAG(std::string, log_level, "info",
+          "lowest level logged: debug, info, warning (failed calls a client caused) or error");
+
 ABSL_FLAG(int, http_port, -1,
           "KServe v2 over HTTP/REST on this port (Triton's default is 8000; 0 picks a free "
           "one; -1: off), with the same TLS, tokens and --max-message-mb as gRPC");
@@ -109,6 +118,11 @@ void RaiseDescriptorLimit() {
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
   limit.rlim_cur = limit.rlim_max;
   ::setrlimit(RLIMIT_NOFILE, &limit);
+}
+
+// Why the server did not start (bad flags, a port taken), as a log line.
+void LogStartError(absl::string_view message) {
+  kiln::Log(kiln::LogLevel::kError, "server", message);
 }
 
 }  // namespace
@@ -131,13 +145,25 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::vector<std::string>> expanded =
       kiln::server::ExpandCommandLine(std::vector<std::string>(argv, argv + argc));
   if (!expanded.ok()) {
-    std::cerr << "kiln-server: " << expanded.status().message() << "\n";
+    LogStartError(expanded.status().message());
     return 2;
   }
   std::vector<std::string> words = *std::move(expanded);
   std::vector<char*> normalized;
   for (std::string& w : words) normalized.push_back(w.data());
   absl::ParseCommandLine(static_cast<int>(normalized.size()), normalized.data());
+  // The log's shape first: every later line, errors in flags included, has it.
+  absl::StatusOr<kiln::LogFormat> log_format =
+      kiln::ParseLogFormat(absl::GetFlag(FLAGS_log_format));
+  absl::StatusOr<kiln::LogLevel> log_level = kiln::ParseLogLevel(absl::GetFlag(FLAGS_log_level));
+  if (!log_format.ok() || !log_level.ok()) {
+    LogStartError(
+        absl::StrCat("--log-format / --log-level: ",
+                     (log_format.ok() ? log_level.status() : log_format.status()).message()));
+    return 2;
+  }
+  kiln::SetLogFormat(*log_format);
+  kiln::SetLogLevel(*log_level);
   kiln::server::ServerOptions options;
   options.address = absl::GetFlag(FLAGS_address);
   options.port = absl::GetFlag(FLAGS_port);
@@ -145,13 +171,13 @@ int main(int argc, char** argv) {
   options.max_models = absl::GetFlag(FLAGS_max_models);
   const int64_t max_loaded_mb = absl::GetFlag(FLAGS_max_loaded_mb);
   if (max_loaded_mb < 1) {
-    std::cerr << "kiln-server: --max-loaded-mb must be at least 1\n";
+    LogStartError("--max-loaded-mb must be at least 1");
     return 2;
   }
   options.max_loaded_bytes = std::min(max_loaded_mb, INT64_MAX >> 20) << 20;
   options.max_shape_variants = absl::GetFlag(FLAGS_max_shape_variants);
   if (options.max_shape_variants < 1) {
-    std::cerr << "kiln-server: --max-shape-variants must be at least 1\n";
+    LogStartError("--max-shape-variants must be at least 1");
     return 2;
   }
   options.max_message_mb = absl::GetFlag(FLAGS_max_message_mb);
@@ -175,7 +201,7 @@ int main(int argc, char** argv) {
   options.max_upload_mb = absl::GetFlag(FLAGS_max_upload_mb);
   options.model_repository = absl::GetFlag(FLAGS_model_repository);
   if (options.max_upload_mb < 1 || options.max_upload_mb > 4096) {
-    std::cerr << "kiln-server: --max-upload-mb must be 1..4096\n";
+    LogStartError("--max-upload-mb must be 1..4096");
     return 2;
   }
   options.compile_nice = absl::GetFlag(FLAGS_compile_nice);
@@ -184,13 +210,14 @@ int main(int argc, char** argv) {
   options.max_connections = absl::GetFlag(FLAGS_max_connections);
   if (options.max_connection_idle_s < 0 || options.max_concurrent_streams < 1 ||
       options.max_connections < 0) {
-    std::cerr << "kiln-server: --max-connection-idle-s and --max-connections must be >= 0 and "
-                 "--max-concurrent-streams >= 1\n";
+    LogStartError(
+        "--max-connection-idle-s and --max-connections must be >= 0 and "
+        "--max-concurrent-streams >= 1");
     return 2;
   }
   RaiseDescriptorLimit();
   if (options.compile_nice < 0 || options.compile_nice > 19) {
-    std::cerr << "kiln-server: --compile-nice must be 0..19\n";
+    LogStartError("--compile-nice must be 0..19");
     return 2;
   }
   options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
@@ -198,11 +225,11 @@ int main(int argc, char** argv) {
   options.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);
   options.auth_tokens = absl::GetFlag(FLAGS_auth_tokens);
   if (options.max_graph_nodes < 1 || options.max_graph_nodes > 200000) {
-    std::cerr << "kiln-server: --max-graph-nodes must be 1..200000\n";
+    LogStartError("--max-graph-nodes must be 1..200000");
     return 2;
   }
   if (options.max_concurrent_compiles < 1 || options.max_concurrent_compiles > 64) {
-    std::cerr << "kiln-server: --max_concurrent_compiles must be 1..64\n";
+    LogStartError("--max_concurrent_compiles must be 1..64");
     return 2;
   }
   options.cache_min_compile_ms = absl::GetFlag(FLAGS_cache_min_compile_ms);
@@ -210,26 +237,26 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::vector<int>> cpus =
       kiln::server::ParseCpuList(absl::GetFlag(FLAGS_inference_cpus));
   if (!cpus.ok()) {
-    std::cerr << "kiln-server: --inference_cpus: " << cpus.status() << "\n";
+    LogStartError(absl::StrCat("--inference_cpus: ", cpus.status().ToString()));
     return 2;
   }
   options.inference_cpus = *std::move(cpus);
   options.infer_spin_us = absl::GetFlag(FLAGS_infer_spin_us);
   if (options.infer_spin_us < 0 || options.infer_spin_us > 1000000) {
-    std::cerr << "kiln-server: --infer_spin_us must be 0..1000000\n";
+    LogStartError("--infer_spin_us must be 0..1000000");
     return 2;
   }
   options.infer_inline_us = absl::GetFlag(FLAGS_infer_inline_us);
   options.infer_workers = absl::GetFlag(FLAGS_infer_workers);
   if (options.infer_inline_us < 0 || options.infer_workers < 1 || options.infer_workers > 256) {
-    std::cerr << "kiln-server: --infer_inline_us must be >= 0 and --infer_workers 1..256\n";
+    LogStartError("--infer_inline_us must be >= 0 and --infer_workers 1..256");
     return 2;
   }
   options.http_port = absl::GetFlag(FLAGS_http_port);
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   if (options.http_port < -1 || options.http_port > 65535 || options.metrics_port < -1 ||
       options.metrics_port > 65535) {
-    std::cerr << "kiln-server: --http-port and --metrics-port must be -1..65535\n";
+    LogStartError("--http-port and --metrics-port must be -1..65535");
     return 2;
   }
   // A peer that closes its connection while the HTTP listener writes over
@@ -238,7 +265,7 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   auto server = kiln::server::StartKilnServer(options);
   if (!server.ok()) {
-    std::cerr << "kiln-server: " << server.status() << "\n";
+    LogStartError(server.status().ToString());
     return 1;
   }
   // The HTTP ports first: the gRPC line comes last, and tests read up to it.
@@ -263,8 +290,9 @@ int main(int argc, char** argv) {
   const double grace_s = std::max(0.0, absl::GetFlag(FLAGS_shutdown_grace_s));
   std::thread([grace_s] {
     std::this_thread::sleep_for(std::chrono::duration<double>(grace_s + 2.0));
-    std::cerr << "kiln-server: calls still running " << grace_s + 2.0
-              << " s after the stop signal; exiting anyway\n";
+    kiln::Log(kiln::LogLevel::kWarning, "server",
+              absl::StrCat("calls still running ", grace_s + 2.0,
+                           " s after the stop signal; exiting anyway"));
     std::_Exit(0);
   }).detach();
   (*server)->Shutdown(absl::Seconds(grace_s));

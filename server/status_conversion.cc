@@ -1,6 +1,5 @@
 #include "server/status_conversion.h"
 
-#include <iostream>
 #include <map>
 #include <memory>
 #include <string>
@@ -8,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/log.h"
 #include "common/ms_since.h"
 #include "server/log_limiter.h"
 
@@ -21,29 +21,23 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 }
 
 std::string FailureLogLine(const char* rpc, const absl::Status& status) {
-  constexpr size_t kMaxLoggedMessage = 1024;
-  absl::string_view message = status.message();
-  std::string escaped;
-  for (char c : message.substr(0, kMaxLoggedMessage)) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (c == '\n') {
-      escaped += "\\n";
-    } else if (c == '\\') {
-      escaped += "\\\\";
-    } else if (byte < 0x20 || byte > 0x7e) {
-      absl::StrAppend(&escaped, "\\x", absl::Hex(byte, absl::kZeroPad2));
-    } else {
-      escaped += c;
-    }
-  }
-  if (message.size() > kMaxLoggedMessage) {
-    absl::StrAppend(&escaped, "... (", message.size(), " bytes)");
-  }
-  return absl::StrCat("kiln-server: ", rpc, ": ", absl::StatusCodeToString(status.code()), ": ",
-                      escaped);
+  return absl::StrCat(rpc, ": ", absl::StatusCodeToString(status.code()), ": ", status.message());
 }
 
-grpc::Status Fail(const char* rpc, const absl::Status& status) {
+LogLevel FailureLogLevel(absl::StatusCode code) {
+  // The server's own faults are errors; the rest are a client's doing.
+  switch (code) {
+    case absl::StatusCode::kInternal:
+    case absl::StatusCode::kUnknown:
+    case absl::StatusCode::kDataLoss:
+      return LogLevel::kError;
+    default:
+      return LogLevel::kWarning;
+  }
+}
+
+grpc::Status Fail(const char* rpc, const absl::Status& status, absl::string_view model,
+                  absl::string_view request_id) {
   // Per cause (RPC and status code), 10 lines a second at most; a flood of
   // one kind of failure is summarised and does not hide the others. Causes
   // are bounded: Kiln's RPCs times gRPC's 17 codes.
@@ -57,14 +51,23 @@ grpc::Status Fail(const char* rpc, const absl::Status& status) {
     if (!slot) slot = std::make_unique<LogLimiter>(kLinesPerCause);
     limiter = slot.get();
   }
+  const LogLevel level = FailureLogLevel(status.code());
+  if (!LogEnabled(level)) return ToGrpcStatus(status);
   int64_t suppressed = 0;
   if (limiter->Admit(SteadyNowNs(), &suppressed)) {
     if (suppressed > 0) {
-      std::cerr << "kiln-server: " << rpc << ": " << suppressed << " more "
-                << absl::StatusCodeToString(status.code()) << " failures not logged (over "
-                << kLinesPerCause << " a second)\n";
+      LogContext held_back;
+      held_back.suppressed = suppressed;
+      Log(level, "server",
+          absl::StrCat(rpc, ": suppressed ", suppressed, " more ",
+                       absl::StatusCodeToString(status.code()), " failures (over ", kLinesPerCause,
+                       " a second)"),
+          held_back);
     }
-    std::cerr << FailureLogLine(rpc, status) << "\n";
+    LogContext context;
+    context.model = model;
+    context.request_id = request_id;
+    Log(level, "server", FailureLogLine(rpc, status), context);
   }
   return ToGrpcStatus(status);
 }

@@ -5,21 +5,26 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "common/log.h"
 #include "grpcpp/support/status.h"
 
 namespace kiln::server {
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
-// How an RPC handler fails: the error logged to stderr with the RPC's name
-// (FailureLogLine), and returned as the grpc::Status the client sees.
-grpc::Status Fail(const char* rpc, const absl::Status& status);
+// How an RPC handler fails: the error logged (FailureLogLine, with `model`
+// and the client's `request_id` when the call names them; rate-limited per RPC and code, a
+// "suppressed N" line saying what was held back), and returned as the grpc::Status the client sees.
+grpc::Status Fail(const char* rpc, const absl::Status& status, absl::string_view model = {},
+                  absl::string_view request_id = {});
 
-// The log line for a failed call: one line whatever the message holds.
-// Messages carry client text (model and input names), so control bytes and
-// non-ASCII are escaped (\n, \xe2...) and a long message is cut: a model
-// name with a newline or an RTL override no longer forges log lines.
+// The logged message of a failed call, "RPC: CODE: message". It carries
+// client text (model and input names); kiln::Log escapes it.
 std::string FailureLogLine(const char* rpc, const absl::Status& status);
+
+// Warning for what a client can cause, error for the server's own faults.
+LogLevel FailureLogLevel(absl::StatusCode code);
 
 }  // namespace kiln::server
 

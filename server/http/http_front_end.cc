@@ -1,6 +1,5 @@
 #include "server/http/http_front_end.h"
 
-#include <iostream>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -9,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "common/log.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/test/server_context_test_spouse.h"
 #include "nlohmann/json.hpp"
@@ -38,7 +38,9 @@ absl::Status FromGrpc(const grpc::Status& status) {
 // The route's own failure (one the service did not log), logged once as the
 // gRPC services log theirs.
 void Refuse(httplib::Response& response, const char* route, const absl::Status& status) {
-  std::cerr << FailureLogLine(route, status) << "\n";
+  if (LogEnabled(FailureLogLevel(status.code()))) {
+    Log(FailureLogLevel(status.code()), "http", FailureLogLine(route, status));
+  }
   Answer(response, status);
 }
 

@@ -17,17 +17,22 @@ TEST(StatusConversionTest, KeepsCodeAndMessage) {
   EXPECT_TRUE(ToGrpcStatus(absl::OkStatus()).ok());
 }
 
-TEST(StatusConversionTest, TheLogLineIsOneLineWhateverTheClientSent) {
-  const std::string line = FailureLogLine(
-      "ModelInfer", absl::NotFoundError("unknown model 'a\nkiln-server: forged\xe2\x80\xae'"));
-  EXPECT_EQ(line,
-            "kiln-server: ModelInfer: NOT_FOUND: unknown model "
-            "'a\\nkiln-server: forged\\xe2\\x80\\xae'");
-  EXPECT_EQ(line.find('\n'), std::string::npos);
-  const std::string long_line =
-      FailureLogLine("CompileModel", absl::InvalidArgumentError(std::string(10240, 'n')));
-  EXPECT_LT(long_line.size(), 1200u);
-  EXPECT_NE(long_line.find("(10240 bytes)"), std::string::npos);
+// The message names the RPC and the code; kiln::Log escapes it (log_test).
+TEST(StatusConversionTest, TheFailureLineNamesTheRpcAndTheCode) {
+  EXPECT_EQ(FailureLogLine("ModelInfer", absl::NotFoundError("unknown model 'a'")),
+            "ModelInfer: NOT_FOUND: unknown model 'a'");
+  EXPECT_EQ(FailureLogLevel(absl::StatusCode::kNotFound), LogLevel::kWarning);
+  EXPECT_EQ(FailureLogLevel(absl::StatusCode::kInternal), LogLevel::kError);
+}
+
+TEST(StatusConversionTest, AFailedCallIsLoggedEscapedWithItsModel) {
+  ::testing::internal::CaptureStderr();
+  Fail("EscapeRpc", absl::NotFoundError("unknown model 'a\nkiln-server: forged'"), "a\nb");
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find(" WARNING server model=\"a\\nb\" EscapeRpc: NOT_FOUND: unknown model "
+                     "'a\\nkiln-server: forged'\n"),
+            std::string::npos)
+      << log;
 }
 
 // A flood of one kind of failure is limited on its own: another RPC's
