@@ -42,13 +42,12 @@ TEST(LogTest, JsonLineParsesToTheSameFields) {
 // Carried over from the server's failure line: a model name with a newline
 // or an RTL override cannot forge a line, and a long message is cut.
 TEST(LogTest, ClientTextStaysOnOneAsciiLine) {
-  const std::string line =
-      FormatLogLine(LogFormat::kText, kTime, LogLevel::kWarning, "server",
-                    "unknown model 'a\nkiln-server: forged\xe2\x80\xae'", {});
+  const std::string line = FormatLogLine(LogFormat::kText, kTime, LogLevel::kWarning, "server",
+                                         "unknown model 'a\nkiln-server: forged\xe2\x80\xae'", {});
   EXPECT_EQ(line.substr(28),
             "WARNING server unknown model 'a\\nkiln-server: forged\\xe2\\x80\\xae'");
-  const std::string long_line = FormatLogLine(LogFormat::kText, kTime, LogLevel::kWarning,
-                                              "server", std::string(10240, 'n'), {});
+  const std::string long_line = FormatLogLine(LogFormat::kText, kTime, LogLevel::kWarning, "server",
+                                              std::string(10240, 'n'), {});
   EXPECT_LT(long_line.size(), 1200u);
   EXPECT_NE(long_line.find("(10240 bytes)"), std::string::npos);
 }

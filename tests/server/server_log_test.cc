@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "tests/server/triton_client_util.h"
 
@@ -58,8 +59,7 @@ grpc::Status Metadata(const ServerProcess& server, const std::string& model,
   return stub->ModelMetadata(&ctx, request, &response);
 }
 
-grpc::Status Infer(const ServerProcess& server, const std::string& model,
-                   const std::string& id) {
+grpc::Status Infer(const ServerProcess& server, const std::string& model, const std::string& id) {
   auto stub = inference::GRPCInferenceService::NewStub(ChannelTo(server));
   inference::ModelInferRequest request;
   request.set_model_name(model);
@@ -83,8 +83,8 @@ TEST_F(ServerLogTest, JsonLinesCarryTimestampLevelComponentModelAndMessage) {
   const auto before = std::chrono::system_clock::now();
   std::vector<nlohmann::json> lines;
   {
-    ServerProcess server(root_ + "/cache",
-                         {"--log-format=json", "--model-repository=" + repo_}, log_);
+    ServerProcess server(root_ + "/cache", {"--log-format=json", "--model-repository=" + repo_},
+                         log_);
     ASSERT_GT(server.port(), 0);
     EXPECT_EQ(Infer(server, "nope", "req-42").error_code(), grpc::StatusCode::NOT_FOUND);
     lines = JsonLines(ReadFile(log_));
@@ -208,8 +208,7 @@ TEST_F(ServerLogTest, AClientsModelNameIsEscapedInBothFormats) {
     {
       ServerProcess server(root_ + "/cache", {std::string("--log-format=") + format}, log_);
       ASSERT_GT(server.port(), 0);
-      EXPECT_EQ(Infer(server, kEvilName, "id\n\"x\"").error_code(),
-                grpc::StatusCode::NOT_FOUND);
+      EXPECT_EQ(Infer(server, kEvilName, "id\n\"x\"").error_code(), grpc::StatusCode::NOT_FOUND);
       log = ReadFile(log_);
     }
     // Nothing the client sent starts a line, and no raw control byte or
@@ -245,19 +244,32 @@ TEST_F(ServerLogTest, NoBearerTokenIsEverLogged) {
     SCOPED_TRACE(format);
     std::string log;
     {
-      ServerProcess server(root_ + "/cache",
-                           {std::string("--log-format=") + format,
-                            "--auth-tokens=" + root_ + "/tokens", "--log-level=debug"},
-                           log_);
+      ServerProcess server(
+          root_ + "/cache",
+          {std::string("--log-format=") + format, "--auth-tokens=" + root_ + "/tokens",
+           "--log-level=debug", "--http-port=0"},
+          log_);
       ASSERT_GT(server.port(), 0);
+      ASSERT_GT(server.http_port(), 0);
       EXPECT_EQ(Metadata(server, "nope", kWrongToken).error_code(),
                 grpc::StatusCode::UNAUTHENTICATED);
       EXPECT_EQ(Metadata(server, "nope", kToken).error_code(), grpc::StatusCode::NOT_FOUND);
+      // The same over HTTP, where the token is a header.
+      httplib::Client http("127.0.0.1", server.http_port());
+      auto wrong =
+          http.Get("/v2/models/nope", {{"Authorization", std::string("Bearer ") + kWrongToken}});
+      ASSERT_TRUE(wrong);
+      EXPECT_EQ(wrong->status, 401);
+      auto right =
+          http.Get("/v2/models/nope-http", {{"Authorization", std::string("Bearer ") + kToken}});
+      ASSERT_TRUE(right);
+      EXPECT_EQ(right->status, 404);
       log = ReadFile(log_);
     }
     // Both calls were logged, neither token was.
     EXPECT_THAT(log, HasSubstr("UNAUTHENTICATED"));
     EXPECT_THAT(log, HasSubstr("ModelMetadata: NOT_FOUND"));
+    EXPECT_THAT(log, HasSubstr("nope-http"));
     EXPECT_THAT(log, Not(HasSubstr(kToken)));
     EXPECT_THAT(log, Not(HasSubstr(kWrongToken)));
     EXPECT_THAT(log, Not(HasSubstr("log-test-")));
