@@ -233,7 +233,8 @@ TEST_F(MemoryBudgetTest, CompilesUntilFullThenRefusesNamingTheFlagAndServesWhatI
   kiln::v1::ListModelsResponse models = Models();
   EXPECT_EQ(models.max_loaded_bytes(), int64_t{1} << 20);
   EXPECT_EQ(models.variants_unloaded(), 1);
-  EXPECT_THAT(Log(), HasSubstr("INFO model_manager model=\"wide\" unloaded shape x=[2,256] of model 'wide'"));
+  EXPECT_THAT(Log(), HasSubstr("INFO model_manager model=\"wide\" unloaded shape x=[2,256] of "
+                               "model 'wide'"));
   EXPECT_THAT(Log(), HasSubstr("to make room for shape x=[3,256] of model 'wide'"));
 
   // A model of its own: batch 3 of 'wide' makes room for it -- once the
