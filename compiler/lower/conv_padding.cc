@@ -38,6 +38,9 @@ using te::Var;
 // shared lines cost more than the split saves: resnet18's 7x7 convs at 2
 // threads took 4-7% longer, its 1x1 stride-2 conv on 14x14 twice as long.
 constexpr int64_t kMinRowSplitPlane = 1024;
+// The shortest input row whose copy calls kiln_pad_planes (see
+// FindPlainInput); shorter ones keep the generated, specialised copy.
+constexpr int64_t kMinCalledRow = 28;
 // The largest padded channel FillPerChannel keeps on a thread's stack.
 constexpr int64_t kMaxPlaneBytes = 128 << 10;
 
@@ -430,13 +433,15 @@ class ConvPadder {
 
   // Sets plain_input_: the conv's input buffer when kiln_pad_planes can copy
   // it (a float32 parameter of the group, stored as float32, read as it is)
-  // and the conv is ungrouped, else -1. Grouped and depthwise convs copy a
-  // small plane per group (mobilenet_v2's 7x7 to 28x28), where the call's
-  // fixed cost made them 1.3-1.8x slower than the generated, fully
-  // specialised copy.
+  // and the conv is ungrouped with rows of at least kMinCalledRow, else -1.
+  // Grouped and depthwise convs copy a small plane per group (mobilenet_v2's
+  // 7x7 to 28x28), where the call's fixed cost made them 1.3-1.8x slower
+  // than the generated, fully specialised copy; so did short rows, less
+  // (resnet18's 14x14 and 7x7 convs 6-9%).
   void FindPlainInput(const Node* conv, const LoopFunction& fn) {
     plain_input_ = -1;
     if (std::get<Conv2DAttrs>(conv->attrs).groups != 1) return;
+    if (conv->inputs[0]->type.shape[3] < kMinCalledRow) return;
     auto it = g_.param_index.find(conv->inputs[0]);
     if (it == g_.param_index.end()) return;
     const BufferDecl& input = fn.buffers[it->second];
