@@ -13,6 +13,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "common/build_info.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/log.h"
@@ -141,6 +142,9 @@ int main(int argc, char** argv) {
   absl::FlagsUsageConfig usage;
   usage.contains_help_flags = kiln::server::IsServerFlagFile;
   usage.contains_helpshort_flags = kiln::server::IsServerFlagFile;
+  // Kiln's version, LLVM's and the build, where Abseil's default says only
+  // whether NDEBUG was set.
+  usage.version_string = [] { return kiln::VersionText("kiln-server") + "\n"; };
   absl::SetFlagsUsageConfig(usage);
   absl::StatusOr<std::vector<std::string>> expanded =
       kiln::server::ExpandCommandLine(std::vector<std::string>(argv, argv + argc));

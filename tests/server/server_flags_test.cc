@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <string>
 
+#include "common/version.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/server/triton_client_util.h"
@@ -13,6 +14,7 @@ namespace {
 using ::kiln::testing::ChannelTo;
 using ::kiln::testing::ServerProcess;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string RunCommand(const std::string& command) {
   std::string out;
@@ -58,6 +60,16 @@ TEST(ServerFlagsTest, HelpListsEveryFlagWithItsMeaningAndDefault) {
   }
   EXPECT_GE(flags, 29u);  // server_main.cc's 29 when this was written
   EXPECT_EQ(defaults, flags);
+}
+
+// --version names Kiln's version, LLVM's and the build (Abseil's default
+// said only "Debug build (NDEBUG not #defined)").
+TEST(ServerFlagsTest, VersionNamesKilnLlvmAndTheBuild) {
+  const std::string version = RunCommand("server/kiln-server --version 2>&1");
+  EXPECT_THAT(version, HasSubstr(std::string("kiln-server ") + kKilnVersion + "\n"));
+  EXPECT_THAT(version, HasSubstr("LLVM 16."));
+  EXPECT_THAT(version, HasSubstr("build: C++17"));
+  EXPECT_THAT(version, Not(HasSubstr("NDEBUG not")));
 }
 
 TEST(ServerFlagsTest, FlagfileConfiguresTheServerInEitherSpelling) {
