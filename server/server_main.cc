@@ -20,94 +20,13 @@
 #include "server/command_line.h"
 #include "server/cpu_affinity.h"
 #include "server/kiln_server.h"
+#include "server/server_flags.h"
 #include "server/usable_memory.h"
-
-ABSL_FLAG(std::string, address, "127.0.0.1", "address to bind");
-ABSL_FLAG(int, port, 50051, "port to listen on (0 picks a free one)");
-ABSL_FLAG(int, threads, 0, "threads for kernels' parallel loops (0: one per core)");
-ABSL_FLAG(int, max_models, 64, "models held at once; more is RESOURCE_EXHAUSTED");
-ABSL_FLAG(int64_t, max_loaded_mb, kiln::server::DefaultMaxLoadedBytes() >> 20,
-          "MiB loaded models may hold at once: weights, planned intermediates and code of each "
-          "model and shape variant. A compile that does not fit first unloads the least "
-          "recently used shape variants no call is using (never a model), else is "
-          "RESOURCE_EXHAUSTED; a model with one tensor larger than this never loads. Default: "
-          "75% of the memory this process may use (physical, or the cgroup's limit), the rest "
-          "left for each call's tensors, the kernel cache and the system");
-ABSL_FLAG(int, max_shape_variants, 8,
-          "shapes of one model with symbolic dims kept compiled (least recently used go first)");
-ABSL_FLAG(int, max_message_mb, 256, "largest gRPC message in MiB (models carry weights)");
-ABSL_FLAG(int, compile_threads, 2, "kernels of one model compiled at once");
-ABSL_FLAG(std::string, cache_dir, "",
-          "directory of the persistent kernel cache (default: $XDG_CACHE_HOME/kiln/kernels "
-          "or ~/.cache/kiln/kernels; 'none' keeps kernels in memory only)");
-ABSL_FLAG(int64_t, cache_max_bytes, int64_t{1} << 30, "disk budget of the kernel cache (LRU)");
-ABSL_FLAG(std::string, model_repository, "",
-          "directory of NAME/VERSION/model.onnx (Triton's layout) loaded at start");
-ABSL_FLAG(int64_t, max_upload_mb, 2048,
-          "largest model UploadModel takes, in MiB (in chunks; one message stays under "
-          "--max-message-mb)");
-ABSL_FLAG(int64_t, max_graph_nodes, 200000,
-          "nodes (with constants and inputs) a model may have; more is RESOURCE_EXHAUSTED");
-ABSL_FLAG(int, max_concurrent_compiles, 2,
-          "CompileModel calls running at once; up to 64 more wait their turn (or deadline)");
-ABSL_FLAG(int64_t, cache_memory_max_bytes, int64_t{256} << 20,
-          "object bytes of kernels kept in memory; beyond it the least recently used that no "
-          "loaded model holds are dropped");
-ABSL_FLAG(std::string, inference_cpus, "",
-          "CPUs the threads running inference are bound to, e.g. 1 or 0-3 (default: unbound; "
-          "bound threads share those CPUs when calls arrive concurrently)");
-ABSL_FLAG(int, infer_spin_us, 100,
-          "> 0: ModelInfer calls arrive on one thread that keeps polling this many us after each "
-          "call (lower latency, a busy core meanwhile); 0: gRPC's sync threads");
-ABSL_FLAG(int, infer_inline_us, 1000,
-          "with --infer_spin_us > 0: the polling thread answers a call itself when the model's "
-          "last run took at most this long; longer ones and first-use compiles go to workers");
-ABSL_FLAG(int, infer_workers, 4,
-          "with --infer_spin_us > 0: threads running the calls the polling thread hands off");
-ABSL_FLAG(double, cache_min_compile_ms, 0,
-          "kernels that compile faster than this are not written to disk");
-ABSL_FLAG(bool, kernel_bounds_checks, false,
-          "every compile's kernels check each load and store against its buffer; an access "
-          "outside is not made and the call fails INTERNAL naming the kernel (slower: for "
-          "hunting memory errors in generated code)");
 
 namespace {
 volatile std::sig_atomic_t stop_requested = 0;
 void OnSignal(int) { stop_requested = 1; }
 }  // namespace
-
-ABSL_FLAG(double, max_connection_idle_s, 300,
-          "connections with no call this long are closed (0: never)");
-ABSL_FLAG(int, max_concurrent_streams, 100, "calls in flight on one connection");
-ABSL_FLAG(int, max_connections, 0,
-          "open gRPC connections at most; one more is closed at once and its client retries "
-          "(plaintext only; 0: no cap)");
-ABSL_FLAG(int, compile_nice, 10,
-          "compiles run this much nicer (lower priority) than inference, 0..19");
-ABSL_FLAG(double, shutdown_grace_s, 10,
-          "on SIGTERM/SIGINT, calls under way get this long to finish; then they are "
-          "cancelled, and the process exits at most 2 s later whatever still runs");
-ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: TLS on (with --tls-key)");
-ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
-ABSL_FLAG(std::string, tls_client_ca, "",
-          "PEM CA that client certificates must be signed by (mutual TLS)");
-ABSL_FLAG(std::string, auth_tokens, "",
-          "file of 'TOKEN SCOPE[,SCOPE] [expires=UNIX_SECONDS]' lines (scopes infer, admin); "
-          "calls then need 'authorization: Bearer TOKEN'");
-
-ABSL_FLAG(std::string, log_format, "text",
-          "stderr's lines: text (TIME LEVEL COMPONENT [key=\"value\" ...] MESSAGE) or json "
-          "(one object a line: timestamp, level, component, model, request_id, suppressed, "
-          "message; README.md)");
-ABSL_FLAG(std::string, log_level, "info",
-          "lowest level logged: debug, info, warning (failed calls a client caused) or error");
-
-ABSL_FLAG(int, http_port, -1,
-          "KServe v2 over HTTP/REST on this port (Triton's default is 8000; 0 picks a free "
-          "one; -1: off), with the same TLS, tokens and --max-message-mb as gRPC");
-ABSL_FLAG(int, metrics_port, -1,
-          "Prometheus metrics at GET /metrics on this port (Triton's default is 8002; 0 picks "
-          "a free one; -1: off)");
 
 namespace {
 
@@ -138,7 +57,9 @@ int main(int argc, char** argv) {
       "Serves models over gRPC: KServe v2 / Triton (inference.GRPCInferenceService) and\n"
       "Kiln's own kiln.v1.Compiler. Flags may be spelled with dashes or underscores\n"
       "(--model-repository or --model_repository), on the command line or one per line\n"
-      "in a --flagfile.");
+      "in a --flagfile. They are listed by group below (server/flags/<group>.cc).\n\n"
+      "Environment: XDG_CACHE_HOME or HOME place the default --cache-dir; KILN_PERF_JIT=1\n"
+      "announces generated kernels to perf.");
   absl::FlagsUsageConfig usage;
   usage.contains_help_flags = kiln::server::IsServerFlagFile;
   usage.contains_helpshort_flags = kiln::server::IsServerFlagFile;

@@ -2,6 +2,8 @@
 // its meaning and default, and a --flagfile configures the server.
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/version.h"
 #include "gmock/gmock.h"
@@ -70,6 +72,26 @@ TEST(ServerFlagsTest, VersionNamesKilnLlvmAndTheBuild) {
   EXPECT_THAT(version, HasSubstr("LLVM 16."));
   EXPECT_THAT(version, HasSubstr("build: C++17"));
   EXPECT_THAT(version, Not(HasSubstr("NDEBUG not")));
+}
+
+// --help groups the flags under headings (one file per group) and each
+// flag sits in its group.
+TEST(ServerFlagsTest, HelpGroupsTheFlags) {
+  const std::string help = RunCommand("server/kiln-server --help 2>&1");
+  const std::vector<std::pair<std::string, std::string>> placed = {
+      {"network", "--port "},          {"http_metrics", "--http_port "},
+      {"security", "--auth_tokens "},  {"cache", "--cache_dir "},
+      {"compile", "--compile_threads "}, {"limits", "--max_models "},
+      {"inference", "--infer_spin_us "}, {"logging", "--log_format "}};
+  for (const auto& [group, flag] : placed) {
+    const std::string heading = "Flags from server/flags/" + group + ".cc:";
+    const size_t at = help.find(heading);
+    ASSERT_NE(at, std::string::npos) << heading;
+    const size_t next = help.find("Flags from", at + heading.size());
+    const std::string section = help.substr(at, next == std::string::npos ? next : next - at);
+    EXPECT_THAT(section, HasSubstr(flag)) << group;
+  }
+  EXPECT_THAT(help, HasSubstr("XDG_CACHE_HOME"));
 }
 
 TEST(ServerFlagsTest, FlagfileConfiguresTheServerInEitherSpelling) {
