@@ -303,7 +303,8 @@ int Main(int argc, char** argv) {
       const double err_dnnl = MaxRelError(c_dnnl.data(), c_blas.data(), n_out);
       if (json) {
         records.push_back(absl::StrFormat(
-            "{\"m\": %d, \"k\": %d, \"n\": %d, \"threads\": %d, \"kiln_gflops\": %.3f, "
+            "{\"tool\": \"gemm\", \"schema_version\": 1, "
+            "\"m\": %d, \"k\": %d, \"n\": %d, \"threads\": %d, \"kiln_gflops\": %.3f, "
             "\"openblas_gflops\": %.3f, \"onednn_gflops\": %.3f, \"kiln_ms\": %.4f, "
             "\"openblas_ms\": %.4f, \"onednn_ms\": %.4f, \"kiln_max_rel_err\": %.3g, "
             "\"onednn_max_rel_err\": %.3g, \"kiln_compile_ms\": %.1f, \"kiln_schedule\": \"%s\"}",

@@ -190,7 +190,8 @@ int Main(int argc, char** argv) {
   const int64_t request_bytes = static_cast<int64_t>(values.size() * sizeof(float));
   if (args->Has("json")) {
     std::cout << absl::StrFormat(
-        "{\"tool\": \"grpc-echo\", \"input_bytes\": %d, \"output\": \"%s\", \"iterations\": %d, "
+        "{\"tool\": \"grpc-echo\", \"schema_version\": 1, "
+        "\"input_bytes\": %d, \"output\": \"%s\", \"iterations\": %d, "
         "\"p50_ms\": %.4f, \"p90_ms\": %.4f, \"p95_ms\": %.4f, \"p99_ms\": %.4f, "
         "\"mean_ms\": %.4f, \"min_ms\": %.4f, \"calls_per_s\": %.1f}\n",
         request_bytes, args->Get("output"), *iterations, s.p50, s.p90, s.p95, s.p99, s.mean, s.min,

@@ -342,7 +342,8 @@ int Main(int argc, char** argv) {
 
   if (args->Has("json")) {
     std::cout << absl::StrFormat(
-        "{\"tool\": \"kiln\", \"model\": %s, \"input_names\": %s, \"inputs\": %s, \"outputs\": %s, "
+        "{\"tool\": \"kiln\", \"schema_version\": 1, "
+        "\"model\": %s, \"input_names\": %s, \"inputs\": %s, \"outputs\": %s, "
         "\"batch\": %d, "
         "\"threads\": %d, "
         "\"iterations\": %d, \"warmup\": %d, \"compile_ms\": %.3f, \"import_ms\": %.3f, "

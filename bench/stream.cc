@@ -94,7 +94,8 @@ int Main(int argc, char** argv) {
   const double best_gbs = bytes / best_s / 1e9, avg_gbs = bytes / (sum_s / *repeats) / 1e9;
   if (args->Has("json")) {
     std::cout << absl::StrFormat(
-        "{\"tool\": \"stream\", \"kernel\": \"triad\", \"threads\": %d, \"array_mib\": %d, "
+        "{\"tool\": \"stream\", \"schema_version\": 1, "
+        "\"kernel\": \"triad\", \"threads\": %d, \"array_mib\": %d, "
         "\"repeats\": %d, \"best_gb_per_s\": %.3f, \"avg_gb_per_s\": %.3f}\n",
         *threads, *mib, *repeats, best_gbs, avg_gbs);
   } else {

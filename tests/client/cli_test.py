@@ -309,6 +309,7 @@ def test_kiln_bench_roofline():
     r = run(*args, "--json", binary=bench)
     check(r.returncode == 0, f"kiln-bench --top --json: exit {r.returncode}: {r.stderr}")
     doc = json.loads(r.stdout)
+    check(doc["schema_version"] == 1, f"kiln-bench --json schema_version: {doc.get('schema_version')}")
     host = doc["host"]
     check(host["cpu"] == host_cpu_name(), f"kiln-bench host cpu {host['cpu']!r}")
     check(host["threads"] == 1 and close(host["peak_gflops"], host["fma_gflops_one_thread"])
