@@ -15,6 +15,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/ms_since.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_posix.h"
 
@@ -83,12 +85,6 @@ void ConnectionGate::Stop() {
   thread_.join();
 }
 
-int ConnectionGate::open() {
-  absl::MutexLock lock(&mutex_);
-  Prune();
-  return static_cast<int>(accepted_.size());
-}
-
 void ConnectionGate::Prune() {
   std::vector<std::pair<int, ino_t>> still;
   for (const auto& [fd, inode] : accepted_) {
@@ -121,7 +117,13 @@ void ConnectionGate::AcceptLoop(grpc::Server* server) {
     if (static_cast<int>(accepted_.size()) >= max_) Prune();
     if (static_cast<int>(accepted_.size()) >= max_) {
       ::close(fd);
-      refused_.fetch_add(1, std::memory_order_relaxed);
+      int64_t suppressed = 0;
+      if (refusal_log_.Admit(SteadyNowNs(), &suppressed)) {
+        Log(LogLevel::kWarning, "server",
+            absl::StrCat("closed a new connection: ", max_,
+                         " are open (--max-connections); its client sees UNAVAILABLE"),
+            {.suppressed = suppressed > 0 ? suppressed : -1});
+      }
       continue;
     }
     struct stat socket_stat;

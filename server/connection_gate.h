@@ -19,7 +19,6 @@
 
 #include <sys/types.h>
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -30,6 +29,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "server/log_limiter.h"
 
 namespace grpc {
 class Server;
@@ -52,11 +52,6 @@ class ConnectionGate {
   // Stops accepting; connections already handed over stay the server's.
   void Stop();
 
-  // Connections closed at once because the cap was reached.
-  int64_t refused() const { return refused_.load(std::memory_order_relaxed); }
-  // Connections handed over and still open (counts them now).
-  int open();
-
  private:
   ConnectionGate(int listen_fd, int wake_fd, int port, int max_connections)
       : listen_fd_(listen_fd), wake_fd_(wake_fd), port_(port), max_(max_connections) {}
@@ -69,8 +64,9 @@ class ConnectionGate {
   const int port_;
   const int max_;
   std::thread thread_;
-  std::atomic<int64_t> refused_{0};
-  absl::Mutex mutex_;
+  // Refusals are logged, at most a few lines a second (the rest counted).
+  LogLimiter refusal_log_{5};
+  absl::Mutex mutex_;  // the accept thread's; Stop only joins it
   // Accepted descriptors and their sockets' inodes.
   std::vector<std::pair<int, ino_t>> accepted_ ABSL_GUARDED_BY(mutex_);
 };

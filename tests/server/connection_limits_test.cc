@@ -3,6 +3,7 @@
 #include <chrono>
 #include <thread>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/grpc_service.grpc.pb.h"
@@ -82,8 +83,11 @@ TEST(ConnectionCapTest, OnePastTheCapIsRefusedUntilOneCloses) {
   auto first = OwnConnection(port), second = OwnConnection(port);
   ASSERT_TRUE(Live(first).ok());
   ASSERT_TRUE(Live(second).ok());
+  ::testing::internal::CaptureStderr();
   grpc::Status third = Live(OwnConnection(port));
+  const std::string log = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(third.error_code(), grpc::StatusCode::UNAVAILABLE) << third.error_message();
+  EXPECT_THAT(log, ::testing::HasSubstr("2 are open (--max-connections)"));
   EXPECT_TRUE(Live(second).ok());  // the two still serve
 
   first.reset();  // its connection closes
