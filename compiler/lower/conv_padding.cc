@@ -160,6 +160,9 @@ class ConvPadder {
             return MakeFor(s->var, s->for_kind, MakeSeq({fill, body}));
           }
           return MakeFor(s->var, s->for_kind, rewrite(s->children[0], in_channel));
+        case StmtKind::kPrefetch:  // the schedule's own, of other buffers
+        case StmtKind::kCall:      // only fills make calls, and none is here yet
+          return s;
       }
       return s;
     };
