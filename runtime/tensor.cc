@@ -20,6 +20,7 @@ WorkspacePool& TensorMemoryPool() {
 }
 
 void TensorFree::operator()(void* p) const {
+  if (owner) return;  // the owner's last reference goes with this deleter
   if (pooled) {
     TensorMemoryPool().Free(p);
   } else {
@@ -69,6 +70,27 @@ absl::StatusOr<Tensor> Tensor::FromBytes(const TensorType& type, absl::string_vi
   std::memcpy(t->data(), bytes.data(), bytes.size());
   const size_t padded = static_cast<size_t>(std::max<int64_t>(64, (t->byte_size() + 63) / 64 * 64));
   std::memset(static_cast<char*>(t->data()) + bytes.size(), 0, padded - bytes.size());
+  return t;
+}
+
+absl::StatusOr<Tensor> Tensor::Adopt(const TensorType& type, absl::string_view bytes,
+                                     std::shared_ptr<const void> owner) {
+  absl::StatusOr<int64_t> elements = CheckedNumElements(type.shape);
+  if (!elements.ok()) return elements.status();
+  const int64_t size = *elements * DTypeSize(type.dtype);
+  if (static_cast<int64_t>(bytes.size()) != size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(type.ToString(), " needs ", size, " bytes, got ", bytes.size()));
+  }
+  if (reinterpret_cast<uintptr_t>(bytes.data()) % 64 != 0) {
+    return absl::InvalidArgumentError("adopted tensor bytes must be 64-byte aligned");
+  }
+  Tensor t;
+  t.type_ = type;
+  t.byte_size_ = size;
+  // Constants are only ever read: kernels take them as inputs.
+  t.data_ = std::unique_ptr<void, Free>(const_cast<char*>(bytes.data()),
+                                        Free{false, std::move(owner)});
   return t;
 }
 

@@ -27,6 +27,9 @@ WorkspacePool& TensorMemoryPool();
 // member initialiser counts while Tensor is incomplete).
 struct TensorFree {
   bool pooled = false;  // from TensorMemoryPool
+  // Set for a tensor over bytes someone else owns (Tensor::Adopt): freeing
+  // drops this reference instead.
+  std::shared_ptr<const void> owner;
   void operator()(void* p) const;
 };
 
@@ -43,6 +46,12 @@ class Tensor {
   static absl::StatusOr<Tensor> AllocateUninitialized(const TensorType& type);
   // A copy of `bytes`; InvalidArgument when their size is not the type's.
   static absl::StatusOr<Tensor> FromBytes(const TensorType& type, absl::string_view bytes);
+  // A tensor over `bytes` as they are, kept alive by `owner`, for bytes that
+  // already look like a tensor's: 64-byte aligned, zero-padded to a multiple
+  // of 64 and never written (a model's constants). InvalidArgument when their
+  // size is not the type's or they are not aligned.
+  static absl::StatusOr<Tensor> Adopt(const TensorType& type, absl::string_view bytes,
+                                      std::shared_ptr<const void> owner);
 
   const TensorType& type() const { return type_; }
   int64_t byte_size() const { return byte_size_; }

@@ -98,7 +98,7 @@ absl::StatusOr<std::shared_ptr<ConstantData>> ConvertTensor(const onnx::TensorPr
   if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat(what, ": ", n.status().message()));
   const int64_t bytes = *n * DTypeSize(data->type.dtype);
   if (t.has_raw_data() && take != nullptr) {
-    data->bytes.swap(*take->mutable_raw_data());
+    data->bytes = std::move(*take->mutable_raw_data());
   } else if (t.has_raw_data()) {
     data->bytes = t.raw_data();
   } else {

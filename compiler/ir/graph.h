@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "compiler/ir/attrs.h"
+#include "compiler/ir/constant_bytes.h"
 #include "compiler/ir/tensor_type.h"
 
 namespace kiln {
@@ -25,7 +26,7 @@ enum class NodeKind { kInput, kConstant, kOp };
 // The bytes of a constant, row-major little-endian; shared between graph copies.
 struct ConstantData {
   TensorType type;
-  std::string bytes;
+  ConstantBytes bytes;
 
   template <typename T>
   const T* data() const {

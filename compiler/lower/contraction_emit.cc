@@ -239,10 +239,6 @@ class Emitter {
     std::vector<int64_t> k_off = offsets(k_vars_, k_);
     const int64_t source_elements = data->type.NumElements();
     const float* src = data->data<float>();
-    auto packed = std::make_shared<ConstantData>();
-    const int64_t elements = blocks * k_ * width;
-    packed->type = TensorType{DType::kFloat32, {blocks, k_, width}};
-    packed->bytes.assign(static_cast<size_t>(elements) * sizeof(float), '\0');
     // Element (row, k) reads constant + row_off[row] + k_off[k]: all inside
     // the source when the extremes are, checked once so the copy has no
     // branch. Outside, it is not a plain read after all.
@@ -252,6 +248,12 @@ class Emitter {
         form->constant + *row_max + *k_max >= source_elements) {
       return nullptr;
     }
+    auto packed = std::make_shared<ConstantData>();
+    const int64_t elements = blocks * k_ * width;
+    packed->type = TensorType{DType::kFloat32, {blocks, k_, width}};
+    // Aligned, so the model runs from this block itself (not a copy of it);
+    // every element is written below, the last panel's idle lanes as zeros.
+    packed->bytes = ConstantBytes::Aligned(static_cast<size_t>(elements) * sizeof(float));
     // A transpose in blocks of kKBlock k: each row's run of k is read a cache
     // line at a time while the panel's kKBlock rows being written stay in L1.
     // Element by element (lane innermost, a read per row's line) it was about
@@ -259,7 +261,7 @@ class Emitter {
     constexpr int64_t kKBlock = 16;
     float* dst = reinterpret_cast<float*>(packed->bytes.data());
     for (int64_t blk = 0; blk < blocks; ++blk) {
-      const int64_t lanes = std::min<int64_t>(width, extent - blk * width);
+      const int64_t lanes = std::clamp<int64_t>(extent - blk * width, 0, width);
       float* panel = dst + blk * k_ * width;
       for (int64_t k0 = 0; k0 < k_; k0 += kKBlock) {
         const int64_t k1 = std::min(k_, k0 + kKBlock);
@@ -267,6 +269,9 @@ class Emitter {
           const float* row = src + form->constant + row_off[blk * width + lane];
           for (int64_t k = k0; k < k1; ++k) panel[k * width + lane] = row[k_off[k]];
         }
+      }
+      for (int64_t k = 0; lanes < width && k < k_; ++k) {
+        std::fill(panel + k * width + lanes, panel + (k + 1) * width, 0.0f);
       }
     }
     return packed;

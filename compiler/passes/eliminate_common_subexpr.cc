@@ -13,7 +13,7 @@ namespace {
 // have already been canonicalised (topological order guarantees it).
 std::string ValueKey(const Node& n) {
   if (n.is_constant()) {
-    return absl::StrCat("const:", n.type.ToString(), ":", n.value->bytes);
+    return absl::StrCat("const:", n.type.ToString(), ":", n.value->bytes.view());
   }
   std::string key = absl::StrCat("op:", n.op->name, "(");
   for (const Node* in : n.inputs) absl::StrAppend(&key, reinterpret_cast<uintptr_t>(in), ",");

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <type_traits>
 
@@ -95,6 +96,34 @@ TEST(TensorTest, MoveTransfersTheStorage) {
   Tensor assigned;
   assigned = std::move(moved);
   EXPECT_EQ(assigned.data(), storage);
+}
+
+TEST(TensorTest, AdoptRunsFromTheOwnersBytesAndKeepsThemAlive) {
+  // The owner only witnesses the lifetime here; the bytes are the test's.
+  auto block = std::make_shared<int>(0);
+  alignas(64) static float storage[16];
+  for (int i = 0; i < 16; ++i) storage[i] = static_cast<float>(i) * 0.5f;
+  std::weak_ptr<int> watch = block;
+  absl::StatusOr<Tensor> t = Tensor::Adopt(
+      {DType::kFloat32, {4, 4}}, absl::string_view(reinterpret_cast<char*>(storage), 64), block);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->data(), static_cast<void*>(storage));  // not a copy
+  EXPECT_EQ(static_cast<const float*>(t->data())[5], 2.5f);
+  block.reset();
+  EXPECT_FALSE(watch.expired());  // the tensor holds the owner
+  { Tensor moved = *std::move(t); }
+  EXPECT_TRUE(watch.expired());  // and lets it go with itself, without freeing the bytes
+}
+
+TEST(TensorTest, AdoptRefusesUnalignedBytesAndTheWrongSize) {
+  alignas(64) static char storage[128];
+  absl::StatusOr<Tensor> unaligned = Tensor::Adopt(
+      {DType::kFloat32, {4}}, absl::string_view(storage + 16, 16), std::make_shared<int>(0));
+  EXPECT_EQ(unaligned.status().code(), absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<Tensor> short_bytes = Tensor::Adopt(
+      {DType::kFloat32, {4}}, absl::string_view(storage, 12), std::make_shared<int>(0));
+  EXPECT_EQ(short_bytes.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(short_bytes.status().message()), HasSubstr("needs 16 bytes, got 12"));
 }
 
 }  // namespace
