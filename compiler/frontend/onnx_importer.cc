@@ -2009,38 +2009,8 @@ absl::Status RefuseExternalData(const onnx::ModelProto& model) {
   return absl::OkStatus();
 }
 
-// libonnx's checker and shape inference; CheckAttributesForLibOnnx first.
-// With `probe`, they run first in a child process (crash_probe.h): the
-// checks before them catch the crashes found so far, this any others. They
-// only judge the model (the importer reads none of the shapes they infer),
-// so a child that got through them leaves nothing to redo in process; only
-// a refusal is run again, for its message. That saved resnet18's import
-// the ~8 ms of a second run. (Starting the child before the parse, with the
-// child parsing too, was tried: the parse it overlapped is one the child
-// then had to make, so resnet18's import stayed at 81-86 ms, for twice the
-// parsing CPU.)
-absl::Status CheckAndInfer(onnx::ModelProto& model, bool probe) {
-  if (probe) {
-    // A hostile model can also send libonnx into a long loop (a wild read
-    // as a loop bound): 5 s, and 1 s more per 10 MB, is far more than a
-    // real model's checks take.
-    const absl::Duration limit =
-        absl::Seconds(5) + absl::Seconds(static_cast<double>(model.ByteSizeLong()) / 10e6);
-    absl::StatusOr<ProbeEnd> survived = ProbeForCrash(
-        [&model] {
-          onnx::checker::check_model(model);
-          onnx::shape_inference::InferShapes(model);
-        },
-        limit);
-    if (absl::IsInternal(survived.status()) || absl::IsDeadlineExceeded(survived.status())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the model is refused: ONNX's checker or shape inference failed on it in a "
-          "sandbox (", survived.status().message(), ")"));
-    }
-    if (survived.ok() && *survived == ProbeEnd::kReturned) return absl::OkStatus();
-    // It threw (run again for the message), or no child could be made
-    // (Unavailable): checked in process, as before.
-  }
+// libonnx's checker and shape inference on a model, in process.
+absl::Status CheckAndInferHere(onnx::ModelProto& model) {
   try {
     onnx::checker::check_model(model);
     onnx::shape_inference::InferShapes(model);
@@ -2050,10 +2020,66 @@ absl::Status CheckAndInfer(onnx::ModelProto& model, bool probe) {
   return absl::OkStatus();
 }
 
+// libonnx's checker and shape inference (CheckAttributesForLibOnnx first),
+// judging the model while the importer converts it. They only judge (the
+// importer reads none of the shapes they infer), so with the probe they run
+// in a child process (crash_probe.h) started before the conversion and
+// waited for after it: the child works on the other core while this one
+// converts, and a crash kills the child, not the server. The checks before
+// them catch the crashes found so far, the child any others. A refusal's
+// message comes back from the child, so nothing is run twice. (Starting the
+// child before the parse, with the child parsing too, was tried: the parse
+// it overlapped is one the child then had to make, for no gain.)
+class LibOnnxVerdict {
+ public:
+  // Starts the checks; without the probe (or when no child can be made)
+  // they run here and now, and Start returns their refusal.
+  static absl::StatusOr<LibOnnxVerdict> Start(onnx::ModelProto& model, bool probe) {
+    LibOnnxVerdict verdict;
+    if (probe) {
+      // A hostile model can also send libonnx into a long loop (a wild read
+      // as a loop bound): 5 s, and 1 s more per 10 MB, is far more than a
+      // real model's checks take.
+      verdict.limit_ = absl::Seconds(5) +
+                       absl::Seconds(static_cast<double>(model.ByteSizeLong()) / 10e6);
+      absl::StatusOr<CrashProbe> child = CrashProbe::Start([&model] {
+        onnx::checker::check_model(model);
+        onnx::shape_inference::InferShapes(model);
+      });
+      if (child.ok()) {
+        verdict.child_.emplace(*std::move(child));
+        return verdict;
+      }
+    }
+    KILN_RETURN_IF_ERROR(CheckAndInferHere(model));
+    return verdict;
+  }
+
+  // The child's verdict (OK when the checks ran in process).
+  absl::Status Finish() {
+    if (!child_) return absl::OkStatus();
+    absl::StatusOr<ProbeEnd> ended = child_->Wait(limit_);
+    if (!ended.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the model is refused: ONNX's checker or shape inference failed on it in a "
+          "sandbox (", ended.status().message(), ")"));
+    }
+    if (*ended == ProbeEnd::kThrew) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid ONNX model: ", child_->thrown_message()));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::optional<CrashProbe> child_;
+  absl::Duration limit_;
+};
+
 }  // namespace
 }  // namespace onnx_import
 
-using onnx_import::CheckAndInfer;
+using onnx_import::LibOnnxVerdict;
 using onnx_import::CheckAttributesForLibOnnx;
 using onnx_import::CheckOperatorSupported;
 using onnx_import::ConvertElemType;
@@ -2197,6 +2223,9 @@ absl::Status CheckBeforeLibOnnx(const onnx::ModelProto& model, const OnnxImportO
   return absl::OkStatus();
 }
 
+absl::StatusOr<Graph> ConvertModel(onnx::ModelProto& model, const OpRegistry& ops,
+                                   const OnnxImportOptions& options, int64_t opset);
+
 absl::StatusOr<Graph> ImportParsed(onnx::ModelProto& model, const OpRegistry& ops,
                                    const OnnxImportOptions& options) {
   if (!options.external_data_dir.empty()) {
@@ -2205,10 +2234,19 @@ absl::StatusOr<Graph> ImportParsed(onnx::ModelProto& model, const OpRegistry& op
   }
   KILN_RETURN_IF_ERROR(CheckBeforeLibOnnx(model, options));
   KILN_ASSIGN_OR_RETURN(const int64_t opset, SupportedOpset(model));
-  if (options.libonnx_checks) {
-    KILN_RETURN_IF_ERROR(CheckAndInfer(model, options.probe_libonnx));
-  }
+  if (!options.libonnx_checks) return ConvertModel(model, ops, options, opset);
+  KILN_ASSIGN_OR_RETURN(LibOnnxVerdict verdict,
+                        LibOnnxVerdict::Start(model, options.probe_libonnx));
+  absl::StatusOr<Graph> graph = ConvertModel(model, ops, options, opset);
+  // libonnx's refusal comes first, as when it ran before the conversion.
+  KILN_RETURN_IF_ERROR(verdict.Finish());
+  return graph;
+}
 
+// The parsed, checked model as a Graph. Initializers' bytes are moved out
+// of `model`, not copied.
+absl::StatusOr<Graph> ConvertModel(onnx::ModelProto& model, const OpRegistry& ops,
+                                   const OnnxImportOptions& options, int64_t opset) {
   const onnx::GraphProto& g = model.graph();
   Converter c(ops, opset);
   c.graph().name = g.name();

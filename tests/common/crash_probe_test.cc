@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <csignal>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "gmock/gmock.h"
@@ -23,6 +24,30 @@ TEST(CrashProbeTest, WorkThatReturnsOrThrowsIsToldApart) {
       ProbeForCrash([] { throw std::runtime_error("bad model"); }, absl::Seconds(10));
   ASSERT_TRUE(threw.ok()) << threw.status();
   EXPECT_EQ(*threw, ProbeEnd::kThrew);
+}
+
+TEST(CrashProbeTest, WhatTheWorkThrewComesBackFromTheChild) {
+  absl::StatusOr<CrashProbe> probe =
+      CrashProbe::Start([] { throw std::invalid_argument("node 'x' has no input 0"); });
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  absl::StatusOr<ProbeEnd> end = probe->Wait(absl::Seconds(10));
+  ASSERT_TRUE(end.ok()) << end.status();
+  EXPECT_EQ(*end, ProbeEnd::kThrew);
+  EXPECT_EQ(probe->thrown_message(), "node 'x' has no input 0");
+
+  const std::string long_message(3 * CrashProbe::kMaxMessageBytes, 'm');
+  absl::StatusOr<CrashProbe> long_probe =
+      CrashProbe::Start([&] { throw std::runtime_error(long_message); });
+  ASSERT_TRUE(long_probe.ok());
+  ASSERT_TRUE(long_probe->Wait(absl::Seconds(10)).ok());
+  EXPECT_EQ(long_probe->thrown_message(), long_message.substr(0, CrashProbe::kMaxMessageBytes));
+
+  absl::StatusOr<CrashProbe> odd_probe = CrashProbe::Start([] { throw 7; });
+  ASSERT_TRUE(odd_probe.ok());
+  absl::StatusOr<ProbeEnd> odd_end = odd_probe->Wait(absl::Seconds(10));
+  ASSERT_TRUE(odd_end.ok());
+  EXPECT_EQ(*odd_end, ProbeEnd::kThrew);
+  EXPECT_EQ(odd_probe->thrown_message(), "");
 }
 
 TEST(CrashProbeTest, AQuickChildIsSeenAtOnce) {

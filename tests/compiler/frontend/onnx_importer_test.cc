@@ -254,8 +254,9 @@ TEST(OnnxImporterTest, AttributesThatCrashedLibOnnxAreInvalidArgument) {
 }
 
 // What libonnx's checker refuses is refused with its own words whether or
-// not the checks ran first in a sandbox child (there, a refusal is run again
-// in process for its message; a pass is not).
+// not the checks ran in a sandbox child (there, beside the conversion, the
+// message coming back from the child), before any error of the conversion's:
+// this model's unknown input would fail the conversion too.
 TEST(OnnxImporterTest, WhatLibOnnxsCheckerRefusesIsInvalidArgumentWithItsMessage) {
   onnx::ModelProto model;
   ASSERT_TRUE(model.ParseFromString(OneNodeModel("Flatten", {2, 3}, "axis", 1)));
@@ -286,6 +287,19 @@ TEST(OnnxImporterTest, AnImportRefusedBeforeTheSandboxVerdictLeavesNoChild) {
   absl::Status garbage =
       ImportOnnxModel("\xff\xff garbage", OpRegistry::Default(), options).status();
   EXPECT_EQ(garbage.code(), absl::StatusCode::kInvalidArgument) << garbage;
+  int status = 0;
+  EXPECT_EQ(::waitpid(-1, &status, WNOHANG), -1);
+  EXPECT_EQ(errno, ECHILD);
+}
+
+// The sandbox child checks while the model converts; the import waits for
+// its verdict, so none is left running or unreaped.
+TEST(OnnxImporterTest, AnImportThatPassesTheSandboxLeavesNoChild) {
+  OnnxImportOptions options;
+  options.probe_libonnx = true;
+  absl::StatusOr<Graph> graph = ImportOnnxModel(OneNodeModel("Flatten", {2, 3}, "axis", 1),
+                                                OpRegistry::Default(), options);
+  ASSERT_TRUE(graph.ok()) << graph.status();
   int status = 0;
   EXPECT_EQ(::waitpid(-1, &status, WNOHANG), -1);
   EXPECT_EQ(errno, ECHILD);
