@@ -1,6 +1,7 @@
 // Elementwise and broadcasting arithmetic: one table row per op.
 #include <cmath>
 #include <functional>
+#include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,29 @@ using te::BinaryOp;
 using te::ComputeContext;
 using te::Expr;
 using te::UnaryOp;
+
+// Inside a kernel a uint64 is an int64's bits, so a plain conversion reads
+// 2^63 and up as negative. Its two 32-bit halves convert exactly, and their
+// sum rounds once, as a direct unsigned conversion does.
+Expr UInt64ToDouble(te::ExprBuilder& b, Expr x) {
+  Expr high = b.Binary(BinaryOp::kShr, x, b.Int(32));
+  Expr low = b.Sub(x, b.Binary(BinaryOp::kShl, high, b.Int(32)));
+  const auto f64 = te::ScalarType::kF64;
+  return b.Add(b.Mul(b.Cast(f64, high), b.Cast(f64, b.Int(int64_t{1} << 32))), b.Cast(f64, low));
+}
+
+// A float to uint64: [2^63, 2^64) is taken down by 2^63 (exactly: the two
+// are within a factor of two), converted, and the top bit set back; past
+// 2^64 it saturates to 2^64 - 1, as int64 conversion saturates.
+Expr FloatToUInt64(te::ExprBuilder& b, Expr x) {
+  const te::ScalarType type = x->type;
+  Expr two63 = b.Float(9223372036854775808.0);  // a power of two: exact in float32
+  if (type == te::ScalarType::kF64) two63 = b.Cast(type, two63);
+  Expr high = b.Add(b.Cast(te::ScalarType::kI64, b.Sub(x, two63)),
+                    b.Int(std::numeric_limits<int64_t>::min()));
+  return b.Select(b.Compare(te::CompareOp::kGE, x, two63), high,
+                  b.Cast(te::ScalarType::kI64, x));
+}
 
 void RegisterWhereAndCast(OpRegistry& r) {
   OpDef where;
@@ -60,7 +84,16 @@ void RegisterWhereAndCast(OpRegistry& r) {
     return TensorType{std::get<CastAttrs>(attrs).to, in[0].shape};
   };
   cast.compute = [](ComputeContext& ctx) {
-    Expr y = ctx.b().Cast(ctx.out_scalar(), ctx.Input(0, ctx.out()));
+    const DType from = ctx.input_type(0).dtype;
+    Expr x = ctx.Input(0, ctx.out());
+    Expr y;
+    if (from == DType::kUInt64 && IsFloatDType(ctx.output_type().dtype)) {
+      y = ctx.b().Cast(ctx.out_scalar(), UInt64ToDouble(ctx.b(), x));
+    } else if (IsFloatDType(from) && ctx.output_type().dtype == DType::kUInt64) {
+      y = FloatToUInt64(ctx.b(), x);
+    } else {
+      y = ctx.b().Cast(ctx.out_scalar(), x);
+    }
     // A cast to float16 or bfloat16 rounds even where it is fused and never
     // stored (the narrow integers wrap wherever they are inlined anyway).
     const DType to = ctx.output_type().dtype;

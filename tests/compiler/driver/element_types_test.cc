@@ -199,6 +199,49 @@ TEST_P(ElementTypesTest, CastToFloat16RoundsEvenWhenFused) {
   }
 }
 
+// Inside a kernel a uint64 is an int64's bits; converted as one, 2^63 and
+// up came out negative. The reference is C++'s own unsigned conversions.
+TEST_P(ElementTypesTest, UInt64ConvertsToAndFromFloatsAsUnsigned) {
+  const std::vector<uint64_t> a = {0,
+                                   1,
+                                   (uint64_t{1} << 53) + 1,
+                                   (uint64_t{1} << 63) - 1,
+                                   uint64_t{1} << 63,
+                                   (uint64_t{1} << 63) + 2049,
+                                   12345678901234567890u,
+                                   ~uint64_t{0}};
+  const TensorType t{DType::kUInt64, {static_cast<int64_t>(a.size())}};
+  for (DType to : {DType::kFloat64, DType::kFloat32}) {
+    std::string got = Run({t}, {Bytes(a)}, [&](Graph& g, const std::vector<Node*>& x) {
+      return Op(g, "cast", {x[0]}, CastAttrs{to});
+    });
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (to == DType::kFloat64) {
+        EXPECT_EQ(Values<double>(got)[i], static_cast<double>(a[i])) << a[i];
+      } else {
+        EXPECT_EQ(Values<float>(got)[i], static_cast<float>(a[i])) << a[i];
+      }
+    }
+  }
+  const std::vector<double> d = {0.0, 1.5, 9223372036854775807.0, 9.3e18, 1.2e19,
+                                 18446744073709549568.0};
+  std::string got = Run({TensorType{DType::kFloat64, {static_cast<int64_t>(d.size())}}},
+                        {Bytes(d)}, [](Graph& g, const std::vector<Node*>& x) {
+                          return Op(g, "cast", {x[0]}, CastAttrs{DType::kUInt64});
+                        });
+  for (size_t i = 0; i < d.size(); ++i) {
+    EXPECT_EQ(Values<uint64_t>(got)[i], static_cast<uint64_t>(d[i])) << d[i];
+  }
+  const std::vector<float> f = {3.0f, 1e19f, 1.7e19f};
+  got = Run({TensorType{DType::kFloat32, {3}}}, {Bytes(f)},
+            [](Graph& g, const std::vector<Node*>& x) {
+              return Op(g, "cast", {x[0]}, CastAttrs{DType::kUInt64});
+            });
+  for (size_t i = 0; i < f.size(); ++i) {
+    EXPECT_EQ(Values<uint64_t>(got)[i], static_cast<uint64_t>(f[i])) << f[i];
+  }
+}
+
 TEST_P(ElementTypesTest, Float64KeepsDoublePrecision) {
   std::vector<double> a(kN);
   for (int64_t i = 0; i < kN; ++i) a[i] = 1.0 + 1e-12 * static_cast<double>(i);
