@@ -94,8 +94,11 @@ CLI::Option* AddRepeated(CLI::App* app, const std::string& name, const std::stri
 
 CLI::Option* AddPositionals(CLI::App* app, const std::string& value_name, const std::string& help,
                             int min, int max) {
+  // An optional positional still takes at least one value when present:
+  // CLI11 never matches a positional whose minimum is 0.
   CLI::Option* opt = app->add_option(value_name, help)
-                         ->expected(min, max < 0 ? CLI::detail::expected_max_vector_size : max)
+                         ->expected(std::max(min, 1),
+                                    max < 0 ? CLI::detail::expected_max_vector_size : max)
                          ->allow_extra_args(max != 1);
   if (min > 0) opt->required();
   return opt;

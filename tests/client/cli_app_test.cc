@@ -113,6 +113,14 @@ TEST(CliAppTest, PositionalCountsAreChecked) {
   Parsed optional = ParseKiln({"bench", "--model", "m"});
   ASSERT_FALSE(optional.exit.has_value()) << optional.err;
   EXPECT_THAT(optional.args.positional, ElementsAre("bench"));
+  // The optional FILE, given (CLI11 matched no positional that may take 0
+  // values: `kiln bench FILE` was "unexpected argument").
+  Parsed given = ParseKiln({"bench", "mlp.onnx", "--concurrency", "16"});
+  ASSERT_FALSE(given.exit.has_value()) << given.err;
+  EXPECT_THAT(given.args.positional, ElementsAre("bench", "mlp.onnx"));
+  Parsed extra = ParseKiln({"bench", "a.onnx", "b.onnx"});
+  EXPECT_EQ(extra.exit, 2);
+  EXPECT_THAT(extra.err, HasSubstr("unexpected argument 'b.onnx'"));
 }
 
 TEST(CliAppTest, CommandHelpGoesToStdoutAndExitsZero) {
