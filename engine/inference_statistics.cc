@@ -64,6 +64,11 @@ void InferenceStatistics::Forget(const std::string& name) {
   entries_.erase(entries_.lower_bound({name, INT64_MIN}), entries_.upper_bound({name, INT64_MAX}));
 }
 
+void InferenceStatistics::ForgetVersion(const std::string& name, int64_t version) {
+  absl::MutexLock lock(&mutex_);
+  entries_.erase({name, version});
+}
+
 void InferenceStatistics::KeepOnly(const std::string& name, int64_t version) {
   absl::MutexLock lock(&mutex_);
   for (auto it = entries_.lower_bound({name, INT64_MIN});

@@ -107,6 +107,8 @@ class InferenceStatistics {
   // a client replacing a model again and again holds one entry, not one
   // per replacement.
   void KeepOnly(const std::string& name, int64_t version);
+  // Drops one version of `name` (it was unloaded; others stay).
+  void ForgetVersion(const std::string& name, int64_t version);
 
   // The model's version; all zeros (with name and version set) before it
   // has any.

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -46,19 +47,52 @@ absl::StatusOr<CompileResult> ModelManager::Compile(const std::string& name, Gra
                          identity);
 }
 
+const ServedModel* ModelManager::Highest(const std::string& name) const {
+  auto it = models_.find(name);
+  if (it == models_.end() || it->second.empty()) return nullptr;
+  return &it->second.rbegin()->second;
+}
+
+int ModelManager::ModelCount() const {
+  size_t count = 0;
+  for (const auto& [name, versions] : models_) count += versions.size();
+  return static_cast<int>(count);
+}
+
+bool ModelManager::AddsAModel(const std::string& name, const ModelIdentity& identity) const {
+  auto it = models_.find(name);
+  if (it == models_.end()) return true;
+  return identity.beside && !it->second.count(identity.version);
+}
+
 absl::StatusOr<int64_t> ModelManager::VersionFor(const std::string& name,
                                                  const ModelIdentity& identity) const {
-  auto it = models_.find(name);
-  if (it == models_.end()) return identity.version > 0 ? identity.version : 1;
-  if (it->second.fingerprint == identity.fingerprint) return it->second.version;
+  if (identity.beside) {
+    if (identity.version < 1) {
+      return absl::InvalidArgumentError("a model served beside others needs its version");
+    }
+    auto it = models_.find(name);
+    if (it == models_.end()) return identity.version;
+    auto same = it->second.find(identity.version);
+    if (same == it->second.end() || same->second.fingerprint == identity.fingerprint ||
+        identity.replace) {
+      return identity.version;
+    }
+    return absl::AlreadyExistsError(absl::StrCat("model '", name, "' version ",
+                                                 identity.version,
+                                                 " already serves another model"));
+  }
+  const ServedModel* top = Highest(name);
+  if (top == nullptr) return identity.version > 0 ? identity.version : 1;
+  if (top->fingerprint == identity.fingerprint) return top->version;
   if (!identity.replace) {
     return absl::AlreadyExistsError(absl::StrCat(
-        "model '", name, "' already serves another model (version ", it->second.version,
+        "model '", name, "' already serves another model (version ", top->version,
         "); ask to replace it (CompileModelRequest.replace, kiln compile --replace) to serve "
         "this one as version ",
-        it->second.version + 1, ", or unload it first"));
+        top->version + 1, ", or unload it first"));
   }
-  return identity.version > 0 ? identity.version : it->second.version + 1;
+  return identity.version > 0 ? identity.version : top->version + 1;
 }
 
 absl::Status ModelManager::CheckServable(const std::string& name,
@@ -72,10 +106,20 @@ absl::StatusOr<ServedModel> ModelManager::Serve(const std::string& name,
   {
     absl::MutexLock lock(&mutex_);
     auto it = models_.find(name);
-    if (it != models_.end()) {
-      if (version.empty() || version == std::to_string(it->second.version)) return it->second;
+    if (it != models_.end() && !it->second.empty()) {
+      const std::map<int64_t, ServedModel>& versions = it->second;
+      if (version.empty()) return versions.rbegin()->second;
+      int64_t number = 0;
+      if (absl::SimpleAtoi(version, &number)) {
+        auto found = versions.find(number);
+        if (found != versions.end()) return found->second;
+      }
+      std::vector<int64_t> served;
+      for (const auto& [v, model] : versions) served.push_back(v);
       return absl::NotFoundError(absl::StrCat("model '", name, "' has no version '", version,
-                                              "'; it serves version ", it->second.version));
+                                              "'; it serves version",
+                                              served.size() > 1 ? "s " : " ",
+                                              absl::StrJoin(served, ", ")));
     }
   }
   return states_.WhyNotServed(name);
@@ -151,9 +195,9 @@ absl::StatusOr<CompileResult> ModelManager::CompileAndStore(
   {
     absl::MutexLock lock(&mutex_);
     if (absl::Status s = VersionFor(name, identity).status(); !s.ok()) return s;
-    if (!models_.count(name) && static_cast<int>(models_.size()) >= options_.max_models) {
+    if (AddsAModel(name, identity) && ModelCount() >= options_.max_models) {
       return absl::ResourceExhaustedError(
-          absl::StrCat("the server already holds ", models_.size(),
+          absl::StrCat("the server already holds ", ModelCount(),
                        " models, its limit (--max-models); unload one first"));
     }
   }
@@ -234,16 +278,20 @@ absl::StatusOr<CompileResult> ModelManager::CompileAndStore(
         "cached, the model is not loaded");
   }
   absl::MutexLock lock(&mutex_);
-  if (!models_.count(name) && static_cast<int>(models_.size()) >= options_.max_models) {
+  if (AddsAModel(name, identity) && ModelCount() >= options_.max_models) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "the server already holds ", models_.size(), " models, its limit (--max-models)"));
+        "the server already holds ", ModelCount(), " models, its limit (--max-models)"));
   }
   // Again: another compile of the name may have finished meanwhile.
   absl::StatusOr<int64_t> version = VersionFor(name, identity);
   if (!version.ok()) return version.status();
   served.version = *version;
   report.version = *version;
-  models_[name] = std::move(served);
+  std::map<int64_t, ServedModel>& versions = models_[name];
+  // A compile through kiln.v1 makes the name serve this model alone; a
+  // repository's version takes its own place among the others.
+  if (!identity.beside) versions.clear();
+  versions[*version] = std::move(served);
   states_.Forget(name);
   StatDuration hits, misses;
   for (const KernelCompileReport& k : report.kernels) {
@@ -253,8 +301,10 @@ absl::StatusOr<CompileResult> ModelManager::CompileAndStore(
       misses.Add(static_cast<int64_t>(k.compile_ms * 1e6));
     }
   }
-  inference_stats_.KeepOnly(name, *version);
-  request_histograms_.KeepOnly(name, *version);
+  if (!identity.beside) {
+    inference_stats_.KeepOnly(name, *version);
+    request_histograms_.KeepOnly(name, *version);
+  }
   inference_stats_.RecordCompile(name, *version, hits, misses);
   return report;
 }
@@ -264,34 +314,43 @@ absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> ModelManager::FindForSha
   std::shared_ptr<ShapeVariants> variants;
   {
     absl::MutexLock lock(&mutex_);
-    auto it = models_.find(name);
-    if (it == models_.end()) {
-      return absl::NotFoundError(absl::StrCat("no model named '", name, "'"));
-    }
-    if (!it->second.variants) return it->second.model;
-    variants = it->second.variants;
+    const ServedModel* top = Highest(name);
+    if (top == nullptr) return absl::NotFoundError(absl::StrCat("no model named '", name, "'"));
+    if (!top->variants) return top->model;
+    variants = top->variants;
   }
   return variants->Get(shapes);  // may compile: outside the manager's lock
 }
 
 std::shared_ptr<runtime::CompiledModel> ModelManager::Find(const std::string& name) const {
   absl::MutexLock lock(&mutex_);
+  const ServedModel* top = Highest(name);
+  return top == nullptr ? nullptr : top->model;
+}
+
+std::vector<int64_t> ModelManager::Versions(const std::string& name) const {
+  absl::MutexLock lock(&mutex_);
+  std::vector<int64_t> out;
   auto it = models_.find(name);
-  return it == models_.end() ? nullptr : it->second.model;
+  if (it == models_.end()) return out;
+  for (const auto& [version, served] : it->second) out.push_back(version);
+  return out;
 }
 
 std::optional<ServedModel> ModelManager::Get(const std::string& name) const {
   absl::MutexLock lock(&mutex_);
-  auto it = models_.find(name);
-  if (it == models_.end()) return std::nullopt;
-  return it->second;
+  const ServedModel* top = Highest(name);
+  if (top == nullptr) return std::nullopt;
+  return *top;
 }
 
 std::vector<ServedModel> ModelManager::List() const {
   absl::MutexLock lock(&mutex_);
   std::vector<ServedModel> out;
-  out.reserve(models_.size());
-  for (const auto& [name, served] : models_) out.push_back(served);
+  out.reserve(ModelCount());
+  for (const auto& [name, versions] : models_) {
+    for (const auto& [version, served] : versions) out.push_back(served);
+  }
   return out;
 }
 
@@ -299,8 +358,10 @@ bool ModelManager::UnloadColdestVariant(absl::string_view for_what) {
   std::vector<std::pair<std::string, std::shared_ptr<ShapeVariants>>> sets;
   {
     absl::MutexLock lock(&mutex_);
-    for (const auto& [name, served] : models_) {
-      if (served.variants) sets.emplace_back(name, served.variants);
+    for (const auto& [name, versions] : models_) {
+      for (const auto& [version, served] : versions) {
+        if (served.variants) sets.emplace_back(name, served.variants);
+      }
     }
   }
   // Each model's coldest idle variant, coldest first. One that a call takes
@@ -352,7 +413,7 @@ ModelMemory MemoryOf(const ServedModel& served) {
 }
 
 absl::Status ModelManager::Unload(const std::string& name) {
-  std::optional<ServedModel> gone;  // released outside the lock
+  std::optional<std::map<int64_t, ServedModel>> gone;  // released outside the lock
   {
     absl::MutexLock lock(&mutex_);
     auto it = models_.find(name);
@@ -367,6 +428,30 @@ absl::Status ModelManager::Unload(const std::string& name) {
   request_histograms_.Forget(name);
   gone.reset();
   cache_.Trim();  // its kernels, unless another model shares them, may go now
+  return absl::OkStatus();
+}
+
+absl::Status ModelManager::UnloadVersion(const std::string& name, int64_t version) {
+  std::optional<ServedModel> gone;  // released outside the lock
+  bool last = false;
+  {
+    absl::MutexLock lock(&mutex_);
+    auto it = models_.find(name);
+    auto found = it == models_.end() ? decltype(it->second.end()){} : it->second.find(version);
+    if (it == models_.end() || found == it->second.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("model '", name, "' has no version '", version, "' loaded"));
+    }
+    gone = std::move(found->second);
+    it->second.erase(found);
+    last = it->second.empty();
+    if (last) models_.erase(it);
+  }
+  if (last) states_.Forget(name);
+  inference_stats_.ForgetVersion(name, version);
+  request_histograms_.ForgetVersion(name, version);
+  gone.reset();
+  cache_.Trim();
   return absl::OkStatus();
 }
 

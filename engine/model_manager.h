@@ -91,13 +91,18 @@ struct ModelIdentity {
   bool replace = false;
   // The version to serve as; 0: 1, or one more than the model replaced.
   int64_t version = 0;
+  // Served beside the name's other versions (a model repository's version
+  // policy) rather than in place of all of them: `version` (> 0) names the
+  // one model it may replace, and only with `replace`.
+  bool beside = false;
 };
 
 // A model being served and what its compile did.
 struct ServedModel {
   std::string name;
   // 1 for the first model served under the name; each replacement by
-  // another model adds 1 (KServe's model_version, as a number).
+  // another model adds 1 (KServe's model_version, as a number); or the
+  // repository's VERSION directory.
   int64_t version = 1;
   uint64_t fingerprint = 0;
   // The variant compiled at load; null for a model whose inputs decide
@@ -161,15 +166,18 @@ class ModelManager {
   // AlreadyExists when a compile of `identity` could not be served as
   // `name` (see Compile): the check a caller makes before the work.
   absl::Status CheckServable(const std::string& name, const ModelIdentity& identity) const;
-  // The model served as `name` at `version` ("" or its number: KServe's
-  // model_version); NotFound for another version. For a name serving no
-  // model, CompileStates::WhyNotServed.
+  // The model served as `name` at `version` (its number, or "": the highest,
+  // Triton's rule); NotFound naming both for a version not served. For a
+  // name serving no model, CompileStates::WhyNotServed.
   absl::StatusOr<ServedModel> Serve(const std::string& name, const std::string& version) const;
   // Compiling and failed names (for Serve's answers); the caller of
   // Compile marks and records, as it sees failures the manager does not
   // (an import's).
   CompileStates& states() { return states_; }
-  // The model's load-time variant; null when no model has that name, or
+  // The versions served under `name`, ascending; empty for none.
+  std::vector<int64_t> Versions(const std::string& name) const;
+  // The model's load-time variant (its highest version's, as for Get and
+  // FindForShapes); null when no model has that name, or
   // for a model whose inputs decide shapes (none compiles at load).
   std::shared_ptr<runtime::CompiledModel> Find(const std::string& name) const;
   // The model compiled for these input shapes (one per input, in order):
@@ -180,10 +188,12 @@ class ModelManager {
       const std::string& name, const std::vector<std::vector<int64_t>>& shapes) const;
   // The model and its compile record; nullopt when no model has that name.
   std::optional<ServedModel> Get(const std::string& name) const;
-  // Every model, by name.
+  // Every model version, by name then version.
   std::vector<ServedModel> List() const;
-  // NotFound when no model has that name.
+  // Every version of `name`; NotFound when no model has that name.
   absl::Status Unload(const std::string& name);
+  // One version of `name`; NotFound when it is not served.
+  absl::Status UnloadVersion(const std::string& name, int64_t version);
   CacheStats GetCacheStats() const { return cache_.Stats(); }
   // What every loaded model holds against --max-loaded-mb.
   const MemoryBudget& budget() const { return budget_; }
@@ -226,6 +236,12 @@ class ModelManager {
   // CheckServable's test, and the version a model of `identity` would be.
   absl::StatusOr<int64_t> VersionFor(const std::string& name, const ModelIdentity& identity) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The highest version served as `name`; null for none.
+  const ServedModel* Highest(const std::string& name) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  int ModelCount() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Whether storing a model of `identity` as `name` adds one to ModelCount.
+  bool AddsAModel(const std::string& name, const ModelIdentity& identity) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   CompileDriverOptions DriverOptions() const;
 
   ModelManagerOptions options_;
@@ -233,7 +249,9 @@ class ModelManager {
   KernelCache cache_;
   MemoryBudget budget_;
   mutable absl::Mutex mutex_;
-  std::map<std::string, ServedModel> models_ ABSL_GUARDED_BY(mutex_);
+  // Each name's versions; each version a model of its own (versions of one
+  // model share kernels only through the cache).
+  std::map<std::string, std::map<int64_t, ServedModel>> models_ ABSL_GUARDED_BY(mutex_);
   CompileStates states_;
   InferenceStatistics inference_stats_;
   RequestHistograms request_histograms_;

@@ -31,6 +31,11 @@ void RequestHistograms::Forget(const std::string& name) {
   }
 }
 
+void RequestHistograms::ForgetVersion(const std::string& name, int64_t version) {
+  absl::MutexLock lock(&mutex_);
+  entries_.erase({name, version});
+}
+
 void RequestHistograms::KeepOnly(const std::string& name, int64_t version) {
   absl::MutexLock lock(&mutex_);
   for (auto it = entries_.begin(); it != entries_.end();) {

@@ -50,6 +50,8 @@ class RequestHistograms {
   // InferenceStatistics::KeepOnly does: bounded however often a name is
   // replaced.
   void KeepOnly(const std::string& name, int64_t version);
+  // Drops one version of `name` (it was unloaded; others stay).
+  void ForgetVersion(const std::string& name, int64_t version);
   // Every model version with observations, by name then version.
   std::vector<ModelLatency> Snapshot() const;
 

@@ -2,6 +2,7 @@
 #include "engine/model_manager.h"
 
 #include <atomic>
+#include <cmath>
 #include <cstring>
 
 #include "gmock/gmock.h"
@@ -310,6 +311,66 @@ TEST_F(ModelManagerTest, ModelLimitIsResourceExhaustedNamingTheFlag) {
   EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(second.status().message()), ::testing::HasSubstr("--max-models"));
   EXPECT_TRUE((*m)->Compile("a", build(), CompileOptions{}).ok());  // replacing is fine
+}
+
+// A repository's versions of one name are models of their own, served side
+// by side: "" is the highest, another version NotFound naming both.
+TEST_F(ModelManagerTest, VersionsServedBesideEachOtherAreSeparateModels) {
+  auto build = [](const char* op) {
+    Graph g;
+    g.AddOutput(Op(g, op, {g.AddInput("x", {DType::kFloat32, {4}})}));
+    return g;
+  };
+  auto beside = [](int64_t version) {
+    return ModelIdentity{/*fingerprint=*/static_cast<uint64_t>(version), /*replace=*/true,
+                         version, /*beside=*/true};
+  };
+  auto m = ModelManager::Create({/*max_models=*/2});
+  ASSERT_TRUE(m.ok());
+  ModelManager& manager = **m;
+  ASSERT_TRUE(manager.Compile("m", build("relu"), {}, nullptr, absl::InfiniteFuture(), beside(2))
+                  .ok());
+  ASSERT_TRUE(manager.Compile("m", build("exp"), {}, nullptr, absl::InfiniteFuture(), beside(3))
+                  .ok());
+  EXPECT_THAT(manager.Versions("m"), ::testing::ElementsAre(2, 3));
+  EXPECT_EQ(manager.List().size(), 2u);
+  // A third version is a third model: over --max-models 2.
+  EXPECT_EQ(manager.Compile("m", build("relu"), {}, nullptr, absl::InfiniteFuture(), beside(4))
+                .status()
+                .code(),
+            absl::StatusCode::kResourceExhausted);
+
+  const std::vector<float> x = {-1.0f, 2.0f, -3.0f, 0.5f};
+  auto run = [&](const std::string& version) -> std::vector<float> {
+    absl::StatusOr<ServedModel> served = manager.Serve("m", version);
+    EXPECT_TRUE(served.ok()) << served.status();
+    if (!served.ok()) return {};
+    auto input = Tensor::FromBytes({DType::kFloat32, {4}},
+                                   absl::string_view(reinterpret_cast<const char*>(x.data()), 16));
+    auto result = served->model->Run({&*input});
+    EXPECT_TRUE(result.ok()) << result.status();
+    return result.ok() ? ToVector(result->outputs[0]) : std::vector<float>{};
+  };
+  EXPECT_EQ(run("2"), (std::vector<float>{0.0f, 2.0f, 0.0f, 0.5f}));
+  const std::vector<float> exp_x = {std::exp(-1.0f), std::exp(2.0f), std::exp(-3.0f),
+                                    std::exp(0.5f)};
+  ExpectNear(run("3"), exp_x, 1e-5);
+  ExpectNear(run(""), exp_x, 1e-5);
+  EXPECT_EQ(manager.Serve("m", "")->version, 3);
+  absl::StatusOr<ServedModel> missing = manager.Serve("m", "1");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(missing.status().message()), ::testing::HasSubstr("version '1'"));
+  EXPECT_THAT(std::string(missing.status().message()), ::testing::HasSubstr("versions 2, 3"));
+
+  ASSERT_TRUE(manager.UnloadVersion("m", 2).ok());
+  EXPECT_EQ(manager.UnloadVersion("m", 2).code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(manager.Versions("m"), ::testing::ElementsAre(3));
+  // A compile through kiln.v1 makes the name serve that model alone, as the
+  // next version.
+  auto replaced = manager.Compile("m", build("relu"), {}, nullptr, absl::InfiniteFuture(),
+                                  {/*fingerprint=*/99, /*replace=*/true});
+  ASSERT_TRUE(replaced.ok()) << replaced.status();
+  EXPECT_THAT(manager.Versions("m"), ::testing::ElementsAre(4));
 }
 
 }  // namespace
