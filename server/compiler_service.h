@@ -2,8 +2,13 @@
 #ifndef KILN_SERVER_COMPILER_SERVICE_H_
 #define KILN_SERVER_COMPILER_SERVICE_H_
 
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "compiler/ir/verifier.h"
 #include "proto/kiln_service.grpc.pb.h"
 #include "engine/model_manager.h"
@@ -38,13 +43,20 @@ class CompilerService final : public kiln::v1::Compiler::Service {
   void set_tokens(std::shared_ptr<const TokenTable> tokens) { tokens_ = std::move(tokens); }
 
   // Compiles every model of the repository at `dir` (model_repository.h),
-  // each under its name and version; failures are logged and remembered
-  // for the calls that look for the name. Returns how many loaded.
+  // the versions its policy selects, each under its name and version;
+  // failures are logged and remembered for the calls that look for the
+  // name. Returns how many model versions loaded.
   int LoadRepository(const std::string& dir);
-  // Compiles the model `name` of the repository at `dir` (its highest
-  // version), as LoadRepository does: NotFound when the repository holds no
-  // such model, else the compile's status (not logged: the caller's to).
+  // Loads the model `name` of the repository at `dir` again, as
+  // LoadRepository does, and unloads its versions the policy no longer
+  // selects (or whose directory is gone): NotFound when the repository
+  // holds no such model, else the first failure (not logged: the caller's).
   absl::Status LoadRepositoryModel(const std::string& dir, const std::string& name);
+  // The version policy repository model `name` was last loaded with;
+  // nullopt for a name never loaded from the repository.
+  std::optional<inference::ModelVersionPolicy> VersionPolicyOf(const std::string& name) const;
+  // Why each repository model version whose last load failed did.
+  std::map<std::pair<std::string, int64_t>, std::string> VersionFailures() const;
 
   grpc::Status CompileModel(grpc::ServerContext*, const kiln::v1::CompileModelRequest* request,
                             kiln::v1::CompileModelResponse* response) override;
@@ -73,8 +85,14 @@ class CompilerService final : public kiln::v1::Compiler::Service {
                              kiln::v1::GetServerInfoResponse* response) override;
 
  private:
-  // One model of the repository compiled; its success logged.
+  // One model version of the repository compiled; its success logged, its
+  // failure remembered (VersionFailures).
   absl::Status LoadFromRepository(const std::string& dir, const RepositoryModel& model);
+  // The selected versions of each entry compiled (as many at once as
+  // compile slots allow), then its versions not selected unloaded. One
+  // status per entry: its first failure.
+  std::vector<absl::Status> LoadEntries(const std::string& dir,
+                                        const std::vector<RepositoryEntry>& entries);
   // CompileModel and CompileModelStream share this; `events` may be null.
   // `stop`: whether the caller has gone or its deadline passed, asked
   // between passes and kernels; the compile then ends and loads nothing.
@@ -83,7 +101,7 @@ class CompilerService final : public kiln::v1::Compiler::Service {
   absl::StatusOr<kiln::v1::CompileModelResponse> Compile(
       const kiln::v1::CompileModelRequest& request, const engine::CompileEventSink& events,
       absl::Time deadline, std::function<bool()> stop,
-      const std::string& external_data_dir = "");
+      const std::string& external_data_dir = "", bool beside = false);
   // Compile once the name is checked and marked compiling.
   absl::StatusOr<kiln::v1::CompileModelResponse> CompileNamed(
       const kiln::v1::CompileModelRequest& request, const std::string& name,
@@ -95,6 +113,11 @@ class CompilerService final : public kiln::v1::Compiler::Service {
   CompileLimits limits_;
   std::shared_ptr<const TokenTable> tokens_;
   CompileSlots compile_slots_;
+  mutable absl::Mutex repository_mutex_;
+  std::map<std::string, inference::ModelVersionPolicy> policies_
+      ABSL_GUARDED_BY(repository_mutex_);
+  std::map<std::pair<std::string, int64_t>, std::string> version_failures_
+      ABSL_GUARDED_BY(repository_mutex_);
 };
 
 }  // namespace kiln::server

@@ -59,7 +59,10 @@ grpc::Status InferenceService::ModelMetadata(grpc::ServerContext* context,
   absl::StatusOr<engine::ServedModel> served = models_->Serve(request->name(), request->version());
   if (!served.ok()) return Fail("ModelMetadata", served.status(), request->name());
   response->set_name(request->name());
-  response->add_versions(std::to_string(served->version));
+  // Every version a request may name, as Triton lists them.
+  for (int64_t version : models_->Versions(request->name())) {
+    response->add_versions(std::to_string(version));
+  }
   response->set_platform(kPlatform);
   const ModelTensors tensors = TensorsOf(*served);
   auto fill = [](const TensorDescription& d,

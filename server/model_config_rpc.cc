@@ -2,9 +2,11 @@
 // Triton's convention throughout: with max_batch_size > 0 (a model loaded
 // with dynamic batching) the batch dim is left out of every input's and
 // output's dims; otherwise dims are the full shape. Symbolic dims are -1.
+#include <optional>
 #include <string>
 
 #include "server/call_auth.h"
+#include "server/compiler_service.h"
 #include "server/inference_service.h"
 #include "server/kserve_datatype.h"
 #include "server/model_tensors.h"
@@ -44,8 +46,15 @@ grpc::Status InferenceService::ModelConfig(grpc::ServerContext* context,
   config->set_name(served->name);
   config->set_platform(kPlatform);
   config->set_backend(kPlatform);
-  // Kiln serves the highest version a name was given.
-  config->mutable_version_policy()->mutable_latest()->set_num_versions(1);
+  // A repository model's policy; a model compiled through kiln.v1 serves
+  // its one version, the latest.
+  std::optional<inference::ModelVersionPolicy> policy =
+      compiler_ != nullptr ? compiler_->VersionPolicyOf(served->name) : std::nullopt;
+  if (policy.has_value()) {
+    *config->mutable_version_policy() = *std::move(policy);
+  } else {
+    config->mutable_version_policy()->mutable_latest()->set_num_versions(1);
+  }
   const bool batched = served->batcher != nullptr;
   if (batched) {
     const engine::DynamicBatchingConfig& b = served->batcher->config();

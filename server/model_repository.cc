@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 
@@ -13,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/text_format.h"
+#include "server/version_policy.h"
 
 namespace kiln::server {
 namespace {
@@ -54,32 +56,60 @@ std::string RealPath(const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<RepositoryModel>> ScanRepository(const std::string& dir) {
+absl::StatusOr<std::vector<RepositoryEntry>> ScanRepository(const std::string& dir) {
   if (!IsDirectory(dir)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--model-repository ", dir, " is not a directory"));
   }
-  std::vector<RepositoryModel> models;
+  std::vector<RepositoryEntry> models;
   for (const std::string& name : Entries(dir)) {
     const std::string model_dir = absl::StrCat(dir, "/", name);
     if (!ValidName(name) || !IsDirectory(model_dir)) continue;
-    RepositoryModel best;
+    RepositoryEntry entry;
+    entry.name = name;
     for (const std::string& version : Entries(model_dir)) {
       int64_t number = 0;
       if (!absl::SimpleAtoi(version, &number) || number < 1 ||
           !IsDirectory(absl::StrCat(model_dir, "/", version))) {
         continue;
       }
-      for (const char* file : kModelFiles) {
+      for (const char* file : kModelFiles) {  // in order of preference
         const std::string path = absl::StrCat(model_dir, "/", version, "/", file);
-        if (number > best.version && ::access(path.c_str(), R_OK) == 0) {
-          best = {name, number, path};
+        if (::access(path.c_str(), R_OK) == 0) {
+          entry.versions.push_back({name, number, path});
+          break;
         }
       }
     }
-    if (best.version > 0) models.push_back(best);
+    if (entry.versions.empty()) continue;
+    std::sort(entry.versions.begin(), entry.versions.end(),
+              [](const RepositoryModel& a, const RepositoryModel& b) {
+                return a.version < b.version;
+              });
+    absl::StatusOr<inference::ModelVersionPolicy> policy = ReadVersionPolicy(model_dir);
+    if (policy.ok()) {
+      entry.policy = *std::move(policy);
+    } else {
+      entry.policy.mutable_latest()->set_num_versions(1);
+      entry.config = policy.status();
+    }
+    models.push_back(std::move(entry));
   }
+  std::sort(models.begin(), models.end(),
+            [](const RepositoryEntry& a, const RepositoryEntry& b) { return a.name < b.name; });
   return models;
+}
+
+std::vector<RepositoryModel> RepositoryEntry::Selected() const {
+  std::vector<RepositoryModel> out;
+  if (!config.ok()) return out;
+  std::vector<int64_t> numbers;
+  for (const RepositoryModel& m : versions) numbers.push_back(m.version);
+  const std::vector<int64_t> chosen = SelectVersions(policy, numbers);
+  for (const RepositoryModel& m : versions) {
+    if (std::find(chosen.begin(), chosen.end(), m.version) != chosen.end()) out.push_back(m);
+  }
+  return out;
 }
 
 std::string ModelDirectory(const RepositoryModel& model) {

@@ -1,8 +1,9 @@
 // A model repository on the server's disk (kiln-server --model-repository
 // DIR), in Triton's layout: DIR/NAME/VERSION/model.onnx (or model.pb,
-// model.pbtxt: a kiln.v1.Graph). The highest numeric VERSION of each NAME
-// is the one served, under that version number. How models larger than any
-// message get to the server without an upload.
+// model.pbtxt: a kiln.v1.Graph), each VERSION served under its number as a
+// model of its own. Which versions of NAME are served is its version policy
+// in DIR/NAME/config.pbtxt (version_policy.h; by default the highest). How
+// models larger than any message get to the server without an upload.
 //
 // Only files inside DIR are read: names must be valid model names, versions
 // digits, and the file, resolved, must lie inside DIR (no "..", no symlink
@@ -14,8 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "proto/kiln_service.pb.h"
+#include "proto/model_config.pb.h"
 
 namespace kiln::server {
 
@@ -25,13 +28,23 @@ struct RepositoryModel {
   std::string path;  // of the model file
 };
 
+// A model's directory: its versions on disk and which of them it serves.
+struct RepositoryEntry {
+  std::string name;
+  std::vector<RepositoryModel> versions;  // every version with a model file, ascending
+  inference::ModelVersionPolicy policy;   // latest 1 unless config.pbtxt says
+  absl::Status config;                    // why config.pbtxt was refused: nothing is served
+  // The versions `policy` serves (none when `config` is not ok).
+  std::vector<RepositoryModel> Selected() const;
+};
+
 // The directory a repository model's file is in (DIR/NAME/VERSION): where
 // its ONNX external data may be read from.
 std::string ModelDirectory(const RepositoryModel& model);
 
-// Every model in `dir` at its highest version; names with no usable
-// version are left out. InvalidArgument when `dir` is not a directory.
-absl::StatusOr<std::vector<RepositoryModel>> ScanRepository(const std::string& dir);
+// Every model in `dir`, by name; names with no usable version are left
+// out. InvalidArgument when `dir` is not a directory.
+absl::StatusOr<std::vector<RepositoryEntry>> ScanRepository(const std::string& dir);
 
 // The CompileModelRequest for `model` (its name, its file's contents);
 // InvalidArgument for a file outside `dir`, not regular, or larger than

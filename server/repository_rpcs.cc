@@ -1,14 +1,19 @@
 // Triton's model repository extension: RepositoryIndex, RepositoryModelLoad,
 // RepositoryModelUnload over --model-repository.
 //
-// A name's state, first that applies: READY while a model is served under
-// it; LOADING while it compiles; UNAVAILABLE with the compiler's diagnostic
-// when its last compile failed; UNAVAILABLE "unloaded" after
-// RepositoryModelUnload; empty (Triton's "never loaded") for a repository
-// model not loaded. The index lists the repository's models and every other
-// name the server knows (models compiled through kiln.v1 are served too).
+// One entry per model version. Its state, first that applies: READY while
+// it is served; LOADING while its name compiles; UNAVAILABLE with the
+// compiler's diagnostic when its last compile failed; UNAVAILABLE
+// "unloaded" after RepositoryModelUnload; UNAVAILABLE when the model's
+// version_policy does not select it; empty (Triton's "never loaded") for a
+// repository version not loaded. The index lists the repository's models
+// and every other model the server serves (compiled through kiln.v1).
+#include <algorithm>
 #include <map>
+#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/call_auth.h"
@@ -16,6 +21,7 @@
 #include "server/inference_service.h"
 #include "server/model_repository.h"
 #include "server/status_conversion.h"
+#include "server/version_policy.h"
 
 namespace kiln::server {
 namespace {
@@ -45,39 +51,89 @@ grpc::Status InferenceService::RepositoryIndex(grpc::ServerContext* context,
     return a;
   }
   using Index = inference::RepositoryIndexResponse::ModelIndex;
-  std::map<std::string, Index> index;
+  // Name, then version (0: a name whose version nobody knows, such as one
+  // whose load failed before its versions were read).
+  std::map<std::string, std::map<int64_t, Index>> index;
+  std::set<std::pair<std::string, int64_t>> not_selected;
+  auto at = [&index](const std::string& name, int64_t version) -> Index& {
+    Index& entry = index[name][version];
+    if (version > 0) entry.set_version(std::to_string(version));
+    return entry;
+  };
+  // Each of the name's entries that `apply` may change, or a versionless
+  // one when it has none.
+  auto each = [&](const std::string& name, auto apply) {
+    if (index[name].empty()) at(name, 0);
+    for (auto& [version, entry] : index[name]) {
+      if (!not_selected.count({name, version})) apply(entry);
+    }
+  };
+  auto unavailable = [](Index& entry, const std::string& why) {
+    entry.set_state("UNAVAILABLE");
+    entry.set_reason(why);
+  };
   if (!repository_.empty()) {
-    absl::StatusOr<std::vector<RepositoryModel>> models = ScanRepository(repository_);
+    absl::StatusOr<std::vector<RepositoryEntry>> models = ScanRepository(repository_);
     if (!models.ok()) return Fail("RepositoryIndex", models.status());
-    for (const RepositoryModel& m : *models) {
-      index[m.name].set_version(std::to_string(m.version));
+    for (const RepositoryEntry& m : *models) {
+      const std::vector<RepositoryModel> selected = m.Selected();
+      for (const RepositoryModel& v : m.versions) {
+        Index& entry = at(m.name, v.version);
+        if (!m.config.ok()) {
+          unavailable(entry, std::string(m.config.message()));
+        } else if (std::none_of(selected.begin(), selected.end(), [&v](const RepositoryModel& s) {
+                     return s.version == v.version;
+                   })) {
+          unavailable(entry, absl::StrCat("version_policy (", DescribePolicy(m.policy),
+                                          ") does not select it"));
+          not_selected.insert({m.name, v.version});
+        }
+      }
+      for (int64_t wanted : m.config.ok() && m.policy.has_specific()
+                                ? std::vector<int64_t>(m.policy.specific().versions().begin(),
+                                                       m.policy.specific().versions().end())
+                                : std::vector<int64_t>{}) {
+        if (index[m.name].count(wanted)) continue;
+        unavailable(at(m.name, wanted), "version_policy names it; the repository holds no model "
+                                        "file for it");
+        not_selected.insert({m.name, wanted});
+      }
     }
   }
   {
     absl::MutexLock lock(&unloaded_mutex_);
     for (const std::string& name : unloaded_) {
-      index[name].set_state("UNAVAILABLE");
-      index[name].set_reason("unloaded");
+      each(name, [&](Index& entry) { unavailable(entry, "unloaded"); });
     }
   }
   for (const auto& [name, why] : models_->states().Failures()) {
-    index[name].set_state("UNAVAILABLE");
-    index[name].set_reason(why);
+    each(name, [&](Index& entry) {
+      if (entry.state().empty()) unavailable(entry, why);
+    });
+  }
+  if (compiler_ != nullptr) {
+    for (const auto& [key, why] : compiler_->VersionFailures()) {
+      unavailable(at(key.first, key.second), why);
+    }
   }
   for (const std::string& name : models_->states().Compiling()) {
-    index[name].set_state("LOADING");
-    index[name].clear_reason();
+    each(name, [](Index& entry) {
+      entry.set_state("LOADING");
+      entry.clear_reason();
+    });
   }
   for (const engine::ServedModel& served : models_->List()) {
-    Index& entry = index[served.name];
-    entry.set_version(std::to_string(served.version));
+    Index& entry = at(served.name, served.version);
     entry.set_state("READY");
     entry.clear_reason();
   }
-  for (auto& [name, entry] : index) {
-    if (request->ready() && entry.state() != "READY") continue;
-    entry.set_name(name);
-    *response->add_models() = std::move(entry);
+  for (auto& [name, versions] : index) {
+    if (versions.size() > 1) versions.erase(0);  // a placeholder beside real versions
+    for (auto& [version, entry] : versions) {
+      if (request->ready() && entry.state() != "READY") continue;
+      entry.set_name(name);
+      *response->add_models() = std::move(entry);
+    }
   }
   return grpc::Status::OK;
 }
@@ -124,8 +180,8 @@ grpc::Status InferenceService::RepositoryModelUnload(
     // Not loaded: done already, as for Triton, when the repository holds it.
     bool known = false;
     if (!repository_.empty()) {
-      absl::StatusOr<std::vector<RepositoryModel>> models = ScanRepository(repository_);
-      for (const RepositoryModel& m : models.ok() ? *models : std::vector<RepositoryModel>{}) {
+      absl::StatusOr<std::vector<RepositoryEntry>> models = ScanRepository(repository_);
+      for (const RepositoryEntry& m : models.ok() ? *models : std::vector<RepositoryEntry>{}) {
         known |= m.name == name;
       }
     }
