@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <cstring>
+#include <map>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -189,11 +190,16 @@ std::string FormatTimingStats(const kiln::v1::GetTimingStatsResponse& stats) {
 
 std::string FormatModels(const kiln::v1::ListModelsResponse& models) {
   std::string out;
+  std::map<std::string, int> versions_of;  // a name with several: each line says which
+  for (const auto& m : models.models()) ++versions_of[m.name()];
   for (const auto& m : models.models()) {
+    const std::string version =
+        versions_of[m.name()] > 1 ? absl::StrCat("  version=", m.version()) : "";
     std::vector<std::string> ins, outs;
     for (const auto& v : m.inputs()) ins.push_back(absl::StrCat(v.name(), ":", DTypeName(v.dtype()), Shape(v.dims())));
     for (const auto& v : m.outputs()) outs.push_back(absl::StrCat(v.name(), ":", DTypeName(v.dtype()), Shape(v.dims())));
-    absl::StrAppend(&out, m.name(), "  kernels=", m.kernels(), "  inputs=", absl::StrJoin(ins, ","),
+    absl::StrAppend(&out, m.name(), version, "  kernels=", m.kernels(),
+                    "  inputs=", absl::StrJoin(ins, ","),
                     "  outputs=", absl::StrJoin(outs, ","), "\n");
     if (m.has_memory()) absl::StrAppend(&out, "  loaded ", FormatLoadedMemory(m.memory()), "\n");
   }

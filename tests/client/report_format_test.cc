@@ -9,6 +9,7 @@ namespace kiln::client {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(ReportFormatTest, CompileReportShowsPassesAndKernels) {
   kiln::v1::CompileModelResponse r;
@@ -88,6 +89,21 @@ TEST(ReportFormatTest, ModelsShowWhatEachHoldsAndTheBudget) {
   EXPECT_THAT(text, HasSubstr("loaded 3.0 MiB of 64.0 MiB (--max-loaded-mb); 5 shape "
                               "variants unloaded to make room"));
   EXPECT_EQ(FormatModels({}), "no models\n");  // a server without the budget says nothing
+}
+
+TEST(ReportFormatTest, ModelsNameTheVersionOnlyWhereANameHasSeveral) {
+  kiln::v1::ListModelsResponse models;
+  for (const auto& [name, version] :
+       {std::pair<std::string, int64_t>{"add", 2}, {"add", 3}, {"mlp", 1}}) {
+    kiln::v1::ModelSummary* m = models.add_models();
+    m->set_name(name);
+    m->set_version(version);
+  }
+  const std::string text = FormatModels(models);
+  EXPECT_THAT(text, HasSubstr("add  version=2  kernels="));
+  EXPECT_THAT(text, HasSubstr("add  version=3  kernels="));
+  EXPECT_THAT(text, HasSubstr("mlp  kernels="));
+  EXPECT_THAT(text, Not(HasSubstr("version=1")));
 }
 
 TEST(ReportFormatTest, JsonUsesProtoFieldNames) {
