@@ -60,7 +60,7 @@ class Versions {
       : stub_(inference::GRPCInferenceService::NewStub(ChannelTo(server))) {}
 
   // ModelInfer of `name` at `version`; its output y when it succeeds.
-  grpc::Status Infer(const std::string& name, const std::string& version, std::vector<float>* y) {
+  static inference::ModelInferRequest Request(const std::string& name, const std::string& version) {
     inference::ModelInferRequest request;
     request.set_model_name(name);
     request.set_model_version(version);
@@ -71,14 +71,21 @@ class Versions {
     x->add_shape(3);
     request.add_raw_input_contents(
         std::string(reinterpret_cast<const char*>(kX.data()), kX.size() * sizeof(float)));
+    return request;
+  }
+  static std::vector<float> Output(const inference::ModelInferResponse& response) {
+    if (response.raw_output_contents_size() != 1) return {};
+    const std::string& raw = response.raw_output_contents(0);
+    std::vector<float> y(raw.size() / sizeof(float));
+    std::memcpy(y.data(), raw.data(), y.size() * sizeof(float));
+    return y;
+  }
+  grpc::Status Infer(const std::string& name, const std::string& version, std::vector<float>* y) {
+    const inference::ModelInferRequest request = Request(name, version);
     inference::ModelInferResponse response;
     grpc::ClientContext ctx;
     grpc::Status s = stub_->ModelInfer(&ctx, request, &response);
-    if (s.ok() && response.raw_output_contents_size() == 1) {
-      const std::string& raw = response.raw_output_contents(0);
-      y->resize(raw.size() / sizeof(float));
-      std::memcpy(y->data(), raw.data(), y->size() * sizeof(float));
-    }
+    if (s.ok()) *y = Output(response);
     return s;
   }
   // The answer `name` gives at `version`, or a failure naming the status.
@@ -182,6 +189,38 @@ TEST(ModelVersionsTest, LatestTwoServesTheTwoHighestAndReloadFollowsTheDirectory
   {
     grpc::ClientContext ctx;
     EXPECT_EQ(versions.stub().ModelStatistics(&ctx, stats_request, &stats).error_code(),
+              grpc::StatusCode::NOT_FOUND);
+  }
+
+  // ModelStreamInfer: each request at its version, an unknown one answered
+  // in error_message.
+  {
+    grpc::ClientContext ctx;
+    auto stream = versions.stub().ModelStreamInfer(&ctx);
+    for (const char* v : {"2", "", "1"}) ASSERT_TRUE(stream->Write(Versions::Request("add", v)));
+    ASSERT_TRUE(stream->WritesDone());
+    std::map<std::string, inference::ModelStreamInferResponse> answers;
+    inference::ModelStreamInferResponse answer;
+    for (int i = 0; i < 3 && stream->Read(&answer); ++i) {
+      answers[answer.infer_response().model_version()] = answer;
+    }
+    ASSERT_TRUE(stream->Finish().ok());
+    EXPECT_EQ(Versions::Output(answers["2"].infer_response()), Plus(2));
+    EXPECT_EQ(Versions::Output(answers["3"].infer_response()), Plus(3));
+    EXPECT_THAT(answers["1"].error_message(), HasSubstr("version '1'"));
+  }
+  // Metadata and config of a version not served: NOT_FOUND too.
+  {
+    inference::ModelMetadataRequest request;
+    request.set_name("add");
+    request.set_version("1");
+    inference::ModelMetadataResponse response;
+    grpc::ClientContext ctx;
+    EXPECT_EQ(versions.stub().ModelMetadata(&ctx, request, &response).error_code(),
+              grpc::StatusCode::NOT_FOUND);
+    config_request.set_version("1");
+    grpc::ClientContext ctx2;
+    EXPECT_EQ(versions.stub().ModelConfig(&ctx2, config_request, &config).error_code(),
               grpc::StatusCode::NOT_FOUND);
   }
 
