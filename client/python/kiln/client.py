@@ -239,17 +239,18 @@ class Client:
                 result[out.name] = tensors.from_contents(out.datatype, out.shape, out.contents)
         return result
 
-    def ready(self, name=None):
-        """Whether the server (or model `name`) is ready."""
+    def ready(self, name=None, version=""):
+        """Whether the server (or model `name`, at `version`; "": its highest) is ready."""
         if name is None:
             return self._call(self._inference.ServerReady,
                               grpc_service_pb2.ServerReadyRequest()).ready
         return self._call(self._inference.ModelReady,
-                          grpc_service_pb2.ModelReadyRequest(name=name)).ready
+                          grpc_service_pb2.ModelReadyRequest(name=name, version=str(version))).ready
 
-    def model_metadata(self, name):
+    def model_metadata(self, name, version=""):
+        """KServe's ModelMetadata; its `versions` lists every version served."""
         return self._call(self._inference.ModelMetadata,
-                          grpc_service_pb2.ModelMetadataRequest(name=name))
+                          grpc_service_pb2.ModelMetadataRequest(name=name, version=str(version)))
 
     # --- Models, caches, statistics ------------------------------------------------
 

@@ -79,6 +79,20 @@ class ClientTest(unittest.TestCase):
         np.testing.assert_allclose(y["y"], self.reference(x), rtol=1e-5, atol=1e-5)
         self.assertTrue(self.client.ready("dense"))
 
+    def test_versions(self):
+        # A model compiled through kiln.v1 serves version 1 only; another
+        # version of it is NOT_FOUND naming the version.
+        x = self.rng.standard_normal((4, 16)).astype(np.float32)
+        np.testing.assert_allclose(self.client.infer("dense", {"x": x}, version=1)["y"],
+                                   self.reference(x), rtol=1e-5, atol=1e-5)
+        self.assertTrue(self.client.ready("dense", version=1))
+        self.assertFalse(self.client.ready("dense", version=2))
+        self.assertEqual(list(self.client.model_metadata("dense").versions), ["1"])
+        with self.assertRaises(kiln.KilnError) as caught:
+            self.client.infer("dense", {"x": x}, version=2)
+        self.assertEqual(caught.exception.code, "NOT_FOUND")
+        self.assertIn("version '2'", str(caught.exception))
+
     def test_kiln_graph_file_from_examples(self):
         # The README's example: a kiln.v1.Graph in text format, with NumPy's answer.
         self.client.compile("examples/mlp.pbtxt", "example_mlp")
