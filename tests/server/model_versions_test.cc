@@ -141,7 +141,8 @@ TEST(ModelVersionsTest, LatestTwoServesTheTwoHighestAndReloadFollowsTheDirectory
   const std::string repo = root + "/repo";
   for (int v : {1, 2, 3}) WriteVersion(repo, "add", v);
   WriteConfig(repo, "add", "version_policy: { latest: { num_versions: 2 } }");
-  ServerProcess server(root + "/cache", {"--model-repository=" + repo, "--http-port=0"});
+  ServerProcess server(root + "/cache",
+                       {"--model-repository=" + repo, "--http-port=0", "--metrics-port=0"});
   ASSERT_GT(server.port(), 0);
   Versions versions(server);
 
@@ -185,6 +186,14 @@ TEST(ModelVersionsTest, LatestTwoServesTheTwoHighestAndReloadFollowsTheDirectory
   ASSERT_EQ(stats.model_stats_size(), 1);
   EXPECT_EQ(stats.model_stats(0).version(), "3");
   EXPECT_EQ(stats.model_stats(0).inference_stats().success().count(), 2u);
+  // The Prometheus page: one series per version.
+  httplib::Client metrics("127.0.0.1", server.metrics_port());
+  httplib::Result page = metrics.Get("/metrics");
+  ASSERT_TRUE(page);
+  EXPECT_THAT(page->body,
+              HasSubstr("kiln_inference_request_success_total{model=\"add\",version=\"2\"} 1\n"));
+  EXPECT_THAT(page->body,
+              HasSubstr("kiln_inference_request_success_total{model=\"add\",version=\"3\"} 2\n"));
   stats_request.set_version("1");
   {
     grpc::ClientContext ctx;
