@@ -15,6 +15,7 @@
 //      whose directory is gone, after the new ones loaded (requests for
 //      "" move to a new highest version without a gap).
 #include <algorithm>
+#include <climits>
 #include <atomic>
 #include <optional>
 #include <string>
@@ -72,9 +73,9 @@ std::vector<absl::Status> CompilerService::LoadEntries(
     {
       absl::MutexLock lock(&repository_mutex_);
       policies_[entry.name] = entry.policy;
-      for (const RepositoryModel& m : entry.versions) {
-        version_failures_.erase({entry.name, m.version});
-      }
+      // Every version's, those of versions deleted since too.
+      version_failures_.erase(version_failures_.lower_bound({entry.name, INT64_MIN}),
+                              version_failures_.upper_bound({entry.name, INT64_MAX}));
     }
     if (!entry.config.ok()) {
       models_->states().Failed(entry.name, entry.config);
