@@ -19,6 +19,7 @@ packages=(
   clang-16 libfuzzer-16-dev libclang-rt-16-dev  # fuzz/ (scripts/fuzz.sh): compiler, sanitizers
   python3-grpcio python3-yaml  # client/python (Python client) and deploy/ (manifest test)
   libcli11-dev  # CLI11, the argument parser of kiln and the bench tools (header-only)
+  libhiredis-dev redis-server  # the remote kernel cache tier (--remote-cache) and its tests
   "$@"
 )
 

@@ -1,0 +1,227 @@
+#include "engine/redis_connection.h"
+
+#include <hiredis/hiredis.h>
+#include <sys/time.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace kiln::engine {
+namespace {
+
+timeval TimeoutTimeval(absl::Duration d) {
+  const int64_t us = std::max<int64_t>(absl::ToInt64Microseconds(d), 1000);
+  timeval tv;
+  tv.tv_sec = us / 1000000;
+  tv.tv_usec = us % 1000000;
+  return tv;
+}
+
+std::string Millis(absl::Duration d) {
+  return std::to_string(std::max<int64_t>(absl::ToInt64Milliseconds(d), 1));
+}
+
+constexpr char kExpireIfEquals[] =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then "
+    "return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end";
+constexpr char kDeleteIfEquals[] =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then "
+    "return redis.call('DEL', KEYS[1]) else return 0 end";
+
+}  // namespace
+
+struct RedisConnection::Reply {
+  enum Kind { kNil, kString, kInteger, kStatus } kind = kNil;
+  std::string text;  // kString, kStatus
+  int64_t integer = 0;
+};
+
+std::string RedisAddress::ToString() const {
+  return absl::StrCat("redis://", host, ":", port, "/", db);
+}
+
+absl::StatusOr<RedisAddress> ParseRedisUrl(absl::string_view url) {
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("remote cache URL '", url, "': ", why, " (expected redis://HOST:PORT[/DB])"));
+  };
+  absl::string_view rest = url;
+  if (!absl::ConsumePrefix(&rest, "redis://")) return bad("not a redis:// URL");
+  RedisAddress address;
+  const size_t slash = rest.find('/');
+  if (slash != absl::string_view::npos) {
+    if (!absl::SimpleAtoi(rest.substr(slash + 1), &address.db) || address.db < 0 ||
+        address.db > 15) {
+      return bad("the database must be a number 0..15");
+    }
+    rest = rest.substr(0, slash);
+  }
+  if (rest.find_first_of("@?#") != absl::string_view::npos) {
+    return bad("user names, passwords and options are not supported");
+  }
+  const size_t colon = rest.rfind(':');
+  if (colon != absl::string_view::npos) {
+    if (!absl::SimpleAtoi(rest.substr(colon + 1), &address.port) || address.port < 1 ||
+        address.port > 65535) {
+      return bad("the port must be a number 1..65535");
+    }
+    rest = rest.substr(0, colon);
+  }
+  if (rest.empty()) return bad("no host");
+  address.host = std::string(rest);
+  return address;
+}
+
+RedisConnection::RedisConnection(RedisAddress address, RedisTimeouts timeouts)
+    : address_(std::move(address)), timeouts_(timeouts) {}
+
+RedisConnection::~RedisConnection() {
+  absl::MutexLock lock(&mutex_);
+  DropLocked();
+}
+
+void RedisConnection::DropLocked() {
+  if (context_ != nullptr) redisFree(context_);
+  context_ = nullptr;
+}
+
+absl::Status RedisConnection::ConnectLocked() {
+  context_ = redisConnectWithTimeout(address_.host.c_str(), address_.port,
+                                     TimeoutTimeval(timeouts_.connect));
+  if (context_ == nullptr || context_->err != 0) {
+    std::string why = context_ ? context_->errstr : "out of memory";
+    DropLocked();
+    return absl::UnavailableError(
+        absl::StrCat("cannot connect to ", address_.ToString(), ": ", why));
+  }
+  if (redisSetTimeout(context_, TimeoutTimeval(timeouts_.command)) != REDIS_OK) {
+    DropLocked();
+    return absl::UnavailableError(absl::StrCat("cannot set timeouts on ", address_.ToString()));
+  }
+  if (address_.db != 0) {
+    const std::string db = std::to_string(address_.db);
+    void *raw = redisCommand(context_, "SELECT %s", db.c_str());
+    redisReply *reply = static_cast<redisReply *>(raw);
+    const bool ok = reply != nullptr && reply->type == REDIS_REPLY_STATUS;
+    if (reply != nullptr) freeReplyObject(reply);
+    if (!ok) {
+      DropLocked();
+      return absl::UnavailableError(
+          absl::StrCat("cannot select database on ", address_.ToString()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RedisConnection::Reply> RedisConnection::Command(
+    std::initializer_list<absl::string_view> args) {
+  std::vector<const char *> argv;
+  std::vector<size_t> lengths;
+  for (absl::string_view a : args) {
+    argv.push_back(a.data());
+    lengths.push_back(a.size());
+  }
+  absl::MutexLock lock(&mutex_);
+  if (context_ == nullptr) {
+    absl::Status connected = ConnectLocked();
+    if (!connected.ok()) return connected;
+  }
+  redisReply *reply = static_cast<redisReply *>(
+      redisCommandArgv(context_, static_cast<int>(argv.size()), argv.data(), lengths.data()));
+  if (reply == nullptr) {
+    // I/O error or timeout: the reply stream is out of step, start afresh.
+    std::string why = context_->errstr;
+    DropLocked();
+    return absl::UnavailableError(
+        absl::StrCat(address_.ToString(), ": ", why.empty() ? "no reply" : why));
+  }
+  Reply out;
+  absl::Status status;
+  switch (reply->type) {
+    case REDIS_REPLY_NIL:
+      out.kind = Reply::kNil;
+      break;
+    case REDIS_REPLY_STRING:
+      out.kind = Reply::kString;
+      out.text.assign(reply->str, reply->len);
+      break;
+    case REDIS_REPLY_STATUS:
+      out.kind = Reply::kStatus;
+      out.text.assign(reply->str, reply->len);
+      break;
+    case REDIS_REPLY_INTEGER:
+      out.kind = Reply::kInteger;
+      out.integer = reply->integer;
+      break;
+    case REDIS_REPLY_ERROR:
+      status = absl::InternalError(
+          absl::StrCat(address_.ToString(), " answered ", std::string(reply->str, reply->len)));
+      break;
+    default:
+      status = absl::InternalError(
+          absl::StrCat(address_.ToString(), " answered an unexpected reply type ", reply->type));
+  }
+  freeReplyObject(reply);
+  if (!status.ok()) return status;
+  return out;
+}
+
+absl::Status RedisConnection::Ping() {
+  absl::StatusOr<Reply> r = Command({"PING"});
+  return r.status();
+}
+
+absl::StatusOr<std::optional<std::string>> RedisConnection::Get(absl::string_view key) {
+  absl::StatusOr<Reply> r = Command({"GET", key});
+  if (!r.ok()) return r.status();
+  if (r->kind == Reply::kNil) return std::optional<std::string>();
+  return std::optional<std::string>(std::move(r->text));
+}
+
+absl::Status RedisConnection::Set(absl::string_view key, absl::string_view value,
+                                  absl::Duration ttl) {
+  const std::string ms = Millis(ttl);
+  return Command({"SET", key, value, "PX", ms}).status();
+}
+
+absl::StatusOr<bool> RedisConnection::SetIfAbsent(absl::string_view key, absl::string_view value,
+                                                  absl::Duration ttl) {
+  const std::string ms = Millis(ttl);
+  absl::StatusOr<Reply> r = Command({"SET", key, value, "NX", "PX", ms});
+  if (!r.ok()) return r.status();
+  return r->kind == Reply::kStatus;  // "OK"; nil when the key exists
+}
+
+absl::StatusOr<bool> RedisConnection::Delete(absl::string_view key) {
+  absl::StatusOr<Reply> r = Command({"DEL", key});
+  if (!r.ok()) return r.status();
+  return r->integer > 0;
+}
+
+absl::StatusOr<bool> RedisConnection::Expire(absl::string_view key, absl::Duration ttl) {
+  const std::string ms = Millis(ttl);
+  absl::StatusOr<Reply> r = Command({"PEXPIRE", key, ms});
+  if (!r.ok()) return r.status();
+  return r->integer == 1;
+}
+
+absl::StatusOr<bool> RedisConnection::ExpireIfEquals(absl::string_view key, absl::string_view value,
+                                                     absl::Duration ttl) {
+  const std::string ms = Millis(ttl);
+  absl::StatusOr<Reply> r = Command({"EVAL", kExpireIfEquals, "1", key, value, ms});
+  if (!r.ok()) return r.status();
+  return r->integer == 1;
+}
+
+absl::StatusOr<bool> RedisConnection::DeleteIfEquals(absl::string_view key,
+                                                     absl::string_view value) {
+  absl::StatusOr<Reply> r = Command({"EVAL", kDeleteIfEquals, "1", key, value});
+  if (!r.ok()) return r.status();
+  return r->integer == 1;
+}
+
+}  // namespace kiln::engine

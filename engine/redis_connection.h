@@ -1,0 +1,89 @@
+// One connection to a Redis server (hiredis underneath, its headers only in the
+// .cc): the few commands the remote kernel cache tier needs, each bounded by a
+// timeout and returning absl::Status instead of hiredis's error fields.
+#ifndef KILN_ENGINE_REDIS_CONNECTION_H_
+#define KILN_ENGINE_REDIS_CONNECTION_H_
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+struct redisContext;
+
+namespace kiln::engine {
+
+struct RedisAddress {
+  std::string host;
+  int port = 6379;
+  int db = 0;
+  std::string ToString() const;  // "redis://host:port/db"
+};
+
+// `redis://HOST:PORT[/DB]` (PORT defaults to 6379 when absent); anything else,
+// including user names, passwords and query strings, is InvalidArgument.
+absl::StatusOr<RedisAddress> ParseRedisUrl(absl::string_view url);
+
+struct RedisTimeouts {
+  absl::Duration connect = absl::Milliseconds(200);
+  absl::Duration command = absl::Milliseconds(500);
+};
+
+// Thread-safe: a mutex serializes commands, because a hiredis context is one
+// socket with one reply stream and must not be shared unguarded. Callers that
+// must not wait behind each other (lookups vs. background writes) hold one
+// connection each. The connection is made on first use and made again on the
+// command after any failure, so a Redis restart costs one failed command.
+// Every failure is Unavailable (connect, I/O, timeout) or Internal (an error
+// reply, which is our bug or a foreign server).
+class RedisConnection {
+ public:
+  RedisConnection(RedisAddress address, RedisTimeouts timeouts);
+  ~RedisConnection();
+  RedisConnection(const RedisConnection &) = delete;
+  RedisConnection &operator=(const RedisConnection &) = delete;
+
+  const RedisAddress &address() const { return address_; }
+
+  absl::Status Ping();
+  // nullopt: no such key.
+  absl::StatusOr<std::optional<std::string>> Get(absl::string_view key);
+  // SET key value PX ttl.
+  absl::Status Set(absl::string_view key, absl::string_view value, absl::Duration ttl);
+  // SET key value NX PX ttl: true when this call created the key.
+  absl::StatusOr<bool> SetIfAbsent(absl::string_view key, absl::string_view value,
+                                   absl::Duration ttl);
+  // true when the key existed.
+  absl::StatusOr<bool> Delete(absl::string_view key);
+  // PEXPIRE: true when the key exists (and now expires after `ttl`).
+  absl::StatusOr<bool> Expire(absl::string_view key, absl::Duration ttl);
+  // The lease operations: only while the key still holds `value` (a Lua
+  // script, atomic on the server), so a holder whose lease expired and was
+  // taken over cannot renew or release the new holder's lease.
+  absl::StatusOr<bool> ExpireIfEquals(absl::string_view key, absl::string_view value,
+                                      absl::Duration ttl);
+  absl::StatusOr<bool> DeleteIfEquals(absl::string_view key, absl::string_view value);
+
+ private:
+  struct Reply;
+  // Runs one command, connecting first if needed; drops the connection on
+  // any I/O failure.
+  absl::StatusOr<Reply> Command(std::initializer_list<absl::string_view> args)
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  absl::Status ConnectLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void DropLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  const RedisAddress address_;
+  const RedisTimeouts timeouts_;
+  absl::Mutex mutex_;
+  redisContext *context_ ABSL_GUARDED_BY(mutex_) = nullptr;
+};
+
+}  // namespace kiln::engine
+
+#endif  // KILN_ENGINE_REDIS_CONNECTION_H_

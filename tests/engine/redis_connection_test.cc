@@ -1,0 +1,129 @@
+// RedisConnection against a real redis-server: the commands' replies, the
+// URL grammar, and what a stopped or restarted server looks like.
+#include "engine/redis_connection.h"
+
+#include "gtest/gtest.h"
+#include "tests/test_util/redis_server.h"
+
+namespace kiln::engine {
+namespace {
+
+using ::kiln::testing::RedisServer;
+
+TEST(RedisUrlTest, ParsesHostPortAndDatabase) {
+  auto a = ParseRedisUrl("redis://127.0.0.1:7001/3");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->host, "127.0.0.1");
+  EXPECT_EQ(a->port, 7001);
+  EXPECT_EQ(a->db, 3);
+  auto b = ParseRedisUrl("redis://cache.internal");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->host, "cache.internal");
+  EXPECT_EQ(b->port, 6379);
+  EXPECT_EQ(b->db, 0);
+  EXPECT_EQ(b->ToString(), "redis://cache.internal:6379/0");
+}
+
+TEST(RedisUrlTest, RejectsOtherSchemesPortsAndCredentials) {
+  for (const char *url :
+       {"http://h:1", "redis://", "redis://h:0", "redis://h:70000", "redis://h:x", "redis://h:1/16",
+        "redis://h:1/a", "redis://user:pw@h:1", "redis://h:1?db=2", "h:6379"}) {
+    EXPECT_EQ(ParseRedisUrl(url).status().code(), absl::StatusCode::kInvalidArgument) << url;
+  }
+}
+
+class RedisConnectionTest : public ::testing::Test {
+ protected:
+  RedisAddress Address() { return *ParseRedisUrl(redis_.url()); }
+  RedisServer redis_;
+};
+
+TEST_F(RedisConnectionTest, SetGetDeleteRoundTripBinaryValues) {
+  ASSERT_TRUE(redis_.running());
+  RedisConnection c(Address(), {});
+  ASSERT_TRUE(c.Ping().ok());
+  const std::string value("a\0b\r\nc\xff", 7);
+  ASSERT_TRUE(c.Set("k", value, absl::Seconds(60)).ok());
+  auto got = c.Get("k");
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(got->has_value());
+  EXPECT_EQ(**got, value);
+  auto missing = c.Get("nothing");
+  ASSERT_TRUE(missing.ok());
+  EXPECT_FALSE(missing->has_value());
+  EXPECT_EQ(*c.Delete("k"), true);
+  EXPECT_EQ(*c.Delete("k"), false);
+  EXPECT_FALSE(c.Get("k")->has_value());
+}
+
+TEST_F(RedisConnectionTest, TtlIsMillisecondsAndExpireExtendsIt) {
+  RedisConnection c(Address(), {});
+  ASSERT_TRUE(c.Set("short", "v", absl::Milliseconds(1500)).ok());
+  const int pttl = std::stoi(redis_.Cli("PTTL short"));
+  EXPECT_GT(pttl, 1000);
+  EXPECT_LE(pttl, 1500);
+  EXPECT_EQ(*c.Expire("short", absl::Seconds(100)), true);
+  EXPECT_GT(std::stoi(redis_.Cli("PTTL short")), 90000);
+  EXPECT_EQ(*c.Expire("absent", absl::Seconds(1)), false);
+  ASSERT_TRUE(c.Set("gone", "v", absl::Milliseconds(50)).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(c.Get("gone")->has_value());
+}
+
+TEST_F(RedisConnectionTest, SetIfAbsentIsExclusiveAndLeaseOpsCheckTheOwner) {
+  RedisConnection a(Address(), {}), b(Address(), {});
+  EXPECT_EQ(*a.SetIfAbsent("lease", "A", absl::Seconds(10)), true);
+  EXPECT_EQ(*b.SetIfAbsent("lease", "B", absl::Seconds(10)), false);
+  EXPECT_EQ(**b.Get("lease"), "A");
+  // B cannot renew or release A's lease; A can.
+  EXPECT_EQ(*b.ExpireIfEquals("lease", "B", absl::Seconds(100)), false);
+  EXPECT_EQ(*b.DeleteIfEquals("lease", "B"), false);
+  EXPECT_EQ(**a.Get("lease"), "A");
+  EXPECT_EQ(*a.ExpireIfEquals("lease", "A", absl::Seconds(100)), true);
+  EXPECT_GT(std::stoi(redis_.Cli("PTTL lease")), 90000);
+  EXPECT_EQ(*a.DeleteIfEquals("lease", "A"), true);
+  EXPECT_FALSE(a.Get("lease")->has_value());
+  EXPECT_EQ(*b.SetIfAbsent("lease", "B", absl::Seconds(10)), true);
+}
+
+TEST_F(RedisConnectionTest, SelectsTheDatabaseOfTheUrl) {
+  RedisAddress db2 = Address();
+  db2.db = 2;
+  RedisConnection c(db2, {});
+  ASSERT_TRUE(c.Set("in2", "x", absl::Seconds(60)).ok());
+  EXPECT_EQ(redis_.Cli("-n 2 GET in2"), "x\n");
+  EXPECT_EQ(redis_.Cli("-n 0 EXISTS in2"), "0\n");
+}
+
+TEST_F(RedisConnectionTest, StoppedServerIsUnavailableAndRestartReconnects) {
+  RedisConnection c(Address(), {});
+  ASSERT_TRUE(c.Set("k", "v", absl::Seconds(60)).ok());
+  redis_.Stop();
+  EXPECT_EQ(c.Get("k").status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(c.Ping().code(), absl::StatusCode::kUnavailable);
+  ASSERT_TRUE(redis_.Start());
+  // No persistence: the restarted server is empty, and the same object talks to
+  // it.
+  auto got = c.Get("k");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_FALSE(got->has_value());
+  EXPECT_TRUE(c.Set("k", "w", absl::Seconds(60)).ok());
+}
+
+TEST_F(RedisConnectionTest, UnresponsiveServerTimesOutWithinTheCommandTimeout) {
+  RedisTimeouts t;
+  t.command = absl::Milliseconds(200);
+  RedisConnection c(Address(), t);
+  ASSERT_TRUE(c.Ping().ok());
+  redis_.Pause();
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(c.Get("k").status().code(), absl::StatusCode::kUnavailable);
+  const absl::Duration took = absl::Now() - start;
+  redis_.Resume();
+  EXPECT_GE(took, absl::Milliseconds(150));
+  EXPECT_LT(took, absl::Seconds(2));
+  EXPECT_TRUE(c.Ping().ok());
+}
+
+}  // namespace
+}  // namespace kiln::engine
