@@ -226,6 +226,19 @@ std::optional<DiskEntry> DecodeDiskEntry(const std::string& bytes, std::string* 
   return e;
 }
 
+EntryCheck CheckEntry(const std::string& bytes, const KernelKey& key, DiskEntry* entry,
+                      std::string* why) {
+  std::optional<DiskEntry> decoded = DecodeDiskEntry(bytes, why);
+  if (!decoded) return EntryCheck::kCorrupt;
+  if (decoded->key.hex != key.hex || decoded->key.target.triple != key.target.triple) {
+    *why = "written for another key or target";
+    return EntryCheck::kCorrupt;
+  }
+  if (!decoded->key.SameIdentity(key)) return EntryCheck::kOtherIdentity;
+  *entry = *std::move(decoded);
+  return EntryCheck::kMatch;
+}
+
 std::unique_ptr<DiskCache> DiskCache::Open(const std::string& dir, int64_t max_bytes,
                                            absl::Duration write_retry) {
   std::unique_ptr<DiskCache> cache(new DiskCache(dir, max_bytes, write_retry));
@@ -298,21 +311,18 @@ std::optional<DiskEntry> DiskCache::Load(const KernelKey& key) {
   const ReadResult read = ReadEntryFile(path, &bytes);
   if (read == ReadResult::kMissing) return std::nullopt;
   std::string why = "not a regular file";
-  std::optional<DiskEntry> entry;
-  if (read == ReadResult::kRead) entry = DecodeDiskEntry(bytes, &why);
-  if (entry && (entry->key.hex != key.hex || entry->key.target.triple != key.target.triple)) {
-    entry.reset();
-    why = "written for another key or target";
-  }
+  std::optional<DiskEntry> entry(std::in_place);
+  const EntryCheck check =
+      read == ReadResult::kRead ? CheckEntry(bytes, key, &*entry, &why) : EntryCheck::kCorrupt;
   absl::MutexLock lock(&mutex_);
-  if (!entry) {
+  if (check == EntryCheck::kCorrupt) {
     ++corrupt_;
     Log(LogLevel::kWarning, "disk_cache",
         absl::StrCat("removing bad cache entry ", path, " (", why, ")"));
     ::unlink(path.c_str());
     return std::nullopt;
   }
-  if (!entry->key.SameIdentity(key)) return std::nullopt;  // a true hash collision
+  if (check == EntryCheck::kOtherIdentity) return std::nullopt;  // a true hash collision
   ++hits_;
   ::utimensat(AT_FDCWD, path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);  // refresh for LRU
   return entry;

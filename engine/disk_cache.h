@@ -87,6 +87,17 @@ std::string EncodeDiskEntry(const DiskEntry& entry);
 // nullopt when anything fails to verify; `why` says what.
 std::optional<DiskEntry> DecodeDiskEntry(const std::string& bytes, std::string* why);
 
+// How stored bytes relate to the key a lookup wants.
+enum class EntryCheck {
+  kMatch,          // *entry is the kernel for the key
+  kCorrupt,        // fails a check (checksum, format, key, triple): `why` says which
+  kOtherIdentity,  // a whole entry with the same hash and another identity (a collision)
+};
+// Every check a stored entry passes before its object is handed to the JIT;
+// the disk and remote tiers both call it, so they accept exactly the same.
+EntryCheck CheckEntry(const std::string& bytes, const KernelKey& key, DiskEntry* entry,
+                      std::string* why);
+
 }  // namespace kiln::engine
 
 #endif  // KILN_ENGINE_DISK_CACHE_H_

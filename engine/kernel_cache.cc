@@ -1,6 +1,8 @@
 // The kernel cache.
 //
-// Lookup order: memory, then disk, then compile. Keys are SHA-256 digests of
+// Lookup order: memory, then disk, then the remote tier (Redis, shared by the
+// replicas; remote_cache.cc), then compile. A remote hit is also written to
+// disk; a compile is written to disk and, in the background, to Redis. Keys are SHA-256 digests of
 // every input to code generation (cache_key.cc states the contract); a key
 // match is confirmed by comparing the components themselves, so a collision
 // is a miss. The memory map holds one entry per key; a colliding identity is
@@ -24,6 +26,7 @@
 #include <ctime>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "common/ms_since.h"
 
 namespace kiln::engine {
@@ -39,6 +42,8 @@ const char* CacheSourceName(CacheSource source) {
       return "memory hit";
     case CacheSource::kDisk:
       return "disk hit";
+    case CacheSource::kRemote:
+      return "remote hit";
     case CacheSource::kCompiled:
       return "compiled";
   }
@@ -48,6 +53,15 @@ const char* CacheSourceName(CacheSource source) {
 KernelCache::KernelCache(std::shared_ptr<runtime::JitEngine> jit, KernelCacheOptions options)
     : jit_(std::move(jit)), options_(std::move(options)) {
   if (!options_.dir.empty()) disk_ = DiskCache::Open(options_.dir, options_.max_bytes);
+  if (!options_.remote.url.empty()) {
+    absl::StatusOr<std::unique_ptr<RemoteCache>> remote = RemoteCache::Create(options_.remote);
+    if (remote.ok()) {
+      remote_ = *std::move(remote);
+    } else {
+      Log(LogLevel::kWarning, "kernel_cache",
+          absl::StrCat("no remote kernel cache: ", remote.status().message()));
+    }
+  }
 }
 
 std::string KernelCache::NearestMissReason(const KernelKey& key) const {
@@ -98,7 +112,7 @@ absl::StatusOr<CacheLookup> KernelCache::GetOrCompile(const KernelSpec& spec,
     ++misses_;
   }
 
-  absl::StatusOr<CacheLookup> result = LoadOrCompile(spec, key, options);
+  absl::StatusOr<CacheLookup> result = LoadOrCompile(spec, key, options, deadline);
   if (entry == nullptr) return result;  // a colliding identity: served, not stored
 
   absl::MutexLock lock(&mutex_);
@@ -124,8 +138,8 @@ absl::StatusOr<CacheLookup> KernelCache::GetOrCompile(const KernelSpec& spec,
   info.last_use_unix_s = NowUnixSeconds();
   info.origin = result->source;
   entry->last_use = ++clock_;
-  if (result->source == CacheSource::kDisk) {
-    ++disk_hits_;
+  if (result->source == CacheSource::kDisk || result->source == CacheSource::kRemote) {
+    ++(result->source == CacheSource::kDisk ? disk_hits_ : remote_hits_);
     compile_ms_saved_ += result->compile_ms;
   } else {
     result->miss_reason = NearestMissReason(key);
@@ -159,27 +173,47 @@ void KernelCache::EvictBeyondBudget() {
   }
 }
 
+std::optional<CacheLookup> KernelCache::LinkStored(const DiskEntry& stored, CacheSource source,
+                                                   std::chrono::steady_clock::time_point start) {
+  auto kernel = jit_->Load(stored.object, stored.symbol);
+  if (!kernel.ok()) return std::nullopt;  // a verified entry the JIT refuses: compile afresh
+  CacheLookup out;
+  out.key_hex = stored.key.hex;
+  out.kernel = *kernel;
+  out.source = source;
+  out.compile_ms = stored.compile_ms;
+  out.load_ms = MsSince(start);
+  out.object_bytes = static_cast<int64_t>(stored.object.size());
+  return out;
+}
+
 absl::StatusOr<CacheLookup> KernelCache::LoadOrCompile(const KernelSpec& spec,
                                                        const KernelKey& key,
-                                                       const codegen::CodegenOptions& options) {
-  CacheLookup out;
-  out.key_hex = key.hex;
+                                                       const codegen::CodegenOptions& options,
+                                                       absl::Time deadline) {
   if (disk_) {
     const auto start = std::chrono::steady_clock::now();
     std::optional<DiskEntry> stored = disk_->Load(key);
     if (stored) {
-      auto kernel = jit_->Load(stored->object, stored->symbol);
-      if (kernel.ok()) {
-        out.kernel = *kernel;
-        out.source = CacheSource::kDisk;
-        out.compile_ms = stored->compile_ms;
-        out.load_ms = MsSince(start);
-        out.object_bytes = static_cast<int64_t>(stored->object.size());
-        return out;
-      }
-      // A verified entry the JIT refuses: compile afresh (and overwrite it below).
+      std::optional<CacheLookup> linked = LinkStored(*stored, CacheSource::kDisk, start);
+      if (linked) return *std::move(linked);
     }
   }
+  // Held while this process compiles for the cluster; released after the write.
+  std::unique_ptr<RemoteLease> lease;
+  if (remote_) {
+    const auto start = std::chrono::steady_clock::now();
+    std::optional<DiskEntry> stored = remote_->LoadOrLease(key, deadline, &lease);
+    if (stored) {
+      std::optional<CacheLookup> linked = LinkStored(*stored, CacheSource::kRemote, start);
+      if (linked) {
+        if (disk_) disk_->Store(*stored);  // the next start needs no Redis
+        return *std::move(linked);
+      }
+    }
+  }
+  CacheLookup out;
+  out.key_hex = key.hex;
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<std::string> object = codegen::CompileToObject(spec.function, options);
   if (!object.ok()) return object.status();
@@ -194,7 +228,7 @@ absl::StatusOr<CacheLookup> KernelCache::LoadOrCompile(const KernelSpec& spec,
     ++compiles_;
     compile_ms_total_ += out.compile_ms;
   }
-  if (disk_ && out.compile_ms >= options_.min_compile_ms) {
+  if ((disk_ || remote_) && out.compile_ms >= options_.min_compile_ms) {
     DiskEntry stored;
     stored.key = key;
     stored.symbol = spec.function.name;
@@ -202,7 +236,8 @@ absl::StatusOr<CacheLookup> KernelCache::LoadOrCompile(const KernelSpec& spec,
     stored.compile_ms = out.compile_ms;
     stored.created_unix_s = NowUnixSeconds();
     stored.object = *std::move(object);
-    disk_->Store(stored);
+    if (disk_) disk_->Store(stored);
+    if (remote_) remote_->Store(std::move(stored), std::move(lease));
   }
   return out;
 }
@@ -210,10 +245,12 @@ absl::StatusOr<CacheLookup> KernelCache::LoadOrCompile(const KernelSpec& spec,
 CacheStats KernelCache::Stats() const {
   CacheStats stats;
   if (disk_) stats.disk = disk_->Stats();
+  if (remote_) stats.remote = remote_->Stats();
   absl::MutexLock lock(&mutex_);
   stats.memory_hits = memory_hits_;
   stats.memory_evictions = memory_evictions_;
   stats.disk_hits = disk_hits_;
+  stats.remote_hits = remote_hits_;
   stats.misses = misses_;
   stats.compiles = compiles_;
   stats.compile_ms_total = compile_ms_total_;

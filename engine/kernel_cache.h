@@ -4,9 +4,11 @@
 #ifndef KILN_ENGINE_KERNEL_CACHE_H_
 #define KILN_ENGINE_KERNEL_CACHE_H_
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,18 +19,20 @@
 #include "compiler/lower/lowered_program.h"
 #include "engine/cache_key.h"
 #include "engine/disk_cache.h"
+#include "engine/remote_cache.h"
 #include "runtime/jit_engine.h"
 
 namespace kiln::engine {
 
-enum class CacheSource { kMemory, kDisk, kCompiled };
-const char* CacheSourceName(CacheSource source);  // "memory hit", "disk hit", "compiled"
+enum class CacheSource { kMemory, kDisk, kRemote, kCompiled };
+// "memory hit", "disk hit", "remote hit", "compiled"
+const char* CacheSourceName(CacheSource source);
 
 struct CacheLookup {
   std::shared_ptr<runtime::LoadedKernel> kernel;
   CacheSource source = CacheSource::kCompiled;
   double compile_ms = 0;  // the original compile (on a hit: what the hit saved)
-  double load_ms = 0;     // reading and linking a disk entry
+  double load_ms = 0;     // reading and linking a disk or remote entry
   int64_t object_bytes = 0;
   std::string key_hex;
   // On a miss with a near neighbour in the cache: how the keys differ.
@@ -44,6 +48,8 @@ struct KernelCacheOptions {
   // no loaded model holds are dropped (--cache-memory-max-bytes).
   int64_t memory_max_bytes = int64_t{256} << 20;
   TargetDescription target = TargetDescription::Host();
+  // The shared tier after the disk (--remote-cache); empty url: none.
+  RemoteCacheOptions remote;
 };
 
 // One cached kernel as the queries and remote calls see it.
@@ -69,21 +75,28 @@ struct CacheStats {
   int64_t memory_evictions = 0;
   int64_t memory_hits = 0;
   int64_t disk_hits = 0;
+  int64_t remote_hits = 0;  // kernels this process took from the remote tier
   int64_t misses = 0;
   int64_t compiles = 0;
   double compile_ms_total = 0;  // spent compiling in this process
   double compile_ms_saved = 0;  // original compile time of every hit
   DiskCacheStats disk;
+  RemoteCacheStats remote;
   std::vector<KernelInfo> entries;
 };
 
 class KernelCache {
  public:
+  // With options.remote.url set, a remote tier; a URL that does not parse
+  // (callers check it first with ParseRedisUrl) leaves it off with a warning.
+  // Redis itself need not be up.
   KernelCache(std::shared_ptr<runtime::JitEngine> jit, KernelCacheOptions options);
 
-  // The kernel for `spec`: from memory, from disk, or compiled — once, however
-  // many callers ask at the same time. A waiter whose `deadline` passes gets
-  // DeadlineExceeded; the compile it waited on goes on and is cached.
+  // The kernel for `spec`: from memory, from disk, from the remote tier, or
+  // compiled — once, however many callers ask at the same time (and with a
+  // remote tier, once in the cluster when no replica waits past `deadline`).
+  // A waiter whose `deadline` passes gets DeadlineExceeded; the compile it
+  // waited on goes on and is cached.
   absl::StatusOr<CacheLookup> GetOrCompile(const KernelSpec& spec,
                                            const codegen::CodegenOptions& options,
                                            absl::Time deadline = absl::InfiniteFuture());
@@ -111,18 +124,25 @@ class KernelCache {
   void EvictBeyondBudget() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   absl::StatusOr<CacheLookup> LoadOrCompile(const KernelSpec& spec, const KernelKey& key,
-                                            const codegen::CodegenOptions& options);
+                                            const codegen::CodegenOptions& options,
+                                            absl::Time deadline);
+  // A verified stored entry (disk or remote) linked, or nullopt if the JIT
+  // refuses it.
+  std::optional<CacheLookup> LinkStored(const DiskEntry& stored, CacheSource source,
+                                        std::chrono::steady_clock::time_point start);
   std::string NearestMissReason(const KernelKey& key) const ABSL_SHARED_LOCKS_REQUIRED(mutex_);
 
   std::shared_ptr<runtime::JitEngine> jit_;
   KernelCacheOptions options_;
   std::unique_ptr<DiskCache> disk_;
+  std::unique_ptr<RemoteCache> remote_;
   mutable absl::Mutex mutex_;
   std::map<std::string, std::shared_ptr<Entry>> entries_ ABSL_GUARDED_BY(mutex_);
   int64_t memory_hits_ ABSL_GUARDED_BY(mutex_) = 0;
   uint64_t clock_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t memory_evictions_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t disk_hits_ ABSL_GUARDED_BY(mutex_) = 0;
+  int64_t remote_hits_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t misses_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t compiles_ ABSL_GUARDED_BY(mutex_) = 0;
   double compile_ms_total_ ABSL_GUARDED_BY(mutex_) = 0;
