@@ -15,6 +15,8 @@
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "engine/model_manager.h"
+#include "engine/redis_connection.h"
+#include "engine/remote_cache.h"
 #include "runtime/thread_pool.h"
 #include "server/compiler_service.h"
 #include "server/http/http_front_end.h"
@@ -219,6 +221,17 @@ absl::StatusOr<std::unique_ptr<KilnServer>> StartKilnServer(const ServerOptions&
   manager_options.cache.max_bytes = options.cache_max_bytes;
   manager_options.cache.memory_max_bytes = options.cache_memory_max_bytes;
   manager_options.cache.min_compile_ms = options.cache_min_compile_ms;
+  if (!options.remote_cache.empty()) {
+    absl::StatusOr<engine::RedisAddress> redis = engine::ParseRedisUrl(options.remote_cache);
+    if (!redis.ok()) return redis.status();
+    engine::RemoteCacheOptions& remote = manager_options.cache.remote;
+    remote.url = options.remote_cache;
+    remote.ttl = absl::Seconds(options.remote_cache_ttl_s);
+    remote.max_entry_bytes = options.remote_cache_max_entry_mb << 20;
+    remote.timeouts.connect = absl::Milliseconds(options.remote_cache_connect_timeout_ms);
+    remote.timeouts.command = absl::Milliseconds(options.remote_cache_timeout_ms);
+    remote.max_lease_wait = absl::Seconds(options.remote_cache_lease_wait_s);
+  }
   manager_options.max_loaded_bytes = options.max_loaded_bytes;
   manager_options.on_variant_unloaded = LogVariantUnloads(options.max_loaded_bytes);
   absl::StatusOr<std::unique_ptr<engine::ModelManager>> models =

@@ -35,6 +35,14 @@ struct ServerOptions {
   int64_t cache_max_bytes = int64_t{1} << 30;
   int64_t cache_memory_max_bytes = int64_t{256} << 20;
   double cache_min_compile_ms = 0;
+  // The remote kernel cache tier (engine/remote_cache.h): redis://HOST:PORT[/DB],
+  // empty for none, and its bounds.
+  std::string remote_cache;
+  int64_t remote_cache_ttl_s = 7 * 24 * 3600;
+  int64_t remote_cache_max_entry_mb = 64;
+  int remote_cache_connect_timeout_ms = 200;
+  int remote_cache_timeout_ms = 500;
+  double remote_cache_lease_wait_s = 120;
   // CPUs the threads running inference are bound to (cpu_affinity.h);
   // empty leaves them to the scheduler.
   std::vector<int> inference_cpus;

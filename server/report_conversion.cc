@@ -60,7 +60,7 @@ void FillLoadedMemory(const engine::ModelMemory& memory, kiln::v1::LoadedMemory*
 
 void FillCacheStats(const engine::CacheStats& stats, kiln::v1::GetCacheStatsResponse* out) {
   out->set_entries(stats.memory_entries);
-  out->set_hits(stats.memory_hits + stats.disk_hits);
+  out->set_hits(stats.memory_hits + stats.disk_hits + stats.remote_hits);
   out->set_misses(stats.misses);
   out->set_compile_ms_total(stats.compile_ms_total);
   out->set_compile_ms_saved(stats.compile_ms_saved);
@@ -76,6 +76,24 @@ void FillCacheStats(const engine::CacheStats& stats, kiln::v1::GetCacheStatsResp
   out->set_disk_write_failures(stats.disk.write_failures);
   out->set_compiles(stats.compiles);
   out->set_memory_evictions(stats.memory_evictions);
+  if (stats.remote.enabled) {
+    const engine::RemoteCacheStats& r = stats.remote;
+    kiln::v1::RemoteCacheStats* remote = out->mutable_remote();
+    remote->set_address(r.address);
+    remote->set_available(r.available);
+    remote->set_hits(r.hits);
+    remote->set_misses(r.misses);
+    remote->set_errors(r.errors);
+    remote->set_corrupt_entries(r.corrupt);
+    remote->set_writes(r.writes);
+    remote->set_write_drops(r.write_drops);
+    remote->set_leases_acquired(r.leases_acquired);
+    remote->set_lease_waits(r.lease_waits);
+    remote->set_lease_wait_hits(r.lease_wait_hits);
+    remote->set_lease_timeouts(r.lease_timeouts);
+    remote->set_lookups(r.lookups);
+    remote->set_lookup_ms_total(r.lookup_ms_total);
+  }
   for (const engine::KernelInfo& e : stats.entries) {
     kiln::v1::CacheEntry* entry = out->add_entry();
     entry->set_key(e.key_hex);

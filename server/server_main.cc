@@ -158,6 +158,20 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.cache_min_compile_ms = absl::GetFlag(FLAGS_cache_min_compile_ms);
+  options.remote_cache = absl::GetFlag(FLAGS_remote_cache);
+  options.remote_cache_ttl_s = absl::GetFlag(FLAGS_remote_cache_ttl_s);
+  options.remote_cache_max_entry_mb = absl::GetFlag(FLAGS_remote_cache_max_entry_mb);
+  options.remote_cache_connect_timeout_ms = absl::GetFlag(FLAGS_remote_cache_connect_timeout_ms);
+  options.remote_cache_timeout_ms = absl::GetFlag(FLAGS_remote_cache_timeout_ms);
+  options.remote_cache_lease_wait_s = absl::GetFlag(FLAGS_remote_cache_lease_wait_s);
+  if (options.remote_cache_ttl_s < 1 || options.remote_cache_max_entry_mb < 1 ||
+      options.remote_cache_max_entry_mb > 1024 || options.remote_cache_connect_timeout_ms < 1 ||
+      options.remote_cache_timeout_ms < 1 || options.remote_cache_lease_wait_s < 0) {
+    LogStartError(
+        "--remote-cache-ttl-s, the timeouts and --remote-cache-max-entry-mb (up to 1024) must be "
+        "positive, --remote-cache-lease-wait-s >= 0");
+    return 2;
+  }
   options.kernel_bounds_checks = absl::GetFlag(FLAGS_kernel_bounds_checks);
   absl::StatusOr<std::vector<int>> cpus =
       kiln::server::ParseCpuList(absl::GetFlag(FLAGS_inference_cpus));

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/inference_statistics.h"
+#include "engine/remote_cache.h"
 #include "engine/request_histograms.h"
 #include "server/metrics/prometheus_text.h"
 
@@ -96,6 +97,45 @@ void WriteLatencyHistograms(const std::vector<engine::ModelLatency>& models, Pro
   }
 }
 
+// The Redis tier (--remote-cache), only when there is one.
+void WriteRemoteCache(const engine::RemoteCacheStats& r, PrometheusText& out) {
+  out.Family("kiln_remote_cache_available", "gauge",
+             "1 while the remote kernel cache (Redis) answers; 0 from a failure until it does.");
+  out.Sample("kiln_remote_cache_available", {}, r.available ? 1 : 0);
+  const struct {
+    const char* name;
+    const char* help;
+    int64_t value;
+  } counters[] = {
+      {"kiln_remote_cache_hits_total", "Verified kernels read from the remote cache.", r.hits},
+      {"kiln_remote_cache_misses_total", "Remote cache lookups that found no kernel.", r.misses},
+      {"kiln_remote_cache_errors_total", "Failed or timed-out Redis commands.", r.errors},
+      {"kiln_remote_cache_corrupt_entries_total",
+       "Remote entries that failed their checks (deleted and recompiled).", r.corrupt},
+      {"kiln_remote_cache_writes_total", "Kernels written to the remote cache.", r.writes},
+      {"kiln_remote_cache_write_drops_total",
+       "Kernels not written: queue full, Redis unavailable or entry too large.", r.write_drops},
+  };
+  for (const auto& c : counters) {
+    out.Family(c.name, "counter", c.help);
+    out.Sample(c.name, {}, static_cast<double>(c.value));
+  }
+  out.Family("kiln_remote_cache_leases_total", "counter",
+             "Compile leases: taken here (acquired), waited on another replica's (waited), the "
+             "wait ending with its kernel (wait_hit) or with a local compile (wait_timeout).");
+  out.Sample("kiln_remote_cache_leases_total", {{"event", "acquired"}}, r.leases_acquired);
+  out.Sample("kiln_remote_cache_leases_total", {{"event", "waited"}}, r.lease_waits);
+  out.Sample("kiln_remote_cache_leases_total", {{"event", "wait_hit"}}, r.lease_wait_hits);
+  out.Sample("kiln_remote_cache_leases_total", {{"event", "wait_timeout"}}, r.lease_timeouts);
+  out.Family("kiln_remote_cache_lookup_seconds", "histogram",
+             "Time of remote cache lookups (one GET of an entry).");
+  std::vector<double> bounds;
+  for (double ms : engine::kRemoteLatencyBoundsMs) bounds.push_back(ms / 1e3);
+  out.Histogram("kiln_remote_cache_lookup_seconds", {}, bounds,
+                std::vector<int64_t>(r.lookup_ms_buckets.begin(), r.lookup_ms_buckets.end()),
+                r.lookup_ms_total / 1e3);
+}
+
 void WriteCache(const engine::CacheStats& cache, PrometheusText& out) {
   out.Family("kiln_compiles_total", "counter", "Kernels compiled by this process.");
   out.Sample("kiln_compiles_total", {}, cache.compiles);
@@ -107,8 +147,11 @@ void WriteCache(const engine::CacheStats& cache, PrometheusText& out) {
   out.Family("kiln_kernel_cache_hits_total", "counter", "Kernel cache hits, per tier.");
   out.Sample("kiln_kernel_cache_hits_total", {{"tier", "memory"}}, cache.memory_hits);
   out.Sample("kiln_kernel_cache_hits_total", {{"tier", "disk"}}, cache.disk_hits);
+  if (cache.remote.enabled) {
+    out.Sample("kiln_kernel_cache_hits_total", {{"tier", "remote"}}, cache.remote_hits);
+  }
   out.Family("kiln_kernel_cache_misses_total", "counter",
-             "Kernel cache lookups found in neither tier (compiled).");
+             "Kernel cache lookups found in no tier (compiled).");
   out.Sample("kiln_kernel_cache_misses_total", {}, cache.misses);
   out.Family("kiln_kernel_cache_bytes", "gauge", "Bytes of kernels held, per tier.");
   out.Sample("kiln_kernel_cache_bytes", {{"tier", "memory"}}, cache.memory_bytes);
@@ -126,6 +169,7 @@ void WriteCache(const engine::CacheStats& cache, PrometheusText& out) {
   out.Family("kiln_kernel_cache_disk_write_failures_total", "counter",
              "Kernels that could not be written to the disk cache.");
   out.Sample("kiln_kernel_cache_disk_write_failures_total", {}, cache.disk.write_failures);
+  if (cache.remote.enabled) WriteRemoteCache(cache.remote, out);
 }
 
 // The loaded models' kernels with the most time (kMetricsTopKernels), and
