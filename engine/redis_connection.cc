@@ -4,6 +4,7 @@
 #include <sys/time.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -126,18 +127,31 @@ absl::StatusOr<RedisConnection::Reply> RedisConnection::Command(
     lengths.push_back(a.size());
   }
   absl::MutexLock lock(&mutex_);
-  if (context_ == nullptr) {
-    absl::Status connected = ConnectLocked();
-    if (!connected.ok()) return connected;
-  }
-  redisReply *reply = static_cast<redisReply *>(
-      redisCommandArgv(context_, static_cast<int>(argv.size()), argv.data(), lengths.data()));
-  if (reply == nullptr) {
+  redisReply* reply = nullptr;
+  for (int attempt = 0; reply == nullptr; ++attempt) {
+    const bool reused = context_ != nullptr;
+    if (!reused) {
+      absl::Status connected = ConnectLocked();
+      if (!connected.ok()) return connected;
+    }
+    reply = static_cast<redisReply*>(
+        redisCommandArgv(context_, static_cast<int>(argv.size()), argv.data(), lengths.data()));
+    if (reply != nullptr) break;
     // I/O error or timeout: the reply stream is out of step, start afresh.
+    const int err = context_->err;
+    const int saved_errno = errno;
     std::string why = context_->errstr;
     DropLocked();
-    return absl::UnavailableError(
-        absl::StrCat(address_.ToString(), ": ", why.empty() ? "no reply" : why));
+    // A connection made before the server restarted fails at once with EOF
+    // (or a reset): one retry on a fresh connection, so that a restart costs
+    // nothing. A timeout is not retried (it would double the wait).
+    const bool stale = reused && (err == REDIS_ERR_EOF ||
+                                  (err == REDIS_ERR_IO &&
+                                   (saved_errno == EPIPE || saved_errno == ECONNRESET)));
+    if (!stale || attempt > 0) {
+      return absl::UnavailableError(
+          absl::StrCat(address_.ToString(), ": ", why.empty() ? "no reply" : why));
+    }
   }
   Reply out;
   absl::Status status;

@@ -38,7 +38,9 @@ struct RedisTimeouts {
 // socket with one reply stream and must not be shared unguarded. Callers that
 // must not wait behind each other (lookups vs. background writes) hold one
 // connection each. The connection is made on first use and made again on the
-// command after any failure, so a Redis restart costs one failed command.
+// command after any failure; a connection the server closed meanwhile (a
+// restart) is made again and the command retried once. hiredis writes with
+// write(2): the process must ignore SIGPIPE (kiln-server does).
 // Every failure is Unavailable (connect, I/O, timeout) or Internal (an error
 // reply, which is our bug or a foreign server).
 class RedisConnection {

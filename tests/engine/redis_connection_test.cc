@@ -110,6 +110,15 @@ TEST_F(RedisConnectionTest, StoppedServerIsUnavailableAndRestartReconnects) {
   EXPECT_TRUE(c.Set("k", "w", absl::Seconds(60)).ok());
 }
 
+TEST_F(RedisConnectionTest, ConnectionFromBeforeARestartIsMadeAgainWithoutAnError) {
+  RedisConnection c(Address(), {});
+  ASSERT_TRUE(c.Set("k", "v", absl::Seconds(60)).ok());
+  redis_.Stop();
+  ASSERT_TRUE(redis_.Start());
+  EXPECT_TRUE(c.Set("k", "w", absl::Seconds(60)).ok());
+  EXPECT_EQ(**c.Get("k"), "w");
+}
+
 TEST_F(RedisConnectionTest, UnresponsiveServerTimesOutWithinTheCommandTimeout) {
   RedisTimeouts t;
   t.command = absl::Milliseconds(200);

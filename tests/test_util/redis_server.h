@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -21,7 +22,12 @@ namespace kiln::testing {
 
 class RedisServer {
  public:
-  RedisServer() : port_(FreeLoopbackPort()) { Start(); }
+  // Also ignores SIGPIPE in the test process, as kiln-server does: hiredis
+  // writes with write(2), and a stopped server must cost an error, not the test.
+  RedisServer() : port_(FreeLoopbackPort()) {
+    std::signal(SIGPIPE, SIG_IGN);
+    Start();
+  }
   ~RedisServer() { Stop(); }
   RedisServer(const RedisServer &) = delete;
   RedisServer &operator=(const RedisServer &) = delete;
