@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -21,6 +23,7 @@
 #include "proto/kiln_service.grpc.pb.h"
 #include "tests/server/server_fixture.h"
 #include "tests/server/server_process.h"
+#include "tests/test_util/redis_server.h"
 
 namespace kiln {
 namespace {
@@ -28,6 +31,7 @@ namespace {
 using ::kiln::testing::Fixture;
 using ::kiln::testing::MlpGraph;
 using ::kiln::testing::NpyFloat32;
+using ::kiln::testing::RedisServer;
 using ::kiln::testing::ServerProcess;
 using ::testing::HasSubstr;
 using Json = nlohmann::json;
@@ -210,6 +214,52 @@ TEST_F(MetricsTest, ThePageParsesAndItsCountersMoveByTheCallsMade) {
   EXPECT_EQ(calls.size(), 4u) << page_;
   for (const auto& [key, value] : calls) EXPECT_EQ(value, 4) << key;
   EXPECT_EQ(Matching(after, "kiln_kernel_seconds_total", "model=\"mlp\"").size(), 4u);
+}
+
+// Replaces the fixture's server by one on `cache` with the remote tier on `redis`.
+void UseRemoteCacheServer(const std::string& cache, const RedisServer& redis,
+                          std::unique_ptr<ServerProcess>* server,
+                          std::shared_ptr<grpc::Channel>* channel) {
+  *server = std::make_unique<ServerProcess>(
+      cache, std::vector<std::string>{"--metrics-port=0", "--remote-cache=" + redis.url()});
+  ASSERT_GT((*server)->metrics_port(), 0);
+  *channel = grpc::CreateChannel("127.0.0.1:" + std::to_string((*server)->port()),
+                                 grpc::InsecureChannelCredentials());
+}
+
+TEST_F(MetricsTest, TheRemoteTierIsOnThePageWithItsHitsMissesLeasesAndLatency) {
+  RedisServer redis;
+  ASSERT_TRUE(redis.running());
+  UseRemoteCacheServer(dir_ + "/a", redis, &server_, &channel_);
+  Compile("mlp");
+  // The MLP's four kernels: missed, compiled under a lease each, written.
+  const std::string writes = "kiln_remote_cache_writes_total{}";
+  std::map<std::string, double> a = Scrape();
+  for (int i = 0; i < 100 && (a.count(writes) == 0 || a.at(writes) < 4); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    a = Scrape();
+  }
+  ASSERT_FALSE(a.empty()) << page_;
+  EXPECT_EQ(Get(a, "kiln_remote_cache_available{}"), 1);
+  EXPECT_EQ(Get(a, "kiln_remote_cache_writes_total{}"), 4);
+  EXPECT_EQ(Get(a, "kiln_remote_cache_misses_total{}"), 4);
+  EXPECT_EQ(Get(a, "kiln_remote_cache_hits_total{}"), 0);
+  EXPECT_EQ(Get(a, "kiln_remote_cache_leases_total{event=\"acquired\"}"), 4);
+  EXPECT_EQ(Get(a, "kiln_kernel_cache_hits_total{tier=\"remote\"}"), 0);
+
+  // A second replica with its own disk: four remote hits, one GET each.
+  UseRemoteCacheServer(dir_ + "/b", redis, &server_, &channel_);
+  Compile("mlp");
+  const std::map<std::string, double> b = Scrape();
+  ASSERT_FALSE(b.empty()) << page_;
+  EXPECT_EQ(Get(b, "kiln_remote_cache_hits_total{}"), 4);
+  EXPECT_EQ(Get(b, "kiln_kernel_cache_hits_total{tier=\"remote\"}"), 4);
+  EXPECT_EQ(Get(b, "kiln_compiles_total{}"), 0);
+  EXPECT_EQ(Get(b, "kiln_remote_cache_errors_total{}"), 0);
+  EXPECT_EQ(Get(b, "kiln_remote_cache_corrupt_entries_total{}"), 0);
+  EXPECT_EQ(Get(b, "kiln_remote_cache_lookup_seconds_count{}"), 4);
+  EXPECT_EQ(Get(b, "kiln_remote_cache_lookup_seconds_bucket{le=\"+Inf\"}"), 4);
+  EXPECT_GT(Get(b, "kiln_remote_cache_lookup_seconds_sum{}"), 0);
 }
 
 TEST_F(MetricsTest, TheParserRefusesBrokenPages) {
