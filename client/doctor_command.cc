@@ -56,6 +56,18 @@ void CheckCache(const kiln::v1::GetCacheStatsResponse& stats, std::vector<Doctor
   checks->push_back({"cache.memory", Verdict::kOk,
                      absl::StrCat(stats.entries(), " kernels, ", HumanBytes(stats.memory_bytes()),
                                   "; ", stats.hits(), " hits, ", stats.misses(), " misses")});
+  if (stats.has_remote()) {
+    const kiln::v1::RemoteCacheStats& r = stats.remote();
+    checks->push_back(
+        {"cache.remote", r.available() && r.corrupt_entries() == 0 ? Verdict::kOk : Verdict::kWarn,
+         !r.available()
+             ? absl::StrCat(r.address(), " unavailable (", r.errors(),
+                            " failed commands): kernels come from memory and disk or are "
+                            "compiled here; the tier resumes when Redis answers")
+             : absl::StrCat(r.address(), ": ", r.hits(), " hits, ", r.misses(), " misses, ",
+                            r.corrupt_entries(), " corrupt entries, ", r.errors(),
+                            " failed commands")});
+  }
   if (!stats.disk_enabled()) {
     checks->push_back({"cache.disk", Verdict::kWarn,
                        "no disk cache (--cache-dir=none): every restart compiles every kernel"});

@@ -373,10 +373,10 @@ def test_doctor(kiln_version):
 class CacheServer:
     """A kiln-server of its own with a disk kernel cache in `cache_dir`."""
 
-    def __init__(self, cache_dir):
+    def __init__(self, cache_dir, *flags):
         self.log = os.path.join(WORK, "cache_server.log")
         self.proc = subprocess.Popen(
-            ["server/kiln-server", "--port=0", f"--cache-dir={cache_dir}", "--threads=1"],
+            ["server/kiln-server", "--port=0", f"--cache-dir={cache_dir}", "--threads=1", *flags],
             stdout=open(self.log, "w"), stderr=subprocess.STDOUT)
         self.address = None
         for _ in range(100):
@@ -426,6 +426,26 @@ def test_doctor_sees_corrupt_cache_entries():
         server.stop()
 
 
+def test_doctor_sees_unavailable_remote_cache():
+    # --remote-cache on a port nobody listens on: compiles go on, doctor warns.
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    url = f"redis://127.0.0.1:{s.getsockname()[1]}"
+    s.close()
+    server = CacheServer(os.path.join(WORK, "remote_cache"), f"--remote-cache={url}")
+    try:
+        r = run("compile", "examples/mlp.pbtxt", "--name", "mlp", "--server", server.address)
+        check(r.returncode == 0, f"compile without its Redis: {r.stderr}")
+        doc = json.loads(run("doctor", "--json", "--server", server.address).stdout)
+        remote = {c["name"]: c for c in doc["checks"]}.get("cache.remote", {})
+        stats = doc["cache_stats"].get("remote", {})
+        check(remote.get("verdict") == "warn" and "unavailable" in remote.get("detail", "")
+              and stats.get("address") == url + "/0" and not stats.get("available", False)
+              and int(stats.get("errors", "0")) >= 1, f"doctor without Redis: {remote} {stats}")
+    finally:
+        server.stop()
+
+
 def main():
     test_help()
     kiln_version = test_versions()
@@ -436,6 +456,7 @@ def main():
     test_kiln_bench_roofline()
     test_doctor(kiln_version)
     test_doctor_sees_corrupt_cache_entries()
+    test_doctor_sees_unavailable_remote_cache()
     if failures:
         print(f"{len(failures)} checks failed", file=sys.stderr)
         return 1
