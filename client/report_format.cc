@@ -88,15 +88,14 @@ std::string FormatCacheStats(const kiln::v1::GetCacheStatsResponse& s) {
   if (s.has_remote()) {
     const kiln::v1::RemoteCacheStats& r = s.remote();
     absl::StrAppend(
-        &out,
-        absl::StrFormat("remote: %s %s, %d hits, %d misses, %d errors, %d corrupt, %d writes, "
-                        "%d dropped, lookup %.3f ms mean\n"
-                        "leases: %d taken, %d waits, %d got the kernel, %d compiled after all\n",
-                        r.address(), r.available() ? "up" : "UNAVAILABLE", r.hits(), r.misses(),
-                        r.errors(), r.corrupt_entries(), r.writes(), r.write_drops(),
-                        r.lookups() > 0 ? r.lookup_ms_total() / r.lookups() : 0.0,
-                        r.leases_acquired(), r.lease_waits(), r.lease_wait_hits(),
-                        r.lease_timeouts()));
+        &out, absl::StrFormat(
+                  "remote: %s %s, %d hits, %d misses, %d errors, %d corrupt, %d writes, "
+                  "%d dropped, lookup %.3f ms mean\n"
+                  "leases: %d taken, %d waits, %d got the kernel, %d compiled after all\n",
+                  r.address(), r.available() ? "up" : "UNAVAILABLE", r.hits(), r.misses(),
+                  r.errors(), r.corrupt_entries(), r.writes(), r.write_drops(),
+                  r.lookups() > 0 ? r.lookup_ms_total() / r.lookups() : 0.0, r.leases_acquired(),
+                  r.lease_waits(), r.lease_wait_hits(), r.lease_timeouts()));
   }
   if (s.entry_size() == 0) return out;
   absl::StrAppend(&out, absl::StrFormat("  %-16s %6s %12s %9s  %-10s %-8s  %s\n", "key", "hits",

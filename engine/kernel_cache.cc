@@ -187,8 +187,7 @@ std::optional<CacheLookup> KernelCache::LinkStored(const DiskEntry& stored, Cach
   return out;
 }
 
-absl::StatusOr<CacheLookup> KernelCache::LoadOrCompile(const KernelSpec& spec,
-                                                       const KernelKey& key,
+absl::StatusOr<CacheLookup> KernelCache::LoadOrCompile(const KernelSpec& spec, const KernelKey& key,
                                                        const codegen::CodegenOptions& options,
                                                        absl::Time deadline) {
   if (disk_) {

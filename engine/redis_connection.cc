@@ -105,8 +105,8 @@ absl::Status RedisConnection::ConnectLocked() {
   }
   if (address_.db != 0) {
     const std::string db = std::to_string(address_.db);
-    void *raw = redisCommand(context_, "SELECT %s", db.c_str());
-    redisReply *reply = static_cast<redisReply *>(raw);
+    void* raw = redisCommand(context_, "SELECT %s", db.c_str());
+    redisReply* reply = static_cast<redisReply*>(raw);
     const bool ok = reply != nullptr && reply->type == REDIS_REPLY_STATUS;
     if (reply != nullptr) freeReplyObject(reply);
     if (!ok) {
@@ -120,7 +120,7 @@ absl::Status RedisConnection::ConnectLocked() {
 
 absl::StatusOr<RedisConnection::Reply> RedisConnection::Command(
     std::initializer_list<absl::string_view> args) {
-  std::vector<const char *> argv;
+  std::vector<const char*> argv;
   std::vector<size_t> lengths;
   for (absl::string_view a : args) {
     argv.push_back(a.data());
@@ -145,9 +145,9 @@ absl::StatusOr<RedisConnection::Reply> RedisConnection::Command(
     // A connection made before the server restarted fails at once with EOF
     // (or a reset): one retry on a fresh connection, so that a restart costs
     // nothing. A timeout is not retried (it would double the wait).
-    const bool stale = reused && (err == REDIS_ERR_EOF ||
-                                  (err == REDIS_ERR_IO &&
-                                   (saved_errno == EPIPE || saved_errno == ECONNRESET)));
+    const bool stale =
+        reused && (err == REDIS_ERR_EOF ||
+                   (err == REDIS_ERR_IO && (saved_errno == EPIPE || saved_errno == ECONNRESET)));
     if (!stale || attempt > 0) {
       return absl::UnavailableError(
           absl::StrCat(address_.ToString(), ": ", why.empty() ? "no reply" : why));

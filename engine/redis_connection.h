@@ -47,10 +47,10 @@ class RedisConnection {
  public:
   RedisConnection(RedisAddress address, RedisTimeouts timeouts);
   ~RedisConnection();
-  RedisConnection(const RedisConnection &) = delete;
-  RedisConnection &operator=(const RedisConnection &) = delete;
+  RedisConnection(const RedisConnection&) = delete;
+  RedisConnection& operator=(const RedisConnection&) = delete;
 
-  const RedisAddress &address() const { return address_; }
+  const RedisAddress& address() const { return address_; }
 
   absl::Status Ping();
   // nullopt: no such key.
@@ -83,7 +83,7 @@ class RedisConnection {
   const RedisAddress address_;
   const RedisTimeouts timeouts_;
   absl::Mutex mutex_;
-  redisContext *context_ ABSL_GUARDED_BY(mutex_) = nullptr;
+  redisContext* context_ ABSL_GUARDED_BY(mutex_) = nullptr;
 };
 
 }  // namespace kiln::engine

@@ -1,6 +1,6 @@
 // kiln-server flags, cache: the kernel cache, in memory, on disk (across
-// restarts and replicas sharing the directory) and in Redis (across replicas). One file per group: --help
-// lists each file's flags under its name.
+// restarts and replicas sharing the directory) and in Redis (across replicas). One file per group:
+// --help lists each file's flags under its name.
 #include <cstdint>
 #include <string>
 

@@ -25,7 +25,7 @@ TEST(RedisUrlTest, ParsesHostPortAndDatabase) {
 }
 
 TEST(RedisUrlTest, RejectsOtherSchemesPortsAndCredentials) {
-  for (const char *url :
+  for (const char* url :
        {"http://h:1", "redis://", "redis://h:0", "redis://h:70000", "redis://h:x", "redis://h:1/16",
         "redis://h:1/a", "redis://user:pw@h:1", "redis://h:1?db=2", "h:6379"}) {
     EXPECT_EQ(ParseRedisUrl(url).status().code(), absl::StatusCode::kInvalidArgument) << url;

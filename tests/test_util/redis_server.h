@@ -29,8 +29,8 @@ class RedisServer {
     Start();
   }
   ~RedisServer() { Stop(); }
-  RedisServer(const RedisServer &) = delete;
-  RedisServer &operator=(const RedisServer &) = delete;
+  RedisServer(const RedisServer&) = delete;
+  RedisServer& operator=(const RedisServer&) = delete;
 
   int port() const { return port_; }
   std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
@@ -45,7 +45,7 @@ class RedisServer {
       const std::string port = std::to_string(port_);
       ::execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1",
                "--save", "", "--appendonly", "no", "--loglevel", "warning", "--dir", "/tmp",
-               static_cast<char *>(nullptr));
+               static_cast<char*>(nullptr));
       ::_exit(127);
     }
     for (int i = 0; i < 100; ++i) {
@@ -73,11 +73,11 @@ class RedisServer {
   }
 
   // redis-cli against this server with `args` (shell words); its stdout.
-  std::string Cli(const std::string &args) const {
+  std::string Cli(const std::string& args) const {
     const std::string cmd =
         "redis-cli -h 127.0.0.1 -p " + std::to_string(port_) + " " + args + " 2>/dev/null";
     std::string out;
-    if (FILE *f = ::popen(cmd.c_str(), "r")) {
+    if (FILE* f = ::popen(cmd.c_str(), "r")) {
       char buf[4096];
       size_t n;
       while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
@@ -95,8 +95,8 @@ class RedisServer {
     addr.sin_port = 0;
     socklen_t len = sizeof addr;
     int port = 0;
-    if (::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0 &&
-        ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len) == 0) {
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
       port = ntohs(addr.sin_port);
     }
     ::close(fd);
@@ -109,7 +109,7 @@ class RedisServer {
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     addr.sin_port = htons(static_cast<uint16_t>(port_));
-    const bool ok = ::connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0;
+    const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
     ::close(fd);
     return ok;
   }
