@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/log.h"
+#include "engine/redis_connection.h"
 #include "server/command_line.h"
 #include "server/cpu_affinity.h"
 #include "server/kiln_server.h"
@@ -159,6 +160,14 @@ int main(int argc, char** argv) {
   }
   options.cache_min_compile_ms = absl::GetFlag(FLAGS_cache_min_compile_ms);
   options.remote_cache = absl::GetFlag(FLAGS_remote_cache);
+  if (!options.remote_cache.empty()) {
+    absl::StatusOr<kiln::engine::RedisAddress> redis =
+        kiln::engine::ParseRedisUrl(options.remote_cache);
+    if (!redis.ok()) {
+      LogStartError(absl::StrCat("--remote-cache: ", redis.status().message()));
+      return 2;
+    }
+  }
   options.remote_cache_ttl_s = absl::GetFlag(FLAGS_remote_cache_ttl_s);
   options.remote_cache_max_entry_mb = absl::GetFlag(FLAGS_remote_cache_max_entry_mb);
   options.remote_cache_connect_timeout_ms = absl::GetFlag(FLAGS_remote_cache_connect_timeout_ms);

@@ -82,7 +82,8 @@ TEST(ServerFlagsTest, HelpGroupsTheFlags) {
       {"network", "--port "},          {"http_metrics", "--http_port "},
       {"security", "--auth_tokens "},  {"cache", "--cache_dir "},
       {"compile", "--compile_threads "}, {"limits", "--max_models "},
-      {"inference", "--infer_spin_us "}, {"logging", "--log_format "}};
+      {"inference", "--infer_spin_us "}, {"logging", "--log_format "},
+      {"cache", "--remote_cache "},      {"cache", "--remote_cache_ttl_s "}};
   for (const auto& [group, flag] : placed) {
     const std::string heading = "Flags from server/flags/" + group + ".cc:";
     const size_t at = help.find(heading);
@@ -126,6 +127,19 @@ TEST(ServerFlagsTest, AMissingFlagfileStopsTheServerWithItsName) {
   const std::string out =
       RunCommand("server/kiln-server --flagfile=/no/such/kiln.flags 2>&1; echo rc=$?");
   EXPECT_THAT(out, HasSubstr("/no/such/kiln.flags"));
+  EXPECT_THAT(out, HasSubstr("rc=2"));
+}
+
+TEST(ServerFlagsTest, BadRemoteCacheFlagsStopTheServer) {
+  std::string out =
+      RunCommand("server/kiln-server --port=0 --remote-cache=http://h:1 2>&1; echo rc=$?");
+  EXPECT_THAT(out, HasSubstr("--remote-cache: remote cache URL 'http://h:1'"));
+  EXPECT_THAT(out, HasSubstr("redis://HOST:PORT[/DB]"));
+  EXPECT_THAT(out, HasSubstr("rc=2"));
+  out = RunCommand(
+      "server/kiln-server --port=0 --remote-cache=redis://h:1 --remote-cache-ttl-s=0 2>&1; "
+      "echo rc=$?");
+  EXPECT_THAT(out, HasSubstr("--remote-cache-ttl-s"));
   EXPECT_THAT(out, HasSubstr("rc=2"));
 }
 
