@@ -46,7 +46,8 @@
 // are dropped and counted, leases are not taken. Writes go through a bounded
 // queue on one thread: a full queue drops (counted) instead of blocking a
 // compile; serving a loaded model never touches Redis at all. Entries above
-// max_entry_bytes are not written, and a larger value read back is not ours.
+// max_entry_bytes are neither written nor read (a miss, left in Redis for
+// replicas with a larger bound).
 // One connection per caller kind (lookups, writer, renewer) keeps a large
 // write from delaying a lookup.
 #include "engine/remote_cache.h"
@@ -166,11 +167,11 @@ std::optional<DiskEntry> RemoteCache::Fetch(const KernelKey& key, bool* failed) 
   }
   if (!got->has_value()) return std::nullopt;
   const std::string& bytes = **got;
+  // Written by a replica with a larger bound: not for us, but not bad either.
+  if (static_cast<int64_t>(bytes.size()) > options_.max_entry_bytes) return std::nullopt;
   DiskEntry entry;
-  std::string why = "larger than --remote-cache-max-entry-mb";
-  const EntryCheck check = static_cast<int64_t>(bytes.size()) > options_.max_entry_bytes
-                               ? EntryCheck::kCorrupt
-                               : CheckEntry(bytes, key, &entry, &why);
+  std::string why;
+  const EntryCheck check = CheckEntry(bytes, key, &entry, &why);
   if (check == EntryCheck::kCorrupt) {
     {
       absl::MutexLock lock(&mutex_);

@@ -26,7 +26,7 @@ namespace kiln::engine {
 struct RemoteCacheOptions {
   std::string url;                              // redis://HOST:PORT[/DB]
   absl::Duration ttl = absl::Hours(24 * 7);     // each write and hit restarts it
-  int64_t max_entry_bytes = int64_t{64} << 20;  // larger entries are neither written nor read
+  int64_t max_entry_bytes = int64_t{64} << 20;  // larger ones are neither written nor read
   RedisTimeouts timeouts;
   int max_queued_writes = 64;  // beyond it writes are dropped (and counted)
   // A compile lease lives this long unless renewed (every third of it).
