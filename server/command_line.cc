@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
 namespace kiln::server {
@@ -64,6 +65,34 @@ absl::Status Expand(const std::vector<std::string>& words, int depth,
   return absl::OkStatus();
 }
 
+// Abseil keeps only a flag's last value; Triton's --load-model repeats, so
+// its occurrences are joined into one comma-separated value (kept in place
+// of the first).
+std::vector<std::string> JoinRepeated(const std::vector<std::string>& words,
+                                      const std::string& flag) {
+  const std::string with_value = "--" + flag + "=";
+  std::vector<std::string> out, values;
+  size_t first = std::string::npos;
+  for (size_t i = 0; i < words.size(); ++i) {
+    std::string value;
+    if (absl::StartsWith(words[i], with_value)) {
+      value = words[i].substr(with_value.size());
+    } else if (words[i] == "--" + flag && i + 1 < words.size()) {
+      value = words[++i];
+    } else {
+      out.push_back(words[i]);
+      continue;
+    }
+    if (first == std::string::npos) {
+      first = out.size();
+      out.push_back("");
+    }
+    values.push_back(value);
+  }
+  if (first != std::string::npos) out[first] = with_value + absl::StrJoin(values, ",");
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<std::string>> ExpandCommandLine(const std::vector<std::string>& words) {
@@ -72,7 +101,7 @@ absl::StatusOr<std::vector<std::string>> ExpandCommandLine(const std::vector<std
   out.push_back(words[0]);
   std::vector<std::string> rest(words.begin() + 1, words.end());
   if (absl::Status s = Expand(rest, 0, &out); !s.ok()) return s;
-  return out;
+  return JoinRepeated(out, "load_model");
 }
 
 bool IsServerFlagFile(absl::string_view file) { return absl::StrContains(file, "server/"); }

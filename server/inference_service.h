@@ -10,8 +10,9 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "proto/grpc_service.grpc.pb.h"
 #include "engine/model_manager.h"
+#include "proto/grpc_service.grpc.pb.h"
+#include "server/model_control.h"
 #include "server/token_table.h"
 
 namespace kiln::server {
@@ -96,11 +97,14 @@ class InferenceService : public inference::GRPCInferenceService::Service {
   bool AnswersQuickly(const inference::ModelInferRequest& request, int64_t budget_ns) const;
 
   // The repository the Repository* RPCs load from (--model-repository;
-  // empty: none) and the service that compiles its models. Before the
-  // server starts.
-  void set_repository(std::string dir, CompilerService* compiler) {
+  // empty: none), the service that compiles its models, and the model
+  // control mode (RepositoryModelLoad/Unload only in explicit mode). Before
+  // the server starts.
+  void set_repository(std::string dir, CompilerService* compiler,
+                      ModelControlMode mode = ModelControlMode::kExplicit) {
     repository_ = std::move(dir);
     compiler_ = compiler;
+    model_control_ = mode;
   }
 
   // What ServerReady answers (and the health service follows): false
@@ -160,7 +164,11 @@ class InferenceService : public inference::GRPCInferenceService::Service {
   std::shared_ptr<const TokenTable> tokens_;
   engine::ModelManager* models_ = nullptr;
   std::atomic<bool> ready_{false};
+  // OK unless the model control mode refuses repository loads and unloads.
+  absl::Status CheckModelControl(const char* rpc) const;
+
   std::string repository_;
+  ModelControlMode model_control_ = ModelControlMode::kExplicit;
   CompilerService* compiler_ = nullptr;
   // Names RepositoryModelUnload unloaded and nothing loaded since:
   // RepositoryIndex lists them UNAVAILABLE, "unloaded", as Triton does.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <set>
 #include <string>
 #include <thread>
@@ -10,20 +11,21 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "engine/model_manager.h"
+#include "engine/redis_connection.h"
+#include "engine/remote_cache.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
-#include "engine/model_manager.h"
-#include "engine/redis_connection.h"
-#include "engine/remote_cache.h"
 #include "runtime/thread_pool.h"
 #include "server/compiler_service.h"
+#include "server/connection_gate.h"
 #include "server/http/http_front_end.h"
 #include "server/infer_spin_loop.h"
-#include "server/metrics/metrics_endpoint.h"
 #include "server/inference_service.h"
-#include "server/connection_gate.h"
+#include "server/metrics/metrics_endpoint.h"
+#include "server/repository_poller.h"
 #include "server/server_credentials.h"
 #include "server/token_table.h"
 #include "server/unparsed_request_status.h"
@@ -54,6 +56,7 @@ class KilnServerImpl final : public KilnServer {
                    options.max_upload_mb << 20}) {}
 
   ~KilnServerImpl() override {
+    poller_.reset();
     if (gate_) gate_->Stop();
     if (metrics_) metrics_->Stop();
     if (http_) http_->Stop();
@@ -125,7 +128,7 @@ class KilnServerImpl final : public KilnServer {
       inference_ = std::make_unique<InferenceService>(models_.get(), options.inference_cpus);
     }
     inference_->set_tokens(tokens);
-    inference_->set_repository(options.model_repository, &compiler_);
+    inference_->set_repository(options.model_repository, &compiler_, options.model_control_mode);
     compiler_.set_tokens(tokens);
     builder.RegisterService(inference_.get());
     builder.RegisterService(&compiler_);
@@ -134,7 +137,7 @@ class KilnServerImpl final : public KilnServer {
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
     creators.push_back(UnparsedRequestStatusFactory(std::move(parsed_by_the_server)));
     builder.experimental().SetInterceptorCreators(std::move(creators));
-    if (!options.model_repository.empty()) compiler_.LoadRepository(options.model_repository);
+    if (!options.model_repository.empty()) LoadRepositoryAtStart(options);
     server_ = builder.BuildAndStart();
     if (!server_ || port_ == 0) {
       return absl::UnavailableError(absl::StrCat("cannot listen on ", options.address, ":",
@@ -163,6 +166,7 @@ class KilnServerImpl final : public KilnServer {
   int metrics_port() const override { return metrics_ ? metrics_->port() : -1; }
   void Shutdown(absl::Duration grace) override {
     SetServing(false);
+    poller_.reset();  // no model loads once shutdown begins
     if (gate_) gate_->Stop();
     // Requests under way over HTTP finish first; new ones are refused.
     if (metrics_) metrics_->Stop();
@@ -177,6 +181,31 @@ class KilnServerImpl final : public KilnServer {
   void Wait() override { server_->Wait(); }
 
  private:
+  // The repository's models as the model control mode says: all of them, or
+  // in explicit mode the --load-model ones; poll mode then follows the
+  // repository from what it held before this load.
+  void LoadRepositoryAtStart(const ServerOptions& options) {
+    const std::string& dir = options.model_repository;
+    std::map<std::string, std::string> before;
+    if (options.model_control_mode == ModelControlMode::kPoll) before = RepositoryFingerprints(dir);
+    if (options.model_control_mode != ModelControlMode::kExplicit ||
+        LoadsEveryModel(options.load_models)) {
+      compiler_.LoadRepository(dir);
+    } else {
+      for (const std::string& name : options.load_models) {
+        absl::Status loaded = compiler_.LoadRepositoryModel(dir, name);
+        if (!loaded.ok()) {
+          Log(LogLevel::kError, "repository",
+              absl::StrCat("--load-model ", name, ": ", loaded.message()));
+        }
+      }
+    }
+    if (options.model_control_mode == ModelControlMode::kPoll) {
+      poller_ = std::make_unique<RepositoryPoller>(dir, absl::Seconds(options.repository_poll_secs),
+                                                   std::move(before), &compiler_, models_.get());
+    }
+  }
+
   // Health follows readiness: SERVING once every start-up model is loaded
   // and the server listens, NOT_SERVING from the start of shutdown (the
   // overall status "" and each service's name).
@@ -203,6 +232,8 @@ class KilnServerImpl final : public KilnServer {
   int port_ = 0;
   std::unique_ptr<HttpFrontEnd> http_;
   std::unique_ptr<HttpListener> metrics_;
+  // Last: it stops (joining its thread) before what it loads into goes.
+  std::unique_ptr<RepositoryPoller> poller_;
 };
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/model_control.h"
 #include "server/usable_memory.h"
 
 namespace kiln::server {
@@ -31,6 +32,12 @@ struct ServerOptions {
   int64_t max_loaded_bytes = DefaultMaxLoadedBytes();
   // Triton-layout model repository loaded at start (model_repository.h).
   std::string model_repository;
+  // Triton's model control (model_control.h): which of its models load at
+  // start (load_models, "*" for all, in explicit mode), whether the
+  // repository RPCs load and unload, and poll mode's rescan interval.
+  ModelControlMode model_control_mode = ModelControlMode::kNone;
+  std::vector<std::string> load_models;
+  int repository_poll_secs = 15;
   std::string cache_dir;  // empty: memory-only kernel cache
   int64_t cache_max_bytes = int64_t{1} << 30;
   int64_t cache_memory_max_bytes = int64_t{256} << 20;

@@ -138,6 +138,20 @@ grpc::Status InferenceService::RepositoryIndex(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+absl::Status InferenceService::CheckModelControl(const char* rpc) const {
+  // Triton refuses these outside explicit mode too (its code: UNAVAILABLE);
+  // here FAILED_PRECONDITION, gRPC's code for a server not in the state the
+  // call needs, which retrying will not change.
+  if (repository_.empty() || model_control_ == ModelControlMode::kExplicit) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      rpc, " is refused in model control mode '", ModelControlModeName(model_control_),
+      "': the server ", model_control_ == ModelControlMode::kPoll ? "follows" : "loaded",
+      " the model repository by itself (start it with --model-control-mode=explicit to load "
+      "and unload by request)"));
+}
+
 grpc::Status InferenceService::RepositoryModelLoad(
     grpc::ServerContext* context, const inference::RepositoryModelLoadRequest* request,
     inference::RepositoryModelLoadResponse*) {
@@ -146,6 +160,9 @@ grpc::Status InferenceService::RepositoryModelLoad(
     return a;
   }
   if (absl::Status s = CheckParameters(*request, "RepositoryModelLoad"); !s.ok()) {
+    return Fail("RepositoryModelLoad", s);
+  }
+  if (absl::Status s = CheckModelControl("RepositoryModelLoad"); !s.ok()) {
     return Fail("RepositoryModelLoad", s);
   }
   if (repository_.empty() || compiler_ == nullptr) {
@@ -172,6 +189,9 @@ grpc::Status InferenceService::RepositoryModelUnload(
     return a;
   }
   if (absl::Status s = CheckParameters(*request, "RepositoryModelUnload"); !s.ok()) {
+    return Fail("RepositoryModelUnload", s);
+  }
+  if (absl::Status s = CheckModelControl("RepositoryModelUnload"); !s.ok()) {
     return Fail("RepositoryModelUnload", s);
   }
   const std::string& name = request->model_name();

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/flags/declare.h"
 
@@ -20,6 +21,9 @@ ABSL_DECLARE_FLAG(int, compile_threads);
 ABSL_DECLARE_FLAG(std::string, cache_dir);
 ABSL_DECLARE_FLAG(int64_t, cache_max_bytes);
 ABSL_DECLARE_FLAG(std::string, model_repository);
+ABSL_DECLARE_FLAG(std::string, model_control_mode);
+ABSL_DECLARE_FLAG(std::vector<std::string>, load_model);
+ABSL_DECLARE_FLAG(int, repository_poll_secs);
 ABSL_DECLARE_FLAG(int64_t, max_upload_mb);
 ABSL_DECLARE_FLAG(int64_t, max_graph_nodes);
 ABSL_DECLARE_FLAG(int, max_concurrent_compiles);

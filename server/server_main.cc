@@ -126,6 +126,26 @@ int main(int argc, char** argv) {
   options.max_graph_nodes = absl::GetFlag(FLAGS_max_graph_nodes);
   options.max_upload_mb = absl::GetFlag(FLAGS_max_upload_mb);
   options.model_repository = absl::GetFlag(FLAGS_model_repository);
+  absl::StatusOr<kiln::server::ModelControlMode> control =
+      kiln::server::ParseModelControlMode(absl::GetFlag(FLAGS_model_control_mode));
+  if (!control.ok()) {
+    LogStartError(control.status().message());
+    return 2;
+  }
+  options.model_control_mode = *control;
+  options.load_models = absl::GetFlag(FLAGS_load_model);
+  options.repository_poll_secs = absl::GetFlag(FLAGS_repository_poll_secs);
+  if (!options.load_models.empty() &&
+      options.model_control_mode != kiln::server::ModelControlMode::kExplicit) {
+    LogStartError(
+        "--load-model needs --model-control-mode=explicit (the other modes load every "
+        "model of the repository)");
+    return 2;
+  }
+  if (options.repository_poll_secs < 1) {
+    LogStartError("--repository-poll-secs must be at least 1");
+    return 2;
+  }
   if (options.max_upload_mb < 1 || options.max_upload_mb > 4096) {
     LogStartError("--max-upload-mb must be 1..4096");
     return 2;

@@ -28,6 +28,14 @@ TEST(CommandLineTest, DashesInFlagNamesBecomeUnderscoresNotInValues) {
                                   "positional-word", "-x-y"));
 }
 
+// Abseil keeps a flag's last value; --load-model repeats as Triton's does.
+TEST(CommandLineTest, RepeatedLoadModelFlagsAreJoined) {
+  auto words = ExpandCommandLine({"kiln-server", "--load-model=a", "--port=1", "--load_model",
+                                  "b", "--load-model=c,d"});
+  ASSERT_TRUE(words.ok()) << words.status();
+  EXPECT_THAT(*words, ElementsAre("kiln-server", "--load_model=a,b,c,d", "--port=1"));
+}
+
 TEST(CommandLineTest, FlagfilesAreSplicedInPlaceNestedAndCommaSeparated) {
   const std::string inner = TempFile("inner.flags", "--max-models=3\n");
   const std::string second = TempFile("second.flags", "--threads=2\n");

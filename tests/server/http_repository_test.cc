@@ -61,7 +61,9 @@ class HttpRepositoryTest : public ::testing::Test {
   static void SetUpTestSuite() {
     const std::string root = testing::TestTmpDir("http_repository_test");
     const std::string repo = testing::WriteRepository(root, {"cycle_mlp"});
-    server_ = new ServerProcess(root + "/cache", {"--model-repository=" + repo, "--http-port=0"});
+    server_ = new ServerProcess(root + "/cache",
+                                {"--model-repository=" + repo, "--model-control-mode=explicit",
+                                 "--load-model=*", "--http-port=0"});
     ASSERT_GT(server_->port(), 0);
     ASSERT_GT(server_->http_port(), 0);
   }
@@ -196,8 +198,9 @@ TEST(HttpRepositoryAuthTest, LoadAndUnloadNeedAnAdminToken) {
   const std::string repo = testing::WriteRepository(root, {});
   std::ofstream(root + "/tokens") << "infer-token-0123456789 infer\n"
                                   << "admin-token-0123456789 admin\n";
-  ServerProcess server(root + "/cache", {"--model-repository=" + repo, "--http-port=0",
-                                         "--auth-tokens=" + root + "/tokens"});
+  ServerProcess server(root + "/cache",
+                       {"--model-repository=" + repo, "--model-control-mode=explicit",
+                        "--load-model=*", "--http-port=0", "--auth-tokens=" + root + "/tokens"});
   ASSERT_GT(server.http_port(), 0);
   httplib::Client client("127.0.0.1", server.http_port());
   client.set_read_timeout(120, 0);

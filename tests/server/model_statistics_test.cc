@@ -28,7 +28,8 @@ class ModelStatisticsTest : public ::testing::Test {
   static void SetUpTestSuite() {
     const std::string root = testing::TestTmpDir("model_statistics_test");
     const std::string repo = testing::WriteRepository(root, {"stats_mlp", "config_mlp"});
-    std::vector<std::string> flags = {"--model-repository=" + repo};
+    std::vector<std::string> flags = {"--model-repository=" + repo, "--model-control-mode=explicit",
+                                      "--load-model=*"};
 #ifdef KILN_INFER_SPIN_US
     flags.push_back("--infer-spin-us=" + std::to_string(KILN_INFER_SPIN_US));
 #endif

@@ -1,15 +1,20 @@
-// Model versions in a --model-repository, against a kiln-server process:
+// Model versions and model control modes in a --model-repository, against a
+// kiln-server process:
 // config.pbtxt's version_policy (latest N, all, specific; latest 1 without
 // one), several versions served at once over gRPC and HTTP, "" meaning the
 // highest, an unknown version NOT_FOUND, and RepositoryModelLoad picking up
 // versions added and removed since. Version V of the test model computes
 // y = x + V (data/make_versioned_fixture.py), so each answer names the
 // version that ran.
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -142,7 +147,8 @@ TEST(ModelVersionsTest, LatestTwoServesTheTwoHighestAndReloadFollowsTheDirectory
   for (int v : {1, 2, 3}) WriteVersion(repo, "add", v);
   WriteConfig(repo, "add", "version_policy: { latest: { num_versions: 2 } }");
   ServerProcess server(root + "/cache",
-                       {"--model-repository=" + repo, "--http-port=0", "--metrics-port=0"});
+                       {"--model-repository=" + repo, "--model-control-mode=explicit",
+                        "--load-model=*", "--http-port=0", "--metrics-port=0"});
   ASSERT_GT(server.port(), 0);
   Versions versions(server);
 
@@ -326,7 +332,8 @@ TEST(ModelVersionsTest, AllSpecificAndTheDefaultPolicy) {
   WriteConfig(repo, "every", "version_policy: { all: {} }");
   WriteConfig(repo, "chosen", "version_policy: { specific: { versions: [1, 3, 9] } }");
   WriteConfig(repo, "zero", "version_policy: { latest: { num_versions: 0 } }");
-  ServerProcess server(root + "/cache", {"--model-repository=" + repo});
+  ServerProcess server(root + "/cache", {"--model-repository=" + repo,
+                                         "--model-control-mode=explicit", "--load-model=*"});
   ASSERT_GT(server.port(), 0);
   Versions versions(server);
 
@@ -353,6 +360,100 @@ TEST(ModelVersionsTest, AllSpecificAndTheDefaultPolicy) {
     EXPECT_EQ(index["zero"][v].state(), "UNAVAILABLE") << v;
     EXPECT_THAT(index["zero"][v].reason(), HasSubstr("num_versions")) << v;
   }
+}
+
+// --model-control-mode (Triton's): none loads every model and refuses the
+// repository RPCs; explicit loads only the --load-model ones (the flag
+// repeats) and then loads and unloads by request.
+TEST(ModelControlTest, NoneLoadsEverythingAndRefusesTheRpcsExplicitLoadsWhatItIsTold) {
+  const std::string root = testing::TestTmpDir("model_control_modes");
+  const std::string repo = root + "/repo";
+  WriteVersion(repo, "a", 1);
+  WriteVersion(repo, "b", 2);
+  WriteVersion(repo, "c", 3);
+  inference::RepositoryModelLoadRequest load;
+  inference::RepositoryModelUnloadRequest unload;
+  {
+    ServerProcess server(root + "/cache_none", {"--model-repository=" + repo});
+    ASSERT_GT(server.port(), 0);
+    Versions versions(server);
+    versions.ExpectServes("a", "", 1);
+    versions.ExpectServes("b", "", 2);
+    versions.ExpectServes("c", "", 3);
+    load.set_model_name("a");
+    inference::RepositoryModelLoadResponse loaded;
+    grpc::ClientContext load_ctx;
+    grpc::Status s = versions.stub().RepositoryModelLoad(&load_ctx, load, &loaded);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr("--model-control-mode=explicit"));
+    unload.set_model_name("a");
+    inference::RepositoryModelUnloadResponse unloaded;
+    grpc::ClientContext unload_ctx;
+    s = versions.stub().RepositoryModelUnload(&unload_ctx, unload, &unloaded);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+    versions.ExpectServes("a", "", 1);  // still loaded
+  }
+  ServerProcess server(root + "/cache_explicit",
+                       {"--model-repository=" + repo, "--model-control-mode=explicit",
+                        "--load-model=a", "--load-model=c"});
+  ASSERT_GT(server.port(), 0);
+  Versions versions(server);
+  versions.ExpectServes("a", "", 1);
+  versions.ExpectServes("c", "", 3);
+  std::vector<float> y;
+  EXPECT_EQ(versions.Infer("b", "", &y).error_code(), grpc::StatusCode::NOT_FOUND);
+  load.set_model_name("b");
+  inference::RepositoryModelLoadResponse loaded;
+  grpc::ClientContext load_ctx;
+  ASSERT_TRUE(versions.stub().RepositoryModelLoad(&load_ctx, load, &loaded).ok());
+  versions.ExpectServes("b", "", 2);
+  inference::RepositoryModelUnloadResponse unloaded;
+  grpc::ClientContext unload_ctx;
+  ASSERT_TRUE(versions.stub().RepositoryModelUnload(&unload_ctx, unload, &unloaded).ok());
+  EXPECT_EQ(versions.Infer("a", "", &y).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+// Whether `check` holds within 30 s, asked every 200 ms.
+bool Eventually(const std::function<bool()>& check) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < end) {
+    if (check()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return false;
+}
+
+// Poll mode follows the repository by itself: a model added is loaded, a new
+// version of one is served (latest 1), a model removed is unloaded; the
+// repository RPCs are refused.
+TEST(ModelControlTest, PollModeFollowsTheRepository) {
+  const std::string root = testing::TestTmpDir("model_control_poll");
+  const std::string repo = root + "/repo";
+  WriteVersion(repo, "a", 1);
+  ServerProcess server(root + "/cache", {"--model-repository=" + repo, "--model-control-mode=poll",
+                                         "--repository-poll-secs=1"});
+  ASSERT_GT(server.port(), 0);
+  Versions versions(server);
+  versions.ExpectServes("a", "", 1);
+  inference::RepositoryModelLoadRequest load;
+  load.set_model_name("a");
+  inference::RepositoryModelLoadResponse loaded;
+  grpc::ClientContext load_ctx;
+  grpc::Status refused = versions.stub().RepositoryModelLoad(&load_ctx, load, &loaded);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(refused.error_message(), HasSubstr("poll"));
+
+  std::vector<float> y;
+  WriteVersion(repo, "b", 2);
+  EXPECT_TRUE(Eventually([&] { return versions.Infer("b", "", &y).ok(); }));
+  EXPECT_EQ(y, Plus(2));
+  WriteVersion(repo, "a", 3);
+  EXPECT_TRUE(Eventually([&] { return versions.Infer("a", "", &y).ok() && y == Plus(3); }));
+  versions.ExpectNotFound("a", "1");  // latest 1: version 1 went
+  std::filesystem::remove_all(repo + "/b");
+  EXPECT_TRUE(Eventually(
+      [&] { return versions.Infer("b", "", &y).error_code() == grpc::StatusCode::NOT_FOUND; }));
+  versions.ExpectServes("a", "", 3);
 }
 
 }  // namespace

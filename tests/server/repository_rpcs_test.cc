@@ -32,7 +32,9 @@ class RepositoryRpcsTest : public ::testing::Test {
     // An older version beside the served one: the index shows the highest.
     testing::WriteFile(repo + "/cycle_mlp/3/model.onnx",
                        testing::ReadFile(repo + "/cycle_mlp/1/model.onnx"));
-    server_ = new ServerProcess(root + "/cache", {"--model-repository=" + repo});
+    server_ = new ServerProcess(
+        root + "/cache",
+        {"--model-repository=" + repo, "--model-control-mode=explicit", "--load-model=*"});
     ASSERT_GT(server_->port(), 0);
   }
   static void TearDownTestSuite() {
@@ -206,7 +208,8 @@ TEST(RepositoryLoadingTest, IndexSaysLoadingWhileTheLoadCompiles) {
   const std::string repo = root + "/repo";
   testing::WriteFile(repo + "/cnn/1/model.onnx",
                      testing::ReadFile(std::string(testing::kOnnxData) + "small_cnn.onnx"));
-  ServerProcess server("none", {"--model-repository=" + repo, "--cache-memory-max-bytes=0"});
+  ServerProcess server("none", {"--model-repository=" + repo, "--model-control-mode=explicit",
+                                "--load-model=*", "--cache-memory-max-bytes=0"});
   ASSERT_GT(server.port(), 0);
   auto inference = inference::GRPCInferenceService::NewStub(ChannelTo(server));
   auto call = [&](auto method, const auto& request, auto* response) {

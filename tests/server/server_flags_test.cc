@@ -143,5 +143,20 @@ TEST(ServerFlagsTest, BadRemoteCacheFlagsStopTheServer) {
   EXPECT_THAT(out, HasSubstr("rc=2"));
 }
 
+TEST(ServerFlagsTest, BadModelControlFlagsStopTheServer) {
+  std::string out =
+      RunCommand("server/kiln-server --port=0 --model-control-mode=sometimes 2>&1; echo rc=$?");
+  EXPECT_THAT(out, HasSubstr("--model-control-mode must be none, explicit or poll"));
+  EXPECT_THAT(out, HasSubstr("rc=2"));
+  out = RunCommand("server/kiln-server --port=0 --load-model=a 2>&1; echo rc=$?");
+  EXPECT_THAT(out, HasSubstr("--load-model needs --model-control-mode=explicit"));
+  EXPECT_THAT(out, HasSubstr("rc=2"));
+  out = RunCommand(
+      "server/kiln-server --port=0 --model-control-mode=poll --repository-poll-secs=0 2>&1; "
+      "echo rc=$?");
+  EXPECT_THAT(out, HasSubstr("--repository-poll-secs must be at least 1"));
+  EXPECT_THAT(out, HasSubstr("rc=2"));
+}
+
 }  // namespace
 }  // namespace kiln
