@@ -78,7 +78,7 @@ TEST(SeedExampleTest, ReportListsEveryPassInPipelineOrder) {
     names.push_back(r.name);
   }
   EXPECT_THAT(names, ::testing::ElementsAre("default", "InferType", "SimplifyInference",
-                                            "FoldConstant", "FoldScaleAxis",
+                                            "FoldConstant", "SimplifyFakeQuant", "FoldScaleAxis",
                                             "EliminateCommonSubexpr", "DeadCodeElimination",
                                             "FuseOps"));
   EXPECT_EQ(p->record.passes[0].depth, 0);
