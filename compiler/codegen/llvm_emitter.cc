@@ -168,6 +168,20 @@ class Emitter {
     return llvm::Align(DTypeSize(StorageDType(buffer)));
   }
   bool NarrowStorage(int buffer) const { return fn_.buffers[buffer].storage.has_value(); }
+  // A loaded element (or vector) in its compute type. A float32 buffer stored
+  // as integers (a constant panel the contraction schedule narrowed) converts
+  // straight to float; every other narrow type widens as element_conversion.h says.
+  llvm::Value* Widen(int buffer, llvm::Value* stored) {
+    const DType storage = StorageDType(buffer);
+    if (fn_.buffers[buffer].type == ScalarType::kF32 && IsIntegerDType(storage)) {
+      llvm::Type* f32 = b_.getFloatTy();
+      if (auto* vector = llvm::dyn_cast<llvm::VectorType>(stored->getType())) {
+        f32 = llvm::VectorType::get(f32, vector->getElementCount());
+      }
+      return IsUnsignedDType(storage) ? b_.CreateUIToFP(stored, f32) : b_.CreateSIToFP(stored, f32);
+    }
+    return WidenFromStorage(b_, storage, stored);
+  }
 
   // With bounds checks: `index` (scalar, or a vector under `mask`, null for
   // every lane) must lie inside `buffer`, or the current function returns.
@@ -733,7 +747,7 @@ class Emitter {
           v = b_.CreateMaskedGather(VectorOf(mem), addrs, align, mask_ ? mask_ : AllLanes(),
                                     llvm::Constant::getNullValue(VectorOf(mem)));
         }
-        return WidenFromStorage(b_, StorageDType(e->buffer), v);
+        return Widen(e->buffer, v);
       }
       case ExprKind::kBinary:
         return EmitBinaryOn(e, Splat(EmitV(e->operands[0])), Splat(EmitV(e->operands[1])));
@@ -907,7 +921,7 @@ class Emitter {
     llvm::Value* addr = b_.CreateGEP(mem, buffers_[e->buffer], ScalarAtLaneZero(e->operands[0]));
     llvm::Value* loaded = b_.CreateMaskedLoad(llvm::FixedVectorType::get(mem, wide), addr,
                                               StorageAlign(e->buffer), wide_mask);
-    return WidenFromStorage(b_, StorageDType(e->buffer), b_.CreateShuffleVector(loaded, keep));
+    return Widen(e->buffer, b_.CreateShuffleVector(loaded, keep));
   }
 
   llvm::Value* Lookup(const te::ExprNode* e) {
@@ -953,8 +967,7 @@ class Emitter {
         CheckBounds(e->buffer, index, nullptr, /*is_store=*/false);
         llvm::Value* addr =
             b_.CreateInBoundsGEP(StorageType(e->buffer), buffers_[e->buffer], index);
-        return WidenFromStorage(b_, StorageDType(e->buffer),
-                                b_.CreateLoad(StorageType(e->buffer), addr));
+        return Widen(e->buffer, b_.CreateLoad(StorageType(e->buffer), addr));
       }
       case ExprKind::kBinary:
         return EmitBinaryOn(e, EmitExpr(e->operands[0]), EmitExpr(e->operands[1]));

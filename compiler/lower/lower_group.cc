@@ -204,6 +204,11 @@ class GroupLowerer {
       out.schedule += " (padded by rows)";
     }
     for (auto& [buffer, data] : schedule->packed_constants) {
+      // A panel narrowed to integers (its values allow it, contraction_emit.cc)
+      // is read by other code than a float32 one of the same structure.
+      if (data->type.dtype != DType::kFloat32) {
+        absl::StrAppend(&out.canonical, "packed p", buffer, ":", DTypeName(data->type.dtype), ";");
+      }
       auto node = std::make_unique<Node>();
       node->kind = NodeKind::kConstant;
       node->name = absl::StrCat(g_.params[buffer]->name, ".packed");

@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "absl/algorithm/container.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "compiler/driver/compile.h"
 #include "compiler/lower/loop_ir.h"
@@ -514,6 +515,82 @@ TEST_F(ContractionScheduleTest, ChannelLanesSplitRaggedPixelTilesIntoParts) {
   const std::string nest = lower::LoopFunctionToString(kernel.function);
   EXPECT_THAT(nest, HasSubstr(absl::StrCat("parallel for tile in [0, ",
                                            col_blocks * 4 * ((row_blocks + 3) / 4), ")")));
+}
+
+// Values that are integers in [-limit, limit].
+std::vector<float> SmallIntegers(int64_t count, uint32_t seed, float limit) {
+  std::vector<float> v = Pseudorandom(count, seed);
+  for (float& f : v) f = std::nearbyint(f * limit);
+  return v;
+}
+
+// The storage of the first kernel's packed constant panel (".packed"), or
+// "float32" when it keeps the compute type; "none" without a packed panel.
+std::string PackedStorageOf(const KernelSpec& kernel) {
+  for (const lower::BufferDecl& b : kernel.function.buffers) {
+    if (!absl::EndsWith(b.name, ".packed")) continue;
+    return b.storage ? std::string(DTypeName(*b.storage)) : "float32";
+  }
+  return "none";
+}
+
+// Weights that are small integers (quantised weights, centered) are packed
+// as int8 or int16 and converted to float32 as they are loaded: the sums are
+// the float32 ones, exactly (every product and partial sum here is an
+// integer below 2^24, so the reference in double is exact too).
+TEST_F(ContractionScheduleTest, IntegerWeightsArePackedNarrowAndSumExactly) {
+  const int64_t n = 2, c = 64, h = 7, o = 40;
+  auto x = SmallIntegers(n * c * h * h, 90, 8), w = SmallIntegers(o * c * 9, 91, 127);
+  auto bias = SmallIntegers(o, 92, 1000);
+  auto build_conv = [=] {
+    Graph g;
+    Node* in = g.AddInput("x", {DType::kFloat32, {n, c, h, h}});
+    g.AddOutput(AddConv(g, in, w, {o, c, 3, 3}, bias, 1, 1));
+    return g;
+  };
+  EXPECT_EQ(PackedStorageOf(FirstKernelOf(build_conv())), "int8");
+  Check(build_conv, x, kiln::testing::RefConv2DStrided(x, w, bias, n, c, h, h, o, 3, 3, 1, 1),
+        "(channel lanes)", /*tolerance=*/0);
+
+  // Weights up to 300 (uint8 weights less their zero point) need int16.
+  const int64_t m = 5, k = 300, cols = 70;
+  auto a = SmallIntegers(m * k, 93, 100), wide = SmallIntegers(cols * k, 94, 300);
+  auto build_dense = [=] {
+    Graph g;
+    Node* in = g.AddInput("x", {DType::kFloat32, {m, k}});
+    g.AddOutput(Op(g, "dense", {in, g.AddConstant("w", FloatValues({cols, k}, wide))}));
+    return g;
+  };
+  EXPECT_EQ(PackedStorageOf(FirstKernelOf(build_dense())), "int16");
+  Check(build_dense, a, kiln::testing::RefDense(a, wide, {}, m, k, cols), "gemm",
+        /*tolerance=*/0);
+}
+
+// Same structure, weights one half off integers: float32 panels, and a
+// kernel of their own. Compiled after the integer model by the same
+// manager, it must not reuse the integer model's kernel (its panel would be
+// read as bytes), so the narrowing is part of the kernel's key.
+TEST_F(ContractionScheduleTest, FractionalWeightsStayFloatAndDoNotShareIntegerKernels) {
+  const int64_t m = 5, k = 300, cols = 70;
+  // Quarters times halves: every sum is exact, in float32 and in the reference.
+  auto a = SmallIntegers(m * k, 95, 40), ints = SmallIntegers(cols * k, 96, 100);
+  for (float& v : a) v /= 4;
+  std::vector<float> halves = ints;
+  for (float& v : halves) v += 0.5f;
+  auto build = [=](const std::vector<float>& w) {
+    return [=] {
+      Graph g;
+      Node* in = g.AddInput("x", {DType::kFloat32, {m, k}});
+      g.AddOutput(Op(g, "dense", {in, g.AddConstant("w", FloatValues({cols, k}, w))}));
+      return g;
+    };
+  };
+  const KernelSpec narrow = FirstKernelOf(build(ints)()), wide = FirstKernelOf(build(halves)());
+  EXPECT_EQ(PackedStorageOf(narrow), "int8");
+  EXPECT_EQ(PackedStorageOf(wide), "float32");
+  EXPECT_NE(narrow.canonical, wide.canonical);
+  Check(build(ints), a, kiln::testing::RefDense(a, ints, {}, m, k, cols), "gemm", 0);
+  Check(build(halves), a, kiln::testing::RefDense(a, halves, {}, m, k, cols), "gemm", 0);
 }
 
 }  // namespace
