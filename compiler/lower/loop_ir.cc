@@ -200,6 +200,7 @@ std::string LoopFunctionToString(const LoopFunction& fn) {
     const BufferDecl& b = fn.buffers[i];
     absl::StrAppend(&out, i == fn.num_params ? " | temps: " : (i ? ", " : ""), "b", i, ":",
                     b.name, ":", te::ScalarTypeName(b.type), "[", b.num_elements, "]");
+    if (b.storage) absl::StrAppend(&out, " stored ", DTypeName(*b.storage));
   }
   absl::StrAppend(&out, ")\n");
   Print(fn.body, 1, out);

@@ -548,7 +548,9 @@ TEST_F(ContractionScheduleTest, IntegerWeightsArePackedNarrowAndSumExactly) {
     g.AddOutput(AddConv(g, in, w, {o, c, 3, 3}, bias, 1, 1));
     return g;
   };
-  EXPECT_EQ(PackedStorageOf(FirstKernelOf(build_conv())), "int8");
+  const KernelSpec conv = FirstKernelOf(build_conv());
+  EXPECT_EQ(PackedStorageOf(conv), "int8");
+  EXPECT_THAT(lower::LoopFunctionToString(conv.function), HasSubstr("] stored int8"));
   Check(build_conv, x, kiln::testing::RefConv2DStrided(x, w, bias, n, c, h, h, o, 3, 3, 1, 1),
         "(channel lanes)", /*tolerance=*/0);
 
