@@ -380,6 +380,10 @@ absl::Status ConvertVolumePool(Converter& c, const onnx::NodeProto& n, Node* x, 
 // A Conv between DequantizeLinear outputs as an integer convolution scaled
 // once (onnx_quantized_converters.cc); null when the pattern does not apply.
 absl::StatusOr<Node*> QuantizedConv2D(Converter& c, const onnx::NodeProto& n, Node* bias);
+// The same for a Gemm (dense with `trans_b`, else matmul; its alpha and beta
+// 1, no transA) or a MatMul by a 2-D weight; null when the pattern does not apply.
+absl::StatusOr<Node*> QuantizedLinear(Converter& c, const onnx::NodeProto& n, bool trans_b,
+                                      Node* bias);
 
 // The families of converters, each adding its op types to `table`.
 void AddLossConverters(ConverterMap& table);

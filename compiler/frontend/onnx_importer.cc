@@ -125,6 +125,14 @@ absl::Status ConvertGemm(Converter& c, const onnx::NodeProto& n) {
   }
   const bool trans_b = IntAttr(n, "transB", 0) != 0;
   const char* op = trans_b ? "dense" : "matmul";
+  if (alpha == 1 && beta == 1 && !IntAttr(n, "transA", 0)) {
+    Node* bias = nullptr;
+    if (c.HasInput(n, 2)) {
+      KILN_ASSIGN_OR_RETURN(bias, c.Value(n, 2));
+    }
+    KILN_ASSIGN_OR_RETURN(Node* y, QuantizedLinear(c, n, trans_b, bias));
+    if (y != nullptr) return c.Define(n.output(0), y);
+  }
   if (c.HasInput(n, 2) && alpha == 1 && beta == 1) {
     KILN_ASSIGN_OR_RETURN(Node* bias, c.Value(n, 2));
     const int64_t cols = trans_b ? b->type.shape[0] : b->type.shape[1];
@@ -160,7 +168,10 @@ absl::Status ConvertMatMul(Converter& c, const onnx::NodeProto& n) {
     return absl::UnimplementedError(absl::StrCat("node '", n.name(),
                                                  "' (MatMul): 1-D operands are not supported"));
   }
-  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "matmul", {a, b}));
+  KILN_ASSIGN_OR_RETURN(Node* y, QuantizedLinear(c, n, /*trans_b=*/false, nullptr));
+  if (y == nullptr) {
+    KILN_ASSIGN_OR_RETURN(y, c.Add(n, "matmul", {a, b}));
+  }
   return c.Define(n.output(0), y);
 }
 

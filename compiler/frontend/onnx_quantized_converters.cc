@@ -157,6 +157,43 @@ absl::StatusOr<Node*> QuantizedConv2D(Converter& c, const onnx::NodeProto& n, No
   return c.Add(n, "add", {y, b});
 }
 
+// The QDQ pattern around Gemm (transB or not, alpha = beta = 1) and a
+// MatMul by a 2-D weight: DequantizeLinear on the activation, per tensor,
+// and on the weight, per tensor or per output column; the centered integers
+// multiplied (exact in float32 under the same 2^24 bound as the conv) and
+// scaled once by x_scale * w_scale, then the bias added. As for the conv,
+// the centered weights fold to integer constants, which the contraction
+// schedule keeps in int8 (contraction_emit.cc). Null when the pattern does
+// not apply.
+absl::StatusOr<Node*> QuantizedLinear(Converter& c, const onnx::NodeProto& n, bool trans_b,
+                                      Node* bias) {
+  const Converter::Dequantized* x = c.DequantizedFrom(n.input(0));
+  const Converter::Dequantized* w = c.DequantizedFrom(n.input(1));
+  if (x == nullptr || w == nullptr || x->scale->type.NumElements() != 1 ||
+      x->centered->type.rank() < 2 || w->centered->type.rank() != 2 ||
+      (trans_b && x->centered->type.rank() != 2)) {
+    return nullptr;
+  }
+  const int64_t columns_axis = trans_b ? 0 : 1;
+  const int64_t columns = w->centered->type.shape[columns_axis];
+  if (w->scale->type.NumElements() != 1 &&
+      (w->axis != columns_axis || w->scale->type.NumElements() != columns)) {
+    return nullptr;
+  }
+  if (bias != nullptr && bias->type.NumElements() != 1 &&
+      bias->type.shape != std::vector<int64_t>{columns}) {
+    return nullptr;
+  }
+  KILN_ASSIGN_OR_RETURN(Node* acc, c.Add(n, trans_b ? "dense" : "matmul",
+                                         {x->centered, w->centered}, NoAttrs{}, "/integers"));
+  KILN_ASSIGN_OR_RETURN(Node* xs, Float32(c, n, x->scale, "/x_scale32"));
+  KILN_ASSIGN_OR_RETURN(Node* ws, Float32(c, n, w->scale, "/w_scale32"));
+  KILN_ASSIGN_OR_RETURN(Node* scale, c.Add(n, "mul", {xs, ws}, NoAttrs{}, "/acc_scale"));
+  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "mul", {acc, scale}, NoAttrs{}, "/scaled"));
+  if (bias == nullptr) return y;
+  return c.Add(n, "add", {y, bias});
+}
+
 namespace {
 
 absl::Status ConvertQuantizeLinear(Converter& c, const onnx::NodeProto& n) {
