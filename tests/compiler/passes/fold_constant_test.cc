@@ -1,6 +1,11 @@
 #include "compiler/passes/fold_constant.h"
 
+#include <limits>
+#include <string>
+
 #include "compiler/driver/compile.h"
+#include "compiler/ir/element_access.h"
+#include "compiler/passes/infer_type.h"
 #include "gtest/gtest.h"
 #include "tests/test_util/graph_building.h"
 
@@ -8,6 +13,7 @@ namespace kiln {
 namespace {
 
 using ::kiln::testing::FloatConstant;
+using ::kiln::testing::FloatValues;
 using ::kiln::testing::Op;
 
 TEST(FoldConstantTest, ConstantSubgraphBecomesOneConstantWithItsValue) {
@@ -44,6 +50,80 @@ TEST(FoldConstantTest, SkippedBelowOptLevelTwo) {
     if (r.name == "FoldConstant") skipped = r.skipped && r.skip_reason == "opt_level 2 > 1";
   }
   EXPECT_TRUE(skipped);
+}
+
+// Folds `g` (its output an op over constants) with FoldConstant
+// and returns the output constant's bytes.
+std::string FoldedBytes(Graph g) {
+  EXPECT_TRUE(InferTypes(g).ok());
+  absl::StatusOr<bool> changed = CreateFoldConstantPass()->Run(g, PassContext{});
+  EXPECT_TRUE(changed.ok() && *changed);
+  const Node* out = g.outputs()[0];
+  EXPECT_TRUE(out->is_constant());
+  return out->is_constant() ? out->value->bytes : "";
+}
+
+// Casts to float32 and float32 arithmetic fold by plain loops; the element
+// evaluator (EvaluateConstantNode, the op definitions run element by
+// element) must agree bit for bit, broadcasting, NaN, infinities and
+// rounding included.
+TEST(FoldConstantTest, DirectFoldingAgreesWithTheEvaluatorBitForBit) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> a_values = {
+      1.5f,   -2.25f, 3e38f,  -0.0f,
+      1e-45f, inf,    -inf,   std::numeric_limits<float>::quiet_NaN(),
+      0.1f,   7.0f,   -1e-7f, 16777217.0f,
+      3.0f,   0.3f,   -5.5f,  2.0f,
+      1e20f,  -3.0f,  0.0f,   1.0f / 3,
+      9.0f,   -9.0f,  4.0f,   8.0f};
+  const std::vector<float> b_values = {3.0f, -0.0f, 1e-30f};
+  struct Shapes {
+    std::vector<int64_t> a, b;
+  };
+  for (const Shapes& shapes : {Shapes{{2, 3, 4}, {3, 1}}, Shapes{{2, 3, 4}, {1}},
+                               Shapes{{3, 1}, {2, 3, 4}}, Shapes{{2, 3, 4}, {2, 3, 4}}}) {
+    for (const char* op : {"add", "sub", "mul", "div"}) {
+      SCOPED_TRACE(op);
+      auto values = [&](const std::vector<int64_t>& shape, const std::vector<float>& pool) {
+        std::vector<float> v(TensorType{DType::kFloat32, shape}.NumElements());
+        for (size_t i = 0; i < v.size(); ++i) v[i] = pool[(i * 7) % pool.size()];
+        return FloatValues(shape, v);
+      };
+      Graph g;
+      Node* a = g.AddConstant("a", values(shapes.a, shapes.a.size() == 3 ? a_values : b_values));
+      Node* b = g.AddConstant("b", values(shapes.b, shapes.b.size() == 3 ? a_values : b_values));
+      Node* y = Op(g, op, {a, b});
+      g.AddOutput(y);
+      ASSERT_TRUE(InferTypes(g).ok());
+      absl::StatusOr<std::shared_ptr<const ConstantData>> want = EvaluateConstantNode(*y);
+      ASSERT_TRUE(want.ok()) << want.status();
+      EXPECT_EQ(FoldedBytes(std::move(g)), (*want)->bytes);
+    }
+  }
+  // Integers to float32, int64 beyond 2^24 (rounded) included.
+  for (DType from : {DType::kInt8, DType::kUInt8, DType::kInt32, DType::kInt64}) {
+    SCOPED_TRACE(DTypeName(from));
+    const std::vector<int64_t> ints = {
+        -128, 0, 1, 127, 255, -1, 16777217, -2147483648LL, int64_t{1} << 62, 99};
+    auto data = std::make_shared<ConstantData>();
+    data->type = TensorType{from, {static_cast<int64_t>(ints.size())}};
+    data->bytes.resize(data->type.ByteSize());
+    for (size_t i = 0; i < ints.size(); ++i) {
+      WriteElementFromInt(from, data->bytes.data(), static_cast<int64_t>(i), ints[i]);
+    }
+    Graph g;
+    Node* y = Op(g, "cast", {g.AddConstant("x", data)}, CastAttrs{DType::kFloat32});
+    g.AddOutput(y);
+    ASSERT_TRUE(InferTypes(g).ok());
+    absl::StatusOr<std::shared_ptr<const ConstantData>> want = EvaluateConstantNode(*y);
+    ASSERT_TRUE(want.ok()) << want.status();
+    const std::string got = FoldedBytes(std::move(g));
+    EXPECT_EQ(got, (*want)->bytes);
+    // And by hand: int8 wraps 255 to -1 and 16777217 to 1; int32 rounds 2^24 + 1 to 2^24.
+    if (from == DType::kInt32)
+      EXPECT_EQ(reinterpret_cast<const float*>(got.data())[6], 16777216.0f);
+    if (from == DType::kInt8) EXPECT_EQ(reinterpret_cast<const float*>(got.data())[4], -1.0f);
+  }
 }
 
 }  // namespace
