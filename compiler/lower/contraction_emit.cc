@@ -306,7 +306,8 @@ class Emitter {
     if (to == DType::kFloat32) return panel;
     auto narrow = std::make_shared<ConstantData>();
     narrow->type = TensorType{to, panel->type.shape};
-    narrow->bytes.resize(static_cast<size_t>(n * DTypeSize(to)));
+    // Aligned (every element is written below): the model runs from it as it is.
+    narrow->bytes = ConstantBytes::Aligned(static_cast<size_t>(n * DTypeSize(to)));
     if (to == DType::kInt8) {
       auto* dst = reinterpret_cast<int8_t*>(narrow->bytes.data());
       for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<int8_t>(v[i]);
