@@ -60,7 +60,7 @@ std::string FoldedBytes(Graph g) {
   EXPECT_TRUE(changed.ok() && *changed);
   const Node* out = g.outputs()[0];
   EXPECT_TRUE(out->is_constant());
-  return out->is_constant() ? out->value->bytes : "";
+  return out->is_constant() ? std::string(out->value->bytes.view()) : "";
 }
 
 // Casts to float32 and float32 arithmetic fold by plain loops; the element
