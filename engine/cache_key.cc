@@ -11,7 +11,9 @@
 //     "bounds-checked" for kernels with bounds checks, so that checked and
 //     unchecked kernels never stand in for each other), and the loop passes
 //     the compile skipped if any (they shape the loops codegen emits but not
-//     the canonical structure).
+//     the canonical structure), and the tuning record's schedule override
+//     the contraction followed if any (" tuned layout=.. tile=.."), so that
+//     a tuned and an untuned kernel never stand in for each other.
 // Each component is length-prefixed before hashing, so no two different
 // component lists hash the same bytes. A key match is not proof: a hit also
 // compares the components themselves (KernelKey::SameIdentity), so a collision
@@ -62,6 +64,7 @@ KernelKey MakeKernelKey(const KernelSpec& spec, const TargetDescription& target,
   if (!spec.skipped_loop_passes.empty()) {
     absl::StrAppend(&key.options, " without ", spec.skipped_loop_passes);
   }
+  if (!spec.tuned.empty()) absl::StrAppend(&key.options, " tuned ", spec.tuned);
   std::string material;
   AppendComponent(material, "format", std::to_string(kCacheFormatVersion));
   AppendComponent(material, "structure", key.canonical);

@@ -72,7 +72,8 @@ absl::StatusOr<LoweredProgram> CompileGraph(Graph graph, const CompileOptions& o
   }
 
   start = std::chrono::steady_clock::now();
-  KILN_ASSIGN_OR_RETURN(LoweredProgram lowered, BuildProgram(graph, ctx));
+  KILN_ASSIGN_OR_RETURN(LoweredProgram lowered,
+                        BuildProgram(graph, ctx, options.schedule_overrides));
   lowered.record.lower_ms = MsSince(start);
   lowered.record.passes_ms = passes_ms;
   lowered.record.passes = timing.records();

@@ -10,6 +10,7 @@
 #include "compiler/ir/graph.h"
 #include "compiler/pass/pass.h"
 #include "compiler/lower/lowered_program.h"
+#include "compiler/lower/schedule_override.h"
 
 namespace kiln {
 
@@ -35,6 +36,9 @@ struct CompileOptions {
   // Asked between passes, groups and kernels: true stops the compile with
   // Cancelled. Unset: it runs to the end.
   std::function<bool()> should_stop;
+  // Measured schedule choices by a group's canonical form (tuning records);
+  // asked from lowering threads. Unset: every schedule is the estimate's.
+  lower::ScheduleOverrideLookup schedule_overrides;
 };
 
 // Runs the default pipeline over `graph` (which must come from an importer, so

@@ -44,7 +44,8 @@ constexpr int kLowerThreads = 2;
 absl::StatusOr<std::vector<lower::LoweredGroup>> LowerGroups(
     const std::vector<const Node*>& roots,
     const std::map<const Node*, std::vector<const Node*>>& members,
-    const std::vector<KernelSpec>& specs, const PassContext& ctx) {
+    const std::vector<KernelSpec>& specs, const PassContext& ctx,
+    const lower::ScheduleOverrideLookup& overrides) {
   std::vector<lower::LoweredGroup> lowered(roots.size());
   // Largest first, so the last group a thread takes is a small one: in root
   // order resnet18's largest weights (packed in lowering) came last and kept
@@ -79,7 +80,7 @@ absl::StatusOr<std::vector<lower::LoweredGroup>> LowerGroups(
         return;
       }
       const size_t i = order[n];
-      lowered[i] = lower::LowerGroup(members.at(roots[i]), specs[i].name);
+      lowered[i] = lower::LowerGroup(members.at(roots[i]), specs[i].name, overrides);
     }
   };
   const int threads =
@@ -97,7 +98,8 @@ absl::StatusOr<std::vector<lower::LoweredGroup>> LowerGroups(
 
 }  // namespace
 
-absl::StatusOr<LoweredProgram> BuildProgram(const Graph& graph, const PassContext& ctx) {
+absl::StatusOr<LoweredProgram> BuildProgram(const Graph& graph, const PassContext& ctx,
+                                            const lower::ScheduleOverrideLookup& overrides) {
   LoweredProgram lowered_program;
   Program& program = lowered_program.program;
   program.name = graph.name;
@@ -146,7 +148,7 @@ absl::StatusOr<LoweredProgram> BuildProgram(const Graph& graph, const PassContex
     specs[i].name = absl::StrCat(KernelBaseName(specs[i].ops), "_", i);
   }
   KILN_ASSIGN_OR_RETURN(std::vector<lower::LoweredGroup> lowered_groups,
-                        LowerGroups(roots, members, specs, ctx));
+                        LowerGroups(roots, members, specs, ctx, overrides));
   for (size_t i = 0; i < roots.size(); ++i) {
     const Node* root = roots[i];
     KernelSpec kernel = std::move(specs[i]);
@@ -167,6 +169,9 @@ absl::StatusOr<LoweredProgram> BuildProgram(const Graph& graph, const PassContex
     kernel.canonical = std::move(lowered.canonical);
     kernel.function = std::move(lowered.function);
     kernel.schedule = std::move(lowered.schedule);
+    kernel.contraction = lowered.contraction;
+    kernel.tuned = std::move(lowered.tuned);
+    kernel.override_ignored = std::move(lowered.override_ignored);
     for (auto& p : lowered.packed_params) packed_params.push_back(std::move(p));
     program.kernels.push_back(std::move(call));
     lowered_program.kernels.push_back(std::move(kernel));

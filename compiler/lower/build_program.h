@@ -8,12 +8,16 @@
 #include "compiler/ir/graph.h"
 #include "compiler/pass/pass.h"
 #include "compiler/lower/lowered_program.h"
+#include "compiler/lower/schedule_override.h"
 
 namespace kiln {
 
 // Every op node belongs to the group of its group_root (itself when null).
 // The loop passes (loop_pipeline.h) run over the kernels under `ctx`.
-absl::StatusOr<LoweredProgram> BuildProgram(const Graph& graph, const PassContext& ctx);
+// `overrides` (called from lowering threads: it must be thread-safe) gives
+// contraction schedules their measured choices.
+absl::StatusOr<LoweredProgram> BuildProgram(const Graph& graph, const PassContext& ctx,
+                                            const lower::ScheduleOverrideLookup& overrides = {});
 
 }  // namespace kiln
 

@@ -116,6 +116,24 @@ int64_t PixelParts(const ContractionPlan& p, const ContractionKnobs& knobs) {
 
 }  // namespace
 
+bool TileIsLegal(int mr, int nv) {
+  // Accumulators + B vectors in 32 registers.
+  return mr >= 1 && mr <= 8 && nv >= 1 && nv <= 4 && mr * nv + nv <= 30;
+}
+
+double TileCost(int mr, int nv, int64_t m, int64_t n, int64_t k, int64_t rows,
+                double store_cycles, const ContractionKnobs& knobs) {
+  // FMAs issue on two ports; the MR broadcasts and NV loads measured as
+  // if on one (8x32 tiles ran 10-15% slower than 6x64 at equal FMAs per
+  // cycle in theory); four cycles of FMA latency per accumulator chain.
+  double per_k = std::max({mr * nv / 2.0, (mr + nv) * 1.0, 4.0});
+  // A K x NR panel of B beyond L1 streams from L2 once per tile: about
+  // 24 bytes a cycle, which wide-and-short tiles (4x64) hit first.
+  if (k * nv * kLanes * 4 > knobs.l1_bytes) per_k = std::max(per_k, nv * 64 / 24.0);
+  const double tiles = static_cast<double>(CeilDiv(m, mr) * CeilDiv(n, nv * kLanes) * rows);
+  return tiles * (k * per_k + mr * nv * store_cycles);
+}
+
 // Ties go to the tile that pads less (zero rows still cost packing and
 // stores), then to the larger tile (less loop overhead per multiply-add).
 Tile ChooseTile(int64_t m, int64_t n, int64_t k, int64_t rows, double store_cycles,
@@ -124,16 +142,8 @@ Tile ChooseTile(int64_t m, int64_t n, int64_t k, int64_t rows, double store_cycl
   int64_t best_area = 0;
   for (int mr = 1; mr <= 8; ++mr) {
     for (int nv = 1; nv <= 4; ++nv) {
-      if (mr * nv + nv > 30) continue;  // accumulators + B vectors in 32 registers
-      // FMAs issue on two ports; the MR broadcasts and NV loads measured as
-      // if on one (8x32 tiles ran 10-15% slower than 6x64 at equal FMAs per
-      // cycle in theory); four cycles of FMA latency per accumulator chain.
-      double per_k = std::max({mr * nv / 2.0, (mr + nv) * 1.0, 4.0});
-      // A K x NR panel of B beyond L1 streams from L2 once per tile: about
-      // 24 bytes a cycle, which wide-and-short tiles (4x64) hit first.
-      if (k * nv * kLanes * 4 > knobs.l1_bytes) per_k = std::max(per_k, nv * 64 / 24.0);
-      const double tiles = static_cast<double>(CeilDiv(m, mr) * CeilDiv(n, nv * kLanes) * rows);
-      const double cost = tiles * (k * per_k + mr * nv * store_cycles);
+      if (!TileIsLegal(mr, nv)) continue;
+      const double cost = TileCost(mr, nv, m, n, k, rows, store_cycles, knobs);
       const int64_t area = CeilDiv(m, mr) * mr * CeilDiv(n, nv * kLanes) * nv * kLanes;
       bool better = best.cost == 0 || cost < best.cost * 0.999;
       if (!better && cost <= best.cost * 1.001) {
@@ -148,7 +158,11 @@ Tile ChooseTile(int64_t m, int64_t n, int64_t k, int64_t rows, double store_cycl
   return best;
 }
 
-ContractionPlan PlanContraction(const ContractionShape& s, const ContractionKnobs& knobs) {
+namespace {
+
+// The estimate's layout and tile (the design note's choice between flat
+// tiles, row tiles and channel lanes).
+ContractionPlan EstimatedLayout(const ContractionShape& s, const ContractionKnobs& knobs) {
   ContractionPlan p;  // flat tiles over the shape as read, until a layout wins
   std::tie(p.m, p.n, p.k, p.batch, p.k_outer) = std::tie(s.m, s.n, s.k, s.batch, s.k_outer);
   p.tile = ChooseTile(s.m, s.n, s.k, 1, s.flat_store_scatters ? knobs.scatter_cycles
@@ -196,9 +210,76 @@ ContractionPlan PlanContraction(const ContractionShape& s, const ContractionKnob
     p.tile = lanes_tile;
     p.images_apart = lanes_apart;
   }
+  return p;
+}
+
+// `layout` with the tile `o` names (or the estimate's best for that layout);
+// an empty reason, or why the layout or tile does not fit the shape.
+std::string ForcedLayout(const ContractionShape& s, const ContractionKnobs& knobs,
+                         ContractionLayout layout, const ScheduleOverride& o,
+                         ContractionPlan& p) {
+  if ((o.mr > 0 || o.nv > 0) && !TileIsLegal(o.mr, o.nv)) {
+    return absl::StrCat("tile ", o.mr, "x", o.nv * kLanes, " does not fit the registers");
+  }
+  p = ContractionPlan();
+  std::tie(p.m, p.n, p.k, p.batch, p.k_outer) = std::tie(s.m, s.n, s.k, s.batch, s.k_outer);
+  p.layout = layout;
+  int64_t rows = 1;
+  double store_cycles = s.flat_store_scatters ? knobs.scatter_cycles : knobs.store_cycles;
+  switch (layout) {
+    case Layout::kFlatTiles:
+      break;
+    case Layout::kRowTiles:
+      if (!s.flat_store_scatters || !s.row_tiles_apply) {
+        return "row tiles apply only to a conv read in place over padded rows";
+      }
+      rows = s.n / s.n_inner;
+      p.batch = s.batch * rows;
+      p.n = s.n_inner;
+      store_cycles = knobs.store_cycles;
+      break;
+    case Layout::kChannelLanes: {
+      const bool apart = ImagesApart(s, knobs);
+      const ContractionShape::Lanes& lanes = apart ? s.lanes_apart : s.lanes_joined;
+      if (!s.channel_lanes_apply || !lanes.applies) {
+        return "channel lanes apply only to a conv with constant weights read in place";
+      }
+      p.n = s.m;
+      p.m = lanes.pixels;
+      p.batch = lanes.batch;
+      p.images_apart = apart;
+      rows = lanes.batch;
+      store_cycles = knobs.transposed_store_cycles;
+      break;
+    }
+  }
+  if (o.mr > 0) {
+    p.tile = {o.mr, o.nv, TileCost(o.mr, o.nv, p.m, p.n, p.k, rows, store_cycles, knobs)};
+  } else {
+    p.tile = ChooseTile(p.m, p.n, p.k, rows, store_cycles, knobs);
+  }
+  return "";
+}
+
+// Blocks, K blocks, loop order and parallelism for the plan's layout and
+// tile, with `o`'s K blocks and parts where it sets them; an empty reason,
+// or why they do not fit.
+std::string FinishPlan(const ContractionKnobs& knobs, const ScheduleOverride& o,
+                       ContractionPlan& p) {
   p.mb = CeilDiv(p.m, p.tile.mr);
   p.nb = CeilDiv(p.n, p.tile.nr());
   p.k_block_span = KBlockSpan(p, knobs);
+  if (o.k_block_span > 0) {
+    const int64_t partial_bytes = p.batch * p.nb * p.mb * p.tile.mr * p.tile.nr() * 4;
+    if (p.k_outer % o.k_block_span != 0 || o.k_block_span >= p.k_outer) {
+      return absl::StrCat("K blocks of ", o.k_block_span, " do not divide the outer ",
+                          "reduction extent ", p.k_outer, " into two or more");
+    }
+    if (partial_bytes > knobs.max_partial_bytes) {
+      return absl::StrCat("K blocks would keep ", partial_bytes, " bytes of partial sums");
+    }
+  }
+  if (o.k_block_span >= 0) p.k_block_span = o.k_block_span;
   p.parallel = p.m * p.n * p.k * p.batch >= knobs.parallel_work;
   // One parallel loop over all tiles where nothing else must order them:
   // the pool's contiguous chunks then balance to a tile (see
@@ -206,12 +287,51 @@ ContractionPlan PlanContraction(const ContractionShape& s, const ContractionKnob
   if (p.parallel && (p.batch == 1 || p.images_apart) && p.k_block_span == 0 && p.nb * p.mb > 1) {
     p.loop_order = LoopOrder::kTilesInParallel;
     p.pixel_parts = PixelParts(p, knobs);
-    return p;
+    if (o.pixel_parts > 0) {
+      if (p.layout != Layout::kChannelLanes && o.pixel_parts != 1) {
+        return "pixel parts apply only to channel lanes";
+      }
+      if (o.pixel_parts > p.mb) {
+        return absl::StrCat(o.pixel_parts, " pixel parts exceed the ", p.mb, " row blocks");
+      }
+      p.pixel_parts = o.pixel_parts;
+    }
+    return "";
   }
+  if (o.pixel_parts > 1) return "pixel parts apply only to one parallel loop over the tiles";
   if (p.k_block_span > 0) ChooseCacheGroups(p.k_block_span * (p.k / p.k_outer), knobs, p);
   p.loop_order = p.group_col_blocks > 1 || p.group_row_blocks > 1 ? LoopOrder::kCacheGroups
                                                                     : LoopOrder::kBlocks;
-  return p;
+  return "";
+}
+
+}  // namespace
+
+ContractionPlan PlanContraction(const ContractionShape& s, const ContractionKnobs& knobs,
+                                const ScheduleOverride* override, std::string* ignored) {
+  ContractionPlan estimated = EstimatedLayout(s, knobs);
+  if (override != nullptr && !override->empty()) {
+    ContractionPlan p = estimated;
+    std::string reason;
+    if (override->layout || override->mr > 0 || override->nv > 0) {
+      reason = ForcedLayout(s, knobs, override->layout.value_or(estimated.layout), *override, p);
+    }
+    if (reason.empty()) reason = FinishPlan(knobs, *override, p);
+    if (reason.empty()) return p;
+    if (ignored != nullptr) *ignored = reason;
+  }
+  FinishPlan(knobs, ScheduleOverride(), estimated);  // refuses only an override's choices
+  return estimated;
+}
+
+ScheduleOverride OverrideOf(const ContractionPlan& p) {
+  ScheduleOverride o;
+  o.layout = p.layout;
+  o.mr = p.tile.mr;
+  o.nv = p.tile.nv;
+  o.k_block_span = p.k_block_span;
+  o.pixel_parts = p.pixel_parts;
+  return o;
 }
 
 void ChooseOperandAccess(const OperandFacts& facts, ContractionPlan& p) {

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <string>
 
+#include "compiler/lower/schedule_override.h"
+
 namespace kiln::lower {
 
 inline constexpr int kLanes = 16;  // float32 lanes of a 512-bit vector
@@ -72,8 +74,15 @@ struct Tile {
   int nr() const { return nv * kLanes; }
 };
 
-// The tile with the fewest estimated cycles for `rows` independent M x N x K
-// products, epilogue included (`store_cycles` per output vector).
+// Whether an MR x (NV * kLanes) tile fits the micro-kernel's registers.
+bool TileIsLegal(int mr, int nv);
+
+// The estimated cycles of `rows` independent M x N x K products in MR x NR
+// tiles, epilogue included (`store_cycles` per output vector).
+double TileCost(int mr, int nv, int64_t m, int64_t n, int64_t k, int64_t rows,
+                double store_cycles, const ContractionKnobs& knobs = {});
+
+// The tile with the fewest estimated cycles (TileCost) among the legal ones.
 Tile ChooseTile(int64_t m, int64_t n, int64_t k, int64_t rows, double store_cycles,
                 const ContractionKnobs& knobs = {});
 
@@ -108,7 +117,7 @@ struct ContractionShape {
 };
 
 struct ContractionPlan {
-  enum class Layout { kFlatTiles, kRowTiles, kChannelLanes };
+  using Layout = ContractionLayout;
   // How the tile loops nest: every tile in one parallel loop; column and row
   // blocks in cache groups around the K blocks; or plain blocks.
   enum class LoopOrder { kTilesInParallel, kCacheGroups, kBlocks };
@@ -137,8 +146,16 @@ struct ContractionPlan {
 
 // Layout, tile, blocks, K blocks, loop order and parallelism for `shape`.
 // Operand access is decided after the layout is applied (ChooseOperandAccess).
+// A non-null `override` replaces the estimate's choices where it sets them;
+// one that does not fit the shape is ignored whole (the plan is the
+// estimate's) and `ignored`, if given, says why.
 ContractionPlan PlanContraction(const ContractionShape& shape,
-                                const ContractionKnobs& knobs = {});
+                                const ContractionKnobs& knobs = {},
+                                const ScheduleOverride* override = nullptr,
+                                std::string* ignored = nullptr);
+
+// The override that reproduces `plan` exactly: every field set.
+ScheduleOverride OverrideOf(const ContractionPlan& plan);
 
 // What decides whether operands are read in place, once the plan's layout
 // and tile are known.

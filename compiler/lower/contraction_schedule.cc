@@ -346,10 +346,22 @@ std::optional<ContractionSchedule> ScheduleContraction(const ContractionTarget& 
   const ContractionKnobs knobs;
   ContractionAnalysis analysis(target);
   if (!analysis.Analyse(knobs)) return std::nullopt;
-  ContractionPlan plan = PlanContraction(analysis.Shape(), knobs);
+  const ContractionShape shape = analysis.Shape();
+  std::string ignored;
+  ContractionPlan plan = PlanContraction(shape, knobs, target.schedule_override, &ignored);
   analysis.ApplyLayout(plan);
   ChooseOperandAccess(analysis.FactsFor(plan), plan);
-  return EmitContraction(target, analysis.operands(), plan, knobs);
+  ContractionSchedule schedule = EmitContraction(target, analysis.operands(), plan, knobs);
+  schedule.shape = shape;
+  const ScheduleOverride* o = target.schedule_override;
+  if (o != nullptr && !o->empty()) {
+    if (ignored.empty()) {
+      schedule.override_applied = o->ToString();
+    } else {
+      schedule.override_ignored = ignored;
+    }
+  }
+  return schedule;
 }
 
 }  // namespace kiln::lower

@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "compiler/ir/graph.h"
+#include "compiler/lower/contraction_plan.h"
 #include "compiler/lower/loop_ir.h"
+#include "compiler/lower/schedule_override.h"
 #include "compiler/te/expr_builder.h"
 
 namespace kiln::lower {
@@ -42,6 +44,8 @@ struct ContractionTarget {
   bool conv_input_has_slack = false;
   // The bytes behind a parameter buffer when it is a constant, else null.
   std::function<const ConstantData*(int buffer)> constant_of;
+  // A measured choice replacing the estimate's (a tuning record), or null.
+  const ScheduleOverride* schedule_override = nullptr;
 };
 
 struct ContractionSchedule {
@@ -52,6 +56,12 @@ struct ContractionSchedule {
   std::string summary;
   // Whether each output row is tiled on its own (the design note's row tiles).
   bool row_tiles = false;
+  // The numbers the plan was chosen from (a tuner enumerates plans over them).
+  ContractionShape shape;
+  // The target's override when the plan follows it ("" otherwise), and why
+  // it was ignored when it did not fit the shape.
+  std::string override_applied;
+  std::string override_ignored;
 };
 
 // The schedule, or nullopt when the value is not one float32 sum-of-products

@@ -58,12 +58,13 @@ class GroupLowerer {
  public:
   explicit GroupLowerer(const std::vector<const Node*>& members) : g_(members) {}
 
-  LoweredGroup Lower(const std::string& name) {
+  LoweredGroup Lower(const std::string& name, const ScheduleOverrideLookup& overrides) {
     LoweredGroup out;
     // 1. Parameters.
     CollectParams();
     out.params = g_.params;
     out.canonical = Canonical();
+    if (overrides) override_ = overrides(out.canonical);
     const Node* root = g_.members.back();
 
     // 2. Inlining: the root's element at the output's loop variables.
@@ -178,6 +179,7 @@ class GroupLowerer {
       const Node* p = g_.params[buffer];
       return p->is_constant() ? p->value.get() : nullptr;
     };
+    if (override_) target.schedule_override = &*override_;
     std::optional<ContractionSchedule> schedule = ScheduleContraction(target);
     if (!schedule) {
       fn.buffers.resize(fn.num_params);  // drop the padded input
@@ -186,6 +188,9 @@ class GroupLowerer {
     }
     fn.body = padding_stage ? MakeSeq({padding_stage, schedule->body}) : schedule->body;
     out.schedule = schedule->summary;
+    out.contraction = schedule->shape;
+    out.tuned = schedule->override_applied;
+    out.override_ignored = schedule->override_ignored;
     // The padded copy is made where its reader runs: per channel for
     // depthwise row tiles, per image where images run apart, else up front.
     std::optional<Stmt> per_channel, per_image;
@@ -369,13 +374,15 @@ class GroupLowerer {
   te::ExprBuilder& b_ = g_.b;
   std::vector<Temp> temps_;
   std::unordered_map<const te::ExprNode*, size_t> temp_of_;
+  std::optional<ScheduleOverride> override_;  // for this group's contraction
 };
 
 }  // namespace
 
-LoweredGroup LowerGroup(const std::vector<const Node*>& members, const std::string& name) {
+LoweredGroup LowerGroup(const std::vector<const Node*>& members, const std::string& name,
+                        const ScheduleOverrideLookup& overrides) {
   GroupLowerer lowerer(members);
-  return lowerer.Lower(name);
+  return lowerer.Lower(name, overrides);
 }
 
 }  // namespace kiln::lower

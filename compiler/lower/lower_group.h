@@ -3,11 +3,14 @@
 #define KILN_COMPILER_LOWER_LOWER_GROUP_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "compiler/ir/graph.h"
+#include "compiler/lower/contraction_plan.h"
 #include "compiler/lower/loop_ir.h"
+#include "compiler/lower/schedule_override.h"
 #include "compiler/te/expr_builder.h"
 
 namespace kiln::lower {
@@ -23,6 +26,12 @@ struct LoweredGroup {
   std::vector<std::unique_ptr<Node>> packed_params;
   // The schedule applied, when a special one was ("gemm 8x32 M=.. N=.. K=..").
   std::string schedule;
+  // The contraction's shape, when the contraction schedule applied.
+  std::optional<ContractionShape> contraction;
+  // The override the schedule followed ("" for the estimate's plan), and
+  // why one was ignored.
+  std::string tuned;
+  std::string override_ignored;
   // Whether that schedule shaped the loops (see LoopKernel::scheduled).
   bool scheduled = false;
   // The builder `function`'s expressions were made by, for the loop passes.
@@ -30,8 +39,10 @@ struct LoweredGroup {
 };
 
 // `members`: the group's op nodes in topological order; the last is the root,
-// whose value the group produces.
-LoweredGroup LowerGroup(const std::vector<const Node*>& members, const std::string& name);
+// whose value the group produces. `overrides`, if set, is asked for the
+// group's contraction schedule by its canonical form.
+LoweredGroup LowerGroup(const std::vector<const Node*>& members, const std::string& name,
+                        const ScheduleOverrideLookup& overrides = nullptr);
 
 }  // namespace kiln::lower
 

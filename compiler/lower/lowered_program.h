@@ -4,10 +4,12 @@
 #ifndef KILN_COMPILER_LOWER_LOWERED_PROGRAM_H_
 #define KILN_COMPILER_LOWER_LOWERED_PROGRAM_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "compiler/ir/tensor_type.h"
+#include "compiler/lower/contraction_plan.h"
 #include "compiler/lower/loop_ir.h"
 #include "compiler/pass/pass_report.h"
 #include "compiler/program.h"
@@ -33,6 +35,13 @@ struct KernelSpec {
   // The special schedule lowering chose ("gemm 8x48 M=.. N=.. K=.."), or empty
   // for the generic loop nest.
   std::string schedule;
+  // The contraction schedule's shape, where it applied: what a tuner plans over.
+  std::optional<lower::ContractionShape> contraction;
+  // The measured override (a tuning record) the schedule followed, as
+  // ScheduleOverride::ToString, or empty. It changes the code, not
+  // `canonical`, so the cache keys on it; and why a record was ignored.
+  std::string tuned;
+  std::string override_ignored;
   // The types of its parameters (inputs, then the output): what a remote call
   // must pass.
   std::vector<TensorType> arg_types;
