@@ -6,6 +6,7 @@
 #include <utility>
 #include <chrono>
 #include <thread>
+#include <tuple>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -49,6 +50,12 @@ absl::StatusOr<CompiledModelAndReport> CompileModelHere(const std::string& name,
                                                         absl::Time deadline,
                                                         const Admission& admission) {
   CompileOptions options = options_in;
+  if (!options.schedule_overrides) {
+    TuningRecords* records = &cache.tuning();
+    options.schedule_overrides = [records](const std::string& canonical) {
+      return records->Lookup(canonical);
+    };
+  }
   codegen::CodegenOptions codegen = driver.codegen;
   codegen.bounds_checks |= options.kernel_bounds_checks;
   std::unique_ptr<ProgressInstrument> progress;
@@ -87,10 +94,10 @@ absl::StatusOr<CompiledModelAndReport> CompileModelHere(const std::string& name,
   std::vector<int> distinct;
   std::vector<size_t> size(count, 0);
   {
-    std::map<std::pair<std::string, std::string>, int> seen;
+    std::map<std::tuple<std::string, std::string, std::string>, int> seen;
     for (int k = 0; k < count; ++k) {
-      auto [it, fresh] =
-          seen.emplace(std::make_pair(specs[k].canonical, specs[k].skipped_loop_passes), k);
+      auto [it, fresh] = seen.emplace(
+          std::make_tuple(specs[k].canonical, specs[k].skipped_loop_passes, specs[k].tuned), k);
       first[k] = it->second;
       if (!fresh) continue;
       distinct.push_back(k);
@@ -150,6 +157,9 @@ absl::StatusOr<CompiledModelAndReport> CompileModelHere(const std::string& name,
     report.ops = spec.ops;
     report.nodes = spec.nodes;
     report.schedule = spec.schedule;
+    report.tuned = spec.tuned;
+    report.override_ignored = spec.override_ignored;
+    if (!spec.tuned.empty()) ++result.tuned_kernels;
     report.flops = spec.flops;
     report.bytes = spec.bytes;
     report.key_hex = lookup.key_hex;

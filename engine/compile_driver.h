@@ -25,6 +25,9 @@ struct KernelCompileReport {
   std::vector<std::string> nodes;
   // The special schedule lowering chose, or empty for the generic loop nest.
   std::string schedule;
+  // The tuning record's schedule it follows, or empty; why a record was ignored.
+  std::string tuned;
+  std::string override_ignored;
   // One call's FLOPs and argument bytes (KernelSpec's roofline counts).
   double flops = 0;
   int64_t bytes = 0;
@@ -56,6 +59,8 @@ struct CompileResult {
   double total_ms = 0;
   int cache_hits = 0;
   int cache_misses = 0;
+  // Kernels whose schedule came from a tuning record.
+  int tuned_kernels = 0;
   // Intermediate bytes one inference needs after memory planning, and before.
   int64_t intermediate_bytes = 0;
   int64_t intermediate_bytes_unplanned = 0;
@@ -87,6 +92,8 @@ struct Admission {
 };
 
 // Compiles `graph` as model `name`, taking its kernels from `cache` or
+// compiling them into it; contraction schedules follow the cache's tuning
+// records for this CPU unless `options` brings its own overrides.
 // compiling them into it. `events`, when set, hears of each pass and kernel as
 // it finishes (from compile threads: it must be thread-safe). A kernel compile
 // outlives a caller that stops listening; its result is cached.

@@ -28,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/ms_since.h"
+#include "runtime/host_peaks.h"
 
 namespace kiln::engine {
 namespace {
@@ -62,6 +63,12 @@ KernelCache::KernelCache(std::shared_ptr<runtime::JitEngine> jit, KernelCacheOpt
           absl::StrCat("no remote kernel cache: ", remote.status().message()));
     }
   }
+  if (options_.cpu_model.empty()) options_.cpu_model = runtime::CpuModelName();
+  // Records are read from and written to the directory only where the disk
+  // cache could open it.
+  tuning_ = std::make_unique<TuningRecords>(
+      disk_ ? options_.dir : "",
+      TuningCpu{options_.target.cpu, options_.cpu_model, options_.target.features});
 }
 
 std::string KernelCache::NearestMissReason(const KernelKey& key) const {
@@ -137,6 +144,7 @@ absl::StatusOr<CacheLookup> KernelCache::GetOrCompile(const KernelSpec& spec,
   info.object_bytes = result->object_bytes;
   info.last_use_unix_s = NowUnixSeconds();
   info.origin = result->source;
+  info.tuned = spec.tuned;
   entry->last_use = ++clock_;
   if (result->source == CacheSource::kDisk || result->source == CacheSource::kRemote) {
     ++(result->source == CacheSource::kDisk ? disk_hits_ : remote_hits_);
@@ -259,7 +267,17 @@ CacheStats KernelCache::Stats() const {
     ++stats.memory_entries;
     stats.memory_bytes += entry->info.object_bytes;
     stats.entries.push_back(entry->info);
+    if (!entry->info.tuned.empty()) {
+      std::optional<TuningRecord> record =
+          tuning_->Find(TuningStructureKey(entry->key.canonical));
+      if (record) stats.entries.back().tuned_gain = record->Gain();
+    }
   }
+  for (const TuningRecord& r : tuning_->All()) {
+    ++stats.tuning_records_total;
+    if (r.cpu == tuning_->host()) ++stats.tuning_records_here;
+  }
+  stats.tuning_uses = tuning_->uses();
   return stats;
 }
 

@@ -20,6 +20,7 @@
 #include "engine/cache_key.h"
 #include "engine/disk_cache.h"
 #include "engine/remote_cache.h"
+#include "engine/tuning_records.h"
 #include "runtime/jit_engine.h"
 
 namespace kiln::engine {
@@ -50,6 +51,9 @@ struct KernelCacheOptions {
   TargetDescription target = TargetDescription::Host();
   // The shared tier after the disk (--remote-cache); empty url: none.
   RemoteCacheOptions remote;
+  // /proc/cpuinfo's model name: with target's CPU and features, the CPU
+  // tuning records are kept for.
+  std::string cpu_model;
 };
 
 // One cached kernel as the queries and remote calls see it.
@@ -67,6 +71,10 @@ struct KernelInfo {
   int64_t hits = 0;
   int64_t last_use_unix_s = 0;
   CacheSource origin = CacheSource::kCompiled;
+  // The tuning record's schedule the kernel follows ("" when untuned), and
+  // how many times faster than the estimate's it measured.
+  std::string tuned;
+  double tuned_gain = 0;
 };
 
 struct CacheStats {
@@ -83,6 +91,10 @@ struct CacheStats {
   DiskCacheStats disk;
   RemoteCacheStats remote;
   std::vector<KernelInfo> entries;
+  // Tuning records: for this CPU and in all, and schedules they gave compiles.
+  int64_t tuning_records_here = 0;
+  int64_t tuning_records_total = 0;
+  int64_t tuning_uses = 0;
 };
 
 class KernelCache {
@@ -108,6 +120,10 @@ class KernelCache {
   // otherwise), for remote calls.
   absl::StatusOr<std::pair<std::shared_ptr<runtime::LoadedKernel>, KernelInfo>> Find(
       const std::string& key_hex);
+  // The measured schedules kept with the cache (in its directory, if any).
+  TuningRecords& tuning() { return *tuning_; }
+  const TargetDescription& target() const { return options_.target; }
+  const std::shared_ptr<runtime::JitEngine>& jit() const { return jit_; }
 
  private:
   struct Entry {
@@ -136,6 +152,7 @@ class KernelCache {
   KernelCacheOptions options_;
   std::unique_ptr<DiskCache> disk_;
   std::unique_ptr<RemoteCache> remote_;
+  std::unique_ptr<TuningRecords> tuning_;
   mutable absl::Mutex mutex_;
   std::map<std::string, std::shared_ptr<Entry>> entries_ ABSL_GUARDED_BY(mutex_);
   int64_t memory_hits_ ABSL_GUARDED_BY(mutex_) = 0;

@@ -182,7 +182,18 @@ double TimeTriad(float* a, const float* b, const float* c, int64_t n, int thread
   return s > 0 ? 3.0 * sizeof(float) * n / s / 1e9 : 0;
 }
 
-std::string CpuName() {
+
+// Three arrays of this many bytes each: past the last-level cache (when the
+// OS says how large it is), at least 32 MiB and at most 128 MiB so the
+// first touch stays cheap; a VM reporting a huge shared L3 gets 64 MiB.
+int64_t TriadArrayBytes() {
+  const long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  return std::clamp<int64_t>(llc > 0 ? llc : 0, int64_t{32} << 20, int64_t{64} << 20);
+}
+
+}  // namespace
+
+std::string CpuModelName() {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
   while (std::getline(in, line)) {
@@ -194,16 +205,6 @@ std::string CpuName() {
   }
   return "unknown";
 }
-
-// Three arrays of this many bytes each: past the last-level cache (when the
-// OS says how large it is), at least 32 MiB and at most 128 MiB so the
-// first touch stays cheap; a VM reporting a huge shared L3 gets 64 MiB.
-int64_t TriadArrayBytes() {
-  const long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  return std::clamp<int64_t>(llc > 0 ? llc : 0, int64_t{32} << 20, int64_t{64} << 20);
-}
-
-}  // namespace
 
 double HostPeaks::FmaGflops(int threads) const {
   return std::min(fma_gflops_one_thread * std::max(1, threads),
@@ -218,7 +219,7 @@ double HostPeaks::StreamGbps(int threads) const {
 HostPeaks MeasureHostPeaks() {
   const Clock::time_point start = Clock::now();
   HostPeaks p;
-  p.cpu_name = CpuName();
+  p.cpu_name = CpuModelName();
   p.cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const FmaLoop loop = WidestFmaLoop();
   p.isa = loop.isa;

@@ -27,6 +27,9 @@ struct HostPeaks {
   double StreamGbps(int threads) const;
 };
 
+// /proc/cpuinfo's "model name" ("Intel(R) Xeon(R) Processor"), or "unknown".
+std::string CpuModelName();
+
 // Measures now (tens to a few hundred milliseconds, mostly filling the triad's
 // arrays). Every figure is the best of a few runs.
 HostPeaks MeasureHostPeaks();

@@ -1,0 +1,83 @@
+#include "compiler/lower/schedule_candidates.h"
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+namespace kiln::lower {
+namespace {
+
+using Layout = ContractionPlan::Layout;
+
+struct Candidate {
+  ScheduleOverride o;
+  double cost = 0;  // estimated cycles; a stable sort keeps variants after their base
+};
+
+// A K block span for `p` when the estimate chose none: the largest divisor
+// of the outer reduction extent whose block keeps knobs.k_block_bytes of B
+// (KBlockSpan's L1 target, without its size thresholds), or 0.
+int64_t KBlockVariant(const ContractionPlan& p, const ContractionKnobs& knobs) {
+  const int64_t inner = p.k / p.k_outer;
+  const int64_t target = knobs.k_block_bytes / (p.tile.nr() * 4);
+  int64_t span = 0;
+  for (int64_t d = 1; d < p.k_outer; ++d) {
+    if (p.k_outer % d == 0 && d * inner <= target) span = d;
+  }
+  return span * inner * 2 >= target ? span : 0;
+}
+
+}  // namespace
+
+std::vector<ScheduleOverride> ScheduleCandidates(const ContractionShape& shape,
+                                                 const CandidateOptions& options,
+                                                 const ContractionKnobs& knobs) {
+  const ScheduleOverride estimate = OverrideOf(PlanContraction(shape, knobs));
+  std::vector<Candidate> all;
+  auto add = [&](const ScheduleOverride& o, double cost) {
+    std::string ignored;
+    const ContractionPlan p = PlanContraction(shape, knobs, &o, &ignored);
+    if (!ignored.empty()) return;
+    all.push_back({OverrideOf(p), cost});
+  };
+  for (Layout layout : {Layout::kFlatTiles, Layout::kRowTiles, Layout::kChannelLanes}) {
+    for (int mr = 1; mr <= 8; ++mr) {
+      for (int nv = 1; nv <= 4; ++nv) {
+        if (!TileIsLegal(mr, nv)) continue;
+        ScheduleOverride o;
+        o.layout = layout;
+        o.mr = mr;
+        o.nv = nv;
+        std::string ignored;
+        const ContractionPlan p = PlanContraction(shape, knobs, &o, &ignored);
+        if (!ignored.empty()) break;  // the layout does not apply
+        // Tile costs are per batch element except the channel lanes'.
+        const double cost = p.tile.cost * (layout == Layout::kChannelLanes ? 1 : shape.batch);
+        add(o, cost);
+        ScheduleOverride twin = o;
+        twin.k_block_span = p.k_block_span > 0 ? 0 : KBlockVariant(p, knobs);
+        if (twin.k_block_span != p.k_block_span) add(twin, cost);
+        if (options.vary_pixel_parts && layout == Layout::kChannelLanes &&
+            p.loop_order == ContractionPlan::LoopOrder::kTilesInParallel) {
+          for (int64_t parts : {1, 2, 4}) {
+            ScheduleOverride split = o;
+            split.pixel_parts = parts;
+            if (parts != p.pixel_parts) add(split, cost);
+          }
+        }
+      }
+    }
+  }
+  std::stable_sort(all.begin(), all.end(), [](const Candidate& a, const Candidate& b) {
+    return a.cost < b.cost;
+  });
+  std::vector<ScheduleOverride> out = {estimate};
+  std::set<std::string> seen = {estimate.ToString()};
+  for (const Candidate& c : all) {
+    if (static_cast<int>(out.size()) > options.max_candidates) break;
+    if (seen.insert(c.o.ToString()).second) out.push_back(c.o);
+  }
+  return out;
+}
+
+}  // namespace kiln::lower

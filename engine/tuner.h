@@ -1,0 +1,73 @@
+// Measured tuning: times each contraction kernel's schedule candidates and
+// records the fastest per kernel structure and CPU in the kernel cache's
+// tuning records (see tuner.cc for the method).
+#ifndef KILN_ENGINE_TUNER_H_
+#define KILN_ENGINE_TUNER_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compiler/codegen/codegen.h"
+#include "compiler/driver/compile.h"
+#include "compiler/ir/graph.h"
+#include "engine/kernel_cache.h"
+
+namespace kiln::engine {
+
+struct TuneOptions {
+  // Seconds of lowering, compiling and timing per kernel; at least one
+  // candidate besides the estimate's plan is timed whatever the budget.
+  double budget_s_per_kernel = 10;
+  int max_candidates = 12;  // per kernel, besides the estimate's plan
+  // The fastest candidate is recorded only when it ran at least this many
+  // times faster than the estimate's plan (timings on a busy machine move a
+  // few percent); 0 records it whatever it measured.
+  double min_gain = 1.03;
+  // Each timing: the best of `repeat` measurements of at least min_repeat_ms.
+  int repeat = 5;
+  double min_repeat_ms = 10;
+  codegen::CodegenOptions codegen;
+  // Asked between candidates: true stops the tuning with Cancelled (records
+  // made so far are kept).
+  std::function<bool()> should_stop;
+};
+
+struct KernelTuning {
+  std::string name;     // the first kernel of its structure in the model
+  int instances = 1;    // kernels of the model with this structure
+  std::string default_schedule;
+  std::string best_schedule;
+  std::string best_override;  // ScheduleOverride::ToString; "" when none was recorded
+  double default_us = 0;
+  double best_us = 0;  // the recorded plan's time, else the estimate's
+  int candidates = 0;  // timed, the estimate's plan included
+  double seconds = 0;
+  bool recorded = false;  // a tuning record was written
+  double Gain() const { return best_us > 0 ? default_us / best_us : 1; }
+};
+
+// One event per kernel as it is tuned (`done` of `total`).
+using TuneEventSink =
+    std::function<void(const KernelTuning& kernel, int done, int total)>;
+
+struct TuneResult {
+  std::vector<KernelTuning> kernels;
+  int records_written = 0;
+  double seconds = 0;
+};
+
+// Tunes the contraction kernels of `graph` compiled under `options` (its own
+// schedule_overrides are ignored): for each distinct kernel structure, times
+// the estimate's plan and candidates by estimated cost within the budget, and
+// writes a record to `cache.tuning()` when one beats the estimate by
+// min_gain; the winning kernel is compiled into `cache`. InvalidArgument for
+// a graph that does not compile; Cancelled when should_stop says so.
+absl::StatusOr<TuneResult> TuneGraph(const Graph& graph, const CompileOptions& options,
+                                     const TuneOptions& tune, KernelCache& cache,
+                                     const TuneEventSink& events = nullptr);
+
+}  // namespace kiln::engine
+
+#endif  // KILN_ENGINE_TUNER_H_
