@@ -141,6 +141,16 @@ std::unique_ptr<CLI::App> NewKilnCli() {
   AddSymbolFlags(bench);
   AddJson(bench);
 
+  CLI::App* tune = AddCommand(
+      app.get(), "tune", "Time each kernel's schedules and record the fastest for this CPU",
+      "kiln tune resnet18.onnx --budget 20");
+  AddPositionals(tune, "FILE", "The model: .onnx, or a Kiln graph (.pbtxt or binary)", 1, 1);
+  AddValue(tune, "budget", "SECONDS", "Tuning time per kernel (default 10)");
+  AddValue(tune, "max-candidates", "N", "Schedules timed per kernel besides the default (12)");
+  AddValue(tune, "min-gain", "X", "Least speedup recorded (default 1.03; 0: always the fastest)");
+  AddRepeated(tune, "input-shape", "INPUT=D1xD2x...", "Fix a symbolic input's shape");
+  AddJson(tune);
+
   CLI::App* kernels = AddCommand(app.get(), "kernels", "List the compiled kernels and their keys",
                                  "kiln kernels --json");
   AddJson(kernels);

@@ -124,6 +124,28 @@ absl::StatusOr<kiln::v1::CompileModelResponse> KilnClient::CompileWithProgress(
   return response;
 }
 
+absl::StatusOr<kiln::v1::TuneProgress> KilnClient::Tune(
+    const kiln::v1::TuneModelRequest& request,
+    const std::function<void(const kiln::v1::TuneProgress&)>& on_progress) {
+  grpc::ClientContext context;
+  Authorize(context, token_);
+  auto reader = compiler_->TuneModel(&context, request);
+  kiln::v1::TuneProgress progress, finished;
+  bool done = false;
+  while (reader->Read(&progress)) {
+    if (progress.kind() == kiln::v1::TuneProgress::FINISHED) {
+      finished = progress;
+      done = true;
+    } else if (on_progress) {
+      on_progress(progress);
+    }
+  }
+  grpc::Status status = reader->Finish();
+  if (!status.ok()) return FromGrpcStatus(status);
+  if (!done) return absl::UnavailableError("the tune stream ended without a result");
+  return finished;
+}
+
 absl::StatusOr<kiln::v1::CompileModelResponse> KilnClient::Upload(
     kiln::v1::CompileModelRequest request) {
   constexpr size_t kChunkBytes = size_t{4} << 20;

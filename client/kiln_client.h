@@ -57,6 +57,11 @@ class KilnClient {
   absl::StatusOr<kiln::v1::CompileModelResponse> CompileWithProgress(
       const kiln::v1::CompileModelRequest& request,
       const std::function<void(const kiln::v1::CompileProgress&)>& on_progress);
+  // Measured tuning (TuneModel): `on_progress` sees each kernel as it is
+  // tuned; the FINISHED event is returned.
+  absl::StatusOr<kiln::v1::TuneProgress> Tune(
+      const kiln::v1::TuneModelRequest& request,
+      const std::function<void(const kiln::v1::TuneProgress&)>& on_progress);
   // Compile, for a model of any size: `request`'s model (ONNX bytes or
   // graph) goes as a header and chunks of at most 4 MiB with its SHA-256.
   // Taken by value: the model's bytes move out of it, never copied (a

@@ -33,6 +33,7 @@
 #include "client/npy.h"
 #include "client/onnx_test_command.h"
 #include "client/report_format.h"
+#include "client/tune_command.h"
 #include "common/status_macros.h"
 
 namespace kiln::client {
@@ -426,6 +427,7 @@ int Main(int argc, char** argv) {
     return OnnxTestCommand(**client, *args);
   }
   if (command == "bench") return BenchCommand(**client, *args);
+  if (command == "tune") return TuneCommand(**client, *args);
   if (command == "kernels") return Print((*client)->ListKernels(), *args, FormatKernels);
   if (command == "call-kernel") return CallKernelCommand(**client, *args);
   if (command == "bench-kernel") return BenchKernelCommand(**client, *args);

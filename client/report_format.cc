@@ -60,6 +60,10 @@ std::string FormatCompileReport(const kiln::v1::CompileModelResponse& response) 
                                           k.load_ms() > 0 ? absl::StrFormat("%.3f", k.load_ms()) : "-",
                                           source, absl::StrJoin(k.ops(), "+")));
     if (!k.miss_reason().empty()) absl::StrAppend(&out, "      miss: ", k.miss_reason(), "\n");
+    if (!k.tuned().empty()) absl::StrAppend(&out, "      tuned: ", k.tuned(), "\n");
+    if (!k.tuning_ignored().empty()) {
+      absl::StrAppend(&out, "      tuning record ignored: ", k.tuning_ignored(), "\n");
+    }
   }
   absl::StrAppend(&out, absl::StrFormat(
                             "\ntotal %.3f ms (passes %.3f ms, codegen %.3f ms); %d kernels: %d "
@@ -97,14 +101,23 @@ std::string FormatCacheStats(const kiln::v1::GetCacheStatsResponse& s) {
                   r.lookups() > 0 ? r.lookup_ms_total() / r.lookups() : 0.0, r.leases_acquired(),
                   r.lease_waits(), r.lease_wait_hits(), r.lease_timeouts()));
   }
+  absl::StrAppend(&out, absl::StrFormat(
+                            "tuning: %d records for this CPU (%d in all), used %d times\n",
+                            s.tuning_records(), s.tuning_records_total(), s.tuning_uses()));
   if (s.entry_size() == 0) return out;
-  absl::StrAppend(&out, absl::StrFormat("  %-16s %6s %12s %9s  %-10s %-8s  %s\n", "key", "hits",
-                                        "compile ms", "bytes", "origin", "options", "ops"));
+  absl::StrAppend(&out, absl::StrFormat("  %-16s %6s %12s %9s  %-10s %-8s  %-6s  %s\n", "key",
+                                        "hits", "compile ms", "bytes", "origin", "options",
+                                        "tuned", "ops"));
   for (const auto& e : s.entry()) {
-    absl::StrAppend(&out, absl::StrFormat("  %-16s %6d %12.3f %9d  %-10s %-8s  %s\n",
+    const std::string tuned = e.tuned().empty() ? "-" : absl::StrFormat("%.2fx", e.tuned_gain());
+    // The tuned schedule, part of the options, gets a line of its own.
+    const std::string options = e.codegen_options().substr(0, e.codegen_options().find(" tuned "));
+    absl::StrAppend(&out, absl::StrFormat("  %-16s %6d %12.3f %9d  %-10s %-8s  %-6s  %s\n",
                                           e.key().substr(0, 16), e.hits(), e.compile_ms(),
-                                          e.object_bytes(), e.origin(), e.codegen_options(),
+                                          e.object_bytes(), e.origin(),
+                                          options, tuned,
                                           absl::StrJoin(e.ops(), "+")));
+    if (!e.tuned().empty()) absl::StrAppend(&out, "      tuned: ", e.tuned(), "\n");
   }
   return out;
 }

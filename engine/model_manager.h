@@ -202,6 +202,7 @@ class ModelManager {
     return [this](std::function<void(bool)> task) { background_.Post(std::move(task)); };
   }
   KernelCache& cache() { return cache_; }
+  const codegen::CodegenOptions& codegen() const { return options_.codegen; }
   // Per-model request, execution and compile-cache counts (Triton's
   // ModelStatistics): the front ends record requests, the manager compiles.
   InferenceStatistics& inference_stats() { return inference_stats_; }

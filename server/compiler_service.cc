@@ -20,6 +20,7 @@
 #include "compiler/frontend/kiln_graph_importer.h"
 #include "compiler/frontend/onnx_importer.h"
 #include "compiler/ops/op_registry.h"
+#include "engine/tuner.h"
 #include "runtime/kernel_call.h"
 #include "runtime/thread_pool.h"
 #include "runtime/time_evaluator.h"
@@ -614,6 +615,94 @@ grpc::Status CompilerService::BenchmarkKernel(grpc::ServerContext* context,
   response->set_number(e.number);
   FillKernelRoofline(found->second, e.median_s, runtime::GetParallelThreads(),
                      response->mutable_roofline());
+  return grpc::Status::OK;
+}
+
+namespace {
+
+void FillKernelTuning(const engine::KernelTuning& k, kiln::v1::KernelTuning* out) {
+  out->set_name(k.name);
+  out->set_instances(k.instances);
+  out->set_default_schedule(k.default_schedule);
+  out->set_best_schedule(k.best_schedule);
+  out->set_best_override(k.best_override);
+  out->set_default_us(k.default_us);
+  out->set_best_us(k.best_us);
+  out->set_candidates(k.candidates);
+  out->set_seconds(k.seconds);
+  out->set_recorded(k.recorded);
+}
+
+}  // namespace
+
+grpc::Status CompilerService::TuneModel(grpc::ServerContext* context,
+                                        const kiln::v1::TuneModelRequest* request,
+                                        grpc::ServerWriter<kiln::v1::TuneProgress>* writer) {
+  if (grpc::Status a = Authorize(tokens_.get(), *context, Scope::kAdmin, "TuneModel"); !a.ok()) {
+    return a;
+  }
+  if (request->budget_s_per_kernel() < 0 || request->budget_s_per_kernel() > 3600 ||
+      request->max_candidates() < 0 || request->max_candidates() > 256 ||
+      (request->has_min_gain() && (request->min_gain() < 0 || request->min_gain() > 100))) {
+    return Fail("TuneModel", absl::InvalidArgumentError(
+                                 "budget_s_per_kernel 0..3600, max_candidates 0..256 and "
+                                 "min_gain 0..100 please"));
+  }
+  const kiln::v1::CompileModelRequest& model = request->model();
+  const bool onnx = model.model_case() == kiln::v1::CompileModelRequest::kOnnxModel;
+  if (!onnx && model.model_case() != kiln::v1::CompileModelRequest::kGraph) {
+    return Fail("TuneModel", absl::InvalidArgumentError("the request carries no model"));
+  }
+  // Tuning compiles like a compile does, so it takes a compile slot; it
+  // times kernels, so its thread runs where inference would.
+  absl::StatusOr<CompileSlots::Slot> slot =
+      compile_slots_.Acquire(absl::FromChrono(context->deadline()));
+  if (!slot.ok()) return Fail("TuneModel", slot.status());
+  BindHandlerThreadOrWarn(inference_cpus_, "TuneModel");
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& [input, dims] : model.options().input_shapes()) {
+    shapes[input].assign(dims.values().begin(), dims.values().end());
+  }
+  absl::StatusOr<Graph> graph = absl::UnknownError("not imported");
+  if (onnx) {
+    OnnxImportOptions import_options;
+    import_options.max_nodes = limits_.max_graph_nodes;
+    import_options.input_shapes = shapes;
+    graph = ImportOnnxModel(model.onnx_model(), OpRegistry::Default(), import_options);
+  } else {
+    graph = ImportKilnGraph(model.graph(), OpRegistry::Default(), &shapes,
+                            limits_.max_graph_nodes);
+  }
+  if (!graph.ok()) return Fail("TuneModel", NameTheFlag(graph.status()));
+  CompileOptions options = ToCompileOptions(model.options());
+  engine::TuneOptions tune;
+  if (request->budget_s_per_kernel() > 0) tune.budget_s_per_kernel = request->budget_s_per_kernel();
+  if (request->max_candidates() > 0) tune.max_candidates = request->max_candidates();
+  if (request->has_min_gain()) tune.min_gain = request->min_gain();
+  tune.codegen = models_->codegen();
+  tune.should_stop = StopCheck(context);
+  auto sink = [&](const engine::KernelTuning& k, int done, int total) {
+    if (context->IsCancelled()) return;
+    kiln::v1::TuneProgress progress;
+    progress.set_kind(kiln::v1::TuneProgress::KERNEL_TUNED);
+    FillKernelTuning(k, progress.mutable_kernel());
+    progress.set_kernels_done(done);
+    progress.set_kernels_total(total);
+    writer->Write(progress);
+  };
+  absl::StatusOr<engine::TuneResult> result =
+      engine::TuneGraph(*graph, options, tune, models_->cache(), sink);
+  if (!result.ok()) return Fail("TuneModel", result.status());
+  kiln::v1::TuneProgress finished;
+  finished.set_kind(kiln::v1::TuneProgress::FINISHED);
+  for (const engine::KernelTuning& k : result->kernels) {
+    FillKernelTuning(k, finished.add_kernels());
+  }
+  finished.set_records_written(result->records_written);
+  finished.set_seconds(result->seconds);
+  const engine::TuningCpu& cpu = models_->cache().tuning().host();
+  finished.set_cpu(absl::StrCat(cpu.model, " (", cpu.cpu, ")"));
+  writer->Write(finished);
   return grpc::Status::OK;
 }
 

@@ -83,6 +83,8 @@ class CompilerService final : public kiln::v1::Compiler::Service {
                            kiln::v1::UnloadModelResponse*) override;
   grpc::Status GetServerInfo(grpc::ServerContext*, const kiln::v1::GetServerInfoRequest*,
                              kiln::v1::GetServerInfoResponse* response) override;
+  grpc::Status TuneModel(grpc::ServerContext* context, const kiln::v1::TuneModelRequest* request,
+                         grpc::ServerWriter<kiln::v1::TuneProgress>* writer) override;
 
  private:
   // One model version of the repository compiled; its success logged, its

@@ -34,12 +34,15 @@ void FillCompileReport(const engine::CompileResult& result, kiln::v1::CompileRep
     kr->set_cache_source(engine::CacheSourceName(k.source));
     kr->set_load_ms(k.load_ms);
     kr->set_miss_reason(k.miss_reason);
+    kr->set_tuned(k.tuned);
+    kr->set_tuning_ignored(k.override_ignored);
   }
   report->set_passes_ms(result.record.passes_ms);
   report->set_codegen_ms(result.codegen_ms);
   report->set_total_ms(result.total_ms);
   report->set_cache_hits(result.cache_hits);
   report->set_cache_misses(result.cache_misses);
+  report->set_tuned_kernels(result.tuned_kernels);
   report->set_intermediate_bytes(result.intermediate_bytes);
   report->set_intermediate_bytes_unplanned(result.intermediate_bytes_unplanned);
   for (const IrDumpRecord& d : result.record.ir_dumps) {
@@ -94,6 +97,9 @@ void FillCacheStats(const engine::CacheStats& stats, kiln::v1::GetCacheStatsResp
     remote->set_lookups(r.lookups);
     remote->set_lookup_ms_total(r.lookup_ms_total);
   }
+  out->set_tuning_records(stats.tuning_records_here);
+  out->set_tuning_records_total(stats.tuning_records_total);
+  out->set_tuning_uses(stats.tuning_uses);
   for (const engine::KernelInfo& e : stats.entries) {
     kiln::v1::CacheEntry* entry = out->add_entry();
     entry->set_key(e.key_hex);
@@ -106,6 +112,8 @@ void FillCacheStats(const engine::CacheStats& stats, kiln::v1::GetCacheStatsResp
     entry->set_object_bytes(e.object_bytes);
     entry->set_last_use_unix_s(e.last_use_unix_s);
     entry->set_origin(engine::CacheSourceName(e.origin));
+    entry->set_tuned(e.tuned);
+    entry->set_tuned_gain(e.tuned_gain);
   }
 }
 

@@ -25,7 +25,7 @@ BENCH_TOOLS = {"kiln-bench": "bench/kiln-bench", "gemm-bench": "bench/gemm-bench
                "grpc-echo": "bench/grpc-echo", "stream": "bench/stream"}
 # Every command kiln has; `kiln --help` must list exactly these.
 COMMANDS = ["compile", "infer", "stats", "models", "unload", "info", "doctor", "onnx-test",
-            "bench", "kernels", "call-kernel", "bench-kernel"]
+            "bench", "tune", "kernels", "call-kernel", "bench-kernel"]
 SERVER = os.environ["KILN_SERVER"]
 WORK = os.environ["WORK"]
 failures = []
@@ -250,6 +250,11 @@ def test_json(kiln_version):
     capped = document("infer", "mlp", "--input", "x=examples/x.npy", "--max-values", "5")
     check(capped["outputs"][0]["values"] == got["values"][:5], "--max-values 5: not the first 5")
     document("stats cache")
+    # The MLP's products are below the contraction schedule's minimum work,
+    # so there is nothing to tune (tune_test.sh tunes a model that has some).
+    tuned = document("tune", "examples/mlp.pbtxt", "--budget", "0.1")
+    check(tuned["kind"] == "FINISHED" and tuned["records_written"] == 0
+          and tuned["kernels"] == [], f"tune: {tuned}")
     document("stats timing", "mlp")
     check(any(m["name"] == "mlp" for m in document("models")["models"]), "models: no mlp")
     info = document("info")
