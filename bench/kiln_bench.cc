@@ -240,6 +240,9 @@ int Main(int argc, char** argv) {
   client::AddValue(cli.get(), "dump-objects", "DIR",
                    "Write every kernel's object code and optimised IR to DIR (NNN_NAME.o, "
                    "NNN_NAME.ll): diffing two builds' DIRs shows whether generated code changed");
+  client::AddValue(cli.get(), "tuning-dir", "DIR",
+                   "Follow the tuning records in DIR (a server's --cache-dir after kiln tune); "
+                   "kernels still compile here");
   client::AddSwitch(cli.get(), "json", "Print the result as one JSON object");
   client::SetExample(cli.get(), "kiln-bench resnet18.onnx --batch 8 --threads 2 --top 5");
   client::CliArgs parsed;
@@ -265,6 +268,7 @@ int Main(int argc, char** argv) {
   engine::ModelManagerOptions options;
   options.compile_threads = *compile_threads;
   options.cache.dir.clear();
+  options.cache.tuning_dir = args->Get("tuning-dir");
   const Clock::time_point jit_start = Clock::now();
   absl::StatusOr<std::unique_ptr<engine::ModelManager>> manager =
       engine::ModelManager::Create(options);
@@ -351,13 +355,13 @@ int Main(int argc, char** argv) {
         "\"kernels\": %d, \"kernel_arg_bytes\": %d, \"intermediate_bytes\": %d, "
         "\"first_run_ms\": %.4f, \"p50_ms\": %.4f, \"p90_ms\": %.4f, \"p95_ms\": %.4f, "
         "\"p99_ms\": %.4f, \"mean_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, "
-        "\"kernels_p50_ms\": %.4f, \"throughput_per_s\": %.2f%s}\n",
+        "\"kernels_p50_ms\": %.4f, \"throughput_per_s\": %.2f, \"tuned_kernels\": %d%s}\n",
         JsonString(path), JsonString(input_names), JsonString(input_shapes),
         JsonString(output_shapes), batch, *threads, *iterations, *warmup, compile_ms, import_ms,
         compiled->record.passes_ms, compiled->record.lower_ms, compiled->codegen_ms, jit_ms,
         static_cast<int>(program.kernels.size()), kernel_arg_bytes, compiled->intermediate_bytes,
         first_ms, s.p50, s.p90, s.p95, s.p99, s.mean, s.min, s.max, k.p50, throughput,
-        *top > 0 ? TopKernelsJson(*model, *compiled, *top, *threads) : "");
+        compiled->tuned_kernels, *top > 0 ? TopKernelsJson(*model, *compiled, *top, *threads) : "");
     return 0;
   }
   std::cout << absl::StrFormat("kiln-bench %s  inputs %s  outputs %s  threads %d\n", path,
@@ -367,6 +371,9 @@ int Main(int argc, char** argv) {
       "compile threads; %d kernels); JIT engine start %.1f ms\n",
       compile_ms, import_ms, compiled->record.passes_ms, compiled->record.lower_ms,
       compiled->codegen_ms, *compile_threads, static_cast<int>(program.kernels.size()), jit_ms);
+  if (compiled->tuned_kernels > 0) {
+    std::cout << absl::StrFormat("  %d kernels follow tuning records\n", compiled->tuned_kernels);
+  }
   std::cout << absl::StrFormat("  first run: %.3f ms\n", first_ms);
   std::cout << absl::StrFormat(
       "  %d inferences after %d warm-up:\n"

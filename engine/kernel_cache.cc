@@ -64,10 +64,12 @@ KernelCache::KernelCache(std::shared_ptr<runtime::JitEngine> jit, KernelCacheOpt
     }
   }
   if (options_.cpu_model.empty()) options_.cpu_model = runtime::CpuModelName();
-  // Records are read from and written to the directory only where the disk
-  // cache could open it.
+  // Records are kept in the cache's directory where the disk cache could
+  // open it, unless they have a directory of their own.
+  std::string tuning_dir = options_.tuning_dir;
+  if (tuning_dir.empty() && disk_) tuning_dir = options_.dir;
   tuning_ = std::make_unique<TuningRecords>(
-      disk_ ? options_.dir : "",
+      tuning_dir,
       TuningCpu{options_.target.cpu, options_.cpu_model, options_.target.features});
 }
 

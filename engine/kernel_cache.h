@@ -54,6 +54,9 @@ struct KernelCacheOptions {
   // /proc/cpuinfo's model name: with target's CPU and features, the CPU
   // tuning records are kept for.
   std::string cpu_model;
+  // Where tuning records are read and written; empty: `dir` (when the disk
+  // cache opened it), else memory only.
+  std::string tuning_dir;
 };
 
 // One cached kernel as the queries and remote calls see it.
