@@ -25,9 +25,15 @@ struct TuneOptions {
   // times faster than the estimate's plan (timings on a busy machine move a
   // few percent); 0 records it whatever it measured.
   double min_gain = 1.03;
-  // Each timing: the best of `repeat` measurements of at least min_repeat_ms.
-  int repeat = 5;
-  double min_repeat_ms = 10;
+  // Each timing: the best of `repeat` measurements of at least min_repeat_ms
+  // (0: one call each). Short measurements, many of them: on a shared
+  // machine the best single call is the one no other thread interrupted,
+  // where a 10 ms measurement almost always is.
+  int repeat = 20;
+  double min_repeat_ms = 0;
+  // Rounds of timing the estimate and the best candidate alternately at
+  // the end, each keeping its best.
+  int confirm_rounds = 3;
   codegen::CodegenOptions codegen;
   // Asked between candidates: true stops the tuning with Cancelled (records
   // made so far are kept).
