@@ -47,16 +47,16 @@ absl::Status ParseInputShapes(const CliArgs& args, kiln::v1::CompileModelRequest
 }  // namespace
 
 std::string FormatTuneReport(const kiln::v1::TuneProgress& f) {
-  std::string out = absl::StrFormat(
-      "tuned %d kernel structures in %.1f s on %s; %d records written\n", f.kernels_size(),
-      f.seconds(), f.cpu(), f.records_written());
+  std::string out =
+      absl::StrFormat("tuned %d kernel structures in %.1f s on %s; %d records written\n",
+                      f.kernels_size(), f.seconds(), f.cpu(), f.records_written());
   if (f.kernels_size() == 0) return out;
   absl::StrAppend(&out, absl::StrFormat("  %-32s %4s %5s %11s %11s %6s  %s\n", "kernel", "x",
                                         "plans", "default us", "tuned us", "gain", "record"));
   for (const kiln::v1::KernelTuning& k : f.kernels()) {
     absl::StrAppend(
-        &out, absl::StrFormat("  %-32s %4d %5d %11.1f %11.1f %5.2fx  %s\n", k.name(),
-                              k.instances(), k.candidates(), k.default_us(), k.best_us(),
+        &out, absl::StrFormat("  %-32s %4d %5d %11.1f %11.1f %5.2fx  %s\n", k.name(), k.instances(),
+                              k.candidates(), k.default_us(), k.best_us(),
                               k.best_us() > 0 ? k.default_us() / k.best_us() : 1.0,
                               k.recorded() ? k.best_override() : "(estimate kept)"));
   }

@@ -80,8 +80,7 @@ struct Runnable {
   std::vector<void*> args;
 };
 
-absl::StatusOr<std::unique_ptr<Runnable>> Prepare(const KernelSpec& spec,
-                                                  runtime::JitEngine& jit,
+absl::StatusOr<std::unique_ptr<Runnable>> Prepare(const KernelSpec& spec, runtime::JitEngine& jit,
                                                   const codegen::CodegenOptions& codegen) {
   auto r = std::make_unique<Runnable>();
   KILN_ASSIGN_OR_RETURN(std::string object, codegen::CompileToObject(spec.function, codegen));
@@ -117,8 +116,8 @@ absl::StatusOr<KernelSpec> LowerWith(const Graph& graph, const CompileOptions& o
                                      const std::string& canonical,
                                      const lower::ScheduleOverride& o) {
   CompileOptions with = options;
-  with.schedule_overrides =
-      [&canonical, &o](const std::string& c) -> std::optional<lower::ScheduleOverride> {
+  with.schedule_overrides = [&canonical,
+                             &o](const std::string& c) -> std::optional<lower::ScheduleOverride> {
     if (c == canonical) return o;
     return std::nullopt;
   };

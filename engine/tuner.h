@@ -41,8 +41,8 @@ struct TuneOptions {
 };
 
 struct KernelTuning {
-  std::string name;     // the first kernel of its structure in the model
-  int instances = 1;    // kernels of the model with this structure
+  std::string name;   // the first kernel of its structure in the model
+  int instances = 1;  // kernels of the model with this structure
   std::string default_schedule;
   std::string best_schedule;
   std::string best_override;  // ScheduleOverride::ToString; "" when none was recorded
@@ -55,8 +55,7 @@ struct KernelTuning {
 };
 
 // One event per kernel as it is tuned (`done` of `total`).
-using TuneEventSink =
-    std::function<void(const KernelTuning& kernel, int done, int total)>;
+using TuneEventSink = std::function<void(const KernelTuning& kernel, int done, int total)>;
 
 struct TuneResult {
   std::vector<KernelTuning> kernels;

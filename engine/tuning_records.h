@@ -39,7 +39,7 @@ struct TuningRecord {
   std::string tuned_schedule;     // the record's plan summary
   double default_us = 0;          // median time of one call, each plan
   double tuned_us = 0;
-  int candidates = 0;             // plans timed
+  int candidates = 0;  // plans timed
   // How many times faster the tuned plan ran than the estimate's.
   double Gain() const { return tuned_us > 0 ? default_us / tuned_us : 1; }
 };

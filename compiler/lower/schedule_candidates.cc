@@ -68,9 +68,8 @@ std::vector<ScheduleOverride> ScheduleCandidates(const ContractionShape& shape,
       }
     }
   }
-  std::stable_sort(all.begin(), all.end(), [](const Candidate& a, const Candidate& b) {
-    return a.cost < b.cost;
-  });
+  std::stable_sort(all.begin(), all.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.cost < b.cost; });
   std::vector<ScheduleOverride> out = {estimate};
   std::set<std::string> seen = {estimate.ToString()};
   for (const Candidate& c : all) {

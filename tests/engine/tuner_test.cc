@@ -52,14 +52,15 @@ class TunerTest : public ::testing::Test {
                  attrs);
     y = Op(g, "relu", {y});
     y = Op(g, "reshape", {y}, ReshapeAttrs{{1, kFlat}});
-    g.AddOutput(Op(g, "dense", {y, g.AddConstant("dw", FloatValues({kOut, kFlat}, dw_)),
-                                g.AddConstant("db", FloatValues({kOut}, db_))}));
+    g.AddOutput(Op(g, "dense",
+                   {y, g.AddConstant("dw", FloatValues({kOut, kFlat}, dw_)),
+                    g.AddConstant("db", FloatValues({kOut}, db_))}));
     return g;
   }
 
   std::vector<float> Reference() const {
-    std::vector<float> y = kiln::testing::RefConv2DStrided(x_, w_, b_, 1, kC, kH, kH, kO, 3, 3,
-                                                           1, 1);
+    std::vector<float> y =
+        kiln::testing::RefConv2DStrided(x_, w_, b_, 1, kC, kH, kH, kO, 3, 3, 1, 1);
     y = kiln::testing::RefRelu(std::move(y));
     return kiln::testing::RefDense(y, dw_, db_, 1, kFlat, kOut);
   }
@@ -131,8 +132,8 @@ TEST_F(TunerTest, RecordsAreUsedBySecondCompileOnTheSameCpuOnly) {
     if (k.tuned.empty()) continue;
     ++tuned_reports;
     EXPECT_TRUE(k.cache_hit()) << k.name;
-    EXPECT_THAT(k.tuned, ::testing::AnyOf(tuned->kernels[0].best_override,
-                                          tuned->kernels[1].best_override));
+    EXPECT_THAT(k.tuned,
+                ::testing::AnyOf(tuned->kernels[0].best_override, tuned->kernels[1].best_override));
   }
   EXPECT_EQ(tuned_reports, 2);
   ExpectMatchesReference(*manager);

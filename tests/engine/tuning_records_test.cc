@@ -51,8 +51,7 @@ TEST_F(TuningRecordsTest, RoundTripsThroughTheDirectory) {
   EXPECT_EQ(o->ToString(), "layout=lanes tile=6x16 kblock=0 parts=1");
   EXPECT_EQ(o->mr, 6);
   EXPECT_EQ(again.uses(), 1);
-  std::optional<TuningRecord> r =
-      again.Find(TuningStructureKey("p0:float32[1,64];n0=conv2d(p0,)"));
+  std::optional<TuningRecord> r = again.Find(TuningStructureKey("p0:float32[1,64];n0=conv2d(p0,)"));
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->kernel, "conv2d_relu_3");
   EXPECT_EQ(r->cpu, host_);
@@ -67,10 +66,9 @@ TEST_F(TuningRecordsTest, RoundTripsThroughTheDirectory) {
 
 TEST_F(TuningRecordsTest, RecordsOfAnotherCpuAreKeptButNeverUsed) {
   const std::string canonical = "p0:float32[8,8];n0=dense(p0,)";
-  for (const TuningCpu& other :
-       {TuningCpu{"forged-cpu", host_.model, host_.features},
-        TuningCpu{host_.cpu, "AMD EPYC (forged)", host_.features},
-        TuningCpu{host_.cpu, host_.model, "+avx2,+fma"}}) {
+  for (const TuningCpu& other : {TuningCpu{"forged-cpu", host_.model, host_.features},
+                                 TuningCpu{host_.cpu, "AMD EPYC (forged)", host_.features},
+                                 TuningCpu{host_.cpu, host_.model, "+avx2,+fma"}}) {
     {
       TuningRecords writer(dir_, other);
       ASSERT_TRUE(writer.Put(Record(canonical, other)).ok());

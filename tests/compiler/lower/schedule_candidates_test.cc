@@ -54,8 +54,8 @@ TEST(ScheduleCandidatesTest, EstimateFirstThenDistinctPlansByEstimatedCost) {
   std::set<std::string> seen;
   for (const ScheduleOverride& o : c) EXPECT_TRUE(seen.insert(o.ToString()).second) << o.ToString();
   for (size_t i = 2; i < c.size(); ++i) {
-    EXPECT_LE(CostOf(s, c[i - 1]), CostOf(s, c[i])) << c[i - 1].ToString() << " then "
-                                                     << c[i].ToString();
+    EXPECT_LE(CostOf(s, c[i - 1]), CostOf(s, c[i]))
+        << c[i - 1].ToString() << " then " << c[i].ToString();
   }
   // Nothing estimated cheaper than the last one taken was left out.
   const double last = CostOf(s, c.back());

@@ -154,8 +154,9 @@ TEST_F(ScheduleOverrideRunTest, ForcedDenseTilesMatchTheReference) {
         Forced(Layout::kFlatTiles, 2, 4, /*k_block_span=*/24)}) {
     Graph g;
     Node* in = g.AddInput("x", {DType::kFloat32, {m, k}});
-    g.AddOutput(Op(g, "dense", {in, g.AddConstant("w", FloatValues({n, k}, w)),
-                                g.AddConstant("b", FloatValues({n}, b))}));
+    g.AddOutput(Op(
+        g, "dense",
+        {in, g.AddConstant("w", FloatValues({n, k}, w)), g.AddConstant("b", FloatValues({n}, b))}));
     CheckForced(std::move(g), o, absl::StrCat("gemm ", o.mr, "x", o.nv * 16), x, want);
   }
 }
@@ -209,9 +210,7 @@ TEST_F(ScheduleOverrideRunTest, IgnoredOverrideKeepsTheEstimate) {
   auto plain = CompileGraph(build(), {});
   ASSERT_TRUE(plain.ok());
   CompileOptions options;
-  options.schedule_overrides = [](const std::string&) {
-    return Forced(Layout::kRowTiles, 2, 1);
-  };
+  options.schedule_overrides = [](const std::string&) { return Forced(Layout::kRowTiles, 2, 1); };
   auto forced = CompileGraph(build(), options);
   ASSERT_TRUE(forced.ok());
   EXPECT_THAT(forced->kernels[0].override_ignored, HasSubstr("row tiles apply only"));
