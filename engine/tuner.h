@@ -25,12 +25,15 @@ struct TuneOptions {
   // times faster than the estimate's plan (timings on a busy machine move a
   // few percent); 0 records it whatever it measured.
   double min_gain = 1.03;
-  // Each timing: the best of `repeat` measurements of at least min_repeat_ms
-  // (0: one call each). Short measurements, many of them: on a shared
+  // Each timing: the best of `repeat` calls (of `repeat` measurements of at
+  // least min_repeat_ms without a flush). Short measurements, many of them: on a shared
   // machine the best single call is the one no other thread interrupted,
   // where a 10 ms measurement almost always is.
   int repeat = 20;
   double min_repeat_ms = 0;
+  // Bytes read before each call to evict the caches (0: none, and calls
+  // are timed by runtime::EvaluateTime, min_repeat_ms applying).
+  int64_t flush_bytes = int64_t{8} << 20;
   // Rounds of timing the estimate and the best candidate alternately at
   // the end, each keeping its best.
   int confirm_rounds = 3;
