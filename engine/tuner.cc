@@ -10,13 +10,13 @@
 // estimating them, and keeps the winner where later compiles find it:
 //
 //   CompileGraph (no overrides) --> distinct contraction kernels (by canonical)
-//     for each kernel, within budget_s_per_kernel:
+//     for each kernel structure, within budget_s_per_kernel:
 //       candidates = ScheduleCandidates(shape)       estimate's plan first, then
 //                                                    the others by estimated cycles
-//       time(estimate's kernel)
+//       time(estimate's plan)
 //       for each candidate, while the budget lasts (at least one):
-//         lower the model with the candidate for this canonical only
-//         compile it (JIT, not into the cache); time it
+//         compile the model with the candidate for this structure only
+//         time it
 //       time the estimate and the best again, alternately (the machine is
 //       shared), best of each
 //       best beats the estimate by min_gain --> TuningRecord{sha256(canonical),
@@ -25,10 +25,10 @@
 //
 // The cost model guides the order, so a short budget still times the plans
 // it rates best, and the estimate is always the baseline: a record is written
-// only for a measured gain, never for a guess. A candidate is lowered through
-// the whole compiler (a lookup answering only its kernel's canonical form),
-// so it is exactly the kernel a later compile with the record builds;
-// ScheduleOverride validation runs there too, and a candidate lowering
+// only for a measured gain, never for a guess. A candidate goes through the
+// whole compiler (a lookup answering only its kernel's canonical form), so it
+// is exactly the kernel a later compile with the record builds;
+// ScheduleOverride validation runs there too, and a candidate the lowering
 // reports as ignored is skipped.
 //
 // Records are keyed by the kernel's structure and the CPU (LLVM CPU name,
@@ -38,32 +38,40 @@
 // cache key, so a tuned kernel and the untuned one never stand in for each
 // other, and a record made on another CPU is never consulted.
 //
-// Timing: inputs are zero tensors of the kernel's argument types (a
-// contraction's speed does not depend on its values), one checked call
-// first, then runtime::EvaluateTime with `repeat` single calls (by
-// default); the minimum is taken, the call least disturbed by other work.
-// Measured on resnet18 with the machine's load average at 6-8 on 2 cores,
-// 10 ms measurements (best of 5) put one 3x3 conv at 3.0 ms where its twin
-// of the same shape took 1.6: nearly every 10 ms window held a preemption.
-// Before each call the tuner reads flush_bytes (8 MB, twice this Xeon's L2)
-// of its own, so the kernel finds its weights and inputs out of L2 as in a
-// model, where the kernels before it filled L2 with theirs. Timed hot,
-// resnet18's 512-channel 7x7 convs took about 1.4 ms alone and 3.5 ms or
-// more inside the model (kiln-bench --top, busy machine): a plan chosen
-// on hot caches may not be the one that wins in the model.
+// Timing, in the model (the default): the model is compiled with the plan
+// (through a memory-only cache of the tuner's own, so each plan compiles one
+// kernel and the candidates never reach the server's cache) and run on zero
+// inputs (a contraction's speed does not depend on its values); the plan's
+// time is the best over model_runs runs of its kernels' summed times, as the
+// executor measures them. Timed alone, the kernel was a poor guide: on
+// resnet18 (1 thread, load average 5-8 on 2 cores) the tuner recorded
+// channel-lanes plans for the 64-channel 3x3 convs and a 1x1 stride-2 conv
+// 4-5% faster alone, even with 8 MB read before each call to empty L2, that
+// ran 12-14% slower inside the model (kiln-bench --top, nine alternating
+// runs each, the minimum and the median agreeing), and the 512-channel 7x7
+// convs took about 1.5 ms alone against 2.5 or more in the model.
+//
+// Timing alone (in_model = false) remains for quick checks: zero tensors of
+// the kernel's argument types, one checked call, then `repeat` single calls
+// each after reading flush_bytes of the tuner's own, the best taken. Short
+// measurements, many of them, because on a shared machine the best single
+// call is the one nothing interrupted: 10 ms measurements (best of 5) had
+// put one 3x3 conv at 3.0 ms where its same-shape twin took 1.6.
 #include "engine/tuner.h"
 
 #include <algorithm>
 #include <chrono>
-#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "common/kernel_abi.h"
 #include "common/ms_since.h"
 #include "common/status_macros.h"
 #include "compiler/lower/schedule_candidates.h"
+#include "engine/compile_driver.h"
+#include "runtime/executor.h"
 #include "runtime/kernel_call.h"
 #include "runtime/thread_pool.h"
 #include "runtime/time_evaluator.h"
@@ -86,8 +94,9 @@ struct Runnable {
   std::vector<void*> args;
 };
 
-absl::StatusOr<std::unique_ptr<Runnable>> Prepare(const KernelSpec& spec, runtime::JitEngine& jit,
-                                                  const codegen::CodegenOptions& codegen) {
+absl::StatusOr<std::unique_ptr<Runnable>> PrepareAlone(const KernelSpec& spec,
+                                                       runtime::JitEngine& jit,
+                                                       const codegen::CodegenOptions& codegen) {
   auto r = std::make_unique<Runnable>();
   KILN_ASSIGN_OR_RETURN(std::string object, codegen::CompileToObject(spec.function, codegen));
   KILN_ASSIGN_OR_RETURN(r->kernel, jit.Load(object, spec.function.name));
@@ -154,6 +163,106 @@ absl::StatusOr<KernelSpec> LowerWith(const Graph& graph, const CompileOptions& o
   return absl::InternalError("the kernel being tuned vanished from a lowering");
 }
 
+// One plan of the kernel being tuned, compiled and ready to time: the
+// kernel alone, or the whole model with it.
+struct Plan {
+  std::string tuned;     // the override the lowering followed ("" for the estimate's)
+  std::string schedule;  // its summary
+  std::unique_ptr<Runnable> alone;
+  std::shared_ptr<runtime::CompiledModel> model;
+};
+
+// Compiles and times plans, alone or inside the model (TuneOptions::in_model).
+// In the model, every other kernel comes from a memory-only cache of the
+// timer's own, so a plan costs one kernel compile; the candidates never
+// reach the caller's cache.
+class PlanTimer {
+ public:
+  PlanTimer(const Graph& graph, const CompileOptions& options, const TuneOptions& tune,
+            KernelCache& cache, const codegen::CodegenOptions& codegen)
+      : graph_(graph),
+        options_(options),
+        tune_(tune),
+        jit_(cache.jit()),
+        codegen_(codegen),
+        flush_(static_cast<size_t>(std::max<int64_t>(tune.flush_bytes, 0)), 1) {
+    if (!tune.in_model) return;
+    KernelCacheOptions own;
+    own.dir.clear();
+    own.target = cache.target();
+    model_cache_ = std::make_unique<KernelCache>(jit_, own);
+  }
+
+  // The plan `o` gives the kernels of `estimate.canonical` (nullopt: the
+  // estimate's, `estimate` itself); `index` is one of them in the program.
+  absl::StatusOr<Plan> Prepare(const KernelSpec& estimate, int index,
+                               const std::optional<lower::ScheduleOverride>& o) {
+    Plan plan;
+    if (!tune_.in_model) {
+      std::optional<KernelSpec> lowered;
+      if (o) {
+        KILN_ASSIGN_OR_RETURN(lowered, LowerWith(graph_, options_, estimate.canonical, *o));
+      }
+      const KernelSpec& spec = lowered ? *lowered : estimate;
+      plan.tuned = spec.tuned;
+      plan.schedule = spec.schedule;
+      KILN_ASSIGN_OR_RETURN(plan.alone, PrepareAlone(spec, *jit_, codegen_));
+      return plan;
+    }
+    CompileOptions with = options_;
+    const std::string& canonical = estimate.canonical;
+    with.schedule_overrides = [&canonical,
+                               &o](const std::string& c) -> std::optional<lower::ScheduleOverride> {
+      if (o && c == canonical) return o;
+      return std::nullopt;
+    };
+    CompileDriverOptions driver;
+    driver.codegen = codegen_;
+    driver.nice = 0;
+    KILN_ASSIGN_OR_RETURN(CompiledModelAndReport compiled,
+                          CompileModel("tuning", graph_.Clone(), with, driver, *model_cache_,
+                                       nullptr, absl::InfiniteFuture()));
+    plan.model = std::move(compiled.model);
+    plan.tuned = compiled.report.kernels[index].tuned;
+    plan.schedule = compiled.report.kernels[index].schedule;
+    if (inputs_.empty()) {
+      const Program& program = plan.model->program();
+      for (int v : program.inputs) {
+        KILN_ASSIGN_OR_RETURN(runtime::Tensor t, runtime::Tensor::Allocate(program.values[v].type));
+        inputs_.push_back(std::move(t));
+      }
+    }
+    return plan;
+  }
+
+  // The plan's best time: of its kernel alone, or of the kernels `indices`
+  // summed over one model run.
+  absl::StatusOr<double> Seconds(Plan& plan, const std::vector<int>& indices) {
+    if (plan.alone) return BestSeconds(*plan.alone, tune_, flush_);
+    std::vector<const runtime::Tensor*> pointers;
+    for (const runtime::Tensor& t : inputs_) pointers.push_back(&t);
+    KILN_RETURN_IF_ERROR(plan.model->Run(pointers).status());  // warm-up
+    double best = 0;
+    for (int i = 0; i < std::max(1, tune_.model_runs); ++i) {
+      KILN_ASSIGN_OR_RETURN(runtime::RunResult run, plan.model->Run(pointers));
+      int64_t ns = 0;
+      for (int k : indices) ns += run.kernel_times[k].ns;
+      if (i == 0 || ns * 1e-9 < best) best = ns * 1e-9;
+    }
+    return best;
+  }
+
+ private:
+  const Graph& graph_;
+  const CompileOptions& options_;
+  const TuneOptions& tune_;
+  std::shared_ptr<runtime::JitEngine> jit_;
+  codegen::CodegenOptions codegen_;
+  std::vector<char> flush_;
+  std::unique_ptr<KernelCache> model_cache_;
+  std::vector<runtime::Tensor> inputs_;
+};
+
 }  // namespace
 
 absl::StatusOr<TuneResult> TuneGraph(const Graph& graph, const CompileOptions& options_in,
@@ -166,36 +275,40 @@ absl::StatusOr<TuneResult> TuneGraph(const Graph& graph, const CompileOptions& o
   options.schedule_overrides = [](const std::string&) { return std::nullopt; };
   KILN_ASSIGN_OR_RETURN(LoweredProgram base, CompileGraph(graph.Clone(), options));
 
-  // Distinct contraction kernels in program order, with their counts.
+  // Distinct contraction kernels, in program order.
   std::vector<int> distinct;
-  std::map<std::string, int> instances;
+  std::set<std::string> seen;
   for (size_t k = 0; k < base.kernels.size(); ++k) {
     const KernelSpec& spec = base.kernels[k];
-    if (!spec.contraction) continue;
-    if (instances[spec.canonical]++ == 0) distinct.push_back(static_cast<int>(k));
+    if (spec.contraction && seen.insert(spec.canonical).second) {
+      distinct.push_back(static_cast<int>(k));
+    }
   }
   codegen::CodegenOptions codegen = tune.codegen;
   codegen.bounds_checks |= options.kernel_bounds_checks;
   lower::CandidateOptions candidate_options;
   candidate_options.max_candidates = tune.max_candidates;
   candidate_options.vary_pixel_parts = runtime::GetParallelThreads() > 1;
-  runtime::JitEngine& jit = *cache.jit();
-  const std::vector<char> flush(static_cast<size_t>(std::max<int64_t>(tune.flush_bytes, 0)), 1);
+  PlanTimer timer(graph, options, tune, cache, codegen);
 
   TuneResult result;
   for (size_t d = 0; d < distinct.size(); ++d) {
     const KernelSpec& spec = base.kernels[distinct[d]];
     const Clock::time_point kernel_start = Clock::now();
+    std::vector<int> indices;  // the kernels of this structure
+    for (size_t k = 0; k < base.kernels.size(); ++k) {
+      if (base.kernels[k].canonical == spec.canonical) indices.push_back(static_cast<int>(k));
+    }
     KernelTuning kt;
     kt.name = spec.name;
-    kt.instances = instances[spec.canonical];
+    kt.instances = static_cast<int>(indices.size());
     kt.default_schedule = kt.best_schedule = spec.schedule;
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Runnable> estimate, Prepare(spec, jit, codegen));
-    double default_s = BestSeconds(*estimate, tune, flush);
+    KILN_ASSIGN_OR_RETURN(Plan estimate, timer.Prepare(spec, indices[0], std::nullopt));
+    KILN_ASSIGN_OR_RETURN(double default_s, timer.Seconds(estimate, indices));
     // The fastest candidate other than the estimate's plan.
     double best_s = 0;
-    std::unique_ptr<Runnable> best;
-    std::optional<KernelSpec> best_spec;
+    std::optional<Plan> best;
+    std::optional<lower::ScheduleOverride> best_override;
     kt.candidates = 1;
     const std::vector<lower::ScheduleOverride> candidates =
         lower::ScheduleCandidates(*spec.contraction, candidate_options);
@@ -204,37 +317,35 @@ absl::StatusOr<TuneResult> TuneGraph(const Graph& graph, const CompileOptions& o
       if (tune.should_stop && tune.should_stop()) {
         return absl::CancelledError("tuning stopped: its caller left or its deadline passed");
       }
-      absl::StatusOr<KernelSpec> candidate =
-          LowerWith(graph, options, spec.canonical, candidates[i]);
-      if (!candidate.ok()) return candidate.status();
-      if (candidate->tuned.empty()) continue;  // the lowering refused it
-      absl::StatusOr<std::unique_ptr<Runnable>> runnable = Prepare(*candidate, jit, codegen);
-      if (!runnable.ok()) return runnable.status();
+      KILN_ASSIGN_OR_RETURN(Plan plan, timer.Prepare(spec, indices[0], candidates[i]));
+      if (plan.tuned.empty()) continue;  // the lowering refused it
       ++kt.candidates;
-      const double s = BestSeconds(**runnable, tune, flush);
+      KILN_ASSIGN_OR_RETURN(const double s, timer.Seconds(plan, indices));
       if (!best || s < best_s) {
         best_s = s;
-        best = *std::move(runnable);
-        best_spec = *std::move(candidate);
+        best = std::move(plan);
+        best_override = candidates[i];
       }
     }
     // Again each, alternately: a quiet moment favours neither.
     for (int round = 0; best && round < tune.confirm_rounds; ++round) {
-      default_s = std::min(default_s, BestSeconds(*estimate, tune, flush));
-      best_s = std::min(best_s, BestSeconds(*best, tune, flush));
+      KILN_ASSIGN_OR_RETURN(const double again_default, timer.Seconds(estimate, indices));
+      KILN_ASSIGN_OR_RETURN(const double again_best, timer.Seconds(*best, indices));
+      default_s = std::min(default_s, again_default);
+      best_s = std::min(best_s, again_best);
     }
     kt.default_us = kt.best_us = default_s * 1e6;
     if (best && default_s >= best_s * tune.min_gain) {
       kt.best_us = best_s * 1e6;
-      kt.best_override = best_spec->tuned;
-      kt.best_schedule = best_spec->schedule;
+      kt.best_override = best->tuned;
+      kt.best_schedule = best->schedule;
       TuningRecord record;
       record.structure = TuningStructureKey(spec.canonical);
       record.cpu = cache.tuning().host();
-      record.schedule_override = best_spec->tuned;
+      record.schedule_override = best->tuned;
       record.kernel = spec.name;
       record.default_schedule = spec.schedule;
-      record.tuned_schedule = best_spec->schedule;
+      record.tuned_schedule = best->schedule;
       record.default_us = kt.default_us;
       record.tuned_us = kt.best_us;
       record.candidates = kt.candidates;
@@ -242,7 +353,9 @@ absl::StatusOr<TuneResult> TuneGraph(const Graph& graph, const CompileOptions& o
       kt.recorded = true;
       ++result.records_written;
       // The next compile of the model finds the tuned kernel compiled.
-      KILN_RETURN_IF_ERROR(cache.GetOrCompile(*best_spec, codegen).status());
+      KILN_ASSIGN_OR_RETURN(KernelSpec tuned,
+                            LowerWith(graph, options, spec.canonical, *best_override));
+      KILN_RETURN_IF_ERROR(cache.GetOrCompile(tuned, codegen).status());
     }
     kt.seconds = SecondsSince(kernel_start);
     result.kernels.push_back(kt);

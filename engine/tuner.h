@@ -31,7 +31,12 @@ struct TuneOptions {
   // where a 10 ms measurement almost always is.
   int repeat = 20;
   double min_repeat_ms = 0;
-  // Bytes read before each call to evict the caches (0: none, and calls
+  // Time each plan inside the whole model (its kernels' times in model runs,
+  // the other kernels as compiled by default) rather than alone.
+  bool in_model = true;
+  // In the model: the best of this many runs (after one untimed).
+  int model_runs = 10;
+  // Alone: bytes read before each call to evict the caches (0: none, and calls
   // are timed by runtime::EvaluateTime, min_repeat_ms applying).
   int64_t flush_bytes = int64_t{8} << 20;
   // Rounds of timing the estimate and the best candidate alternately at

@@ -100,8 +100,7 @@ TEST_F(TunerTest, RecordsAreUsedBySecondCompileOnTheSameCpuOnly) {
   tune.budget_s_per_kernel = 0.2;
   tune.max_candidates = 3;
   tune.min_gain = 0;  // record the fastest candidate whatever it measured
-  tune.repeat = 2;
-  tune.min_repeat_ms = 1;
+  tune.model_runs = 2;
   int events = 0;
   auto tuned = TuneGraph(Model(), {}, tune, manager->cache(),
                          [&](const KernelTuning& k, int done, int total) {
@@ -167,6 +166,26 @@ TEST_F(TunerTest, RecordsAreUsedBySecondCompileOnTheSameCpuOnly) {
   EXPECT_EQ(there_stats.tuning_records_here, 0);
   EXPECT_EQ(there_stats.tuning_records_total, 2);
   ExpectMatchesReference(*elsewhere);
+}
+
+// Timed alone instead of in the model, a tune records the same way.
+TEST_F(TunerTest, KernelsTimedAloneAreRecordedToo) {
+  std::unique_ptr<ModelManager> manager = Manager();
+  ASSERT_NE(manager, nullptr);
+  TuneOptions tune;
+  tune.in_model = false;
+  tune.budget_s_per_kernel = 0.1;
+  tune.max_candidates = 2;
+  tune.min_gain = 0;
+  tune.repeat = 3;
+  tune.flush_bytes = 1 << 20;
+  auto tuned = TuneGraph(Model(), {}, tune, manager->cache());
+  ASSERT_TRUE(tuned.ok()) << tuned.status();
+  EXPECT_EQ(tuned->records_written, 2);
+  auto compiled = manager->Compile("m", Model(), {});
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  EXPECT_EQ(compiled->tuned_kernels, 2);
+  ExpectMatchesReference(*manager);
 }
 
 }  // namespace
