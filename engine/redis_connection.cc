@@ -202,6 +202,10 @@ absl::Status RedisConnection::Set(absl::string_view key, absl::string_view value
   return Command({"SET", key, value, "PX", ms}).status();
 }
 
+absl::Status RedisConnection::SetPersistent(absl::string_view key, absl::string_view value) {
+  return Command({"SET", key, value}).status();
+}
+
 absl::StatusOr<bool> RedisConnection::SetIfAbsent(absl::string_view key, absl::string_view value,
                                                   absl::Duration ttl) {
   const std::string ms = Millis(ttl);

@@ -57,6 +57,8 @@ class RedisConnection {
   absl::StatusOr<std::optional<std::string>> Get(absl::string_view key);
   // SET key value PX ttl.
   absl::Status Set(absl::string_view key, absl::string_view value, absl::Duration ttl);
+  // SET key value, with no expiry (the model store's state, not a cache).
+  absl::Status SetPersistent(absl::string_view key, absl::string_view value);
   // SET key value NX PX ttl: true when this call created the key.
   absl::StatusOr<bool> SetIfAbsent(absl::string_view key, absl::string_view value,
                                    absl::Duration ttl);

@@ -173,7 +173,7 @@ absl::StatusOr<engine::ShapeBinding> LoadShapes(const engine::SymbolicModel& mod
 absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
     const kiln::v1::CompileModelRequest& request, const engine::CompileEventSink& events,
     absl::Time deadline, std::function<bool()> stop, const std::string& external_data_dir,
-    bool beside) {
+    bool beside, bool publish) {
   const bool onnx = request.model_case() == kiln::v1::CompileModelRequest::kOnnxModel;
   if (!onnx && request.model_case() != kiln::v1::CompileModelRequest::kGraph) {
     return absl::InvalidArgumentError("the request carries no model");
@@ -198,6 +198,9 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
       CompileNamed(request, name, identity, events, deadline, std::move(stop), external_data_dir);
   if (!compiled.ok() && IsTheModelsFault(compiled.status())) {
     models_->states().Failed(name, compiled.status());
+  }
+  if (compiled.ok() && publish && store_ != nullptr) {
+    PublishToStore(request, name, compiled->version());
   }
   if (compiled.ok() && !beside) {
     // The name serves this one model now, not the repository's versions.
@@ -779,6 +782,9 @@ grpc::Status CompilerService::UnloadModel(grpc::ServerContext* context,
     return a;
   }
   absl::Status s = models_->Unload(request->model_name());
+  // Cluster-wide: also a name compiled on another replica and not loaded here.
+  absl::StatusOr<bool> removed = RemoveFromStore(request->model_name());
+  if (absl::IsNotFound(s) && removed.ok() && *removed) s = absl::OkStatus();
   if (!s.ok()) return Fail("UnloadModel", s, request->model_name());
   return grpc::Status::OK;
 }

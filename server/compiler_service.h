@@ -12,6 +12,7 @@
 #include "compiler/ir/verifier.h"
 #include "proto/kiln_service.grpc.pb.h"
 #include "engine/model_manager.h"
+#include "engine/model_store.h"
 #include "server/compile_slots.h"
 #include "server/model_repository.h"
 #include "server/token_table.h"
@@ -41,6 +42,20 @@ class CompilerService final : public kiln::v1::Compiler::Service {
   // Calls must carry a token of `tokens` (null: none needed). Before the
   // server starts.
   void set_tokens(std::shared_ptr<const TokenTable> tokens) { tokens_ = std::move(tokens); }
+
+  // The shared model store (null: none; engine/model_store.h), before the
+  // server starts: every compile but a load from it publishes the model
+  // there, UnloadModel removes it there.
+  void set_model_store(engine::ModelStore* store) { store_ = store; }
+  bool has_model_store() const { return store_ != nullptr; }
+  // With a model store, brings this replica's copy of `name` in line with
+  // it (loads it from the store, or unloads a name the store dropped); the
+  // requests for a model call it before looking the model up. OK without a
+  // store; a failed load's status otherwise.
+  absl::Status ResolveFromStore(const std::string& name);
+  // Removes `name` from the model store for every replica; false without a
+  // store or when the store did not map it.
+  absl::StatusOr<bool> RemoveFromStore(const std::string& name);
 
   // Compiles every model of the repository at `dir` (model_repository.h),
   // the versions its policy selects, each under its name and version;
@@ -100,10 +115,16 @@ class CompilerService final : public kiln::v1::Compiler::Service {
   // between passes and kernels; the compile then ends and loads nothing.
   // `external_data_dir`: set only for models from the server's own
   // repository, where ONNX external data is read from (never for requests).
+  // `publish`: put the model in the model store (not for one read from it).
   absl::StatusOr<kiln::v1::CompileModelResponse> Compile(
       const kiln::v1::CompileModelRequest& request, const engine::CompileEventSink& events,
       absl::Time deadline, std::function<bool()> stop,
-      const std::string& external_data_dir = "", bool beside = false);
+      const std::string& external_data_dir = "", bool beside = false, bool publish = true);
+  // The model's bytes and options (not its name, version or `replace`) to
+  // the model store under `name` at `version`; a failure is logged (the
+  // model is served here all the same).
+  void PublishToStore(const kiln::v1::CompileModelRequest& request, const std::string& name,
+                      int64_t version);
   // Compile once the name is checked and marked compiling.
   absl::StatusOr<kiln::v1::CompileModelResponse> CompileNamed(
       const kiln::v1::CompileModelRequest& request, const std::string& name,
@@ -111,6 +132,7 @@ class CompilerService final : public kiln::v1::Compiler::Service {
       absl::Time deadline, std::function<bool()> stop, const std::string& external_data_dir);
 
   engine::ModelManager* models_;
+  engine::ModelStore* store_ = nullptr;
   std::vector<int> inference_cpus_;
   CompileLimits limits_;
   std::shared_ptr<const TokenTable> tokens_;

@@ -8,6 +8,7 @@
 #include "common/version.h"
 #include "engine/batch_rows.h"
 #include "server/call_auth.h"
+#include "server/compiler_service.h"
 #include "server/cpu_affinity.h"
 #include "server/infer_request.h"
 #include "server/model_tensors.h"
@@ -28,13 +29,18 @@ grpc::Status InferenceService::ServerReady(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
+absl::Status InferenceService::FromStore(const std::string& name) {
+  return compiler_ == nullptr ? absl::OkStatus() : compiler_->ResolveFromStore(name);
+}
+
 grpc::Status InferenceService::ModelReady(grpc::ServerContext* context,
                                           const inference::ModelReadyRequest* request,
                                           inference::ModelReadyResponse* response) {
   if (grpc::Status a = Authorize(tokens(), *context, Scope::kInfer, "ModelReady"); !a.ok()) {
     return a;
   }
-  response->set_ready(models_->Serve(request->name(), request->version()).ok());
+  response->set_ready(FromStore(request->name()).ok() &&
+                      models_->Serve(request->name(), request->version()).ok());
   return grpc::Status::OK;
 }
 
@@ -55,6 +61,9 @@ grpc::Status InferenceService::ModelMetadata(grpc::ServerContext* context,
                                              inference::ModelMetadataResponse* response) {
   if (grpc::Status a = Authorize(tokens(), *context, Scope::kInfer, "ModelMetadata"); !a.ok()) {
     return a;
+  }
+  if (absl::Status s = FromStore(request->name()); !s.ok()) {
+    return Fail("ModelMetadata", s, request->name());
   }
   absl::StatusOr<engine::ServedModel> served = models_->Serve(request->name(), request->version());
   if (!served.ok()) return Fail("ModelMetadata", served.status(), request->name());
@@ -125,7 +134,8 @@ bool InferenceService::AnswersQuickly(const inference::ModelInferRequest& reques
                                       int64_t budget_ns) const {
   absl::StatusOr<engine::ServedModel> served =
       models_->Serve(request.model_name(), request.model_version());
-  if (!served.ok()) return true;  // refused at once
+  // A name the model store may hold: its load is a compile.
+  if (!served.ok()) return compiler_ == nullptr || !compiler_->has_model_store();
   if (served->batcher) return true;
   std::shared_ptr<runtime::CompiledModel> model = served->model;
   if (served->variants) {
@@ -159,6 +169,9 @@ void InferenceService::StartInfer(const inference::ModelInferRequest& request,
   const int64_t arrived = arrived_ns > 0 ? arrived_ns : SteadyNowNs();
   BindHandlerThreadOrWarn(inference_cpus_, "ModelInfer");
   if (absl::Now() > deadline) return done(FailInfer(request, DeadlinePassed("its turn came")));
+  if (absl::Status s = FromStore(request.model_name()); !s.ok()) {
+    return done(FailInfer(request, s));
+  }
   absl::StatusOr<engine::ServedModel> served =
       models_->Serve(request.model_name(), request.model_version());
   if (!served.ok()) return done(FailInfer(request, served.status()));

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "engine/model_manager.h"
+#include "engine/model_store.h"
 #include "engine/redis_connection.h"
 #include "engine/remote_cache.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -49,11 +50,15 @@ HttpListenerOptions HttpOptions(const ServerOptions& options, int port) {
 // Members in dependency order: the services use the manager, the server the services.
 class KilnServerImpl final : public KilnServer {
  public:
-  KilnServerImpl(std::unique_ptr<engine::ModelManager> models, const ServerOptions& options)
+  KilnServerImpl(std::unique_ptr<engine::ModelManager> models,
+                 std::unique_ptr<engine::ModelStore> store, const ServerOptions& options)
       : models_(std::move(models)),
+        store_(std::move(store)),
         compiler_(models_.get(), options.inference_cpus,
                   {options.max_concurrent_compiles, options.max_graph_nodes,
-                   options.max_upload_mb << 20}) {}
+                   options.max_upload_mb << 20}) {
+    compiler_.set_model_store(store_.get());
+  }
 
   ~KilnServerImpl() override {
     poller_.reset();
@@ -220,6 +225,7 @@ class KilnServerImpl final : public KilnServer {
   }
 
   std::unique_ptr<engine::ModelManager> models_;
+  std::unique_ptr<engine::ModelStore> store_;  // null without --model-store
   // ModelInfer on gRPC's sync threads, or (an AsyncInferenceService) on the
   // spin loop.
   std::unique_ptr<InferenceService> inference_;
@@ -268,7 +274,18 @@ absl::StatusOr<std::unique_ptr<KilnServer>> StartKilnServer(const ServerOptions&
   absl::StatusOr<std::unique_ptr<engine::ModelManager>> models =
       engine::ModelManager::Create(manager_options);
   if (!models.ok()) return models.status();
-  auto server = std::make_unique<KilnServerImpl>(*std::move(models), options);
+  std::unique_ptr<engine::ModelStore> store;
+  if (!options.model_store.empty()) {
+    engine::ModelStoreOptions store_options;
+    store_options.url = options.model_store;
+    store_options.max_model_bytes = options.model_store_max_mb << 20;
+    store_options.view_ttl = absl::Milliseconds(options.model_store_view_ms);
+    absl::StatusOr<std::unique_ptr<engine::ModelStore>> created =
+        engine::ModelStore::Create(store_options);
+    if (!created.ok()) return created.status();
+    store = *std::move(created);
+  }
+  auto server = std::make_unique<KilnServerImpl>(*std::move(models), std::move(store), options);
   absl::Status started = server->Start(options);
   if (!started.ok()) return started;
   return std::unique_ptr<KilnServer>(std::move(server));

@@ -50,6 +50,11 @@ struct ServerOptions {
   int remote_cache_connect_timeout_ms = 200;
   int remote_cache_timeout_ms = 500;
   double remote_cache_lease_wait_s = 120;
+  // The shared model store (engine/model_store.h): redis://HOST:PORT[/DB],
+  // empty for none; records above the bound are not stored.
+  std::string model_store;
+  int64_t model_store_max_mb = 256;
+  int model_store_view_ms = 1000;
   // CPUs the threads running inference are bound to (cpu_affinity.h);
   // empty leaves them to the scheduler.
   std::vector<int> inference_cpus;

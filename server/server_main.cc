@@ -201,6 +201,20 @@ int main(int argc, char** argv) {
         "positive, --remote-cache-lease-wait-s >= 0");
     return 2;
   }
+  options.model_store = absl::GetFlag(FLAGS_model_store);
+  if (!options.model_store.empty()) {
+    if (absl::Status s = kiln::engine::ParseRedisUrl(options.model_store).status(); !s.ok()) {
+      LogStartError(absl::StrCat("--model-store: ", s.message()));
+      return 2;
+    }
+  }
+  options.model_store_max_mb = absl::GetFlag(FLAGS_model_store_max_mb);
+  options.model_store_view_ms = absl::GetFlag(FLAGS_model_store_view_ms);
+  if (options.model_store_max_mb < 1 || options.model_store_max_mb > 4096 ||
+      options.model_store_view_ms < 0) {
+    LogStartError("--model-store-max-mb must be 1..4096 and --model-store-view-ms >= 0");
+    return 2;
+  }
   options.kernel_bounds_checks = absl::GetFlag(FLAGS_kernel_bounds_checks);
   absl::StatusOr<std::vector<int>> cpus =
       kiln::server::ParseCpuList(absl::GetFlag(FLAGS_inference_cpus));

@@ -28,3 +28,10 @@ ABSL_FLAG(int, remote_cache_timeout_ms, 500,
 ABSL_FLAG(double, remote_cache_lease_wait_s, 120,
           "how long to wait for another replica compiling the same kernel before compiling it "
           "here (the request's deadline may cut it shorter)");
+ABSL_FLAG(std::string, model_store, "",
+          "redis://HOST:PORT[/DB]: models compiled here are stored there and served by every "
+          "replica pointed at it; unload removes a name from all (may be --remote-cache's URL)");
+ABSL_FLAG(int64_t, model_store_max_mb, 256, "larger models are not put in the model store");
+ABSL_FLAG(int, model_store_view_ms, 1000,
+          "a replica rereads a name's mapping in the model store at most this often (how long "
+          "an unload or a re-registration takes to reach the other replicas)");

@@ -1,0 +1,234 @@
+// The shared model store.
+//
+// Keys (prefix kiln:model:):
+//
+//   record:<sha256 hex of the record>  the record (model bytes + compile options), no expiry
+//   name:<model name>                  "<content key> <version>", no expiry
+//
+// Records are content-addressed: two replicas publishing the same model
+// write the same key, and a name re-registered with other bytes points at a
+// new record while the old one stays readable for anyone still loading it.
+// Nothing expires (this is state, not a cache: that is why it is its own
+// flag, --model-store, and not --remote-cache, whose Redis may evict under
+// maxmemory); an unmapped record is left behind (Remove does not know who
+// else maps it) and costs memory until an operator flushes it.
+//
+// What is consistent when. Every replica keeps a view of each name it was
+// asked for: the content key it serves ("" for none from the store) and
+// when it last read the mapping. A request for a name whose view is older
+// than view_ttl (1 s) reads the mapping once more (one small GET, on a
+// connection of its own so that a large record's transfer does not delay
+// it) and then:
+//
+//   mapping absent, name served from the store here  -> unload it here
+//   mapping equals what is served here               -> nothing
+//   mapping differs or the name is not served here   -> fetch, check, load
+//
+// So: a model compiled on one replica is served by every replica from the
+// first request that reaches it (that request waits for the load; kernels
+// come from the cache tiers, compiled nowhere again). An unload, or a name
+// re-registered with other bytes, reaches the other replicas at their first
+// request for the name more than view_ttl after it: until then they answer
+// with the old model, and while a replica loads the new record its other
+// requests keep being served by the old one (only a replica serving nothing
+// under the name makes them wait). Two replicas registering one name at once
+// with different bytes: the last mapping written wins and the other replica
+// turns to it at its next check. Versions: the store maps a name to one
+// version, the last compiled; a replica loads that record as that version.
+// Redis unavailable: each replica serves what it has (a name it does not
+// have answers NOT_FOUND) and reads again after view_ttl; nothing waits
+// longer than a command timeout.
+//
+// Single-flight: the first request to find a view stale resolves the name;
+// requests meanwhile for a name not served here wait for it, the others are
+// served by the current copy.
+#include "engine/model_store.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/human_bytes.h"
+#include "common/log.h"
+#include "common/sha256.h"
+
+namespace kiln::engine {
+namespace {
+
+// Views kept for names never served here (a client's typos) beyond this are
+// dropped, so that unknown names cannot grow the map without bound.
+constexpr size_t kMaxViews = 4096;
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ModelStore>> ModelStore::Create(ModelStoreOptions options) {
+  absl::StatusOr<RedisAddress> address = ParseRedisUrl(options.url);
+  if (!address.ok()) return address.status();
+  return std::unique_ptr<ModelStore>(new ModelStore(std::move(options), *address));
+}
+
+ModelStore::ModelStore(ModelStoreOptions options, const RedisAddress& address)
+    : options_(std::move(options)),
+      names_(address, options_.timeouts),
+      records_(address, options_.timeouts) {}
+
+std::string ModelStore::ContentKey(absl::string_view record) { return Sha256Hex(record); }
+
+void ModelStore::CountError() {
+  absl::MutexLock lock(&mutex_);
+  ++stats_.errors;
+}
+
+absl::Status ModelStore::Publish(const std::string& name, int64_t version,
+                                 absl::string_view record) {
+  if (static_cast<int64_t>(record.size()) > options_.max_model_bytes) {
+    const std::string why = absl::StrCat(
+        "model ", name, " is ", HumanBytes(record.size()), ", over the model store's bound of ",
+        HumanBytes(options_.max_model_bytes), ": not stored, other replicas will not serve it");
+    absl::MutexLock lock(&mutex_);
+    ++stats_.too_large;
+    if (!logged_too_large_) {
+      logged_too_large_ = true;
+      LogContext context;
+      context.model = name;
+      Log(LogLevel::kWarning, "model_store", why + " (logged once)", context);
+    }
+    return absl::ResourceExhaustedError(why);
+  }
+  const std::string key = ContentKey(record);
+  absl::Status s = records_.SetPersistent(options_.key_prefix + "record:" + key, record);
+  if (s.ok()) {
+    s = names_.SetPersistent(options_.key_prefix + "name:" + name, absl::StrCat(key, " ", version));
+  }
+  absl::MutexLock lock(&mutex_);
+  if (!s.ok()) {
+    ++stats_.errors;
+    return s;
+  }
+  ++stats_.published;
+  views_[name] = View{key, absl::Now()};
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> ModelStore::Remove(const std::string& name) {
+  absl::StatusOr<bool> deleted = names_.Delete(options_.key_prefix + "name:" + name);
+  absl::MutexLock lock(&mutex_);
+  if (!deleted.ok()) {
+    ++stats_.errors;
+    return deleted.status();
+  }
+  views_[name] = View{"", absl::Now()};
+  return *deleted;
+}
+
+absl::StatusOr<std::optional<StoredName>> ModelStore::Lookup(const std::string& name) {
+  absl::StatusOr<std::optional<std::string>> value =
+      names_.Get(options_.key_prefix + "name:" + name);
+  {
+    absl::MutexLock lock(&mutex_);
+    ++stats_.lookups;
+    if (!value.ok()) ++stats_.errors;
+  }
+  if (!value.ok()) return value.status();
+  if (!value->has_value()) return std::optional<StoredName>();
+  std::vector<absl::string_view> parts = absl::StrSplit(**value, ' ');
+  StoredName stored;
+  if (parts.size() != 2 || parts[0].size() != 64 || !absl::SimpleAtoi(parts[1], &stored.version)) {
+    return absl::DataLossError(absl::StrCat("the model store maps ", name, " to '", **value,
+                                            "', not '<sha256> <version>'"));
+  }
+  stored.content_key = std::string(parts[0]);
+  return std::optional<StoredName>(std::move(stored));
+}
+
+absl::Status ModelStore::Resolve(const std::string& name, const ModelStoreHooks& hooks) {
+  std::shared_ptr<Flight> flight;
+  bool leader = false;
+  {
+    absl::MutexLock lock(&mutex_);
+    // A flight first: its view is fresh while the load it started runs.
+    auto it = flights_.find(name);
+    if (it != flights_.end()) {
+      flight = it->second;
+    } else {
+      auto view = views_.find(name);
+      if (view != views_.end() && absl::Now() - view->second.checked < options_.view_ttl) {
+        return absl::OkStatus();
+      }
+      flight = std::make_shared<Flight>();
+      flights_[name] = flight;
+      leader = true;
+    }
+  }
+  if (!leader) {
+    if (hooks.served(name)) return absl::OkStatus();  // the current copy meanwhile
+    flight->done.WaitForNotification();
+    return flight->status;
+  }
+  absl::Status status = ResolveNow(name, hooks);
+  {
+    absl::MutexLock lock(&mutex_);
+    flight->status = status;
+    flights_.erase(name);
+    if (views_.size() > kMaxViews) {
+      for (auto it = views_.begin(); it != views_.end();) {
+        it = it->second.content_key.empty() ? views_.erase(it) : std::next(it);
+      }
+    }
+  }
+  flight->done.Notify();
+  return status;
+}
+
+absl::Status ModelStore::ResolveNow(const std::string& name, const ModelStoreHooks& hooks) {
+  absl::StatusOr<std::optional<StoredName>> mapped = Lookup(name);
+  std::string served_key;
+  {
+    absl::MutexLock lock(&mutex_);
+    View& view = views_[name];
+    served_key = view.content_key;
+    view.checked = absl::Now();  // a failure is not retried before view_ttl either
+  }
+  if (!mapped.ok()) return absl::OkStatus();  // serve what is here
+  const bool served = hooks.served(name);
+  if (!mapped->has_value()) {
+    if (served_key.empty()) return absl::OkStatus();
+    if (served) hooks.unload(name);
+    absl::MutexLock lock(&mutex_);
+    views_[name].content_key.clear();
+    ++stats_.unloads;
+    return absl::OkStatus();
+  }
+  const StoredName& stored = **mapped;
+  if (served && served_key == stored.content_key) return absl::OkStatus();
+  absl::StatusOr<std::optional<std::string>> record =
+      records_.Get(options_.key_prefix + "record:" + stored.content_key);
+  absl::Status status;
+  if (!record.ok()) {
+    CountError();
+    status = record.status();
+  } else if (!record->has_value()) {
+    status = absl::NotFoundError(absl::StrCat("the model store maps ", name, " to record ",
+                                              stored.content_key, ", which it does not hold"));
+  } else if (ContentKey(**record) != stored.content_key) {
+    CountError();
+    status = absl::DataLossError(
+        absl::StrCat("model store record ", stored.content_key, " does not hash to its key"));
+  } else {
+    status = hooks.load(name, stored.version, **record);
+  }
+  absl::MutexLock lock(&mutex_);
+  if (!status.ok()) return served ? absl::OkStatus() : status;  // else the old copy serves
+  views_[name].content_key = stored.content_key;
+  ++stats_.loads;
+  return absl::OkStatus();
+}
+
+ModelStoreStats ModelStore::stats() const {
+  absl::MutexLock lock(&mutex_);
+  return stats_;
+}
+
+}  // namespace kiln::engine

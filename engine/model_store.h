@@ -1,0 +1,113 @@
+// The shared model store (--model-store): the models replicas serve, kept in
+// Redis so that any replica can answer for a model compiled on another.
+// Records are opaque bytes here (the server stores a CompileModelRequest
+// without name and version); design and consistency in model_store.cc.
+#ifndef KILN_ENGINE_MODEL_STORE_H_
+#define KILN_ENGINE_MODEL_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "engine/redis_connection.h"
+
+namespace kiln::engine {
+
+struct ModelStoreOptions {
+  std::string url;                               // redis://HOST:PORT[/DB]
+  int64_t max_model_bytes = int64_t{256} << 20;  // larger records are not stored
+  // How long a replica trusts what it last read of a name's mapping.
+  absl::Duration view_ttl = absl::Seconds(1);
+  // Records are whole models: a command may take longer than a kernel's.
+  RedisTimeouts timeouts{absl::Milliseconds(500), absl::Seconds(10)};
+  std::string key_prefix = "kiln:model:";
+};
+
+// What the store says a name serves: a record's content key and version.
+struct StoredName {
+  std::string content_key;  // hex SHA-256 of the record
+  int64_t version = 0;
+};
+
+struct ModelStoreStats {
+  int64_t published = 0;  // records and mappings written
+  int64_t too_large = 0;  // records over max_model_bytes, not stored
+  int64_t loads = 0;      // records loaded into this replica
+  int64_t unloads = 0;    // names dropped because the store no longer maps them
+  int64_t lookups = 0;    // mapping reads
+  int64_t errors = 0;     // failed Redis commands
+};
+
+// What Resolve asks the server to do; each called for one name at a time.
+struct ModelStoreHooks {
+  std::function<bool(const std::string& name)> served;  // loaded here
+  // Compile `record` and serve it under `name` at `version`.
+  std::function<absl::Status(const std::string& name, int64_t version, const std::string& record)>
+      load;
+  std::function<void(const std::string& name)> unload;
+};
+
+// Thread-safe.
+class ModelStore {
+ public:
+  // InvalidArgument for a bad URL; connects on first use.
+  static absl::StatusOr<std::unique_ptr<ModelStore>> Create(ModelStoreOptions options);
+
+  static std::string ContentKey(absl::string_view record);
+
+  // Stores `record` under its content key and maps `name` to it at
+  // `version`. ResourceExhausted for a record over the bound (logged once per
+  // process); Unavailable when Redis is.
+  absl::Status Publish(const std::string& name, int64_t version, absl::string_view record);
+  // Unmaps `name` for every replica (the record stays: others may share it);
+  // true when it was mapped.
+  absl::StatusOr<bool> Remove(const std::string& name);
+  // Brings this replica's copy of `name` in line with the store: loads the
+  // mapped record when the name is not served here or serves another
+  // record, unloads a name the store unmapped. Does nothing while the last
+  // read is younger than view_ttl. Concurrent calls for a name not served
+  // here wait for one load (single-flight). Redis failing leaves local
+  // state as it is (OK); a failed load's status is returned.
+  absl::Status Resolve(const std::string& name, const ModelStoreHooks& hooks);
+
+  // The mapping as Redis holds it now; nullopt: unmapped.
+  absl::StatusOr<std::optional<StoredName>> Lookup(const std::string& name);
+
+  ModelStoreStats stats() const;
+
+ private:
+  // This replica's view of one name.
+  struct View {
+    std::string content_key;  // the record served here ("": none from the store)
+    absl::Time checked = absl::InfinitePast();
+  };
+  struct Flight {
+    absl::Notification done;
+    absl::Status status;
+  };
+
+  ModelStore(ModelStoreOptions options, const RedisAddress& address);
+  absl::Status ResolveNow(const std::string& name, const ModelStoreHooks& hooks);
+  void CountError() ABSL_LOCKS_EXCLUDED(mutex_);
+
+  const ModelStoreOptions options_;
+  // Mapping reads must not wait behind a large record's transfer.
+  RedisConnection names_;
+  RedisConnection records_;
+  mutable absl::Mutex mutex_;
+  std::map<std::string, View> views_ ABSL_GUARDED_BY(mutex_);
+  std::map<std::string, std::shared_ptr<Flight>> flights_ ABSL_GUARDED_BY(mutex_);
+  ModelStoreStats stats_ ABSL_GUARDED_BY(mutex_);
+  bool logged_too_large_ ABSL_GUARDED_BY(mutex_) = false;
+};
+
+}  // namespace kiln::engine
+
+#endif  // KILN_ENGINE_MODEL_STORE_H_

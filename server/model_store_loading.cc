@@ -1,0 +1,88 @@
+// The compiler service's side of the shared model store (engine/model_store.h):
+// what a record is (a CompileModelRequest without name, version or
+// `replace`, serialized deterministically, so the same model and options
+// always make the same content key), and loading one as a compile that is
+// not published again (a replica re-publishing what it just read could put
+// back a mapping another replica had just replaced).
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "server/compiler_service.h"
+
+namespace kiln::server {
+namespace {
+
+std::string StoreRecord(const kiln::v1::CompileModelRequest& request) {
+  kiln::v1::CompileModelRequest bare = request;
+  bare.clear_model_name();
+  bare.clear_version();
+  bare.clear_replace();
+  std::string record;
+  google::protobuf::io::StringOutputStream stream(&record);
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  coded.SetSerializationDeterministic(true);  // options hold maps
+  bare.SerializeToCodedStream(&coded);
+  coded.Trim();
+  return record;
+}
+
+}  // namespace
+
+void CompilerService::PublishToStore(const kiln::v1::CompileModelRequest& request,
+                                     const std::string& name, int64_t version) {
+  absl::Status s = store_->Publish(name, version, StoreRecord(request));
+  // Too large: the store logged it once.
+  if (s.ok() || absl::IsResourceExhausted(s)) return;
+  LogContext context;
+  context.model = name;
+  Log(LogLevel::kWarning, "model_store",
+      absl::StrCat("not published, other replicas will not serve it: ", s.message()), context);
+}
+
+absl::Status CompilerService::ResolveFromStore(const std::string& name) {
+  if (store_ == nullptr) return absl::OkStatus();
+  engine::ModelStoreHooks hooks;
+  hooks.served = [this](const std::string& n) { return models_->Serve(n, "").ok(); };
+  hooks.unload = [this](const std::string& n) {
+    if (models_->Unload(n).ok()) {
+      LogContext context;
+      context.model = n;
+      Log(LogLevel::kInfo, "model_store", "unloaded: the model store no longer holds it", context);
+    }
+  };
+  hooks.load = [this](const std::string& n, int64_t version,
+                      const std::string& record) -> absl::Status {
+    kiln::v1::CompileModelRequest request;
+    if (!request.ParseFromString(record)) {
+      return absl::DataLossError(
+          absl::StrCat("the model store's record for ", n, " is not a CompileModelRequest"));
+    }
+    request.set_model_name(n);
+    request.set_version(version);
+    request.set_replace(true);
+    // Whoever asked may go: the load goes on for the requests after it.
+    absl::StatusOr<kiln::v1::CompileModelResponse> compiled =
+        Compile(request, nullptr, absl::InfiniteFuture(), nullptr, "", false,
+                /*publish=*/false);
+    if (!compiled.ok()) return compiled.status();
+    LogContext context;
+    context.model = n;
+    Log(LogLevel::kInfo, "model_store",
+        absl::StrCat(
+            "loaded version ", version, " from the model store: ", compiled->report().cache_hits(),
+            " kernels from the cache tiers, ", compiled->report().cache_misses(), " compiled here"),
+        context);
+    return absl::OkStatus();
+  };
+  return store_->Resolve(name, hooks);
+}
+
+absl::StatusOr<bool> CompilerService::RemoveFromStore(const std::string& name) {
+  if (store_ == nullptr) return false;
+  return store_->Remove(name);
+}
+
+}  // namespace kiln::server

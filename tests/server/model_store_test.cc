@@ -1,0 +1,255 @@
+// The shared model store across real kiln-server processes: replicas with
+// their own --cache-dir, one redis-server (started per test on a free
+// loopback port) as both their --remote-cache and their --model-store.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "client/kiln_client.h"
+#include "client/model_file.h"
+#include "client/npy.h"
+#include "common/sha256.h"
+#include "engine/redis_connection.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "gtest/gtest.h"
+#include "tests/server/server_process.h"
+#include "tests/test_util/redis_server.h"
+
+namespace kiln {
+namespace {
+
+using client::KilnClient;
+using testing::RedisServer;
+using testing::ServerProcess;
+
+class ModelStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(redis_.running());
+    char tmpl[] = "/tmp/kiln_model_store_testXXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    auto g = client::LoadGraphFile("examples/mlp.pbtxt");
+    ASSERT_TRUE(g.ok()) << g.status();
+    graph_ = *g;
+    auto x = client::ReadNpyFile("examples/x.npy");
+    auto y = client::ReadNpyFile("examples/mlp_expected.npy");
+    ASSERT_TRUE(x.ok() && y.ok());
+    x_ = *x;
+    expected_ = *y;
+  }
+  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+
+  std::unique_ptr<ServerProcess> Replica(const std::string& name,
+                                         std::vector<std::string> extra = {}) {
+    std::vector<std::string> flags = {"--remote-cache=" + redis_.url(),
+                                      "--model-store=" + redis_.url(), "--model-store-view-ms=300"};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    return std::make_unique<ServerProcess>(dir_ + "/" + name, flags, LogPath(name));
+  }
+  std::string LogPath(const std::string& name) { return dir_ + "/" + name + ".log"; }
+
+  std::unique_ptr<KilnClient> Connect(const ServerProcess& server) {
+    EXPECT_GT(server.port(), 0) << "kiln-server did not start";
+    auto c = KilnClient::Create("localhost:" + std::to_string(server.port()));
+    EXPECT_TRUE(c.ok());
+    return c.ok() ? *std::move(c) : nullptr;
+  }
+
+  kiln::v1::CompileModelRequest Mlp(const std::string& name, int batch = 4) {
+    kiln::v1::CompileModelRequest r;
+    *r.mutable_graph() = graph_;
+    r.mutable_graph()->mutable_inputs(0)->set_dims(0, batch);
+    r.set_model_name(name);
+    return r;
+  }
+
+  kiln::v1::GetCacheStatsResponse Stats(KilnClient& c) {
+    auto s = c.GetCacheStats();
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? *s : kiln::v1::GetCacheStatsResponse();
+  }
+
+  // Waits (up to 10 s) until the replica has written `n` kernels to Redis.
+  bool AwaitRemoteWrites(KilnClient& c, int64_t n) {
+    for (int i = 0; i < 200; ++i) {
+      if (Stats(c).remote().writes() >= n) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
+  // The model's output for examples/x.npy against NumPy's (mlp_expected.npy).
+  void ExpectReferenceOutput(KilnClient& c, const std::string& model) {
+    auto r = c.Infer(model, {{"x", x_}}, false);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->outputs.size(), 1u);
+    const std::string& got = r->outputs[0].second.data;
+    ASSERT_EQ(got.size(), expected_.data.size());
+    std::vector<float> a(got.size() / 4), b(a.size());
+    std::memcpy(a.data(), got.data(), got.size());
+    std::memcpy(b.data(), expected_.data.data(), got.size());
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5) << i;
+  }
+
+  std::optional<std::string> RedisGet(const std::string& key) {
+    engine::RedisConnection redis({"127.0.0.1", redis_.port(), 0}, {});
+    auto v = redis.Get(key);
+    EXPECT_TRUE(v.ok()) << v.status();
+    return v.ok() ? *v : std::nullopt;
+  }
+
+  static std::string ReadFile(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+  static int Count(const std::string& text, const std::string& what) {
+    int n = 0;
+    for (size_t at = 0; (at = text.find(what, at)) != std::string::npos; at += what.size()) ++n;
+    return n;
+  }
+
+  RedisServer redis_;
+  std::string dir_;
+  kiln::v1::Graph graph_;
+  client::NpyArray x_, expected_;
+};
+
+TEST_F(ModelStoreTest, ModelCompiledOnOneReplicaIsServedByAnotherWithoutCompiling) {
+  auto a = Replica("a"), b = Replica("b");
+  auto ca = Connect(*a), cb = Connect(*b);
+  ASSERT_NE(ca, nullptr);
+  ASSERT_NE(cb, nullptr);
+  auto compiled = ca->Compile(Mlp("mlp"));
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  const int64_t kernels = compiled->report().kernels_size();
+  ASSERT_GT(kernels, 1);
+  ASSERT_TRUE(AwaitRemoteWrites(*ca, kernels));
+
+  // The mapping names the record by the SHA-256 of what Redis holds, and the
+  // record is the request without its name (the model's graph and options).
+  std::optional<std::string> mapping = RedisGet("kiln:model:name:mlp");
+  ASSERT_TRUE(mapping.has_value());
+  ASSERT_EQ(mapping->size(), 64u + 2u) << *mapping;
+  EXPECT_EQ(mapping->substr(64), " 1");
+  std::optional<std::string> record = RedisGet("kiln:model:record:" + mapping->substr(0, 64));
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(Sha256Hex(*record), mapping->substr(0, 64));
+  kiln::v1::CompileModelRequest stored;
+  ASSERT_TRUE(stored.ParseFromString(*record));
+  EXPECT_EQ(stored.model_name(), "");
+  EXPECT_EQ(stored.graph().SerializeAsString(), Mlp("mlp").graph().SerializeAsString());
+
+  // B never saw a CompileModel: its first ModelInfer loads from the store,
+  // every kernel a remote hit, none compiled there.
+  ExpectReferenceOutput(*cb, "mlp");
+  const kiln::v1::GetCacheStatsResponse sb = Stats(*cb);
+  EXPECT_EQ(sb.compiles(), 0);
+  EXPECT_EQ(sb.remote().hits(), kernels);
+  auto metadata = cb->ModelMetadata("mlp");
+  ASSERT_TRUE(metadata.ok()) << metadata.status();
+  EXPECT_EQ(metadata->inputs(0).shape(0), 4);
+  EXPECT_EQ(Count(ReadFile(LogPath("b")), "loaded version 1 from the model store"), 1);
+
+  // A name nobody compiled is still NOT_FOUND.
+  auto unknown = cb->Infer("nobody", {{"x", x_}}, false);
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound) << unknown.status();
+}
+
+TEST_F(ModelStoreTest, ConcurrentRequestsForAnUnknownNameLoadItOnce) {
+  auto a = Replica("a"), b = Replica("b");
+  auto ca = Connect(*a), cb = Connect(*b);
+  ASSERT_NE(ca, nullptr);
+  ASSERT_NE(cb, nullptr);
+  ASSERT_TRUE(ca->Compile(Mlp("mlp")).ok());
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&] {
+      auto c = Connect(*b);
+      if (c && c->Infer("mlp", {{"x", x_}}, false).ok()) ++ok;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 8);
+  EXPECT_EQ(Count(ReadFile(LogPath("b")), "from the model store"), 1) << ReadFile(LogPath("b"));
+}
+
+TEST_F(ModelStoreTest, UnloadOnOneReplicaRemovesTheNameFromEvery) {
+  auto a = Replica("a"), b = Replica("b");
+  auto ca = Connect(*a), cb = Connect(*b);
+  ASSERT_NE(ca, nullptr);
+  ASSERT_NE(cb, nullptr);
+  ASSERT_TRUE(ca->Compile(Mlp("mlp")).ok());
+  ExpectReferenceOutput(*cb, "mlp");
+  ASSERT_TRUE(ca->UnloadModel("mlp").ok());
+  EXPECT_FALSE(RedisGet("kiln:model:name:mlp").has_value());
+  // B drops it at its first request after its view (300 ms) expires.
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  auto r = cb->Infer("mlp", {{"x", x_}}, false);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound) << r.status();
+  auto listed = cb->ListModels();
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->models_size(), 0);
+
+  // Unloading on a replica that never loaded the name works too.
+  ASSERT_TRUE(ca->Compile(Mlp("mlp")).ok());
+  auto c = Replica("c");
+  auto cc = Connect(*c);
+  ASSERT_NE(cc, nullptr);
+  EXPECT_TRUE(cc->UnloadModel("mlp").ok());
+  EXPECT_FALSE(RedisGet("kiln:model:name:mlp").has_value());
+}
+
+TEST_F(ModelStoreTest, ReRegisteredNameReachesTheOtherReplicas) {
+  auto a = Replica("a"), b = Replica("b");
+  auto ca = Connect(*a), cb = Connect(*b);
+  ASSERT_NE(ca, nullptr);
+  ASSERT_NE(cb, nullptr);
+  ASSERT_TRUE(ca->Compile(Mlp("mlp", 4)).ok());
+  ExpectReferenceOutput(*cb, "mlp");
+  kiln::v1::CompileModelRequest two = Mlp("mlp", 2);
+  two.set_replace(true);
+  auto replaced = ca->Compile(two);
+  ASSERT_TRUE(replaced.ok()) << replaced.status();
+  EXPECT_EQ(replaced->version(), 2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  // B's next request for the name finds the new mapping and loads version 2.
+  auto metadata = cb->ModelMetadata("mlp");
+  ASSERT_TRUE(metadata.ok()) << metadata.status();
+  EXPECT_EQ(metadata->inputs(0).shape(0), 2);
+  EXPECT_EQ(Count(ReadFile(LogPath("b")), "loaded version 2 from the model store"), 1);
+}
+
+TEST_F(ModelStoreTest, ModelOverTheBoundIsNotStoredAndLoggedOnce) {
+  // The bound is in MiB: a 1 MiB bound and a graph carrying an unused
+  // 1.5 MiB constant.
+  auto a = Replica("a", {"--model-store-max-mb=1"});
+  auto ca = Connect(*a);
+  ASSERT_NE(ca, nullptr);
+  for (const char* name : {"big1", "big2"}) {
+    kiln::v1::CompileModelRequest r = Mlp(name);
+    kiln::v1::Tensor* pad = r.mutable_graph()->add_constants();
+    pad->set_name("pad");
+    pad->set_dtype(kiln::v1::FLOAT32);
+    pad->add_dims(384 << 10);
+    pad->set_raw_data(std::string(size_t{1536} << 10, '\0'));
+    auto compiled = ca->Compile(r);
+    ASSERT_TRUE(compiled.ok()) << compiled.status();
+    EXPECT_FALSE(RedisGet(std::string("kiln:model:name:") + name).has_value());
+  }
+  ASSERT_TRUE(ca->Compile(Mlp("small")).ok());
+  EXPECT_TRUE(RedisGet("kiln:model:name:small").has_value());
+  EXPECT_EQ(Count(ReadFile(LogPath("a")), "over the model store's bound"), 1);
+}
+
+}  // namespace
+}  // namespace kiln
