@@ -20,6 +20,7 @@ packages=(
   python3-grpcio python3-yaml  # client/python (Python client) and deploy/ (manifest test)
   libcli11-dev  # CLI11, the argument parser of kiln and the bench tools (header-only)
   libhiredis-dev redis-server  # the remote kernel cache tier (--remote-cache) and its tests
+  nginx  # deploy/nginx: grpc_pass in front of replicas (tests/server:cluster_test)
   "$@"
 )
 
