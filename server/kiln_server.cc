@@ -116,6 +116,13 @@ class KilnServerImpl final : public KilnServer {
                                  static_cast<int>(std::min(options.max_connection_idle_s * 1000,
                                                            2e9)));
     }
+    if (options.max_connection_age_s > 0) {
+      builder.AddChannelArgument(
+          GRPC_ARG_MAX_CONNECTION_AGE_MS,
+          static_cast<int>(std::min(options.max_connection_age_s * 1000, 2e9)));
+      // A long inference or compile on an aged connection finishes first.
+      builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, 600 * 1000);
+    }
     builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
     // Keepalive pings: allowed every 10 s at most, also between calls (as
     // Triton's clients send them); a client pinging faster is sent away

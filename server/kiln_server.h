@@ -76,6 +76,9 @@ struct ServerOptions {
   // freed: ~1100 idle connections at a 1024-descriptor limit stopped the
   // listener for good, issue 20); 0 keeps them.
   double max_connection_idle_s = 300;
+  // Connections are closed this long after they open (gRPC adds +-10%
+  // jitter); calls under way get 10 more minutes. 0 keeps them.
+  double max_connection_age_s = 0;
   // Calls in flight on one connection.
   int max_concurrent_streams = 100;
   // Open connections at most (plaintext only: connection_gate.h); 0: no cap.

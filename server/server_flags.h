@@ -44,6 +44,7 @@ ABSL_DECLARE_FLAG(int64_t, model_store_max_mb);
 ABSL_DECLARE_FLAG(int, model_store_view_ms);
 ABSL_DECLARE_FLAG(bool, kernel_bounds_checks);
 ABSL_DECLARE_FLAG(double, max_connection_idle_s);
+ABSL_DECLARE_FLAG(double, max_connection_age_s);
 ABSL_DECLARE_FLAG(int, max_concurrent_streams);
 ABSL_DECLARE_FLAG(int, max_connections);
 ABSL_DECLARE_FLAG(int, compile_nice);

@@ -11,6 +11,10 @@ ABSL_FLAG(int, port, 50051, "port to listen on (0 picks a free one)");
 ABSL_FLAG(int, max_message_mb, 256, "largest gRPC message in MiB (models carry weights)");
 ABSL_FLAG(double, max_connection_idle_s, 300,
           "connections with no call this long are closed (0: never)");
+ABSL_FLAG(double, max_connection_age_s, 0,
+          "connections are closed (GOAWAY, calls under way finish) about this long after they "
+          "open, so clients balancing on their own (a headless Service) re-resolve and reach "
+          "replicas added since (0: never)");
 ABSL_FLAG(int, max_concurrent_streams, 100, "calls in flight on one connection");
 ABSL_FLAG(int, max_connections, 0,
           "open gRPC connections at most; one more is closed at once and its client retries "

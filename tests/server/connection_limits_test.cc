@@ -1,5 +1,6 @@
 // Idle connections are closed after --max-connection-idle-s, so clients
-// that connect and do nothing cannot use up the server's descriptors.
+// that connect and do nothing cannot use up the server's descriptors; any
+// connection after --max-connection-age-s, so that clients re-resolve.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -54,6 +55,40 @@ TEST_P(ConnectionLimitsTest, AnIdleConnectionIsClosedAfterTheIdleTimeout) {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
   inference::ServerLiveResponse live;
   EXPECT_TRUE(stub->ServerLive(&ctx, inference::ServerLiveRequest(), &live).ok());
+  (*server)->Shutdown();
+}
+
+// --max-connection-age-s: a connection busy with calls (never idle) is
+// closed after about a second all the same, so that a client balancing on
+// its own resolves again; its calls go on over a new connection.
+TEST_P(ConnectionLimitsTest, ABusyConnectionIsClosedAfterItsMaxAge) {
+  server::ServerOptions options;
+  options.port = 0;
+  options.threads = 1;
+  options.max_connections = GetParam();
+  options.max_connection_idle_s = 0;
+  options.max_connection_age_s = 1;
+  auto server = server::StartKilnServer(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string((*server)->port()),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = inference::GRPCInferenceService::NewStub(channel);
+  bool left_ready = false;
+  int calls = 0;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!left_ready && std::chrono::steady_clock::now() < end) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    inference::ServerLiveResponse live;
+    ASSERT_TRUE(stub->ServerLive(&ctx, inference::ServerLiveRequest(), &live).ok()) << calls;
+    ++calls;
+    for (int i = 0; i < 5 && !left_ready; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      left_ready = channel->GetState(false) != GRPC_CHANNEL_READY;
+    }
+  }
+  EXPECT_TRUE(left_ready) << "the connection stayed open through " << calls << " calls";
+  EXPECT_GT(calls, 10);  // it was busy: calls every ~50 ms for about a second
   (*server)->Shutdown();
 }
 
