@@ -155,8 +155,8 @@ int main(int argc, char** argv) {
   options.max_connection_age_s = absl::GetFlag(FLAGS_max_connection_age_s);
   options.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
   options.max_connections = absl::GetFlag(FLAGS_max_connections);
-  if (options.max_connection_idle_s < 0 || options.max_connection_age_s < 0 || options.max_concurrent_streams < 1 ||
-      options.max_connections < 0) {
+  if (options.max_connection_idle_s < 0 || options.max_connection_age_s < 0 ||
+      options.max_concurrent_streams < 1 || options.max_connections < 0) {
     LogStartError(
         "--max-connection-idle-s, --max-connection-age-s and --max-connections must be >= 0 and "
         "--max-concurrent-streams >= 1");
