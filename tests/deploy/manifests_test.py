@@ -4,6 +4,9 @@ argv: the kiln-server binary, the deploy/ directory. The flags a manifest
 passes must be flags kiln-server has (from its --helpfull); its probes must
 point at ports the container exposes and that those flags open; the kernel
 cache's volume must be mounted where --cache-dir points; nothing runs as root.
+The scale-out cluster (kubernetes/cluster): replicas reach the Redis the
+manifests run, gRPC is balanced per request, the HPA scales the Deployment on
+a series kiln-server exports.
 """
 
 import json
@@ -197,6 +200,101 @@ class KServeTest(ManifestCase):
         self.assertEqual(model["modelFormat"]["name"], "onnx")
         self.assertEqual(model["runtime"], self.runtime["metadata"]["name"])
         self.assertIn(model.get("protocolVersion", "v1"), self.runtime["spec"]["protocolVersions"])
+
+
+def named(relative, kind, name):
+    docs = [d for d in load(relative) if d["kind"] == kind and d["metadata"]["name"] == name]
+    assert len(docs) == 1, "%s: %d %s %s" % (relative, len(docs), kind, name)
+    return docs[0]
+
+
+def selects(service, pod_template):
+    labels = pod_template["metadata"]["labels"]
+    return all(labels.get(k) == v for k, v in service["spec"]["selector"].items())
+
+
+class ClusterTest(ManifestCase):
+    DIR = "kubernetes/cluster"
+
+    def setUp(self):
+        self.deployment = one(self.DIR + "/deployment.yaml", "Deployment")
+        self.pod = self.deployment["spec"]["template"]["spec"]
+        (self.container,) = self.pod["containers"]
+        self.args = parse_args(self.container["args"])
+        self.ports = {p["containerPort"]: p["name"] for p in self.container["ports"]}
+
+    def test_kustomization_lists_every_manifest(self):
+        listed = set(one(self.DIR + "/kustomization.yaml", "Kustomization")["resources"])
+        present = {f for f in os.listdir(os.path.join(DEPLOY, self.DIR))
+                   if f.endswith(".yaml") and f != "kustomization.yaml"}
+        self.assertEqual(listed, present)
+
+    def test_replicas_share_the_redis_the_manifests_run(self):
+        self.assertFlagsExist(self.args, "cluster/deployment.yaml")
+        self.assertGreaterEqual(self.deployment["spec"]["replicas"], 2)
+        service = named(self.DIR + "/redis.yaml", "Service", "kiln-redis")
+        redis = one(self.DIR + "/redis.yaml", "StatefulSet")
+        self.assertEqual(redis["spec"]["serviceName"], service["metadata"]["name"])
+        self.assertTrue(selects(service, redis["spec"]["template"]))
+        (port,) = service["spec"]["ports"]
+        for flag in ("remote_cache", "model_store"):
+            url = re.fullmatch(r"redis://([\w.-]+):(\d+)(?:/\d+)?", self.args[flag])
+            self.assertIsNotNone(url, "--%s=%s" % (flag, self.args[flag]))
+            self.assertEqual(url.group(1), service["metadata"]["name"])
+            self.assertEqual(int(url.group(2)), port["port"])
+
+    def test_redis_evicts_kernels_never_the_model_store(self):
+        # Model store keys have no TTL; kernel entries do (engine/model_store.cc).
+        (container,) = one(self.DIR + "/redis.yaml", "StatefulSet")["spec"]["template"]["spec"][
+            "containers"]
+        args = container["args"]
+        self.assertEqual(args[args.index("--maxmemory-policy") + 1], "volatile-lru")
+        self.assertEqual(args[args.index("--appendonly") + 1], "yes")
+
+    def test_replicas_are_stateless(self):
+        volumes = {v["name"]: v for v in self.pod["volumes"]}
+        mounts = {m["mountPath"]: m["name"] for m in self.container["volumeMounts"]}
+        self.assertIn("emptyDir", volumes[mounts[self.args["cache_dir"]]])
+        self.assertFalse([v for v in volumes.values() if "persistentVolumeClaim" in v])
+        self.assertNotIn("model_repository", self.args)
+
+    def test_grpc_is_balanced_per_request(self):
+        grpc = named(self.DIR + "/service.yaml", "Service", "kiln-grpc")
+        self.assertEqual(grpc["spec"]["clusterIP"], "None")  # headless: clients see every pod
+        self.assertTrue(selects(grpc, self.deployment["spec"]["template"]))
+        (port,) = grpc["spec"]["ports"]
+        self.assertEqual(self.ports[port["port"]], port["targetPort"])
+        self.assertEqual(port["port"], int(self.args["port"]))
+        # Clients re-resolve when connections age out, so they find new pods.
+        self.assertGreater(float(self.args["max_connection_age_s"]), 0)
+        http = named(self.DIR + "/service.yaml", "Service", "kiln")
+        self.assertTrue(selects(http, self.deployment["spec"]["template"]))
+        self.assertEqual({p["port"] for p in http["spec"]["ports"]},
+                         {int(self.args["http_port"]), int(self.args["metrics_port"])})
+
+    def test_hpa_scales_the_deployment_on_a_kiln_series(self):
+        hpa = one(self.DIR + "/hpa.yaml", "HorizontalPodAutoscaler")
+        target = hpa["spec"]["scaleTargetRef"]
+        self.assertEqual((target["kind"], target["name"]),
+                         ("Deployment", self.deployment["metadata"]["name"]))
+        self.assertLessEqual(hpa["spec"]["minReplicas"], self.deployment["spec"]["replicas"])
+        self.assertLess(hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"])
+        (pods,) = [m["pods"] for m in hpa["spec"]["metrics"] if m["type"] == "Pods"]
+        # The adapter rule in hpa.yaml's comment turns a series kiln-server
+        # exports into the metric the HPA reads.
+        with open(os.path.join(DEPLOY, self.DIR, "hpa.yaml")) as f:
+            text = f.read()
+        series = re.search(r"seriesQuery: '(\w+)\{", text).group(1)
+        rule = re.search(r'name: \{matches: "([^"]+)", as: "([^"]+)"\}', text)
+        with open(SERVER, "rb") as f:
+            self.assertIn(series.encode(), f.read(), "kiln-server exports no " + series)
+        self.assertEqual(re.sub(rule.group(1), rule.group(2).replace("${1}", r"\1"), series),
+                         pods["metric"]["name"])
+
+    def test_non_root(self):
+        self.assertTrue(self.pod["securityContext"]["runAsNonRoot"])
+        redis = one(self.DIR + "/redis.yaml", "StatefulSet")["spec"]["template"]["spec"]
+        self.assertTrue(redis["securityContext"]["runAsNonRoot"])
 
 
 def dockerfile_instructions():
