@@ -3,15 +3,20 @@
 // Keys (prefix kiln:model:):
 //
 //   record:<sha256 hex of the record>  the record (model bytes + compile options), no expiry
-//   name:<model name>                  "<content key> <version>", no expiry
+//   name:<model name>                  "<content key> <version>", or "-" once unloaded;
+//                                      no expiry
 //
 // Records are content-addressed: two replicas publishing the same model
 // write the same key, and a name re-registered with other bytes points at a
 // new record while the old one stays readable for anyone still loading it.
 // Nothing expires (this is state, not a cache: that is why it is its own
 // flag, --model-store, and not --remote-cache, whose Redis may evict under
-// maxmemory); an unmapped record is left behind (Remove does not know who
-// else maps it) and costs memory until an operator flushes it.
+// maxmemory: point both at one Redis only with maxmemory-policy volatile-lru,
+// which evicts keys with a TTL alone); an unloaded name's record is left
+// behind (Remove does not know who else maps it) until an operator flushes it.
+// An unload is a tombstone, not a deleted key: a name the store does not know
+// (a Redis restarted empty) is no reason for a replica to drop what it
+// serves, an unload is.
 //
 // What is consistent when. Every replica keeps a view of each name it was
 // asked for: the content key it serves ("" for none from the store) and
@@ -20,9 +25,10 @@
 // connection of its own so that a large record's transfer does not delay
 // it) and then:
 //
-//   mapping absent, name served from the store here  -> unload it here
-//   mapping equals what is served here               -> nothing
-//   mapping differs or the name is not served here   -> fetch, check, load
+//   tombstone, name served from the store here      -> unload it here
+//   no key                                          -> nothing (serve what is here)
+//   mapping equals what is served here              -> nothing
+//   mapping differs or the name is not served here  -> fetch, check, load
 //
 // So: a model compiled on one replica is served by every replica from the
 // first request that reaches it (that request waits for the load; kernels
@@ -60,6 +66,9 @@ namespace {
 // Views kept for names never served here (a client's typos) beyond this are
 // dropped, so that unknown names cannot grow the map without bound.
 constexpr size_t kMaxViews = 4096;
+
+// A name's value once unloaded.
+constexpr char kTombstone[] = "-";
 
 }  // namespace
 
@@ -113,14 +122,15 @@ absl::Status ModelStore::Publish(const std::string& name, int64_t version,
 }
 
 absl::StatusOr<bool> ModelStore::Remove(const std::string& name) {
-  absl::StatusOr<bool> deleted = names_.Delete(options_.key_prefix + "name:" + name);
+  absl::StatusOr<std::optional<std::string>> before =
+      names_.Exchange(options_.key_prefix + "name:" + name, kTombstone);
   absl::MutexLock lock(&mutex_);
-  if (!deleted.ok()) {
+  if (!before.ok()) {
     ++stats_.errors;
-    return deleted.status();
+    return before.status();
   }
   views_[name] = View{"", absl::Now()};
-  return *deleted;
+  return before->has_value() && **before != kTombstone;
 }
 
 absl::StatusOr<std::optional<StoredName>> ModelStore::Lookup(const std::string& name) {
@@ -133,6 +143,7 @@ absl::StatusOr<std::optional<StoredName>> ModelStore::Lookup(const std::string& 
   }
   if (!value.ok()) return value.status();
   if (!value->has_value()) return std::optional<StoredName>();
+  if (**value == kTombstone) return std::optional<StoredName>(StoredName{});
   std::vector<absl::string_view> parts = absl::StrSplit(**value, ' ');
   StoredName stored;
   if (parts.size() != 2 || parts[0].size() != 64 || !absl::SimpleAtoi(parts[1], &stored.version)) {
@@ -191,17 +202,18 @@ absl::Status ModelStore::ResolveNow(const std::string& name, const ModelStoreHoo
     served_key = view.content_key;
     view.checked = absl::Now();  // a failure is not retried before view_ttl either
   }
-  if (!mapped.ok()) return absl::OkStatus();  // serve what is here
+  if (!mapped.ok()) return absl::OkStatus();          // serve what is here
+  if (!mapped->has_value()) return absl::OkStatus();  // unknown here or lost: keep what is here
   const bool served = hooks.served(name);
-  if (!mapped->has_value()) {
-    if (served_key.empty()) return absl::OkStatus();
+  const StoredName& stored = **mapped;
+  if (stored.removed()) {
+    if (served_key.empty()) return absl::OkStatus();  // not the store's to unload
     if (served) hooks.unload(name);
     absl::MutexLock lock(&mutex_);
     views_[name].content_key.clear();
     ++stats_.unloads;
     return absl::OkStatus();
   }
-  const StoredName& stored = **mapped;
   if (served && served_key == stored.content_key) return absl::OkStatus();
   absl::StatusOr<std::optional<std::string>> record =
       records_.Get(options_.key_prefix + "record:" + stored.content_key);

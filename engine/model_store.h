@@ -30,10 +30,12 @@ struct ModelStoreOptions {
   std::string key_prefix = "kiln:model:";
 };
 
-// What the store says a name serves: a record's content key and version.
+// What the store says of a name: a record's content key and version, or
+// that the name was unloaded.
 struct StoredName {
-  std::string content_key;  // hex SHA-256 of the record
+  std::string content_key;  // hex SHA-256 of the record; empty when removed
   int64_t version = 0;
+  bool removed() const { return content_key.empty(); }
 };
 
 struct ModelStoreStats {
@@ -66,18 +68,19 @@ class ModelStore {
   // `version`. ResourceExhausted for a record over the bound (logged once per
   // process); Unavailable when Redis is.
   absl::Status Publish(const std::string& name, int64_t version, absl::string_view record);
-  // Unmaps `name` for every replica (the record stays: others may share it);
-  // true when it was mapped.
+  // Marks `name` unloaded for every replica (a tombstone; the record stays:
+  // others may share it); true when it mapped a record.
   absl::StatusOr<bool> Remove(const std::string& name);
   // Brings this replica's copy of `name` in line with the store: loads the
   // mapped record when the name is not served here or serves another
-  // record, unloads a name the store unmapped. Does nothing while the last
+  // record, unloads a name the store marks removed. Does nothing while the last
   // read is younger than view_ttl. Concurrent calls for a name not served
   // here wait for one load (single-flight). Redis failing leaves local
   // state as it is (OK); a failed load's status is returned.
   absl::Status Resolve(const std::string& name, const ModelStoreHooks& hooks);
 
-  // The mapping as Redis holds it now; nullopt: unmapped.
+  // The mapping as Redis holds it now; nullopt: the store never heard of
+  // the name (or lost it: a Redis flushed or restarted without persistence).
   absl::StatusOr<std::optional<StoredName>> Lookup(const std::string& name);
 
   ModelStoreStats stats() const;

@@ -206,6 +206,14 @@ absl::Status RedisConnection::SetPersistent(absl::string_view key, absl::string_
   return Command({"SET", key, value}).status();
 }
 
+absl::StatusOr<std::optional<std::string>> RedisConnection::Exchange(absl::string_view key,
+                                                                     absl::string_view value) {
+  absl::StatusOr<Reply> r = Command({"SET", key, value, "GET"});
+  if (!r.ok()) return r.status();
+  if (r->kind == Reply::kNil) return std::optional<std::string>();
+  return std::optional<std::string>(std::move(r->text));
+}
+
 absl::StatusOr<bool> RedisConnection::SetIfAbsent(absl::string_view key, absl::string_view value,
                                                   absl::Duration ttl) {
   const std::string ms = Millis(ttl);

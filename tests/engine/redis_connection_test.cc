@@ -70,6 +70,22 @@ TEST_F(RedisConnectionTest, TtlIsMillisecondsAndExpireExtendsIt) {
   EXPECT_FALSE(c.Get("gone")->has_value());
 }
 
+// The model store's state: no expiry, and a swap that says what was there.
+TEST_F(RedisConnectionTest, PersistentSetHasNoTtlAndExchangeReturnsThePreviousValue) {
+  RedisConnection c(Address(), {});
+  ASSERT_TRUE(c.SetPersistent("state", "one").ok());
+  EXPECT_EQ(std::stoi(redis_.Cli("PTTL state")), -1);  // -1: exists without expiry
+  auto before = c.Exchange("state", "two");
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_EQ(*before, std::optional<std::string>("one"));
+  EXPECT_EQ(**c.Get("state"), "two");
+  EXPECT_EQ(std::stoi(redis_.Cli("PTTL state")), -1);
+  auto fresh = c.Exchange("new", "v");
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_FALSE(fresh->has_value());
+  EXPECT_EQ(**c.Get("new"), "v");
+}
+
 TEST_F(RedisConnectionTest, SetIfAbsentIsExclusiveAndLeaseOpsCheckTheOwner) {
   RedisConnection a(Address(), {}), b(Address(), {});
   EXPECT_EQ(*a.SetIfAbsent("lease", "A", absl::Seconds(10)), true);

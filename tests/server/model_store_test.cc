@@ -191,7 +191,7 @@ TEST_F(ModelStoreTest, UnloadOnOneReplicaRemovesTheNameFromEvery) {
   ASSERT_TRUE(ca->Compile(Mlp("mlp")).ok());
   ExpectReferenceOutput(*cb, "mlp");
   ASSERT_TRUE(ca->UnloadModel("mlp").ok());
-  EXPECT_FALSE(RedisGet("kiln:model:name:mlp").has_value());
+  EXPECT_EQ(RedisGet("kiln:model:name:mlp"), "-");  // a tombstone
   // B drops it at its first request after its view (300 ms) expires.
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
   auto r = cb->Infer("mlp", {{"x", x_}}, false);
@@ -206,7 +206,38 @@ TEST_F(ModelStoreTest, UnloadOnOneReplicaRemovesTheNameFromEvery) {
   auto cc = Connect(*c);
   ASSERT_NE(cc, nullptr);
   EXPECT_TRUE(cc->UnloadModel("mlp").ok());
-  EXPECT_FALSE(RedisGet("kiln:model:name:mlp").has_value());
+  EXPECT_EQ(RedisGet("kiln:model:name:mlp"), "-");
+  // ... and once more is NOT_FOUND: nothing serves it anywhere.
+  EXPECT_EQ(cc->UnloadModel("mlp").code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ModelStoreTest, RedisDownOrRestartedEmptyLeavesReplicasServing) {
+  auto a = Replica("a"), b = Replica("b");
+  auto ca = Connect(*a), cb = Connect(*b);
+  ASSERT_NE(ca, nullptr);
+  ASSERT_NE(cb, nullptr);
+  ASSERT_TRUE(ca->Compile(Mlp("mlp")).ok());
+  ExpectReferenceOutput(*cb, "mlp");
+  redis_.Stop();
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // past the view
+  ExpectReferenceOutput(*cb, "mlp");
+  ExpectReferenceOutput(*ca, "mlp");
+  // A name not loaded here cannot be fetched: NOT_FOUND, at once.
+  const auto start = std::chrono::steady_clock::now();
+  auto other = cb->Infer("other", {{"x", x_}}, false);
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kNotFound) << other.status();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+
+  // Back without its data (no persistence): the store knows no name, which
+  // is not an unload; the replicas keep serving.
+  ASSERT_TRUE(redis_.Start());
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  ExpectReferenceOutput(*cb, "mlp");
+  // An unload is.
+  ASSERT_TRUE(ca->UnloadModel("mlp").ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  auto gone = cb->Infer("mlp", {{"x", x_}}, false);
+  EXPECT_EQ(gone.status().code(), absl::StatusCode::kNotFound) << gone.status();
 }
 
 TEST_F(ModelStoreTest, ReRegisteredNameReachesTheOtherReplicas) {
