@@ -4,11 +4,12 @@ in front of them (deploy/nginx/kiln-grpc.conf.template). Run by
 cluster_test.sh; each check prints one line, a failure exits non-zero.
 
   python3 cluster_test.py TEMPLATE KILN_SERVER KILN_CLI GRAPH X_NPY EXPECTED_NPY
-      [--requests N] [--bench SECONDS]
+      [--requests N] [--bench SECONDS [--bench-model MODEL.onnx]]
 
---bench: instead of the checks, the throughput through nginx with 1, 2 and 3
-replicas, each for SECONDS, and the cold and warm start times (the figures
-of issue 24's note).
+--bench: instead of the checks, the figures of issue 24's note for
+--bench-model (default: GRAPH): a cold compile on three replicas at once, a
+new replica's warm start with Redis populated, and the throughput through
+nginx with 1, 2 and 3 replicas, each for SECONDS.
 """
 
 import argparse
@@ -256,14 +257,14 @@ def run_checks(args, cluster, x, expected):
     check(gone == 3, "unloaded through nginx: NOT_FOUND on %d of 3 replicas" % gone)
 
 
-def throughput(lb, x, seconds, threads=4):
+def throughput(lb, name, inputs, seconds, threads=4):
     stop = time.time() + seconds
     count = [0]
     lock = threading.Lock()
 
     def loop():
         while time.time() < stop:
-            lb.infer("mlp", {"x": x})
+            lb.infer(name, inputs)
             with lock:
                 count[0] += 1
 
@@ -275,19 +276,66 @@ def throughput(lb, x, seconds, threads=4):
     return count[0] / seconds
 
 
-def run_bench(args, cluster, x):
+def bench_inputs(c, name):
+    """Random inputs at the model's shapes (-1 dims as 1)."""
+    metadata = c.model_metadata(name)
+    rng = np.random.default_rng(0)
+    return {i.name: rng.standard_normal([d if d > 0 else 1 for d in i.shape]).astype(np.float32)
+            for i in metadata.inputs}
+
+
+def run_bench(args, cluster):
+    """The figures of issue 24's note, for --bench-model (default: the MLP)."""
+    model = args.bench_model or args.graph
     ports = [cluster.start_replica(i) for i in range(3)]
+    clients = [kiln_client.Client("127.0.0.1:%d" % p, timeout=3600) for p in ports]
+
+    # Cold, cluster-wide: the three replicas compile the model at once.
+    results = [None] * 3
+
+    def compile_on(i):
+        t = time.time()
+        results[i] = (clients[i].compile(model, "bench"), time.time() - t)
+
+    t = time.time()
+    threads = [threading.Thread(target=compile_on, args=(i,)) for i in range(3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    wall = time.time() - t
+    kernels = len({k.key for k in results[0][0].report.kernels})
+    compiles = [counter(cache_stats(args.kiln_cli, p), "compiles") for p in ports]
+    print("cold compile on 3 replicas at once: %.1f s wall (per replica %s s), %d kernels, "
+          "compiles per replica %s" % (wall, ["%.1f" % r[1] for r in results], kernels, compiles),
+          flush=True)
+    inputs = bench_inputs(clients[0], "bench")
+
+    # Warm start: a fourth replica, empty disk cache, Redis populated.
+    t = time.time()
+    port = cluster.start_replica(3, cache_dir=os.path.join(cluster.tmp, "warm"))
+    listening = time.time() - t
+    fresh = kiln_client.Client("127.0.0.1:%d" % port, timeout=3600)
+    fresh.infer("bench", inputs)
+    first = time.time() - t
+    s = cache_stats(args.kiln_cli, port)
+    print("warm start of a new replica: listening after %.2f s, first answer after %.2f s "
+          "(%d compiles, %d remote hits)" % (listening, first, counter(s, "compiles"),
+                                            counter(s, "remote", "hits")), flush=True)
+    fresh.close()
+    cluster.kill_replica(3, signal.SIGTERM)
+
     for replicas in (1, 2, 3):
         nginx = cluster.start_nginx(ports[:replicas])
-        lb = kiln_client.Client("127.0.0.1:%d" % nginx, timeout=120)
-        if replicas == 1:
-            lb.compile(args.graph, "mlp")
+        lb = kiln_client.Client("127.0.0.1:%d" % nginx, timeout=600)
         for _ in range(3 * replicas):
-            lb.infer("mlp", {"x": x})  # every replica loaded
-        print("throughput through nginx, %d replica(s): %.0f requests/s"
-              % (replicas, throughput(lb, x, args.bench)), flush=True)
+            lb.infer("bench", inputs)
+        print("throughput through nginx, %d replica(s): %.1f requests/s"
+              % (replicas, throughput(lb, "bench", inputs, args.bench)), flush=True)
         lb.close()
         cluster.stop_nginx()
+    direct = throughput(clients[0], "bench", inputs, args.bench)
+    print("throughput straight to one replica: %.1f requests/s" % direct, flush=True)
 
 
 def main():
@@ -300,6 +348,7 @@ def main():
     parser.add_argument("expected")
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--bench", type=float, default=0)
+    parser.add_argument("--bench-model", default="")
     args = parser.parse_args()
     x = read_npy(args.x)
     expected = read_npy(args.expected)
@@ -308,7 +357,7 @@ def main():
     try:
         cluster.start_redis()
         if args.bench > 0:
-            run_bench(args, cluster, x)
+            run_bench(args, cluster)
         else:
             run_checks(args, cluster, x, expected)
     except BaseException:
