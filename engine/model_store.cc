@@ -233,7 +233,7 @@ absl::Status ModelStore::ResolveNow(const std::string& name, const ModelStoreHoo
   }
   absl::MutexLock lock(&mutex_);
   if (!status.ok()) return served ? absl::OkStatus() : status;  // else the old copy serves
-  views_[name].content_key = stored.content_key;
+  views_[name] = View{stored.content_key, absl::Now()};         // the view dates from the load
   ++stats_.loads;
   return absl::OkStatus();
 }

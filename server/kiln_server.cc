@@ -165,7 +165,7 @@ class KilnServerImpl final : public KilnServer {
     }
     if (options.metrics_port >= 0) {
       absl::StatusOr<std::unique_ptr<HttpListener>> metrics = StartMetricsEndpoint(
-          HttpOptions(options, options.metrics_port), models_.get(), tokens);
+          HttpOptions(options, options.metrics_port), models_.get(), tokens, store_.get());
       if (!metrics.ok()) return metrics.status();
       metrics_ = *std::move(metrics);
     }

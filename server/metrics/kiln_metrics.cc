@@ -220,7 +220,25 @@ void WriteKernelsAndPasses(const std::vector<engine::ServedModel>& served, Prome
 
 }  // namespace
 
-std::string RenderKilnMetrics(const engine::ModelManager& models) {
+// The shared model store (--model-store), only when there is one.
+void WriteModelStore(const engine::ModelStoreStats& s, PrometheusText& out) {
+  out.Family("kiln_model_store_models_total", "counter",
+             "Models this replica put in the model store (published), loaded from it (loaded), "
+             "dropped because it was unloaded elsewhere (unloaded), or did not store for their "
+             "size (too_large).");
+  out.Sample("kiln_model_store_models_total", {{"event", "published"}}, s.published);
+  out.Sample("kiln_model_store_models_total", {{"event", "loaded"}}, s.loads);
+  out.Sample("kiln_model_store_models_total", {{"event", "unloaded"}}, s.unloads);
+  out.Sample("kiln_model_store_models_total", {{"event", "too_large"}}, s.too_large);
+  out.Family("kiln_model_store_lookups_total", "counter",
+             "Reads of a name's mapping in the model store.");
+  out.Sample("kiln_model_store_lookups_total", {}, s.lookups);
+  out.Family("kiln_model_store_errors_total", "counter",
+             "Failed or timed-out model store commands, and records that failed their hash.");
+  out.Sample("kiln_model_store_errors_total", {}, s.errors);
+}
+
+std::string RenderKilnMetrics(const engine::ModelManager& models, const engine::ModelStore* store) {
   PrometheusText out;
   WriteInferenceStatistics(models.inference_stats().Snapshot(), out);
   WriteLatencyHistograms(models.request_histograms().Snapshot(), out);
@@ -236,6 +254,7 @@ std::string RenderKilnMetrics(const engine::ModelManager& models) {
              "Shape variants unloaded to make room under --max-loaded-mb.");
   out.Sample("kiln_shape_variants_unloaded_total", {}, static_cast<double>(budget.unloads()));
   WriteCache(models.GetCacheStats(), out);
+  if (store != nullptr) WriteModelStore(store->stats(), out);
   WriteKernelsAndPasses(served, out);
   return out.text();
 }

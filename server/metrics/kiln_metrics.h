@@ -10,6 +10,7 @@
 #include <string>
 
 #include "engine/model_manager.h"
+#include "engine/model_store.h"
 
 namespace kiln::server {
 
@@ -17,8 +18,10 @@ namespace kiln::server {
 // most (across models): bounded cardinality however many models load.
 inline constexpr int kMetricsTopKernels = 20;
 
-// The exposition text (version 0.0.4) of `models`' numbers now.
-std::string RenderKilnMetrics(const engine::ModelManager& models);
+// The exposition text (version 0.0.4) of `models`' numbers now, and of the
+// model store's (--model-store) when `store` is not null.
+std::string RenderKilnMetrics(const engine::ModelManager& models,
+                              const engine::ModelStore* store = nullptr);
 
 }  // namespace kiln::server
 

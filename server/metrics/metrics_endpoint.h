@@ -8,15 +8,17 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model_manager.h"
+#include "engine/model_store.h"
 #include "server/http/http_listener.h"
 #include "server/token_table.h"
 
 namespace kiln::server {
 
-// `models` and `tokens` must outlive the listener.
+// `models`, `store` (null: no --model-store) and `tokens` must outlive the
+// listener.
 absl::StatusOr<std::unique_ptr<HttpListener>> StartMetricsEndpoint(
     const HttpListenerOptions& options, const engine::ModelManager* models,
-    std::shared_ptr<const TokenTable> tokens);
+    std::shared_ptr<const TokenTable> tokens, const engine::ModelStore* store = nullptr);
 
 }  // namespace kiln::server
 

@@ -262,6 +262,41 @@ TEST_F(MetricsTest, TheRemoteTierIsOnThePageWithItsHitsMissesLeasesAndLatency) {
   EXPECT_GT(Get(b, "kiln_remote_cache_lookup_seconds_sum{}"), 0);
 }
 
+// Two replicas, one after the other, on one Redis as kernel cache and model
+// store: the first publishes, the second loads at its first request.
+TEST_F(MetricsTest, TheModelStoreIsOnThePageWithWhatEachReplicaDid) {
+  RedisServer redis;
+  ASSERT_TRUE(redis.running());
+  const std::vector<std::string> flags = {"--metrics-port=0", "--remote-cache=" + redis.url(),
+                                          "--model-store=" + redis.url()};
+  server_ = std::make_unique<ServerProcess>(dir_ + "/a", flags);
+  ASSERT_GT(server_->metrics_port(), 0);
+  channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
+                                 grpc::InsecureChannelCredentials());
+  Compile("mlp");
+  const std::map<std::string, double> a = Scrape();
+  ASSERT_FALSE(a.empty()) << page_;
+  EXPECT_EQ(Get(a, "kiln_model_store_models_total{event=\"published\"}"), 1);
+  EXPECT_EQ(Get(a, "kiln_model_store_models_total{event=\"loaded\"}"), 0);
+  EXPECT_EQ(Get(a, "kiln_model_store_errors_total{}"), 0);
+
+  server_ = std::make_unique<ServerProcess>(dir_ + "/b", flags);
+  ASSERT_GT(server_->metrics_port(), 0);
+  channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
+                                 grpc::InsecureChannelCredentials());
+  EXPECT_TRUE(GrpcInfer("mlp"));
+  EXPECT_TRUE(GrpcInfer("mlp"));
+  EXPECT_FALSE(GrpcInfer("nobody"));
+  const std::map<std::string, double> b = Scrape();
+  ASSERT_FALSE(b.empty()) << page_;
+  EXPECT_EQ(Get(b, "kiln_model_store_models_total{event=\"published\"}"), 0);
+  EXPECT_EQ(Get(b, "kiln_model_store_models_total{event=\"loaded\"}"), 1);
+  // One read per name: the second request for mlp came within the view.
+  EXPECT_EQ(Get(b, "kiln_model_store_lookups_total{}"), 2);
+  EXPECT_EQ(Get(b, "kiln_compiles_total{}"), 0);
+  EXPECT_EQ(Get(b, "kiln_kernel_cache_hits_total{tier=\"remote\"}"), 4);
+}
+
 TEST_F(MetricsTest, TheParserRefusesBrokenPages) {
   const std::vector<std::string> broken = {
       "kiln_x_total 1\n",                                                   // no TYPE
