@@ -190,6 +190,12 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
   }
   const engine::ModelIdentity identity{Fingerprint(request), request.replace(),
                                        request.version(), beside};
+  if (publish && !beside && external_data_dir.empty()) {
+    // A name another replica registered is this one's too: without
+    // `replace` it is ALREADY_EXISTS here as there, with it the next version
+    // of the cluster's. (A failed load leaves the check to local state.)
+    ResolveFromStore(name).IgnoreError();
+  }
   if (absl::Status s = models_->CheckServable(name, identity); !s.ok()) return s;
   // Calls for the name meanwhile hear that it is compiling, then (unless it
   // loads) why it failed.

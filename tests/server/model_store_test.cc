@@ -260,6 +260,28 @@ TEST_F(ModelStoreTest, ReRegisteredNameReachesTheOtherReplicas) {
   EXPECT_EQ(Count(ReadFile(LogPath("b")), "loaded version 2 from the model store"), 1);
 }
 
+// CompileModel on a replica that never saw the name still knows it: the
+// cluster has one name space and one version sequence.
+TEST_F(ModelStoreTest, CompilingANameAnotherReplicaRegisteredNeedsReplace) {
+  auto a = Replica("a"), b = Replica("b");
+  auto ca = Connect(*a), cb = Connect(*b);
+  ASSERT_NE(ca, nullptr);
+  ASSERT_NE(cb, nullptr);
+  ASSERT_TRUE(ca->Compile(Mlp("mlp", 4)).ok());
+  auto clash = cb->Compile(Mlp("mlp", 2));
+  EXPECT_EQ(clash.status().code(), absl::StatusCode::kAlreadyExists) << clash.status();
+  kiln::v1::CompileModelRequest two = Mlp("mlp", 2);
+  two.set_replace(true);
+  auto replaced = cb->Compile(two);
+  ASSERT_TRUE(replaced.ok()) << replaced.status();
+  EXPECT_EQ(replaced->version(), 2);
+  EXPECT_EQ(RedisGet("kiln:model:name:mlp")->substr(64), " 2");
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  auto metadata = ca->ModelMetadata("mlp");
+  ASSERT_TRUE(metadata.ok()) << metadata.status();
+  EXPECT_EQ(metadata->inputs(0).shape(0), 2);
+}
+
 TEST_F(ModelStoreTest, ModelOverTheBoundIsNotStoredAndLoggedOnce) {
   // The bound is in MiB: a 1 MiB bound and a graph carrying an unused
   // 1.5 MiB constant.
