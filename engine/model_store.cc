@@ -41,8 +41,9 @@
 // with different bytes: the last mapping written wins and the other replica
 // turns to it at its next check. A CompileModel resolves its name first, so
 // `replace` and version numbers mean the same cluster-wide (a name another
-// replica registered is ALREADY_EXISTS without replace). Versions: the store maps a name to one
-// version, the last compiled; a replica loads that record as that version.
+// replica registered is ALREADY_EXISTS without replace). Versions: the store
+// maps a name to one version, the last compiled; a replica loads that record
+// as that version.
 // Redis unavailable: each replica serves what it has (a name it does not
 // have answers NOT_FOUND) and reads again after view_ttl; nothing waits
 // longer than a command timeout.
