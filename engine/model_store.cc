@@ -45,14 +45,16 @@
 // maps a name to one version, the last compiled; a replica loads that record
 // as that version.
 // Redis unavailable: each replica serves what it has (a name it does not
-// have answers NOT_FOUND) and reads again after view_ttl; nothing waits
-// longer than a command timeout.
+// have answers NOT_FOUND); after a failed read it asks Redis again only after
+// a backoff (250 ms doubling to 5 s, whatever the name), so at most one
+// request per backoff waits for a mapping read's timeout (500 ms).
 //
 // Single-flight: the first request to find a view stale resolves the name;
 // requests meanwhile for a name not served here wait for it, the others are
 // served by the current copy.
 #include "engine/model_store.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -83,8 +85,8 @@ absl::StatusOr<std::unique_ptr<ModelStore>> ModelStore::Create(ModelStoreOptions
 
 ModelStore::ModelStore(ModelStoreOptions options, const RedisAddress& address)
     : options_(std::move(options)),
-      names_(address, options_.timeouts),
-      records_(address, options_.timeouts) {}
+      names_(address, options_.name_timeouts),
+      records_(address, options_.record_timeouts) {}
 
 std::string ModelStore::ContentKey(absl::string_view record) { return Sha256Hex(record); }
 
@@ -137,12 +139,24 @@ absl::StatusOr<bool> ModelStore::Remove(const std::string& name) {
 }
 
 absl::StatusOr<std::optional<StoredName>> ModelStore::Lookup(const std::string& name) {
+  {
+    absl::MutexLock lock(&mutex_);
+    if (absl::Now() < retry_at_) {
+      return absl::UnavailableError("the model store failed a moment ago; not asked again yet");
+    }
+  }
   absl::StatusOr<std::optional<std::string>> value =
       names_.Get(options_.key_prefix + "name:" + name);
   {
     absl::MutexLock lock(&mutex_);
     ++stats_.lookups;
-    if (!value.ok()) ++stats_.errors;
+    if (!value.ok()) {
+      ++stats_.errors;
+      backoff_ = std::clamp(backoff_ * 2, options_.retry_min, options_.retry_max);
+      retry_at_ = absl::Now() + backoff_;
+    } else {
+      backoff_ = absl::ZeroDuration();
+    }
   }
   if (!value.ok()) return value.status();
   if (!value->has_value()) return std::optional<StoredName>();

@@ -25,8 +25,14 @@ struct ModelStoreOptions {
   int64_t max_model_bytes = int64_t{256} << 20;  // larger records are not stored
   // How long a replica trusts what it last read of a name's mapping.
   absl::Duration view_ttl = absl::Seconds(1);
-  // Records are whole models: a command may take longer than a kernel's.
-  RedisTimeouts timeouts{absl::Milliseconds(500), absl::Seconds(10)};
+  // Mapping reads sit in front of requests: short, as the kernel tier's.
+  RedisTimeouts name_timeouts;
+  // Records are whole models: their transfer may take longer.
+  RedisTimeouts record_timeouts{absl::Milliseconds(200), absl::Seconds(10)};
+  // After a failed mapping read Redis is left alone this long, doubling up
+  // to retry_max, so that requests do not each wait for a timeout.
+  absl::Duration retry_min = absl::Milliseconds(250);
+  absl::Duration retry_max = absl::Seconds(5);
   std::string key_prefix = "kiln:model:";
 };
 
@@ -109,6 +115,8 @@ class ModelStore {
   std::map<std::string, std::shared_ptr<Flight>> flights_ ABSL_GUARDED_BY(mutex_);
   ModelStoreStats stats_ ABSL_GUARDED_BY(mutex_);
   bool logged_too_large_ ABSL_GUARDED_BY(mutex_) = false;
+  absl::Time retry_at_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
+  absl::Duration backoff_ ABSL_GUARDED_BY(mutex_) = absl::ZeroDuration();
 };
 
 }  // namespace kiln::engine
