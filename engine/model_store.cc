@@ -171,7 +171,8 @@ absl::StatusOr<std::optional<StoredName>> ModelStore::Lookup(const std::string& 
   return std::optional<StoredName>(std::move(stored));
 }
 
-absl::Status ModelStore::Resolve(const std::string& name, const ModelStoreHooks& hooks) {
+absl::Status ModelStore::Resolve(const std::string& name, const ModelStoreHooks& hooks,
+                                 absl::Time deadline) {
   std::shared_ptr<Flight> flight;
   bool leader = false;
   {
@@ -192,7 +193,10 @@ absl::Status ModelStore::Resolve(const std::string& name, const ModelStoreHooks&
   }
   if (!leader) {
     if (hooks.served(name)) return absl::OkStatus();  // the current copy meanwhile
-    flight->done.WaitForNotification();
+    if (!flight->done.WaitForNotificationWithDeadline(deadline)) {
+      return absl::DeadlineExceededError(absl::StrCat("the call's deadline passed while ", name,
+                                                      " loads from the model store (it goes on)"));
+    }
     return flight->status;
   }
   absl::Status status = ResolveNow(name, hooks);

@@ -83,7 +83,10 @@ class ModelStore {
   // read is younger than view_ttl. Concurrent calls for a name not served
   // here wait for one load (single-flight). Redis failing leaves local
   // state as it is (OK); a failed load's status is returned.
-  absl::Status Resolve(const std::string& name, const ModelStoreHooks& hooks);
+  // A call waiting on another's load gives up at `deadline`
+  // (DeadlineExceeded; the load goes on).
+  absl::Status Resolve(const std::string& name, const ModelStoreHooks& hooks,
+                       absl::Time deadline = absl::InfiniteFuture());
 
   // The mapping as Redis holds it now; nullopt: the store never heard of
   // the name (or lost it: a Redis flushed or restarted without persistence).

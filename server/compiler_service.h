@@ -52,7 +52,9 @@ class CompilerService final : public kiln::v1::Compiler::Service {
   // it (loads it from the store, or unloads a name the store dropped); the
   // requests for a model call it before looking the model up. OK without a
   // store; a failed load's status otherwise.
-  absl::Status ResolveFromStore(const std::string& name);
+  // `deadline`: the caller's, for waiting on another call's load.
+  absl::Status ResolveFromStore(const std::string& name,
+                                absl::Time deadline = absl::InfiniteFuture());
   // Removes `name` from the model store for every replica; false without a
   // store or when the store did not map it.
   absl::StatusOr<bool> RemoveFromStore(const std::string& name);

@@ -29,8 +29,8 @@ grpc::Status InferenceService::ServerReady(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-absl::Status InferenceService::FromStore(const std::string& name) {
-  return compiler_ == nullptr ? absl::OkStatus() : compiler_->ResolveFromStore(name);
+absl::Status InferenceService::FromStore(const std::string& name, absl::Time deadline) {
+  return compiler_ == nullptr ? absl::OkStatus() : compiler_->ResolveFromStore(name, deadline);
 }
 
 grpc::Status InferenceService::ModelReady(grpc::ServerContext* context,
@@ -39,7 +39,7 @@ grpc::Status InferenceService::ModelReady(grpc::ServerContext* context,
   if (grpc::Status a = Authorize(tokens(), *context, Scope::kInfer, "ModelReady"); !a.ok()) {
     return a;
   }
-  response->set_ready(FromStore(request->name()).ok() &&
+  response->set_ready(FromStore(request->name(), absl::FromChrono(context->deadline())).ok() &&
                       models_->Serve(request->name(), request->version()).ok());
   return grpc::Status::OK;
 }
@@ -62,7 +62,8 @@ grpc::Status InferenceService::ModelMetadata(grpc::ServerContext* context,
   if (grpc::Status a = Authorize(tokens(), *context, Scope::kInfer, "ModelMetadata"); !a.ok()) {
     return a;
   }
-  if (absl::Status s = FromStore(request->name()); !s.ok()) {
+  if (absl::Status s = FromStore(request->name(), absl::FromChrono(context->deadline()));
+      !s.ok()) {
     return Fail("ModelMetadata", s, request->name());
   }
   absl::StatusOr<engine::ServedModel> served = models_->Serve(request->name(), request->version());
@@ -169,7 +170,7 @@ void InferenceService::StartInfer(const inference::ModelInferRequest& request,
   const int64_t arrived = arrived_ns > 0 ? arrived_ns : SteadyNowNs();
   BindHandlerThreadOrWarn(inference_cpus_, "ModelInfer");
   if (absl::Now() > deadline) return done(FailInfer(request, DeadlinePassed("its turn came")));
-  if (absl::Status s = FromStore(request.model_name()); !s.ok()) {
+  if (absl::Status s = FromStore(request.model_name(), deadline); !s.ok()) {
     return done(FailInfer(request, s));
   }
   absl::StatusOr<engine::ServedModel> served =

@@ -134,7 +134,7 @@ class InferenceService : public inference::GRPCInferenceService::Service {
 
   // With a model store, loads or drops `name` as the store says
   // (CompilerService::ResolveFromStore).
-  absl::Status FromStore(const std::string& name);
+  absl::Status FromStore(const std::string& name, absl::Time deadline);
   // Fills the response's header and outputs.
   static absl::Status Answer(const Program& program, const inference::ModelInferRequest& request,
                              runtime::RunResult result, inference::ModelInferResponse* response);

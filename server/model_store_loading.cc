@@ -42,7 +42,7 @@ void CompilerService::PublishToStore(const kiln::v1::CompileModelRequest& reques
       absl::StrCat("not published, other replicas will not serve it: ", s.message()), context);
 }
 
-absl::Status CompilerService::ResolveFromStore(const std::string& name) {
+absl::Status CompilerService::ResolveFromStore(const std::string& name, absl::Time deadline) {
   if (store_ == nullptr) return absl::OkStatus();
   engine::ModelStoreHooks hooks;
   hooks.served = [this](const std::string& n) { return models_->Serve(n, "").ok(); };
@@ -77,7 +77,7 @@ absl::Status CompilerService::ResolveFromStore(const std::string& name) {
         context);
     return absl::OkStatus();
   };
-  return store_->Resolve(name, hooks);
+  return store_->Resolve(name, hooks, deadline);
 }
 
 absl::StatusOr<bool> CompilerService::RemoveFromStore(const std::string& name) {
