@@ -50,8 +50,9 @@
 // request per backoff waits for a mapping read's timeout (500 ms).
 //
 // Single-flight: the first request to find a view stale resolves the name;
-// requests meanwhile for a name not served here wait for it, the others are
-// served by the current copy.
+// requests meanwhile for a name not served here wait for it (each up to its
+// own deadline), the others are served by the current copy. The cost on the
+// serving path: one GET of a few bytes per name per view_ttl.
 #include "engine/model_store.h"
 
 #include <algorithm>
