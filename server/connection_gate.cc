@@ -116,7 +116,8 @@ void ConnectionGate::AcceptLoop(grpc::Server* server) {
     absl::MutexLock lock(&mutex_);
     if (static_cast<int>(accepted_.size()) >= max_) Prune();
     if (static_cast<int>(accepted_.size()) >= max_) {
-      ::close(fd);
+      // Logged before the close: once its client sees UNAVAILABLE, the line
+      // is written (connection_limits_test reads it then).
       int64_t suppressed = 0;
       if (refusal_log_.Admit(SteadyNowNs(), &suppressed)) {
         Log(LogLevel::kWarning, "server",
@@ -124,6 +125,7 @@ void ConnectionGate::AcceptLoop(grpc::Server* server) {
                          " are open (--max-connections); its client sees UNAVAILABLE"),
             {.suppressed = suppressed > 0 ? suppressed : -1});
       }
+      ::close(fd);
       continue;
     }
     struct stat socket_stat;
