@@ -17,6 +17,7 @@
 #include "client/npy.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/server/replica_fixture.h"
 #include "tests/server/server_process.h"
 #include "tests/test_util/redis_server.h"
 
@@ -27,23 +28,8 @@ using client::KilnClient;
 using testing::RedisServer;
 using testing::ServerProcess;
 
-class RemoteCacheServiceTest : public ::testing::Test {
+class RemoteCacheServiceTest : public testing::ReplicaFixture {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(redis_.running());
-    char tmpl[] = "/tmp/kiln_remote_cache_service_testXXXXXX";
-    dir_ = ::mkdtemp(tmpl);
-    auto g = client::LoadGraphFile("examples/mlp.pbtxt");
-    ASSERT_TRUE(g.ok()) << g.status();
-    graph_ = *g;
-    auto x = client::ReadNpyFile("examples/x.npy");
-    auto y = client::ReadNpyFile("examples/mlp_expected.npy");
-    ASSERT_TRUE(x.ok() && y.ok());
-    x_ = *x;
-    expected_ = *y;
-  }
-  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
-
   // A replica: its own cache directory, the shared Redis; its log in
   // <dir>/<name>.log.
   std::unique_ptr<ServerProcess> Replica(const std::string& name) {
@@ -52,70 +38,6 @@ class RemoteCacheServiceTest : public ::testing::Test {
         std::vector<std::string>{"--remote-cache=" + redis_.url(), "--remote-cache-timeout-ms=300"},
         LogPath(name));
   }
-  std::string LogPath(const std::string& name) { return dir_ + "/" + name + ".log"; }
-
-  std::unique_ptr<KilnClient> Connect(const ServerProcess& server) {
-    EXPECT_GT(server.port(), 0) << "kiln-server did not start";
-    auto c = KilnClient::Create("localhost:" + std::to_string(server.port()));
-    EXPECT_TRUE(c.ok());
-    return c.ok() ? *std::move(c) : nullptr;
-  }
-
-  // The example MLP served as `name`, its batch dim set to `batch` (each
-  // batch size is a new set of kernels).
-  kiln::v1::CompileModelRequest Mlp(const std::string& name, int batch = 4) {
-    kiln::v1::CompileModelRequest r;
-    *r.mutable_graph() = graph_;
-    r.mutable_graph()->mutable_inputs(0)->set_dims(0, batch);
-    r.set_model_name(name);
-    return r;
-  }
-
-  kiln::v1::GetCacheStatsResponse Stats(KilnClient& c) {
-    auto s = c.GetCacheStats();
-    EXPECT_TRUE(s.ok()) << s.status();
-    return s.ok() ? *s : kiln::v1::GetCacheStatsResponse();
-  }
-
-  // Waits (up to 10 s) until the replica has written `n` entries to Redis.
-  bool AwaitRemoteWrites(KilnClient& c, int64_t n) {
-    for (int i = 0; i < 200; ++i) {
-      if (Stats(c).remote().writes() >= n) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return false;
-  }
-
-  // The model's output for examples/x.npy against NumPy's (mlp_expected.npy).
-  void ExpectReferenceOutput(KilnClient& c, const std::string& model) {
-    auto r = c.Infer(model, {{"x", x_}}, false);
-    ASSERT_TRUE(r.ok()) << r.status();
-    ASSERT_EQ(r->outputs.size(), 1u);
-    const std::string& got = r->outputs[0].second.data;
-    ASSERT_EQ(got.size(), expected_.data.size());
-    std::vector<float> a(got.size() / 4), b(a.size());
-    std::memcpy(a.data(), got.data(), got.size());
-    std::memcpy(b.data(), expected_.data.data(), got.size());
-    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5) << i;
-  }
-
-  static std::string ReadFile(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-
-  static int Count(const std::string& text, const std::string& what) {
-    int n = 0;
-    for (size_t at = 0; (at = text.find(what, at)) != std::string::npos; at += what.size()) ++n;
-    return n;
-  }
-
-  RedisServer redis_;
-  std::string dir_;
-  kiln::v1::Graph graph_;
-  client::NpyArray x_, expected_;
 };
 
 TEST_F(RemoteCacheServiceTest, ModelCompiledOnOneReplicaIsServedByAnotherWithoutCompiling) {
