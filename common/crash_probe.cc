@@ -144,10 +144,4 @@ absl::StatusOr<ProbeEnd> CrashProbe::Wait(absl::Duration timeout) {
   return ProbeEnd::kReturned;
 }
 
-absl::StatusOr<ProbeEnd> ProbeForCrash(const std::function<void()>& work, absl::Duration timeout) {
-  absl::StatusOr<CrashProbe> probe = CrashProbe::Start(work);
-  if (!probe.ok()) return probe.status();
-  return probe->Wait(timeout);
-}
-
 }  // namespace kiln

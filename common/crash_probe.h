@@ -57,9 +57,6 @@ class CrashProbe {
   std::string thrown_message_;
 };
 
-// Start and Wait in one.
-absl::StatusOr<ProbeEnd> ProbeForCrash(const std::function<void()>& work, absl::Duration timeout);
-
 }  // namespace kiln
 
 #endif  // KILN_COMMON_CRASH_PROBE_H_

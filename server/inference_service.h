@@ -100,8 +100,7 @@ class InferenceService : public inference::GRPCInferenceService::Service {
   // empty: none), the service that compiles its models, and the model
   // control mode (RepositoryModelLoad/Unload only in explicit mode). Before
   // the server starts.
-  void set_repository(std::string dir, CompilerService* compiler,
-                      ModelControlMode mode = ModelControlMode::kExplicit) {
+  void set_repository(std::string dir, CompilerService* compiler, ModelControlMode mode) {
     repository_ = std::move(dir);
     compiler_ = compiler;
     model_control_ = mode;
@@ -171,7 +170,7 @@ class InferenceService : public inference::GRPCInferenceService::Service {
   absl::Status CheckModelControl(const char* rpc) const;
 
   std::string repository_;
-  ModelControlMode model_control_ = ModelControlMode::kExplicit;
+  ModelControlMode model_control_ = ModelControlMode::kNone;
   CompilerService* compiler_ = nullptr;
   // Names RepositoryModelUnload unloaded and nothing loaded since:
   // RepositoryIndex lists them UNAVAILABLE, "unloaded", as Triton does.

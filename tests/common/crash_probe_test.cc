@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -15,6 +16,14 @@ namespace kiln {
 namespace {
 
 using ::testing::HasSubstr;
+
+// Start and Wait in one, as most of these cases need.
+absl::StatusOr<ProbeEnd> ProbeForCrash(const std::function<void()>& work,
+                                       absl::Duration timeout) {
+  absl::StatusOr<CrashProbe> probe = CrashProbe::Start(work);
+  if (!probe.ok()) return probe.status();
+  return probe->Wait(timeout);
+}
 
 TEST(CrashProbeTest, WorkThatReturnsOrThrowsIsToldApart) {
   absl::StatusOr<ProbeEnd> returned = ProbeForCrash([] {}, absl::Seconds(10));
