@@ -219,9 +219,13 @@ class PlanTimer {
     }
     CompileOptions with = options_;
     const std::string& canonical = estimate.canonical;
-    with.schedule_overrides = [&canonical,
-                               &o](const std::string& c) -> std::optional<lower::ScheduleOverride> {
-      if (o && c == canonical) return o;
+    // The kernel tuned follows `o` (or the estimate); kernels tuned before
+    // it follow the plans chosen for them (Choose), as the design note says.
+    with.schedule_overrides =
+        [this, &canonical, &o](const std::string& c) -> std::optional<lower::ScheduleOverride> {
+      if (c == canonical) return o;
+      auto chosen = chosen_.find(c);
+      if (chosen != chosen_.end()) return chosen->second;
       return std::nullopt;
     };
     CompileDriverOptions driver;

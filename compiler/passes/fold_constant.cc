@@ -85,25 +85,25 @@ std::vector<int64_t> BroadcastIndex(const std::vector<int64_t>& shape,
 std::shared_ptr<const ConstantData> FoldDirectly(const Node& n) {
   if (n.type.dtype != DType::kFloat32) return nullptr;
   const std::string& op = n.op->name;
+  const DType from = n.inputs[0]->type.dtype;
+  const bool cast = op == "cast" && IsIntegerDType(from) && from != DType::kUInt64;
+  const bool add = op == "add", sub = op == "sub", mul = op == "mul", div = op == "div";
+  const bool arithmetic = (add || sub || mul || div) && from == DType::kFloat32 &&
+                          n.inputs[1]->type.dtype == DType::kFloat32;
+  if (!cast && !arithmetic) return nullptr;  // before allocating: the evaluator folds it
   auto out = std::make_shared<ConstantData>();
   out->type = n.type;
-  out->bytes.resize(n.type.ByteSize());
+  // Every element is written below.
+  out->bytes = ConstantBytes::Aligned(static_cast<size_t>(n.type.ByteSize()));
   float* y = reinterpret_cast<float*>(out->bytes.data());
   const int64_t count = n.type.NumElements();
-  if (op == "cast") {
+  if (cast) {
     const Node& x = *n.inputs[0];
-    const DType from = x.type.dtype;
-    if (!IsIntegerDType(from) || from == DType::kUInt64) return nullptr;
     for (int64_t i = 0; i < count; ++i) {
       const int64_t v = ReadElementAsInt(from, x.value->bytes.data(), i);
       y[i] = static_cast<float>(static_cast<double>(v));
     }
     return out;
-  }
-  const bool add = op == "add", sub = op == "sub", mul = op == "mul", div = op == "div";
-  if (!(add || sub || mul || div) || n.inputs[0]->type.dtype != DType::kFloat32 ||
-      n.inputs[1]->type.dtype != DType::kFloat32) {
-    return nullptr;
   }
   const float* a = n.inputs[0]->value->data<float>();
   const float* b = n.inputs[1]->value->data<float>();
