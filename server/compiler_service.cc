@@ -194,7 +194,8 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
     // A name another replica registered is this one's too: without
     // `replace` it is ALREADY_EXISTS here as there, with it the next version
     // of the cluster's. (A failed load leaves the check to local state.)
-    ResolveFromStore(name).IgnoreError();
+    // It waits for another call's load of the name no longer than this call may.
+    ResolveFromStore(name, deadline).IgnoreError();
   }
   if (absl::Status s = models_->CheckServable(name, identity); !s.ok()) return s;
   // Calls for the name meanwhile hear that it is compiling, then (unless it
@@ -787,10 +788,8 @@ grpc::Status CompilerService::UnloadModel(grpc::ServerContext* context,
   if (grpc::Status a = Authorize(tokens_.get(), *context, Scope::kAdmin, "UnloadModel"); !a.ok()) {
     return a;
   }
-  absl::Status s = models_->Unload(request->model_name());
   // Cluster-wide: also a name compiled on another replica and not loaded here.
-  absl::StatusOr<bool> removed = RemoveFromStore(request->model_name());
-  if (absl::IsNotFound(s) && removed.ok() && *removed) s = absl::OkStatus();
+  absl::Status s = UnloadEverywhere(request->model_name());
   if (!s.ok()) return Fail("UnloadModel", s, request->model_name());
   return grpc::Status::OK;
 }

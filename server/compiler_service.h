@@ -55,9 +55,12 @@ class CompilerService final : public kiln::v1::Compiler::Service {
   // `deadline`: the caller's, for waiting on another call's load.
   absl::Status ResolveFromStore(const std::string& name,
                                 absl::Time deadline = absl::InfiniteFuture());
-  // Removes `name` from the model store for every replica; false without a
-  // store or when the store did not map it.
-  absl::StatusOr<bool> RemoveFromStore(const std::string& name);
+  // Unloads `name` here and, with a model store, for every replica: OK when
+  // either held it, NotFound when neither did. A local failure other than
+  // NotFound leaves the store alone; the store's own failure is Unavailable
+  // (the other replicas still serve it, and this one would load it back from
+  // the store): never an OK that does not hold.
+  absl::Status UnloadEverywhere(const std::string& name);
 
   // Compiles every model of the repository at `dir` (model_repository.h),
   // the versions its policy selects, each under its name and version;

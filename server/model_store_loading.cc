@@ -80,9 +80,16 @@ absl::Status CompilerService::ResolveFromStore(const std::string& name, absl::Ti
   return store_->Resolve(name, hooks, deadline);
 }
 
-absl::StatusOr<bool> CompilerService::RemoveFromStore(const std::string& name) {
-  if (store_ == nullptr) return false;
-  return store_->Remove(name);
+absl::Status CompilerService::UnloadEverywhere(const std::string& name) {
+  absl::Status local = models_->Unload(name);
+  if (store_ == nullptr || (!local.ok() && !absl::IsNotFound(local))) return local;
+  absl::StatusOr<bool> removed = store_->Remove(name);
+  if (!removed.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "model '", name, "': the model store could not record the unload (",
+        removed.status().message(), "); other replicas may still serve it: try again"));
+  }
+  return local.ok() || *removed ? absl::OkStatus() : local;
 }
 
 }  // namespace kiln::server

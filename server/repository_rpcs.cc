@@ -195,13 +195,12 @@ grpc::Status InferenceService::RepositoryModelUnload(
     return Fail("RepositoryModelUnload", s);
   }
   const std::string& name = request->model_name();
-  absl::Status unloaded = models_->Unload(name);
   // Cluster-wide with a model store (model_store.h).
-  absl::StatusOr<bool> removed =
-      compiler_ != nullptr ? compiler_->RemoveFromStore(name) : absl::StatusOr<bool>(false);
+  absl::Status unloaded =
+      compiler_ != nullptr ? compiler_->UnloadEverywhere(name) : models_->Unload(name);
   if (absl::IsNotFound(unloaded)) {
     // Not loaded: done already, as for Triton, when the repository holds it.
-    bool known = removed.ok() && *removed;
+    bool known = false;
     if (!repository_.empty()) {
       absl::StatusOr<std::vector<RepositoryEntry>> models = ScanRepository(repository_);
       for (const RepositoryEntry& m : models.ok() ? *models : std::vector<RepositoryEntry>{}) {

@@ -141,6 +141,7 @@ TEST_F(ModelStoreTest, RedisDownOrRestartedEmptyLeavesReplicasServing) {
   ASSERT_NE(ca, nullptr);
   ASSERT_NE(cb, nullptr);
   ASSERT_TRUE(ca->Compile(Mlp("mlp")).ok());
+  ASSERT_TRUE(ca->Compile(Mlp("spare", 2)).ok());
   ExpectReferenceOutput(*cb, "mlp");
   redis_.Stop();
   std::this_thread::sleep_for(std::chrono::milliseconds(400));  // past the view
@@ -151,6 +152,11 @@ TEST_F(ModelStoreTest, RedisDownOrRestartedEmptyLeavesReplicasServing) {
   auto other = cb->Infer("other", {{"x", x_}}, false);
   EXPECT_EQ(other.status().code(), absl::StatusCode::kNotFound) << other.status();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  // An unload the store cannot record is not reported done: the other
+  // replicas still serve the name.
+  absl::Status unload = ca->UnloadModel("spare");
+  EXPECT_EQ(unload.code(), absl::StatusCode::kUnavailable) << unload;
+  EXPECT_NE(unload.message().find("try again"), absl::string_view::npos) << unload;
 
   // Back without its data (no persistence): the store knows no name, which
   // is not an unload; the replicas keep serving.
