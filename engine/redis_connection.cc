@@ -119,7 +119,7 @@ absl::Status RedisConnection::ConnectLocked() {
 }
 
 absl::StatusOr<RedisConnection::Reply> RedisConnection::Command(
-    std::initializer_list<absl::string_view> args) {
+    std::initializer_list<absl::string_view> args, Replay replay) {
   std::vector<const char*> argv;
   std::vector<size_t> lengths;
   for (absl::string_view a : args) {
@@ -145,9 +145,12 @@ absl::StatusOr<RedisConnection::Reply> RedisConnection::Command(
     // A connection made before the server restarted fails at once with EOF
     // (or a reset): one retry on a fresh connection, so that a restart costs
     // nothing. A timeout is not retried (it would double the wait).
+    const bool unsent = err == REDIS_ERR_IO && saved_errno == EPIPE;
     const bool stale =
-        reused && (err == REDIS_ERR_EOF ||
-                   (err == REDIS_ERR_IO && (saved_errno == EPIPE || saved_errno == ECONNRESET)));
+        reused && (replay == Replay::kSafe
+                       ? err == REDIS_ERR_EOF ||
+                             (err == REDIS_ERR_IO && (unsent || saved_errno == ECONNRESET))
+                       : unsent);
     if (!stale || attempt > 0) {
       return absl::UnavailableError(
           absl::StrCat(address_.ToString(), ": ", why.empty() ? "no reply" : why));
@@ -208,7 +211,7 @@ absl::Status RedisConnection::SetPersistent(absl::string_view key, absl::string_
 
 absl::StatusOr<std::optional<std::string>> RedisConnection::Exchange(absl::string_view key,
                                                                      absl::string_view value) {
-  absl::StatusOr<Reply> r = Command({"SET", key, value, "GET"});
+  absl::StatusOr<Reply> r = Command({"SET", key, value, "GET"}, Replay::kOnlyIfUnsent);
   if (!r.ok()) return r.status();
   if (r->kind == Reply::kNil) return std::optional<std::string>();
   return std::optional<std::string>(std::move(r->text));
@@ -217,7 +220,7 @@ absl::StatusOr<std::optional<std::string>> RedisConnection::Exchange(absl::strin
 absl::StatusOr<bool> RedisConnection::SetIfAbsent(absl::string_view key, absl::string_view value,
                                                   absl::Duration ttl) {
   const std::string ms = Millis(ttl);
-  absl::StatusOr<Reply> r = Command({"SET", key, value, "NX", "PX", ms});
+  absl::StatusOr<Reply> r = Command({"SET", key, value, "NX", "PX", ms}, Replay::kOnlyIfUnsent);
   if (!r.ok()) return r.status();
   return r->kind == Reply::kStatus;  // "OK"; nil when the key exists
 }

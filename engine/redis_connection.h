@@ -79,9 +79,12 @@ class RedisConnection {
  private:
   struct Reply;
   // Runs one command, connecting first if needed; drops the connection on
-  // any I/O failure.
-  absl::StatusOr<Reply> Command(std::initializer_list<absl::string_view> args)
-      ABSL_LOCKS_EXCLUDED(mutex_);
+  // any I/O failure. A command that may not run twice (SET NX, SET GET) is
+  // sent again after a stale connection only when its first send failed:
+  // after an EOF on the reply, Redis may have run it.
+  enum class Replay { kSafe, kOnlyIfUnsent };
+  absl::StatusOr<Reply> Command(std::initializer_list<absl::string_view> args,
+                                Replay replay = Replay::kSafe) ABSL_LOCKS_EXCLUDED(mutex_);
   absl::Status ConnectLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void DropLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
