@@ -127,6 +127,9 @@ absl::Status RunBench(KilnClient& client, const BenchOptions& options, std::ostr
       }
     }
     request.mutable_options()->clear_dynamic_batching();
+    // The name is the bench's own, compiled just above: replace it rather
+    // than be refused as a second model under one name.
+    request.set_replace(true);
     auto compiled = timed_compile();
     if (!compiled.ok()) return compiled.status();
     meta = client.ModelMetadata(name);

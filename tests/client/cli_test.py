@@ -278,6 +278,13 @@ def test_json(kiln_version):
           and close(roof["bandwidth_fraction"], roof["gbps"] / roof["peak_gbps"]),
           f"bench-kernel roofline rates: {roof} at {timed['median_s']} s")
     document("bench", "--model", "mlp", "--iterations", "3", "--warmup", "1")
+    # --exact compiles the file a second time with its symbolic batch fixed,
+    # under the bench's own name: the second compile replaces the first.
+    relu = os.path.join(WORK, "relu_exact.onnx")
+    make_onnx_model(relu)
+    exact = document("bench", relu, "--exact", "--batch", "3", "--iterations", "2",
+                     "--warmup", "0")
+    check(exact["batch"] == 3 and exact["p50_ms"] > 0, f"bench --exact --batch 3: {exact}")
     document("doctor")
     onnx_test = document("onnx-test", make_onnx_case())
     check(onnx_test["passed"] == 1 and onnx_test["cases"][0]["outcome"] == "PASS",
