@@ -46,6 +46,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/durable_file.h"
 #include "common/log.h"
 #include "common/sha256.h"
 
@@ -118,19 +119,6 @@ ReadResult ReadEntryFile(const std::string& path, std::string* out) {
   ::close(fd);
   out->resize(done);
   return ReadResult::kRead;
-}
-
-bool WriteFully(int fd, const std::string& bytes) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    done += static_cast<size_t>(n);
-  }
-  return true;
 }
 
 struct FileInfo {

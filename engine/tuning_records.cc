@@ -4,15 +4,17 @@
 //   structure cpu model features override kernel default_schedule
 //   tuned_schedule default_us tuned_us candidates        (tab-separated)
 // Text, so a user can read what was tuned where, and small (one line per
-// distinct kernel and CPU). The whole file is rewritten through a temporary
-// file and a rename on every Put, so a reader sees the old or the new file.
-// Records of other CPUs are kept: a cache directory shared by, or copied
-// between, machines carries each one's records, and each uses only its own.
+// distinct kernel and CPU). Every Put rewrites the whole file durably
+// (common/durable_file.h: a reader, or a restart after a crash, sees the old
+// or the new file). Processes sharing the directory (replicas, `kiln tune`
+// against two servers) each hold their own copy in memory, so a Put re-reads
+// the file under an inter-process lock and merges before writing: the file's
+// records win except the one being put, and none is lost to a concurrent
+// writer. Records of other CPUs are kept: a cache directory shared by, or
+// copied between, machines carries each one's records, and each uses only its
+// own.
 #include "engine/tuning_records.h"
 
-#include <unistd.h>
-
-#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -21,12 +23,14 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "common/durable_file.h"
 #include "common/sha256.h"
 
 namespace kiln::engine {
 namespace {
 
 constexpr char kFileName[] = "tuning_records.tsv";
+constexpr char kLockSuffix[] = ".lock";
 constexpr char kHeader[] = "kiln-tuning-records\t1";
 constexpr int kFields = 11;
 
@@ -65,6 +69,24 @@ std::optional<TuningRecord> ParseLine(absl::string_view line) {
   return r;
 }
 
+using RecordMap = std::map<std::vector<std::string>, TuningRecord>;
+
+// Reads the records in `path` into `records` (a missing file or another
+// format is none); counts unreadable lines in `skipped`.
+void ReadFile(const std::string& path, RecordMap* records, int64_t* skipped) {
+  std::ifstream in(path);
+  std::string line;
+  if (!in || !std::getline(in, line) || line != kHeader) return;
+  while (std::getline(in, line)) {
+    std::optional<TuningRecord> r = ParseLine(line);
+    if (!r) {
+      ++*skipped;
+      continue;
+    }
+    (*records)[KeyOf(r->structure, r->cpu)] = *std::move(r);
+  }
+}
+
 }  // namespace
 
 std::string TuningStructureKey(const std::string& canonical) { return Sha256Hex(canonical); }
@@ -72,18 +94,8 @@ std::string TuningStructureKey(const std::string& canonical) { return Sha256Hex(
 TuningRecords::TuningRecords(std::string dir, TuningCpu host)
     : dir_(std::move(dir)), host_(std::move(host)) {
   if (dir_.empty()) return;
-  std::ifstream in(path());
-  std::string line;
-  if (!in || !std::getline(in, line) || line != kHeader) return;
   absl::MutexLock lock(&mutex_);
-  while (std::getline(in, line)) {
-    std::optional<TuningRecord> r = ParseLine(line);
-    if (!r) {
-      ++skipped_lines_;
-      continue;
-    }
-    records_[KeyOf(r->structure, r->cpu)] = *std::move(r);
-  }
+  ReadFile(path(), &records_, &skipped_lines_);
 }
 
 std::string TuningRecords::path() const {
@@ -110,7 +122,20 @@ std::optional<TuningRecord> TuningRecords::Find(const std::string& structure) co
 
 absl::Status TuningRecords::Put(const TuningRecord& record) {
   absl::MutexLock lock(&mutex_);
-  records_[KeyOf(record.structure, record.cpu)] = record;
+  const std::vector<std::string> key = KeyOf(record.structure, record.cpu);
+  if (dir_.empty()) {
+    records_[key] = record;
+    return absl::OkStatus();
+  }
+  FileLock file_lock(absl::StrCat(path(), kLockSuffix));
+  // What other processes wrote since this one last read, over what only this
+  // one holds (records whose write failed); then the new record.
+  RecordMap merged;
+  int64_t skipped = 0;
+  ReadFile(path(), &merged, &skipped);
+  merged.insert(records_.begin(), records_.end());  // keeps the file's where both have one
+  merged[key] = record;
+  records_ = std::move(merged);
   return Write();
 }
 
@@ -119,19 +144,9 @@ absl::Status TuningRecords::Write() const {
   std::ostringstream text;
   text << kHeader << "\n";
   for (const auto& [key, r] : records_) text << Line(r) << "\n";
-  const std::string tmp = absl::StrCat(path(), ".tmp.", getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text.str();
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      return absl::InternalError(absl::StrCat("cannot write tuning records to ", tmp));
-    }
-  }
-  if (std::rename(tmp.c_str(), path().c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return absl::InternalError(absl::StrCat("cannot rename tuning records to ", path()));
+  absl::Status written = WriteFileDurably(path(), text.str());
+  if (!written.ok()) {
+    return absl::InternalError(absl::StrCat("tuning records: ", written.message()));
   }
   return absl::OkStatus();
 }

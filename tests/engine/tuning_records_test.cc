@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "gtest/gtest.h"
 
@@ -62,6 +63,44 @@ TEST_F(TuningRecordsTest, RoundTripsThroughTheDirectory) {
   EXPECT_EQ(r->candidates, 7);
   // Another structure has no record.
   EXPECT_FALSE(again.Lookup("p0:float32[1,65];n0=conv2d(p0,)").has_value());
+}
+
+// Two processes sharing a cache directory each hold the records they read at
+// start; the second one's write must not drop the first one's record.
+TEST_F(TuningRecordsTest, AWriterKeepsWhatAnotherWroteSinceItRead) {
+  TuningRecords a(dir_, host_);
+  TuningRecords b(dir_, host_);
+  ASSERT_TRUE(a.Put(Record("kernel_a", host_)).ok());
+  ASSERT_TRUE(b.Put(Record("kernel_b", host_)).ok());
+  TuningRecords reader(dir_, host_);
+  EXPECT_TRUE(reader.Lookup("kernel_a").has_value());
+  EXPECT_TRUE(reader.Lookup("kernel_b").has_value());
+  // The writer also learned the other's record.
+  EXPECT_TRUE(b.Lookup("kernel_a").has_value());
+  // A record both hold: the newest write wins in the file.
+  TuningRecord newer = Record("kernel_b", host_);
+  newer.tuned_us = 500;
+  ASSERT_TRUE(a.Put(newer).ok());
+  EXPECT_DOUBLE_EQ(TuningRecords(dir_, host_).Find(newer.structure)->tuned_us, 500);
+}
+
+// Concurrent read-modify-write cycles from two holders lose nothing.
+TEST_F(TuningRecordsTest, ConcurrentWritersLoseNoRecord) {
+  constexpr int kEach = 25;
+  TuningRecords a(dir_, host_);
+  TuningRecords b(dir_, host_);
+  auto put = [&](TuningRecords* records, const std::string& prefix) {
+    for (int i = 0; i < kEach; ++i) {
+      EXPECT_TRUE(records->Put(Record(prefix + std::to_string(i), host_)).ok());
+    }
+  };
+  std::thread ta(put, &a, "a");
+  std::thread tb(put, &b, "b");
+  ta.join();
+  tb.join();
+  TuningRecords reader(dir_, host_);
+  EXPECT_EQ(reader.All().size(), 2u * kEach);
+  EXPECT_EQ(reader.skipped_lines(), 0);
 }
 
 TEST_F(TuningRecordsTest, RecordsOfAnotherCpuAreKeptButNeverUsed) {
