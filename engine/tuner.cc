@@ -89,9 +89,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double SecondsSince(Clock::time_point start) { return MsSince(start) / 1e3; }
 
 // A compiled kernel with arguments to call it on.
 struct Runnable {
@@ -130,28 +128,20 @@ void Flush(const std::vector<char>& buffer) {
   for (size_t i = 0; i < buffer.size(); i += 64) sink = sink + buffer[i];
 }
 
-// The kernel's best time: of `repeat` calls each after a flush when
-// `flush` is not empty, else runtime::EvaluateTime's measurements.
+// The kernel's best time of runtime::EvaluateTime's measurements; each one
+// call after a flush when `flush` is not empty.
 double BestSeconds(Runnable& r, const TuneOptions& tune, const std::vector<char>& flush) {
   runtime::KernelFn fn = r.kernel->fn();
   void** args = r.args.data();
+  runtime::TimeEvaluatorOptions options;
+  options.repeat = std::max(1, tune.repeat);
+  options.warmup = 1;
   if (flush.empty()) {
-    runtime::TimeEvaluatorOptions options;
-    options.repeat = std::max(1, tune.repeat);
     options.min_repeat_ms = tune.min_repeat_ms;
-    options.warmup = 1;
-    return runtime::EvaluateTime([fn, args] { fn(args); }, options).min_s;
+  } else {
+    options.before_each = [&flush] { Flush(flush); };
   }
-  fn(args);  // warm-up: page faults, lazy binding
-  double best = 0;
-  for (int i = 0; i < std::max(1, tune.repeat); ++i) {
-    Flush(flush);
-    const Clock::time_point start = Clock::now();
-    fn(args);
-    const double s = SecondsSince(start);
-    if (i == 0 || s < best) best = s;
-  }
-  return best;
+  return runtime::EvaluateTime([fn, args] { fn(args); }, options).min_s;
 }
 
 // The model lowered with `o` for the kernels of `canonical` only: that kernel.

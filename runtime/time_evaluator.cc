@@ -30,6 +30,7 @@ TimeEvaluation EvaluateTime(const std::function<void()>& run, TimeEvaluatorOptio
         out.stopped = true;
         return out;
       }
+      if (options.before_each) options.before_each();
       const double ms = TimeRuns(run, number) * 1e3;
       if (ms >= options.min_repeat_ms) break;
       const double scale = ms > 0 ? options.min_repeat_ms / ms : 2.0;
@@ -43,6 +44,7 @@ TimeEvaluation EvaluateTime(const std::function<void()>& run, TimeEvaluatorOptio
       out.stopped = true;
       break;
     }
+    if (options.before_each) options.before_each();
     out.results_s.push_back(TimeRuns(run, number) / number);
   }
   if (out.results_s.empty()) return out;

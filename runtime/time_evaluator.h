@@ -16,6 +16,9 @@ struct TimeEvaluatorOptions {
   // Asked between measurements: true ends the evaluation early (a caller
   // gone or past its deadline).
   std::function<bool()> stop;
+  // Run untimed before each measurement (TVM's f_preproc), e.g. a cache
+  // flush so each run starts cold; pair it with number = 1.
+  std::function<void()> before_each;
 };
 
 struct TimeEvaluation {

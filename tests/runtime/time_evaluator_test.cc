@@ -51,5 +51,23 @@ TEST(TimeEvaluatorTest, NumberGrowsUntilARepeatLastsMinRepeatMs) {
   for (double r : e.results_s) EXPECT_GE(r, 200e-6);
 }
 
+// before_each runs once per measurement and is not part of the time: a
+// 20 ms preprocessing step before a run of well under a millisecond.
+TEST(TimeEvaluatorTest, BeforeEachRunsPerMeasurementOutsideTheTime) {
+  int before = 0, runs = 0;
+  TimeEvaluatorOptions options;
+  options.repeat = 4;
+  options.warmup = 2;
+  options.before_each = [&] {
+    ++before;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  };
+  TimeEvaluation e = EvaluateTime([&] { ++runs; }, options);
+  EXPECT_EQ(before, 4);
+  EXPECT_EQ(runs, 2 + 4);
+  ASSERT_EQ(e.results_s.size(), 4u);
+  EXPECT_LT(e.min_s, 0.010);  // timed, the sleep would make every one >= 20 ms
+}
+
 }  // namespace
 }  // namespace kiln::runtime
