@@ -22,7 +22,6 @@
 // Neither touches the kernel thread pool: peaks are a property of the host.
 #include "runtime/host_peaks.h"
 
-#include <immintrin.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -61,49 +60,36 @@ double RunOnThreads(int threads, const std::function<void(int)>& body) {
 
 constexpr int kAccumulators = 12;
 
-// acc = acc * m + a converges to a / (1 - m) = 1: no overflow, no denormals.
-__attribute__((target("avx512f"))) float FmaLoopAvx512(int64_t iterations) {
-  const __m512 m = _mm512_set1_ps(0.999999f), a = _mm512_set1_ps(1e-6f);
-  __m512 x0 = _mm512_set1_ps(0.1f), x1 = _mm512_set1_ps(0.2f), x2 = _mm512_set1_ps(0.3f);
-  __m512 x3 = _mm512_set1_ps(0.4f), x4 = _mm512_set1_ps(0.5f), x5 = _mm512_set1_ps(0.6f);
-  __m512 x6 = _mm512_set1_ps(0.7f), x7 = _mm512_set1_ps(0.8f), x8 = _mm512_set1_ps(0.9f);
-  __m512 x9 = _mm512_set1_ps(1.1f), x10 = _mm512_set1_ps(1.2f), x11 = _mm512_set1_ps(1.3f);
+// kAccumulators independent chains acc = acc * m + a, in GCC's generic
+// vectors of `Vector`'s width: it converges to a / (1 - m) = 1, so no
+// overflow, no denormals. Always inlined into the per-ISA wrappers below, so
+// each is compiled for its target, where the multiply-add contracts to one
+// vfmadd (GCC's default -ffp-contract=fast).
+template <typename Vector>
+__attribute__((always_inline)) inline float FmaChains(int64_t iterations) {
+  const Vector m = Vector{} + 0.999999f, a = Vector{} + 1e-6f;
+  Vector x[kAccumulators];
+  for (int j = 0; j < kAccumulators; ++j) x[j] = Vector{} + 0.1f * (j + 1);
   for (int64_t i = 0; i < iterations; ++i) {
-    x0 = _mm512_fmadd_ps(x0, m, a), x1 = _mm512_fmadd_ps(x1, m, a);
-    x2 = _mm512_fmadd_ps(x2, m, a), x3 = _mm512_fmadd_ps(x3, m, a);
-    x4 = _mm512_fmadd_ps(x4, m, a), x5 = _mm512_fmadd_ps(x5, m, a);
-    x6 = _mm512_fmadd_ps(x6, m, a), x7 = _mm512_fmadd_ps(x7, m, a);
-    x8 = _mm512_fmadd_ps(x8, m, a), x9 = _mm512_fmadd_ps(x9, m, a);
-    x10 = _mm512_fmadd_ps(x10, m, a), x11 = _mm512_fmadd_ps(x11, m, a);
+#pragma GCC unroll 12
+    for (int j = 0; j < kAccumulators; ++j) x[j] = x[j] * m + a;
   }
-  __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(x0, x1), _mm512_add_ps(x2, x3)),
-                           _mm512_add_ps(_mm512_add_ps(x4, x5), _mm512_add_ps(x6, x7)));
-  s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(x8, x9), _mm512_add_ps(x10, x11)));
-  return _mm512_reduce_add_ps(s);
+  Vector s = x[0];
+  for (int j = 1; j < kAccumulators; ++j) s += x[j];
+  float sum = 0;
+  for (size_t l = 0; l < sizeof(Vector) / sizeof(float); ++l) sum += s[l];
+  return sum;
+}
+
+typedef float Float16 __attribute__((vector_size(64)));
+typedef float Float8 __attribute__((vector_size(32)));
+
+__attribute__((target("avx512f"))) float FmaLoopAvx512(int64_t iterations) {
+  return FmaChains<Float16>(iterations);
 }
 
 __attribute__((target("avx2,fma"))) float FmaLoopAvx2(int64_t iterations) {
-  const __m256 m = _mm256_set1_ps(0.999999f), a = _mm256_set1_ps(1e-6f);
-  __m256 x0 = _mm256_set1_ps(0.1f), x1 = _mm256_set1_ps(0.2f), x2 = _mm256_set1_ps(0.3f);
-  __m256 x3 = _mm256_set1_ps(0.4f), x4 = _mm256_set1_ps(0.5f), x5 = _mm256_set1_ps(0.6f);
-  __m256 x6 = _mm256_set1_ps(0.7f), x7 = _mm256_set1_ps(0.8f), x8 = _mm256_set1_ps(0.9f);
-  __m256 x9 = _mm256_set1_ps(1.1f), x10 = _mm256_set1_ps(1.2f), x11 = _mm256_set1_ps(1.3f);
-  for (int64_t i = 0; i < iterations; ++i) {
-    x0 = _mm256_fmadd_ps(x0, m, a), x1 = _mm256_fmadd_ps(x1, m, a);
-    x2 = _mm256_fmadd_ps(x2, m, a), x3 = _mm256_fmadd_ps(x3, m, a);
-    x4 = _mm256_fmadd_ps(x4, m, a), x5 = _mm256_fmadd_ps(x5, m, a);
-    x6 = _mm256_fmadd_ps(x6, m, a), x7 = _mm256_fmadd_ps(x7, m, a);
-    x8 = _mm256_fmadd_ps(x8, m, a), x9 = _mm256_fmadd_ps(x9, m, a);
-    x10 = _mm256_fmadd_ps(x10, m, a), x11 = _mm256_fmadd_ps(x11, m, a);
-  }
-  __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(x0, x1), _mm256_add_ps(x2, x3)),
-                           _mm256_add_ps(_mm256_add_ps(x4, x5), _mm256_add_ps(x6, x7)));
-  s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(x8, x9), _mm256_add_ps(x10, x11)));
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, s);
-  float sum = 0;
-  for (float v : lanes) sum += v;
-  return sum;
+  return FmaChains<Float8>(iterations);
 }
 
 // Without FMA: the same dependency pattern as scalar multiply-adds.
