@@ -54,13 +54,8 @@ int64_t KBlockSpan(const ContractionPlan& p, const ContractionKnobs& knobs) {
     if (p.mb * p.tile.mr * p.k * 4 <= knobs.k_block_ap_bytes) return 0;
     if (p.batch * p.nb < 8) return 0;
   }
-  const int64_t outer = p.k_outer;
-  const int64_t inner = p.k / outer;
-  int64_t span = 0;
-  for (int64_t d = 1; d < outer; ++d) {
-    if (outer % d == 0 && d * inner <= target) span = d;
-  }
-  if (span * inner * 2 < target) return 0;  // blocks too short to pay for the partial sums
+  const int64_t span = LargestKBlockSpan(p, target);
+  if (span == 0) return 0;
   const int64_t partial_bytes = p.batch * p.nb * p.mb * p.tile.mr * nr * 4;
   if (partial_bytes > knobs.max_partial_bytes) return 0;
   return span;
@@ -322,6 +317,15 @@ ContractionPlan PlanContraction(const ContractionShape& s, const ContractionKnob
   }
   FinishPlan(knobs, ScheduleOverride(), estimated);  // refuses only an override's choices
   return estimated;
+}
+
+int64_t LargestKBlockSpan(const ContractionPlan& p, int64_t target_rows) {
+  const int64_t inner = p.k / p.k_outer;
+  int64_t span = 0;
+  for (int64_t d = 1; d < p.k_outer; ++d) {
+    if (p.k_outer % d == 0 && d * inner <= target_rows) span = d;
+  }
+  return span * inner * 2 >= target_rows ? span : 0;
 }
 
 ScheduleOverride OverrideOf(const ContractionPlan& p) {

@@ -157,6 +157,13 @@ ContractionPlan PlanContraction(const ContractionShape& shape,
 // The override that reproduces `plan` exactly: every field set.
 ScheduleOverride OverrideOf(const ContractionPlan& plan);
 
+// The largest K block span (a divisor of the outer reduction extent, below
+// it) whose block has at most `target_rows` reduction rows, or 0 where that
+// block would be shorter than half the target: too short to pay for its
+// partial sums. The estimate adds its size thresholds; the tuner's
+// candidates try it where the estimate chose no K blocks.
+int64_t LargestKBlockSpan(const ContractionPlan& plan, int64_t target_rows);
+
 // What decides whether operands are read in place, once the plan's layout
 // and tile are known.
 struct OperandFacts {

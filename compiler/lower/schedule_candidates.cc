@@ -14,19 +14,6 @@ struct Candidate {
   double cost = 0;  // estimated cycles; a stable sort keeps variants after their base
 };
 
-// A K block span for `p` when the estimate chose none: the largest divisor
-// of the outer reduction extent whose block keeps knobs.k_block_bytes of B
-// (KBlockSpan's L1 target, without its size thresholds), or 0.
-int64_t KBlockVariant(const ContractionPlan& p, const ContractionKnobs& knobs) {
-  const int64_t inner = p.k / p.k_outer;
-  const int64_t target = knobs.k_block_bytes / (p.tile.nr() * 4);
-  int64_t span = 0;
-  for (int64_t d = 1; d < p.k_outer; ++d) {
-    if (p.k_outer % d == 0 && d * inner <= target) span = d;
-  }
-  return span * inner * 2 >= target ? span : 0;
-}
-
 }  // namespace
 
 std::vector<ScheduleOverride> ScheduleCandidates(const ContractionShape& shape,
@@ -41,7 +28,8 @@ std::vector<ScheduleOverride> ScheduleCandidates(const ContractionShape& shape,
     all.push_back({OverrideOf(p), cost});
   };
   for (Layout layout : {Layout::kFlatTiles, Layout::kRowTiles, Layout::kChannelLanes}) {
-    for (int mr = 1; mr <= 8; ++mr) {
+    bool layout_applies = true;
+    for (int mr = 1; mr <= 8 && layout_applies; ++mr) {
       for (int nv = 1; nv <= 4; ++nv) {
         if (!TileIsLegal(mr, nv)) continue;
         ScheduleOverride o;
@@ -50,12 +38,19 @@ std::vector<ScheduleOverride> ScheduleCandidates(const ContractionShape& shape,
         o.nv = nv;
         std::string ignored;
         const ContractionPlan p = PlanContraction(shape, knobs, &o, &ignored);
-        if (!ignored.empty()) break;  // the layout does not apply
+        // A legal tile with nothing else forced is refused only for its layout.
+        if (!ignored.empty()) {
+          layout_applies = false;
+          break;
+        }
         // Tile costs are per batch element except the channel lanes'.
         const double cost = p.tile.cost * (layout == Layout::kChannelLanes ? 1 : shape.batch);
-        add(o, cost);
+        all.push_back({OverrideOf(p), cost});
+        // The K blocks the estimate did not choose: none where it chose
+        // some, else the L1 target's span without the estimate's thresholds.
         ScheduleOverride twin = o;
-        twin.k_block_span = p.k_block_span > 0 ? 0 : KBlockVariant(p, knobs);
+        twin.k_block_span =
+            p.k_block_span > 0 ? 0 : LargestKBlockSpan(p, knobs.k_block_bytes / (p.tile.nr() * 4));
         if (twin.k_block_span != p.k_block_span) add(twin, cost);
         if (options.vary_pixel_parts && layout == Layout::kChannelLanes &&
             p.loop_order == ContractionPlan::LoopOrder::kTilesInParallel) {
