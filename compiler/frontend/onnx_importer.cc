@@ -2179,17 +2179,40 @@ absl::StatusOr<ModelSignature> SignatureOf(const onnx::ModelProto& model,
 }
 
 // ImportOnnxModel after the parse; takes the initializers' data.
-// The default-domain opset `model` imports; refused outside 7 to 17.
+// The opset Kiln's converters follow for `model`: the default-domain opset
+// it imports, 7 to 17. Opsets 1 to 6 are read as 7 where every node's
+// definition is the one opset 7 has (libonnx's schema registry gives both
+// the same since-version): Elu, Selu, Softplus, Not or GlobalAveragePool of
+// opset 6 or 1 are the operators of opset 7. A node whose definition changed
+// at 7 (the broadcast attribute of Add, say) keeps the model refused, naming
+// the node. Refused outside 1 to 17 (0: no default-domain operators).
 absl::StatusOr<int64_t> SupportedOpset(const onnx::ModelProto& model) {
+  constexpr int64_t kOldest = 7, kNewest = 17;
   int64_t opset = 0;
   for (const auto& o : model.opset_import()) {
     if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
   }
-  if (opset < 7 || opset > 17) {
-    return absl::UnimplementedError(absl::StrCat("ONNX opset ", opset,
-                                                 " is not supported (7 to 17 are)"));
+  if (opset < 1 || opset > kNewest) {
+    return absl::UnimplementedError(
+        absl::StrCat("ONNX opset ", opset, " is not supported (", kOldest, " to ", kNewest,
+                     " are, and 1 to 6 where the model's operators are defined as in 7)"));
   }
-  return opset;
+  if (opset >= kOldest) return opset;
+  for (const onnx::NodeProto& n : model.graph().node()) {
+    if (!n.domain().empty() && n.domain() != "ai.onnx") continue;  // refused elsewhere
+    const onnx::OpSchema* declared =
+        onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(opset), "");
+    if (declared == nullptr) continue;  // CheckArity names it
+    const onnx::OpSchema* seventh =
+        onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(kOldest), "");
+    if (seventh == nullptr || seventh->SinceVersion() != declared->SinceVersion()) {
+      return absl::UnimplementedError(absl::StrCat(
+          "ONNX opset ", opset, " is not supported (node '", n.name(), "' (", n.op_type(),
+          ") is defined as in opset ", declared->SinceVersion(),
+          ", which changed at 7; Kiln supports the definitions of opsets 7 to ", kNewest, ")"));
+    }
+  }
+  return kOldest;
 }
 
 // A node's input and output counts within its ONNX schema's (libonnx's

@@ -273,11 +273,38 @@ TEST(OnnxImporterTest, WhatLibOnnxsCheckerRefusesIsInvalidArgumentWithItsMessage
   }
 }
 
+// Opsets before 7: a model whose operators are defined as in opset 7 is read
+// as opset 7 (Flatten has not changed from opset 1 to 7); one with an
+// operator that changed at 7 (Add lost its broadcast attribute) is refused
+// naming the node, as is an opset no operator has.
+TEST(OnnxImporterTest, OpsetsBeforeSevenWhereTheOperatorsAreTheSame) {
+  absl::StatusOr<Graph> flatten =
+      ImportOnnxModel(OneNodeModel("Flatten", {2, 3}, "axis", 1, false, /*opset=*/1),
+                      OpRegistry::Default(), OnnxImportOptions());
+  ASSERT_TRUE(flatten.ok()) << flatten.status();
+  ASSERT_EQ(flatten->outputs().size(), 1u);
+  EXPECT_EQ(flatten->outputs()[0]->type.shape, (std::vector<int64_t>{2, 3}));
+
+  absl::Status add =
+      ImportOnnxModel(OneNodeModel("Add", {2, 3}, "broadcast", 1, false, /*opset=*/6),
+                      OpRegistry::Default(), OnnxImportOptions())
+          .status();
+  EXPECT_EQ(add.code(), absl::StatusCode::kUnimplemented) << add;
+  EXPECT_THAT(std::string(add.message()),
+              HasSubstr("ONNX opset 6 is not supported (node 'n' (Add) is defined as in opset 6"));
+
+  absl::Status none = ImportOnnxModel(OneNodeModel("Flatten", {2, 3}, "axis", 1, false, 0),
+                                      OpRegistry::Default(), OnnxImportOptions())
+                          .status();
+  EXPECT_EQ(none.code(), absl::StatusCode::kUnimplemented) << none;
+  EXPECT_THAT(std::string(none.message()), HasSubstr("ONNX opset 0 is not supported"));
+}
+
 // An import refused before libonnx's checks, by a check of Kiln's own or by
 // the parse, leaves no sandbox child behind.
 TEST(OnnxImporterTest, AnImportRefusedBeforeTheSandboxVerdictLeavesNoChild) {
   onnx::ModelProto model;
-  ASSERT_TRUE(model.ParseFromString(OneNodeModel("Flatten", {2, 3}, "axis", 1)));
+  ASSERT_TRUE(model.ParseFromString(OneNodeModel("Add", {2, 3}, "broadcast", 1)));
   model.mutable_opset_import(0)->set_version(3);
   OnnxImportOptions options;
   options.probe_libonnx = true;
