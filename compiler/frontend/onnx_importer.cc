@@ -2189,8 +2189,15 @@ absl::StatusOr<ModelSignature> SignatureOf(const onnx::ModelProto& model,
 absl::StatusOr<int64_t> SupportedOpset(const onnx::ModelProto& model) {
   constexpr int64_t kOldest = 7, kNewest = 17;
   int64_t opset = 0;
+  bool training = false;
   for (const auto& o : model.opset_import()) {
     if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
+    training |= o.domain() == "ai.onnx.preview.training";
+  }
+  if (opset == 0 && training) {
+    return absl::UnimplementedError(
+        "the model's operators are ONNX training operators (ai.onnx.preview.training); "
+        "Kiln runs inference only");
   }
   if (opset < 1 || opset > kNewest) {
     return absl::UnimplementedError(

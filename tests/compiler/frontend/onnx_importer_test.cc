@@ -298,6 +298,18 @@ TEST(OnnxImporterTest, OpsetsBeforeSevenWhereTheOperatorsAreTheSame) {
                           .status();
   EXPECT_EQ(none.code(), absl::StatusCode::kUnimplemented) << none;
   EXPECT_THAT(std::string(none.message()), HasSubstr("ONNX opset 0 is not supported"));
+
+  // Only the training domain (ONNX's Adagrad, Adam, Momentum cases): said so.
+  onnx::ModelProto training;
+  ASSERT_TRUE(training.ParseFromString(OneNodeModel("Adagrad", {2, 3}, "decay_factor", 0)));
+  training.mutable_opset_import(0)->set_domain("ai.onnx.preview.training");
+  training.mutable_opset_import(0)->set_version(1);
+  training.mutable_graph()->mutable_node(0)->set_domain("ai.onnx.preview.training");
+  absl::Status trains = ImportOnnxModel(training.SerializeAsString(), OpRegistry::Default(),
+                                        OnnxImportOptions())
+                            .status();
+  EXPECT_EQ(trains.code(), absl::StatusCode::kUnimplemented) << trains;
+  EXPECT_THAT(std::string(trains.message()), HasSubstr("ONNX training operators"));
 }
 
 // An import refused before libonnx's checks, by a check of Kiln's own or by
