@@ -4,16 +4,16 @@
 #   1. makes a Debian 12 base image with debootstrap (no registry needed) unless one exists,
 #   2. builds deploy/Dockerfile with `podman build`, as a Docker user would build it,
 #   3. runs the image and the README's "Use it like Triton" curl and Python snippets against it,
-#   4. plays deploy/kubernetes (rendered by `kubectl kustomize`) and the KServe ServingRuntime's
-#      container with `podman kube play`, and runs the probes' checks by hand,
+#   4. plays deploy/kubernetes (rendered by `kubectl kustomize`), the KServe ServingRuntime's
+#      container and deploy/kubernetes/cluster (Redis and three replicas) with `podman kube
+#      play`, runs the probes' checks by hand and serves a model through each,
 # then prints one PASS/FAIL line per check and exits 1 if any failed.
 #
-#   scripts/container_smoke.sh            (as root; podman, debootstrap, runc: see below)
+#   scripts/container_smoke.sh            (as root; installs podman, runc, debootstrap if missing)
 #
 # Environment: KILN_SMOKE_DIR (work directory, default /var/tmp/kiln-smoke), KILN_BASE_IMAGE
 # (default localhost/debian:bookworm, made when missing), KILN_SMOKE_IMAGE (an image built
 # before: skip the build), KILN_SMOKE_KEEP=1 (leave the containers and pods running).
-# Debian packages: podman debootstrap runc curl python3-yaml python3-numpy python3-grpcio;
 # kubectl (for kustomize) is optional: without it the kustomizations' resources are concatenated.
 #
 # Podman on this kind of host (cgroup v1 with a cgroup2 hierarchy mounted too, no
@@ -120,7 +120,9 @@ SOURCES
   rm -rf "$root"
 }
 
-command -v podman >/dev/null || die "podman is not installed (apt-get install podman runc)"
+# The container tools are not Kiln's build dependencies: setup.sh installs them for this only.
+bash "$repo/scripts/setup.sh" podman runc debootstrap curl >>"$log" 2>&1 ||
+  die "scripts/setup.sh podman runc debootstrap curl failed (see $log)"
 [ "$(id -u)" -eq 0 ] || note "not root: rootless podman is untested here"
 
 if ! podman image exists "$base_image"; then
@@ -146,8 +148,8 @@ if [ -n "${KILN_SMOKE_IMAGE:-}" ]; then
 else
   build_start=$(date +%s)
   # As the README builds it (podman build --format docker, here without a Docker daemon).
-  check "deploy/build_image.sh (podman build deploy/Dockerfile)" env KILN_BUILDER=podman deploy/build_image.sh "$image" \
-    --build-arg BASE_IMAGE="$base_image"
+  check "deploy/build_image.sh (podman build deploy/Dockerfile)" env KILN_BUILDER=podman \
+    deploy/build_image.sh "$image" --build-arg BASE_IMAGE="$base_image"
   note "build took $(($(date +%s) - build_start)) s"
 fi
 podman image exists "$image" || die "no image was built (see $log)"
@@ -237,7 +239,8 @@ check "curl repository index: mlp READY" grep -q '"name":"mlp","state":"READY"' 
 podman restart kiln-smoke >>"$log" 2>&1
 wait_ready "http://127.0.0.1:$http/v2/health/ready" 120
 check "restart: kernels come from the cache volume (disk hits > 0, 0 compiles)" bash -c "
-  m=\$(curl -fsS 127.0.0.1:$metrics/metrics); echo \"\$m\" | grep -E '^kiln_(compiles|kernel_cache_hits)_total'
+  m=\$(curl -fsS 127.0.0.1:$metrics/metrics)
+  echo \"\$m\" | grep -E '^kiln_(compiles|kernel_cache_hits)_total'
   echo \"\$m\" | grep -qE '^kiln_kernel_cache_hits_total\{tier=\"disk\"\} [1-9]' &&
   echo \"\$m\" | grep -qE '^kiln_compiles_total 0$'"
 check "SIGTERM (podman stop): exit code 0" bash -c "
@@ -262,9 +265,13 @@ lines = open('$snippets/python.out').read().split('\n')
 print(lines)
 ok = float(lines[0]) < 1e-5 and \"['mlp', 'mlp_again'] 1\" in lines and 'NOT_FOUND' in lines
 sys.exit(0 if ok else 1)"
-[ "${KILN_SMOKE_KEEP:-0}" = 1 ] || podman rm -f kiln-smoke kiln-smoke-py >/dev/null 2>&1
+if [ "${KILN_SMOKE_KEEP:-0}" != 1 ]; then
+  podman rm -f -v kiln-smoke kiln-smoke-py >/dev/null 2>&1
+  podman volume rm -f kiln-smoke-cache >/dev/null 2>&1
+fi
 
 # --- 4. Kubernetes manifests with podman kube play -------------------------------------------
 source "$repo/scripts/container_smoke_kube.sh"
+source "$repo/scripts/container_smoke_cluster.sh"
 
 summary
