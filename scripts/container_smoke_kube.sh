@@ -116,6 +116,8 @@ security_context() {  # uid 10001, no capabilities, a read-only root but for the
 }
 check "Deployment pod: securityContext applied (uid 10001, read-only root, no capabilities)" \
   security_context
+check "Deployment pod: the models claim is read-only there (pvc.yaml: fill it elsewhere)" \
+  bash -c "! podman exec $ctr touch /models/x"
 check "Deployment pod: kernels written to the kiln-cache claim" bash -c \
   "podman exec $ctr find /var/cache/kiln -type f | grep -q ."
 note "podman applied: $(podman inspect --format 'memory limit {{.HostConfig.Memory}}, cpu shares
