@@ -273,5 +273,6 @@ fi
 # --- 4. Kubernetes manifests with podman kube play -------------------------------------------
 source "$repo/scripts/container_smoke_kube.sh"
 source "$repo/scripts/container_smoke_cluster.sh"
+source "$repo/scripts/container_smoke_snippets.sh"
 
 summary
