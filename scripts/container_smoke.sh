@@ -177,7 +177,7 @@ wait_ready() {  # wait_ready URL SECONDS
 http=$(free_port) grpc=$(free_port) metrics=$(free_port)
 snippets="$work/readme"
 rm -rf "$snippets" && mkdir -p "$snippets"
-podman rm -f kiln-smoke kiln-smoke-py >/dev/null 2>&1
+podman rm -f -v kiln-smoke kiln-smoke-py >/dev/null 2>&1
 podman volume rm -f kiln-smoke-cache >/dev/null 2>&1
 
 # The curl block: its commands before the server start, the server as the image's container

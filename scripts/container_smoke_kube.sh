@@ -156,5 +156,10 @@ check "ServingRuntime pod: ready within 120 s (its readinessProbe, port 8080)" \
   wait_exec_ready "$kctr" http://127.0.0.1:8080/v2/health/ready 120
 check "ServingRuntime pod: v2 REST infer on 8080 equals mlp_expected.npy" infer_in "$kctr" 8080
 check "ServingRuntime pod: grpc-v2 on 9000 (Health/Check)" grpc_health "$(pod_ip kiln-kserve):9000"
-[ "${KILN_SMOKE_KEEP:-0}" = 1 ] || podman pod rm -f kiln-kserve >/dev/null 2>&1
+if [ "${KILN_SMOKE_KEEP:-0}" != 1 ]; then
+  # The image's VOLUME (/var/cache/kiln), unmounted by the runtime: an anonymous volume.
+  anonymous=$(podman inspect --format '{{range .Mounts}}{{.Name}} {{end}}' "$kctr")
+  podman pod rm -f kiln-kserve >/dev/null 2>&1
+  [ -z "${anonymous// /}" ] || podman volume rm -f $anonymous >/dev/null 2>&1
+fi
 

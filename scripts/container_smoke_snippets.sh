@@ -37,7 +37,7 @@ run_server_block() {
   after=$(sed "s#bazel-bin/client/kiln#podman exec kiln-smoke-$name kiln#g" <<<"$after")
   echo "README $name block: kiln-server$flags" >>"$log"
   (PATH=/usr/bin:$PATH bash -euxc "$before") >>"$log" 2>&1 || return 1
-  podman rm -f "kiln-smoke-$name" >/dev/null 2>&1
+  podman rm -f -v "kiln-smoke-$name" >/dev/null 2>&1
   # The flags as the README writes them: a word split by the shell, as there.
   eval "set -- $flags"
   podman run -d --name "kiln-smoke-$name" "${publish[@]}" -v "$repo:$repo:ro" "$image" \
@@ -51,7 +51,7 @@ run_server_block() {
   (PATH=/usr/bin:$PATH bash -euxc "$after") >"$snippets/$name.out" 2>>"$log"
   local rc=$?
   cat "$snippets/$name.out" >>"$log"
-  [ "${KILN_SMOKE_KEEP:-0}" = 1 ] || podman rm -f "kiln-smoke-$name" >/dev/null 2>&1
+  [ "${KILN_SMOKE_KEEP:-0}" = 1 ] || podman rm -f -v "kiln-smoke-$name" >/dev/null 2>&1
   return $rc
 }
 
