@@ -17,9 +17,11 @@
 # kubectl (for kustomize) is optional: without it the kustomizations' resources are concatenated.
 #
 # Podman on this kind of host (cgroup v1 with a cgroup2 hierarchy mounted too, no
-# CAP_SYS_RESOURCE): crun refuses hybrid cgroups, and podman's default rlimits exceed the hard
-# limits. podman_config() finds a runtime and limits that work and writes them to a
-# containers.conf of its own (CONTAINERS_CONF), leaving the host's configuration alone.
+# CAP_SYS_RESOURCE): crun 1.8 refuses hybrid cgroups, and podman's default rlimits (nofile 1M,
+# nproc 4M) exceed the hard ones; podman 4.3 also lowers its own RLIMIT_NPROC to 32768 when it
+# starts (strace shows it), so its runtime cannot set more than that either. podman_config()
+# finds a runtime and limits that work and writes them to a containers.conf of its own
+# (CONTAINERS_CONF), leaving the host's configuration alone.
 set -uo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
