@@ -39,9 +39,11 @@
 // requests keep being served by the old one (only a replica serving nothing
 // under the name makes them wait). Two replicas registering one name at once
 // with different bytes: the last mapping written wins and the other replica
-// turns to it at its next check. A CompileModel resolves its name first, so
-// `replace` and version numbers mean the same cluster-wide (a name another
-// replica registered is ALREADY_EXISTS without replace). Versions: the store
+// turns to it at its next check. A CompileModel reads its name's mapping
+// first (Lookup: the few bytes of "<content key> <version>", never the
+// record), so `replace` and version numbers mean the same cluster-wide (a
+// name another replica registered is ALREADY_EXISTS without replace, the
+// same model takes its version). Versions: the store
 // maps a name to one version, the last compiled; a replica loads that record
 // as that version.
 // Redis unavailable: each replica serves what it has (a name it does not

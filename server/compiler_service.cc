@@ -188,14 +188,13 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
   if (request.version() < 0) {
     return absl::InvalidArgumentError("a model version is a positive number (0: automatic)");
   }
-  const engine::ModelIdentity identity{Fingerprint(request), request.replace(),
-                                       request.version(), beside};
+  engine::ModelIdentity identity{Fingerprint(request), request.replace(), request.version(),
+                                 beside};
   if (publish && !beside && external_data_dir.empty()) {
     // A name another replica registered is this one's too: without
     // `replace` it is ALREADY_EXISTS here as there, with it the next version
-    // of the cluster's. (A failed load leaves the check to local state.)
-    // It waits for another call's load of the name no longer than this call may.
-    ResolveFromStore(name, deadline).IgnoreError();
+    // of the cluster's.
+    if (absl::Status s = CheckWithStore(request, name, &identity); !s.ok()) return s;
   }
   if (absl::Status s = models_->CheckServable(name, identity); !s.ok()) return s;
   // Calls for the name meanwhile hear that it is compiling, then (unless it

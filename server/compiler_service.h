@@ -130,6 +130,13 @@ class CompilerService final : public kiln::v1::Compiler::Service {
   // model is served here all the same).
   void PublishToStore(const kiln::v1::CompileModelRequest& request, const std::string& name,
                       int64_t version);
+  // With a model store, `identity` as the cluster sees the name: from the
+  // name's mapping alone (a few bytes), never by loading the model it maps.
+  // AlreadyExists for another model without `replace`; with it, or for the
+  // same model, `identity` takes the version it gets cluster-wide. The store
+  // unreachable or knowing no such name leaves the check to local state.
+  absl::Status CheckWithStore(const kiln::v1::CompileModelRequest& request, const std::string& name,
+                              engine::ModelIdentity* identity);
   // Compile once the name is checked and marked compiling.
   absl::StatusOr<kiln::v1::CompileModelResponse> CompileNamed(
       const kiln::v1::CompileModelRequest& request, const std::string& name,

@@ -4,7 +4,10 @@
 // always make the same content key), and loading one as a compile that is
 // not published again (a replica re-publishing what it just read could put
 // back a mapping another replica had just replaced).
+#include <algorithm>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
@@ -40,6 +43,34 @@ void CompilerService::PublishToStore(const kiln::v1::CompileModelRequest& reques
   context.model = name;
   Log(LogLevel::kWarning, "model_store",
       absl::StrCat("not published, other replicas will not serve it: ", s.message()), context);
+}
+
+absl::Status CompilerService::CheckWithStore(const kiln::v1::CompileModelRequest& request,
+                                             const std::string& name,
+                                             engine::ModelIdentity* identity) {
+  if (store_ == nullptr) return absl::OkStatus();
+  absl::StatusOr<std::optional<engine::StoredName>> mapped = store_->Lookup(name);
+  if (!mapped.ok() || !mapped->has_value() || (*mapped)->removed()) return absl::OkStatus();
+  const engine::StoredName& stored = **mapped;
+  if (engine::ModelStore::ContentKey(StoreRecord(request)) == stored.content_key) {
+    // The cluster's model already: served here as the cluster's version,
+    // over whatever a stale local copy holds.
+    identity->replace = true;
+    identity->version = stored.version;
+    return absl::OkStatus();
+  }
+  if (!identity->replace) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "model '", name, "' already serves another model in the cluster (version ", stored.version,
+        ", in the model store); ask to replace it (CompileModelRequest.replace, kiln compile "
+        "--replace) to serve this one as version ",
+        stored.version + 1, ", or unload it first"));
+  }
+  if (identity->version == 0) {
+    const std::vector<int64_t> local = models_->Versions(name);
+    identity->version = std::max(stored.version, local.empty() ? 0 : local.back()) + 1;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CompilerService::ResolveFromStore(const std::string& name, absl::Time deadline) {

@@ -210,10 +210,49 @@ TEST_F(ModelStoreTest, CompilingANameAnotherReplicaRegisteredNeedsReplace) {
   ASSERT_TRUE(replaced.ok()) << replaced.status();
   EXPECT_EQ(replaced->version(), 2);
   EXPECT_EQ(RedisGet("kiln:model:name:mlp")->substr(64), " 2");
+  // B learnt that from the name's mapping: it never loaded A's model.
+  EXPECT_EQ(Count(ReadFile(LogPath("b")), "from the model store"), 0) << ReadFile(LogPath("b"));
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
   auto metadata = ca->ModelMetadata("mlp");
   ASSERT_TRUE(metadata.ok()) << metadata.status();
   EXPECT_EQ(metadata->inputs(0).shape(0), 2);
+}
+
+// The check before a compile reads the name's mapping only: with the record
+// it names gone from Redis the name is still taken, and the same model
+// compiled on another replica takes the cluster's version.
+TEST_F(ModelStoreTest, CompileChecksTheNameWithoutTheRecord) {
+  auto a = Replica("a"), b = Replica("b");
+  auto ca = Connect(*a), cb = Connect(*b);
+  ASSERT_NE(ca, nullptr);
+  ASSERT_NE(cb, nullptr);
+  ASSERT_TRUE(ca->Compile(Mlp("mlp", 4)).ok());
+  kiln::v1::CompileModelRequest two = Mlp("mlp", 2);
+  two.set_replace(true);
+  ASSERT_TRUE(ca->Compile(two).ok());
+  const std::string mapping = RedisGet("kiln:model:name:mlp").value_or("");
+  ASSERT_EQ(mapping.substr(64), " 2");
+  {
+    engine::RedisConnection redis({"127.0.0.1", redis_.port(), 0}, {});
+    auto deleted = redis.Delete("kiln:model:record:" + mapping.substr(0, 64));
+    ASSERT_TRUE(deleted.ok() && *deleted);
+  }
+  auto clash = cb->Compile(Mlp("mlp", 3));
+  EXPECT_EQ(clash.status().code(), absl::StatusCode::kAlreadyExists) << clash.status();
+  EXPECT_NE(clash.status().message().find("version 3"), std::string::npos) << clash.status();
+  // The same model as the store's: version 2 on B too, without `replace`.
+  auto same = cb->Compile(Mlp("mlp", 2));
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ(same->version(), 2);
+  EXPECT_EQ(RedisGet("kiln:model:name:mlp"), mapping);
+  // ... and the next one replaces it as the cluster's version 3.
+  kiln::v1::CompileModelRequest three = Mlp("mlp", 3);
+  three.set_replace(true);
+  auto replaced = cb->Compile(three);
+  ASSERT_TRUE(replaced.ok()) << replaced.status();
+  EXPECT_EQ(replaced->version(), 3);
+  EXPECT_EQ(RedisGet("kiln:model:name:mlp")->substr(64), " 3");
+  EXPECT_EQ(Count(ReadFile(LogPath("b")), "from the model store"), 0) << ReadFile(LogPath("b"));
 }
 
 TEST_F(ModelStoreTest, ModelOverTheBoundIsNotStoredAndLoggedOnce) {
