@@ -47,9 +47,11 @@
 // maps a name to one version, the last compiled; a replica loads that record
 // as that version.
 // Redis unavailable: each replica serves what it has (a name it does not
-// have answers NOT_FOUND); after a failed read it asks Redis again only after
-// a backoff (250 ms doubling to 5 s, whatever the name), so at most one
-// request per backoff waits for a mapping read's timeout (500 ms).
+// have answers NOT_FOUND); after a failed command (one warning per outage,
+// RedisHealth) mapping reads ask Redis again only after a backoff (250 ms
+// doubling to 5 s, whatever the name), so at most one request per backoff
+// waits for a mapping read's timeout (500 ms). Publishes and unloads are
+// tried all the same: a backoff must not lose them.
 //
 // Single-flight: the first request to find a view stale resolves the name;
 // requests meanwhile for a name not served here wait for it (each up to its
@@ -88,15 +90,14 @@ absl::StatusOr<std::unique_ptr<ModelStore>> ModelStore::Create(ModelStoreOptions
 
 ModelStore::ModelStore(ModelStoreOptions options, const RedisAddress& address)
     : options_(std::move(options)),
-      names_(address, options_.name_timeouts),
-      records_(address, options_.record_timeouts) {}
+      health_({"model_store", "model store",
+               "replicas serve the models they hold, names not loaded here are NOT_FOUND; "
+               "retrying in the background",
+               options_.retry_min, options_.retry_max}),
+      names_(address, options_.name_timeouts, &health_, RedisGate::kBackOff),
+      records_(address, options_.record_timeouts, &health_, RedisGate::kAlwaysTry) {}
 
 std::string ModelStore::ContentKey(absl::string_view record) { return Sha256Hex(record); }
-
-void ModelStore::CountError() {
-  absl::MutexLock lock(&mutex_);
-  ++stats_.errors;
-}
 
 absl::Status ModelStore::Publish(const std::string& name, int64_t version,
                                  absl::string_view record) {
@@ -117,13 +118,11 @@ absl::Status ModelStore::Publish(const std::string& name, int64_t version,
   const std::string key = ContentKey(record);
   absl::Status s = records_.SetPersistent(options_.key_prefix + "record:" + key, record);
   if (s.ok()) {
-    s = names_.SetPersistent(options_.key_prefix + "name:" + name, absl::StrCat(key, " ", version));
+    s = records_.SetPersistent(options_.key_prefix + "name:" + name,
+                               absl::StrCat(key, " ", version));
   }
+  if (!s.ok()) return s;
   absl::MutexLock lock(&mutex_);
-  if (!s.ok()) {
-    ++stats_.errors;
-    return s;
-  }
   ++stats_.published;
   views_[name] = View{key, absl::Now()};
   return absl::OkStatus();
@@ -131,35 +130,19 @@ absl::Status ModelStore::Publish(const std::string& name, int64_t version,
 
 absl::StatusOr<bool> ModelStore::Remove(const std::string& name) {
   absl::StatusOr<std::optional<std::string>> before =
-      names_.Exchange(options_.key_prefix + "name:" + name, kTombstone);
+      records_.Exchange(options_.key_prefix + "name:" + name, kTombstone);
+  if (!before.ok()) return before.status();
   absl::MutexLock lock(&mutex_);
-  if (!before.ok()) {
-    ++stats_.errors;
-    return before.status();
-  }
   views_[name] = View{"", absl::Now()};
   return before->has_value() && **before != kTombstone;
 }
 
 absl::StatusOr<std::optional<StoredName>> ModelStore::Lookup(const std::string& name) {
-  {
-    absl::MutexLock lock(&mutex_);
-    if (absl::Now() < retry_at_) {
-      return absl::UnavailableError("the model store failed a moment ago; not asked again yet");
-    }
-  }
   absl::StatusOr<std::optional<std::string>> value =
       names_.Get(options_.key_prefix + "name:" + name);
-  {
+  if (!IsBackedOff(value.status())) {
     absl::MutexLock lock(&mutex_);
     ++stats_.lookups;
-    if (!value.ok()) {
-      ++stats_.errors;
-      backoff_ = std::clamp(backoff_ * 2, options_.retry_min, options_.retry_max);
-      retry_at_ = absl::Now() + backoff_;
-    } else {
-      backoff_ = absl::ZeroDuration();
-    }
   }
   if (!value.ok()) return value.status();
   if (!value->has_value()) return std::optional<StoredName>();
@@ -243,13 +226,15 @@ absl::Status ModelStore::ResolveNow(const std::string& name, const ModelStoreHoo
       records_.Get(options_.key_prefix + "record:" + stored.content_key);
   absl::Status status;
   if (!record.ok()) {
-    CountError();
     status = record.status();
   } else if (!record->has_value()) {
     status = absl::NotFoundError(absl::StrCat("the model store maps ", name, " to record ",
                                               stored.content_key, ", which it does not hold"));
   } else if (ContentKey(**record) != stored.content_key) {
-    CountError();
+    {
+      absl::MutexLock lock(&mutex_);
+      ++bad_records_;
+    }
     status = absl::DataLossError(
         absl::StrCat("model store record ", stored.content_key, " does not hash to its key"));
   } else {
@@ -263,8 +248,14 @@ absl::Status ModelStore::ResolveNow(const std::string& name, const ModelStoreHoo
 }
 
 ModelStoreStats ModelStore::stats() const {
-  absl::MutexLock lock(&mutex_);
-  return stats_;
+  ModelStoreStats stats;
+  {
+    absl::MutexLock lock(&mutex_);
+    stats = stats_;
+    stats.errors = bad_records_;
+  }
+  stats.errors += health_.errors();
+  return stats;
 }
 
 }  // namespace kiln::engine

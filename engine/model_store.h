@@ -107,19 +107,21 @@ class ModelStore {
 
   ModelStore(ModelStoreOptions options, const RedisAddress& address);
   absl::Status ResolveNow(const std::string& name, const ModelStoreHooks& hooks);
-  void CountError() ABSL_LOCKS_EXCLUDED(mutex_);
 
   const ModelStoreOptions options_;
-  // Mapping reads must not wait behind a large record's transfer.
+  // Redis's availability as both connections saw it (backoff, warning).
+  RedisHealth health_;
+  // Mapping reads, which wait out a backoff and must not wait behind a large
+  // record's transfer.
   RedisConnection names_;
+  // Records, and the writes a backoff must not lose (a publish, an unload).
   RedisConnection records_;
   mutable absl::Mutex mutex_;
   std::map<std::string, View> views_ ABSL_GUARDED_BY(mutex_);
   std::map<std::string, std::shared_ptr<Flight>> flights_ ABSL_GUARDED_BY(mutex_);
   ModelStoreStats stats_ ABSL_GUARDED_BY(mutex_);
   bool logged_too_large_ ABSL_GUARDED_BY(mutex_) = false;
-  absl::Time retry_at_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
-  absl::Duration backoff_ ABSL_GUARDED_BY(mutex_) = absl::ZeroDuration();
+  int64_t bad_records_ ABSL_GUARDED_BY(mutex_) = 0;  // not hashing to their key
 };
 
 }  // namespace kiln::engine

@@ -7,9 +7,11 @@
 #include <cerrno>
 #include <vector>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/log.h"
 
 namespace kiln::engine {
 namespace {
@@ -26,6 +28,9 @@ std::string Millis(absl::Duration d) {
   return std::to_string(std::max<int64_t>(absl::ToInt64Milliseconds(d), 1));
 }
 
+// Marks a command RedisHealth turned away.
+constexpr char kBackedOffPayload[] = "kiln.redis.backed_off";
+
 constexpr char kExpireIfEquals[] =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then "
     "return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end";
@@ -34,6 +39,51 @@ constexpr char kDeleteIfEquals[] =
     "return redis.call('DEL', KEYS[1]) else return 0 end";
 
 }  // namespace
+
+bool RedisHealth::Admit() {
+  absl::MutexLock lock(&mutex_);
+  if (available_) return true;
+  const absl::Time now = absl::Now();
+  if (now < retry_at_) return false;
+  retry_at_ = now + backoff_;  // this caller probes; the others wait for its verdict
+  return true;
+}
+
+void RedisHealth::Failed(const absl::Status& status) {
+  absl::MutexLock lock(&mutex_);
+  ++errors_;
+  if (available_) {
+    available_ = false;
+    backoff_ = options_.retry_min;
+    Log(LogLevel::kWarning, options_.component,
+        absl::StrCat(options_.what, " unavailable (", status.message(), "); ", options_.meanwhile));
+  } else {
+    backoff_ = std::min(backoff_ * 2, options_.retry_max);
+  }
+  retry_at_ = absl::Now() + backoff_;
+}
+
+void RedisHealth::Succeeded(const RedisAddress& address) {
+  absl::MutexLock lock(&mutex_);
+  if (available_) return;
+  available_ = true;
+  Log(LogLevel::kInfo, options_.component,
+      absl::StrCat(options_.what, " ", address.ToString(), " is back"));
+}
+
+bool RedisHealth::available() const {
+  absl::MutexLock lock(&mutex_);
+  return available_;
+}
+
+int64_t RedisHealth::errors() const {
+  absl::MutexLock lock(&mutex_);
+  return errors_;
+}
+
+bool IsBackedOff(const absl::Status& status) {
+  return absl::IsUnavailable(status) && status.GetPayload(kBackedOffPayload).has_value();
+}
 
 struct RedisConnection::Reply {
   enum Kind { kNil, kString, kInteger, kStatus } kind = kNil;
@@ -77,8 +127,9 @@ absl::StatusOr<RedisAddress> ParseRedisUrl(absl::string_view url) {
   return address;
 }
 
-RedisConnection::RedisConnection(RedisAddress address, RedisTimeouts timeouts)
-    : address_(std::move(address)), timeouts_(timeouts) {}
+RedisConnection::RedisConnection(RedisAddress address, RedisTimeouts timeouts, RedisHealth* health,
+                                 RedisGate gate)
+    : address_(std::move(address)), timeouts_(timeouts), health_(health), gate_(gate) {}
 
 RedisConnection::~RedisConnection() {
   absl::MutexLock lock(&mutex_);
@@ -119,6 +170,24 @@ absl::Status RedisConnection::ConnectLocked() {
 }
 
 absl::StatusOr<RedisConnection::Reply> RedisConnection::Command(
+    std::initializer_list<absl::string_view> args, Replay replay) {
+  if (health_ == nullptr) return Send(args, replay);
+  if (gate_ == RedisGate::kBackOff && !health_->Admit()) {
+    absl::Status refused = absl::UnavailableError(
+        absl::StrCat(address_.ToString(), " failed a moment ago; not asked again yet"));
+    refused.SetPayload(kBackedOffPayload, absl::Cord());
+    return refused;
+  }
+  absl::StatusOr<Reply> reply = Send(args, replay);
+  if (reply.ok()) {
+    health_->Succeeded(address_);
+  } else {
+    health_->Failed(reply.status());
+  }
+  return reply;
+}
+
+absl::StatusOr<RedisConnection::Reply> RedisConnection::Send(
     std::initializer_list<absl::string_view> args, Replay replay) {
   std::vector<const char*> argv;
   std::vector<size_t> lengths;

@@ -8,7 +8,9 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <utility>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -34,6 +36,54 @@ struct RedisTimeouts {
   absl::Duration command = absl::Milliseconds(500);
 };
 
+// What a client's connections to one Redis (the kernel tier's three, the
+// model store's two) know together about it. After a failed command Redis is
+// unavailable: left alone for a backoff (retry_min, doubling to retry_max)
+// so that callers do not each wait for a timeout, then one command probes
+// for all of them; a success ends the outage. One warning per outage, an
+// info line when it ends. Thread-safe.
+struct RedisHealthOptions {
+  std::string component;  // of the log lines: "remote_cache"
+  std::string what;       // "remote kernel cache"
+  std::string meanwhile;  // the warning's tail: what serving does during the outage
+  absl::Duration retry_min = absl::Milliseconds(250);
+  absl::Duration retry_max = absl::Seconds(5);
+};
+
+class RedisHealth {
+ public:
+  explicit RedisHealth(RedisHealthOptions options) : options_(std::move(options)) {}
+
+  // Whether a command may go to Redis now: always while it is available;
+  // during an outage once per backoff (the probe, whose outcome the others
+  // wait for).
+  bool Admit() ABSL_LOCKS_EXCLUDED(mutex_);
+  void Failed(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mutex_);
+  void Succeeded(const RedisAddress& address) ABSL_LOCKS_EXCLUDED(mutex_);
+
+  bool available() const ABSL_LOCKS_EXCLUDED(mutex_);
+  // Failed commands (not those Admit turned away).
+  int64_t errors() const ABSL_LOCKS_EXCLUDED(mutex_);
+
+ private:
+  const RedisHealthOptions options_;
+  mutable absl::Mutex mutex_;
+  bool available_ ABSL_GUARDED_BY(mutex_) = true;
+  absl::Time retry_at_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
+  absl::Duration backoff_ ABSL_GUARDED_BY(mutex_) = absl::ZeroDuration();
+  int64_t errors_ ABSL_GUARDED_BY(mutex_) = 0;
+};
+
+// Whether `status` is a command RedisHealth turned away (no error of its own:
+// Redis failed a moment ago and was not asked).
+bool IsBackedOff(const absl::Status& status);
+
+// Whether a connection's commands wait out its health's backoff.
+enum class RedisGate {
+  kBackOff,    // turned away (Unavailable, IsBackedOff) while Redis is backed off
+  kAlwaysTry,  // sent regardless (writes that must not be lost to a backoff)
+};
+
 // Thread-safe: a mutex serializes commands, because a hiredis context is one
 // socket with one reply stream and must not be shared unguarded. Callers that
 // must not wait behind each other (lookups vs. background writes) hold one
@@ -42,10 +92,13 @@ struct RedisTimeouts {
 // restart) is made again and the command retried once. hiredis writes with
 // write(2): the process must ignore SIGPIPE (kiln-server does).
 // Every failure is Unavailable (connect, I/O, timeout) or Internal (an error
-// reply, which is our bug or a foreign server).
+// reply, which is our bug or a foreign server). With a `health`, every
+// command's outcome is reported to it and `gate` says whether commands wait
+// out its backoff.
 class RedisConnection {
  public:
-  RedisConnection(RedisAddress address, RedisTimeouts timeouts);
+  RedisConnection(RedisAddress address, RedisTimeouts timeouts, RedisHealth* health = nullptr,
+                  RedisGate gate = RedisGate::kBackOff);
   ~RedisConnection();
   RedisConnection(const RedisConnection&) = delete;
   RedisConnection& operator=(const RedisConnection&) = delete;
@@ -88,8 +141,14 @@ class RedisConnection {
   absl::Status ConnectLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void DropLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
+  // Command without the health bookkeeping.
+  absl::StatusOr<Reply> Send(std::initializer_list<absl::string_view> args, Replay replay)
+      ABSL_LOCKS_EXCLUDED(mutex_);
+
   const RedisAddress address_;
   const RedisTimeouts timeouts_;
+  RedisHealth* const health_;
+  const RedisGate gate_;
   absl::Mutex mutex_;
   redisContext* context_ ABSL_GUARDED_BY(mutex_) = nullptr;
 };

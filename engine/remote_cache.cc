@@ -39,15 +39,16 @@
 // entry at any time: that is a miss, never an error.
 //
 // Failure modes. Every command has connect and command timeouts. A failed
-// command marks Redis unavailable: one warning for the outage, an error count,
-// and Redis is left alone for a backoff (retry_min doubling to retry_max);
-// the first lookup or write after it is the probe, and its success resumes the
-// tier (logged). While unavailable, lookups go straight to compiling, writes
-// are dropped and counted, leases are not taken. Writes go through a bounded
-// queue on one thread: a full queue drops (counted) instead of blocking a
-// compile; serving a loaded model never touches Redis at all. Entries above
-// max_entry_bytes are neither written nor read (a miss, left in Redis for
-// replicas with a larger bound).
+// command marks Redis unavailable (RedisHealth, shared by the tier's three
+// connections): one warning for the outage, an error count, and Redis is left
+// alone for a backoff (retry_min doubling to retry_max); the first command
+// after it is the probe, and its success resumes the tier (logged). While
+// unavailable, lookups go straight to compiling, writes are dropped and
+// counted, leases are not taken. Writes go through a bounded queue on one
+// thread: a full queue drops (counted) instead of blocking a compile; serving
+// a loaded model never touches Redis at all. Entries above max_entry_bytes
+// are neither written nor read (a miss, left in Redis for replicas with a
+// larger bound).
 // One connection per caller kind (lookups, writer, renewer) keeps a large
 // write from delaying a lookup.
 #include "engine/remote_cache.h"
@@ -82,12 +83,13 @@ absl::StatusOr<std::unique_ptr<RemoteCache>> RemoteCache::Create(RemoteCacheOpti
 RemoteCache::RemoteCache(RemoteCacheOptions options, RedisAddress address)
     : options_(std::move(options)),
       address_(std::move(address)),
-      lookups_(address_, options_.timeouts),
-      writes_(address_, options_.timeouts),
-      renewals_(address_, options_.timeouts),
-      backoff_(options_.retry_min) {
+      health_({"remote_cache", "remote kernel cache",
+               "serving and compiling from memory and disk, retrying in the background",
+               options_.retry_min, options_.retry_max}),
+      lookups_(address_, options_.timeouts, &health_),
+      writes_(address_, options_.timeouts, &health_),
+      renewals_(address_, options_.timeouts, &health_) {
   stats_.enabled = true;
-  stats_.available = true;
   stats_.address = address_.ToString();
   writer_ = std::thread([this] { WriteLoop(); });
   renewer_ = std::thread([this] { RenewLoop(); });
@@ -102,47 +104,6 @@ RemoteCache::~RemoteCache() {
   renewer_.join();
 }
 
-bool RemoteCache::Usable() {
-  absl::MutexLock lock(&mutex_);
-  if (available_) return true;
-  const absl::Time now = absl::Now();
-  if (now < retry_at_) return false;
-  retry_at_ = now + backoff_;  // this caller probes; the others wait for its verdict
-  return true;
-}
-
-void RemoteCache::NoteFailure(const absl::Status& status) {
-  absl::MutexLock lock(&mutex_);
-  ++stats_.errors;
-  if (available_) {
-    available_ = false;
-    backoff_ = options_.retry_min;
-  } else {
-    backoff_ = std::min(backoff_ * 2, options_.retry_max);
-  }
-  retry_at_ = absl::Now() + backoff_;
-  stats_.available = false;
-  if (!warned_) {
-    warned_ = true;
-    Log(LogLevel::kWarning, "remote_cache",
-        absl::StrCat("remote kernel cache unavailable (", status.message(),
-                     "); serving and compiling from memory and disk, retrying in the background"));
-  }
-}
-
-void RemoteCache::NoteSuccess() {
-  absl::MutexLock lock(&mutex_);
-  if (available_) return;
-  available_ = true;
-  stats_.available = true;
-  backoff_ = options_.retry_min;
-  if (warned_) {
-    warned_ = false;
-    Log(LogLevel::kInfo, "remote_cache",
-        absl::StrCat("remote kernel cache ", address_.ToString(), " is back"));
-  }
-}
-
 std::optional<DiskEntry> RemoteCache::Fetch(const KernelKey& key, bool* failed) {
   *failed = false;
   const std::string entry_key = EntryKey(key.hex);
@@ -150,11 +111,9 @@ std::optional<DiskEntry> RemoteCache::Fetch(const KernelKey& key, bool* failed) 
   absl::StatusOr<std::optional<std::string>> got = lookups_.Get(entry_key);
   const double ms = MsSince(start);
   if (!got.ok()) {
-    NoteFailure(got.status());
     *failed = true;
     return std::nullopt;
   }
-  NoteSuccess();
   {
     absl::MutexLock lock(&mutex_);
     ++stats_.lookups;
@@ -195,7 +154,6 @@ std::optional<DiskEntry> RemoteCache::Fetch(const KernelKey& key, bool* failed) 
 std::optional<DiskEntry> RemoteCache::LoadOrLease(const KernelKey& key, absl::Time deadline,
                                                   std::unique_ptr<RemoteLease>* lease) {
   lease->reset();
-  if (!Usable()) return std::nullopt;
   bool failed = false;
   std::optional<DiskEntry> entry = Fetch(key, &failed);
   if (entry || failed) return entry;
@@ -213,10 +171,7 @@ std::optional<DiskEntry> RemoteCache::LoadOrLease(const KernelKey& key, absl::Ti
   bool waited = false;
   for (;;) {
     absl::StatusOr<bool> won = lookups_.SetIfAbsent(lease_key, token, options_.lease_ttl);
-    if (!won.ok()) {
-      NoteFailure(won.status());
-      return std::nullopt;
-    }
+    if (!won.ok()) return std::nullopt;
     if (*won) {
       {
         absl::MutexLock lock(&mutex_);
@@ -240,10 +195,7 @@ std::optional<DiskEntry> RemoteCache::LoadOrLease(const KernelKey& key, absl::Ti
     while (!lease_gone && absl::Now() + options_.poll_interval < give_up) {
       absl::SleepFor(options_.poll_interval);
       absl::StatusOr<std::optional<std::string>> holder = lookups_.Get(lease_key);
-      if (!holder.ok()) {
-        NoteFailure(holder.status());
-        return std::nullopt;
-      }
+      if (!holder.ok()) return std::nullopt;
       lease_gone = !holder->has_value();
     }
     if (!lease_gone) {
@@ -284,10 +236,9 @@ void RemoteCache::Release(RemoteLease& lease) {
   {
     absl::MutexLock lock(&mutex_);
     held_.erase(lease.key_);
-    if (!available_) return;  // it expires by itself
   }
-  absl::StatusOr<bool> deleted = lookups_.DeleteIfEquals(lease.key_, lease.token_);
-  if (!deleted.ok()) NoteFailure(deleted.status());
+  if (!health_.available()) return;                         // it expires by itself
+  (void)lookups_.DeleteIfEquals(lease.key_, lease.token_);  // a failure counts in health_
 }
 
 void RemoteCache::WriteLoop() {
@@ -304,14 +255,8 @@ void RemoteCache::WriteLoop() {
     }
     const std::string bytes = EncodeDiskEntry(w.entry);
     bool written = false;
-    if (static_cast<int64_t>(bytes.size()) <= options_.max_entry_bytes && Usable()) {
-      absl::Status set = writes_.Set(EntryKey(w.entry.key.hex), bytes, options_.ttl);
-      if (set.ok()) {
-        NoteSuccess();
-        written = true;
-      } else {
-        NoteFailure(set);
-      }
+    if (static_cast<int64_t>(bytes.size()) <= options_.max_entry_bytes) {
+      written = writes_.Set(EntryKey(w.entry.key.hex), bytes, options_.ttl).ok();
     }
     if (w.lease) {
       // After the write, so that waiters finding the lease gone find the entry.
@@ -321,8 +266,7 @@ void RemoteCache::WriteLoop() {
           absl::MutexLock lock(&mutex_);
           held_.erase(w.lease->key_);
         }
-        absl::StatusOr<bool> deleted = writes_.DeleteIfEquals(w.lease->key_, w.lease->token_);
-        if (!deleted.ok()) NoteFailure(deleted.status());
+        (void)writes_.DeleteIfEquals(w.lease->key_, w.lease->token_);
       }
       w.lease.reset();  // not written: release now, the waiters compile themselves
     }
@@ -336,15 +280,11 @@ void RemoteCache::RenewLoop() {
   absl::MutexLock lock(&mutex_);
   while (!stopping_) {
     mutex_.AwaitWithTimeout(absl::Condition(&stopping_), options_.lease_ttl / 3);
-    if (stopping_ || held_.empty() || !available_) continue;
+    if (stopping_ || held_.empty() || !health_.available()) continue;
     const std::map<std::string, std::string> held = held_;
     mutex_.Unlock();
     for (const auto& [key, token] : held) {
-      absl::StatusOr<bool> renewed = renewals_.ExpireIfEquals(key, token, options_.lease_ttl);
-      if (!renewed.ok()) {
-        NoteFailure(renewed.status());
-        break;
-      }
+      if (!renewals_.ExpireIfEquals(key, token, options_.lease_ttl).ok()) break;
     }
     mutex_.Lock();
   }
@@ -357,8 +297,14 @@ void RemoteCache::Flush() {
 }
 
 RemoteCacheStats RemoteCache::Stats() const {
-  absl::MutexLock lock(&mutex_);
-  return stats_;
+  RemoteCacheStats stats;
+  {
+    absl::MutexLock lock(&mutex_);
+    stats = stats_;
+  }
+  stats.available = health_.available();
+  stats.errors = health_.errors();
+  return stats;
 }
 
 }  // namespace kiln::engine

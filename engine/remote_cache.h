@@ -118,11 +118,6 @@ class RemoteCache {
   std::string EntryKey(const std::string& hex) const { return options_.key_prefix + hex; }
   std::string LeaseKey(const std::string& hex) const { return EntryKey(hex) + ":lease"; }
 
-  // false while Redis is backed off after a failure (the first call after
-  // the backoff is the probe).
-  bool Usable();
-  void NoteFailure(const absl::Status& status);
-  void NoteSuccess();
   // One GET and the entry checks. `*failed` when Redis failed.
   std::optional<DiskEntry> Fetch(const KernelKey& key, bool* failed);
   void Release(RemoteLease& lease);
@@ -131,6 +126,8 @@ class RemoteCache {
 
   const RemoteCacheOptions options_;
   const RedisAddress address_;
+  // Redis's availability as all three connections saw it (backoff, warning).
+  RedisHealth health_;
   // One connection per kind of caller, so none waits behind another's
   // commands: lookups and lease polls, background writes, lease renewals.
   RedisConnection lookups_;
@@ -138,10 +135,6 @@ class RemoteCache {
   RedisConnection renewals_;
 
   mutable absl::Mutex mutex_;
-  bool available_ ABSL_GUARDED_BY(mutex_) = true;
-  bool warned_ ABSL_GUARDED_BY(mutex_) = false;  // one warning per outage
-  absl::Time retry_at_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
-  absl::Duration backoff_ ABSL_GUARDED_BY(mutex_);
   std::deque<Write> queue_ ABSL_GUARDED_BY(mutex_);
   bool writing_ ABSL_GUARDED_BY(mutex_) = false;
   std::map<std::string, std::string> held_ ABSL_GUARDED_BY(mutex_);  // lease key -> token

@@ -2,6 +2,8 @@
 // URL grammar, and what a stopped or restarted server looks like.
 #include "engine/redis_connection.h"
 
+#include <string>
+
 #include "gtest/gtest.h"
 #include "tests/test_util/redis_server.h"
 
@@ -148,6 +150,94 @@ TEST_F(RedisConnectionTest, UnresponsiveServerTimesOutWithinTheCommandTimeout) {
   EXPECT_GE(took, absl::Milliseconds(150));
   EXPECT_LT(took, absl::Seconds(2));
   EXPECT_TRUE(c.Ping().ok());
+}
+
+int Occurrences(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = 0; (at = text.find(what, at)) != std::string::npos; at += what.size()) ++n;
+  return n;
+}
+
+RedisHealthOptions HealthOptions() {
+  RedisHealthOptions o;
+  o.component = "test";
+  o.what = "test store";
+  o.meanwhile = "carrying on";
+  o.retry_min = absl::Milliseconds(200);
+  o.retry_max = absl::Milliseconds(400);
+  return o;
+}
+
+// Connections sharing a RedisHealth back off together: after one fails the
+// others are turned away without asking Redis (no error of their own) until
+// the backoff lets one probe through; one warning per outage, an info line
+// when Redis answers again.
+TEST_F(RedisConnectionTest, SharedHealthBacksOffEveryConnectionAndWarnsOncePerOutage) {
+  RedisHealth health(HealthOptions());
+  RedisConnection a(Address(), {}, &health), b(Address(), {}, &health);
+  ASSERT_TRUE(a.Ping().ok());
+  redis_.Stop();
+  ::testing::internal::CaptureStderr();
+  absl::Status failed = a.Ping();
+  EXPECT_EQ(failed.code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(IsBackedOff(failed)) << failed;
+  EXPECT_FALSE(health.available());
+  EXPECT_EQ(health.errors(), 1);
+  // Within the backoff: turned away at once, not counted.
+  const absl::Time start = absl::Now();
+  absl::Status refused = b.Get("k").status();
+  EXPECT_TRUE(IsBackedOff(refused)) << refused;
+  EXPECT_TRUE(IsBackedOff(a.Ping()));
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(100));
+  EXPECT_EQ(health.errors(), 1);
+  // After it: one probe, which fails and doubles the backoff.
+  absl::SleepFor(absl::Milliseconds(250));
+  EXPECT_FALSE(IsBackedOff(b.Ping()));
+  EXPECT_EQ(health.errors(), 2);
+  EXPECT_TRUE(IsBackedOff(a.Ping()));
+  absl::SleepFor(absl::Milliseconds(250));  // 400 ms now: still backed off
+  EXPECT_TRUE(IsBackedOff(a.Ping()));
+  std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(Occurrences(log, "test store unavailable"), 1) << log;
+  EXPECT_EQ(Occurrences(log, "carrying on"), 1) << log;
+  EXPECT_EQ(Occurrences(log, "is back"), 0) << log;
+
+  ASSERT_TRUE(redis_.Start());
+  absl::SleepFor(absl::Milliseconds(450));
+  ::testing::internal::CaptureStderr();
+  EXPECT_TRUE(a.Ping().ok());
+  EXPECT_TRUE(b.Ping().ok());
+  log = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(health.available());
+  EXPECT_EQ(health.errors(), 2);
+  EXPECT_EQ(Occurrences(log, "test store " + Address().ToString() + " is back"), 1) << log;
+
+  // The next outage warns again.
+  redis_.Stop();
+  ::testing::internal::CaptureStderr();
+  EXPECT_FALSE(a.Ping().ok());
+  log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(Occurrences(log, "test store unavailable"), 1) << log;
+}
+
+// A connection that must not lose its writes to a backoff still asks Redis
+// (and its success ends the outage for the others).
+TEST_F(RedisConnectionTest, AlwaysTryConnectionIgnoresTheBackoff) {
+  RedisHealth health(HealthOptions());
+  RedisConnection gated(Address(), {}, &health);
+  RedisConnection writes(Address(), {}, &health, RedisGate::kAlwaysTry);
+  redis_.Stop();
+  ::testing::internal::CaptureStderr();
+  EXPECT_FALSE(gated.Ping().ok());
+  absl::Status tried = writes.Ping();
+  EXPECT_FALSE(IsBackedOff(tried)) << tried;
+  EXPECT_EQ(health.errors(), 2);
+  ASSERT_TRUE(redis_.Start());
+  EXPECT_TRUE(IsBackedOff(gated.Ping()));  // its backoff has not passed
+  EXPECT_TRUE(writes.SetPersistent("k", "v").ok());
+  EXPECT_TRUE(health.available());
+  EXPECT_TRUE(gated.Ping().ok());
+  ::testing::internal::GetCapturedStderr();
 }
 
 }  // namespace

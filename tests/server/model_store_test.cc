@@ -172,6 +172,13 @@ TEST_F(ModelStoreTest, RedisDownOrRestartedEmptyLeavesReplicasServing) {
     gone = cb->Infer("mlp", {{"x", x_}}, false).status();
   }
   EXPECT_EQ(gone.code(), absl::StatusCode::kNotFound) << gone;
+  // One warning for the outage on each replica, and a line when it ended.
+  for (const char* replica : {"a", "b"}) {
+    const std::string log = ReadFile(LogPath(replica));
+    EXPECT_EQ(Count(log, "model store unavailable"), 1) << replica << "\n" << log;
+    EXPECT_EQ(Count(log, "model store " + redis_.url() + "/0 is back"), 1) << replica << "\n"
+                                                                           << log;
+  }
 }
 
 TEST_F(ModelStoreTest, ReRegisteredNameReachesTheOtherReplicas) {
