@@ -268,6 +268,15 @@ absl::StatusOr<std::optional<std::string>> RedisConnection::Get(absl::string_vie
   return std::optional<std::string>(std::move(r->text));
 }
 
+absl::StatusOr<std::optional<std::string>> RedisConnection::GetAndExpire(absl::string_view key,
+                                                                         absl::Duration ttl) {
+  const std::string ms = Millis(ttl);
+  absl::StatusOr<Reply> r = Command({"GETEX", key, "PX", ms});
+  if (!r.ok()) return r.status();
+  if (r->kind == Reply::kNil) return std::optional<std::string>();
+  return std::optional<std::string>(std::move(r->text));
+}
+
 absl::Status RedisConnection::Set(absl::string_view key, absl::string_view value,
                                   absl::Duration ttl) {
   const std::string ms = Millis(ttl);
@@ -298,13 +307,6 @@ absl::StatusOr<bool> RedisConnection::Delete(absl::string_view key) {
   absl::StatusOr<Reply> r = Command({"DEL", key});
   if (!r.ok()) return r.status();
   return r->integer > 0;
-}
-
-absl::StatusOr<bool> RedisConnection::Expire(absl::string_view key, absl::Duration ttl) {
-  const std::string ms = Millis(ttl);
-  absl::StatusOr<Reply> r = Command({"PEXPIRE", key, ms});
-  if (!r.ok()) return r.status();
-  return r->integer == 1;
 }
 
 absl::StatusOr<bool> RedisConnection::ExpireIfEquals(absl::string_view key, absl::string_view value,

@@ -108,6 +108,10 @@ class RedisConnection {
   absl::Status Ping();
   // nullopt: no such key.
   absl::StatusOr<std::optional<std::string>> Get(absl::string_view key);
+  // GETEX key PX ttl (Redis 6.2+): the value, its expiry restarted in the
+  // same round trip; nullopt: no such key.
+  absl::StatusOr<std::optional<std::string>> GetAndExpire(absl::string_view key,
+                                                          absl::Duration ttl);
   // SET key value PX ttl.
   absl::Status Set(absl::string_view key, absl::string_view value, absl::Duration ttl);
   // SET key value, with no expiry (the model store's state, not a cache).
@@ -120,8 +124,6 @@ class RedisConnection {
                                    absl::Duration ttl);
   // true when the key existed.
   absl::StatusOr<bool> Delete(absl::string_view key);
-  // PEXPIRE: true when the key exists (and now expires after `ttl`).
-  absl::StatusOr<bool> Expire(absl::string_view key, absl::Duration ttl);
   // The lease operations: only while the key still holds `value` (a Lua
   // script, atomic on the server), so a holder whose lease expired and was
   // taken over cannot renew or release the new holder's lease.

@@ -108,7 +108,11 @@ std::optional<DiskEntry> RemoteCache::Fetch(const KernelKey& key, bool* failed) 
   *failed = false;
   const std::string entry_key = EntryKey(key.hex);
   const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<std::optional<std::string>> got = lookups_.Get(entry_key);
+  // A used kernel stays: its ttl restarts in the same round trip as the
+  // read (GETEX). One that then fails its checks is deleted below; one for
+  // another identity or a larger bound keeps the restarted ttl (it is some
+  // replica's).
+  absl::StatusOr<std::optional<std::string>> got = lookups_.GetAndExpire(entry_key, options_.ttl);
   const double ms = MsSince(start);
   if (!got.ok()) {
     *failed = true;
@@ -147,7 +151,6 @@ std::optional<DiskEntry> RemoteCache::Fetch(const KernelKey& key, bool* failed) 
     absl::MutexLock lock(&mutex_);
     ++stats_.hits;
   }
-  (void)lookups_.Expire(entry_key, options_.ttl);  // a used kernel stays
   return entry;
 }
 

@@ -58,15 +58,25 @@ TEST_F(RedisConnectionTest, SetGetDeleteRoundTripBinaryValues) {
   EXPECT_FALSE(c.Get("k")->has_value());
 }
 
-TEST_F(RedisConnectionTest, TtlIsMillisecondsAndExpireExtendsIt) {
+TEST_F(RedisConnectionTest, TtlIsMillisecondsAndGetAndExpireExtendsIt) {
   RedisConnection c(Address(), {});
   ASSERT_TRUE(c.Set("short", "v", absl::Milliseconds(1500)).ok());
   const int pttl = std::stoi(redis_.Cli("PTTL short"));
   EXPECT_GT(pttl, 1000);
   EXPECT_LE(pttl, 1500);
-  EXPECT_EQ(*c.Expire("short", absl::Seconds(100)), true);
+  ASSERT_EQ(redis_.Cli("CONFIG RESETSTAT"), "OK\n");
+  auto got = c.GetAndExpire("short", absl::Seconds(100));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->value_or(""), "v");
   EXPECT_GT(std::stoi(redis_.Cli("PTTL short")), 90000);
-  EXPECT_EQ(*c.Expire("absent", absl::Seconds(1)), false);
+  auto absent = c.GetAndExpire("absent", absl::Seconds(1));
+  ASSERT_TRUE(absent.ok()) << absent.status();
+  EXPECT_FALSE(absent->has_value());
+  EXPECT_EQ(redis_.Cli("EXISTS absent"), "0\n");
+  // One command each, no separate PEXPIRE.
+  const std::string stats = redis_.Cli("INFO commandstats");
+  EXPECT_NE(stats.find("cmdstat_getex:calls=2,"), std::string::npos) << stats;
+  EXPECT_EQ(stats.find("cmdstat_pexpire"), std::string::npos) << stats;
   ASSERT_TRUE(c.Set("gone", "v", absl::Milliseconds(50)).ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_FALSE(c.Get("gone")->has_value());

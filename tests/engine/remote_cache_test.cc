@@ -132,10 +132,18 @@ TEST_F(RemoteCacheTest, ReplicaWithEmptyDiskGetsRemoteHitAndKeepsItOnDisk) {
   // TTL set on write.
   EXPECT_GT(std::stoll(redis_.Cli("PTTL kiln:kernel:" + first->key_hex)), 3600 * 1000);
 
+  // A hit restarts the TTL, in the read's own round trip (GETEX).
+  ASSERT_EQ(redis_.Cli("PEXPIRE kiln:kernel:" + first->key_hex + " 60000"), "1\n");
+  ASSERT_EQ(redis_.Cli("CONFIG RESETSTAT"), "OK\n");
   auto b = Replica();
   auto second = b->GetOrCompile(Spec(32), {});
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(second->source, CacheSource::kRemote);
+  EXPECT_GT(std::stoll(redis_.Cli("PTTL kiln:kernel:" + first->key_hex)), 3600 * 1000);
+  const std::string commands = redis_.Cli("INFO commandstats");
+  EXPECT_NE(commands.find("cmdstat_getex:calls=1,"), std::string::npos) << commands;
+  EXPECT_EQ(commands.find("cmdstat_pexpire"), std::string::npos) << commands;
+  EXPECT_EQ(commands.find("cmdstat_get:"), std::string::npos) << commands;
   EXPECT_EQ(second->compile_ms, first->compile_ms);  // the original compile
   ExpectKernelWorks(*second, 32);
   CacheStats stats = b->Stats();
