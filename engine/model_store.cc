@@ -16,7 +16,10 @@
 // behind (Remove does not know who else maps it) until an operator flushes it.
 // An unload is a tombstone, not a deleted key: a name the store does not know
 // (a Redis restarted empty) is no reason for a replica to drop what it
-// serves, an unload is.
+// serves, an unload is. Tombstones never expire, so one is written only over
+// a mapping (SET XX GET), or where the unloading replica served the name from
+// a store that has lost it since (SET NX: a publish meanwhile stays); an
+// unload of a name the store never had writes nothing.
 //
 // What is consistent when. Every replica keeps a view of each name it was
 // asked for: the content key it serves ("" for none from the store) and
@@ -129,12 +132,33 @@ absl::Status ModelStore::Publish(const std::string& name, int64_t version,
 }
 
 absl::StatusOr<bool> ModelStore::Remove(const std::string& name) {
-  absl::StatusOr<std::optional<std::string>> before =
-      records_.Exchange(options_.key_prefix + "name:" + name, kTombstone);
+  const std::string key = options_.key_prefix + "name:" + name;
+  bool served_from_store = false;
+  {
+    absl::MutexLock lock(&mutex_);
+    auto view = views_.find(name);
+    served_from_store = view != views_.end() && !view->second.content_key.empty();
+  }
+  // A tombstone only over a mapping (or an older tombstone): a name the
+  // store never had needs none, and would keep one forever.
+  absl::StatusOr<std::optional<std::string>> before = records_.ReplaceExisting(key, kTombstone);
   if (!before.ok()) return before.status();
+  bool removed = before->has_value() && **before != kTombstone;
+  if (!before->has_value() && served_from_store) {
+    // The store lost the name (Redis restarted empty) while replicas may
+    // serve it from the store: they need the tombstone. Create-only: a
+    // publish that landed meanwhile is newer than this unload and stays.
+    absl::StatusOr<bool> created = records_.CreatePersistent(key, kTombstone);
+    if (!created.ok()) return created.status();
+    removed = *created;
+  }
   absl::MutexLock lock(&mutex_);
-  views_[name] = View{"", absl::Now()};
-  return before->has_value() && **before != kTombstone;
+  // This replica reads the name again at its next request for it, with the
+  // content key it had: a load from the store that overtook the local unload
+  // (its mapping read before the tombstone) is dropped then, not served on.
+  auto view = views_.find(name);
+  if (view != views_.end()) view->second.checked = absl::InfinitePast();
+  return removed;
 }
 
 absl::StatusOr<std::optional<StoredName>> ModelStore::Lookup(const std::string& name) {
@@ -218,7 +242,7 @@ absl::Status ModelStore::ResolveNow(const std::string& name, const ModelStoreHoo
     if (served) hooks.unload(name);
     absl::MutexLock lock(&mutex_);
     views_[name].content_key.clear();
-    ++stats_.unloads;
+    if (served) ++stats_.unloads;
     return absl::OkStatus();
   }
   if (served && served_key == stored.content_key) return absl::OkStatus();

@@ -75,7 +75,9 @@ class ModelStore {
   // process); Unavailable when Redis is.
   absl::Status Publish(const std::string& name, int64_t version, absl::string_view record);
   // Marks `name` unloaded for every replica (a tombstone; the record stays:
-  // others may share it); true when it mapped a record.
+  // others may share it); true when it mapped a record, or when this replica
+  // served it from the store and the store has lost it. Writes nothing for a
+  // name the store never had.
   absl::StatusOr<bool> Remove(const std::string& name);
   // Brings this replica's copy of `name` in line with the store: loads the
   // mapped record when the name is not served here or serves another

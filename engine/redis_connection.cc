@@ -287,12 +287,19 @@ absl::Status RedisConnection::SetPersistent(absl::string_view key, absl::string_
   return Command({"SET", key, value}).status();
 }
 
-absl::StatusOr<std::optional<std::string>> RedisConnection::Exchange(absl::string_view key,
-                                                                     absl::string_view value) {
-  absl::StatusOr<Reply> r = Command({"SET", key, value, "GET"}, Replay::kOnlyIfUnsent);
+absl::StatusOr<std::optional<std::string>> RedisConnection::ReplaceExisting(
+    absl::string_view key, absl::string_view value) {
+  absl::StatusOr<Reply> r = Command({"SET", key, value, "XX", "GET"}, Replay::kOnlyIfUnsent);
   if (!r.ok()) return r.status();
   if (r->kind == Reply::kNil) return std::optional<std::string>();
   return std::optional<std::string>(std::move(r->text));
+}
+
+absl::StatusOr<bool> RedisConnection::CreatePersistent(absl::string_view key,
+                                                       absl::string_view value) {
+  absl::StatusOr<Reply> r = Command({"SET", key, value, "NX"}, Replay::kOnlyIfUnsent);
+  if (!r.ok()) return r.status();
+  return r->kind == Reply::kStatus;  // "OK"; nil when the key exists
 }
 
 absl::StatusOr<bool> RedisConnection::SetIfAbsent(absl::string_view key, absl::string_view value,

@@ -116,9 +116,13 @@ class RedisConnection {
   absl::Status Set(absl::string_view key, absl::string_view value, absl::Duration ttl);
   // SET key value, with no expiry (the model store's state, not a cache).
   absl::Status SetPersistent(absl::string_view key, absl::string_view value);
-  // SET key value GET (Redis 6.2+): the value before, nullopt if none.
-  absl::StatusOr<std::optional<std::string>> Exchange(absl::string_view key,
-                                                      absl::string_view value);
+  // SET key value XX GET (Redis 6.2+): replaces an existing
+  // key's value, keeping no expiry; the value before, or nullopt when there
+  // was no key (and nothing was written).
+  absl::StatusOr<std::optional<std::string>> ReplaceExisting(absl::string_view key,
+                                                             absl::string_view value);
+  // SET key value NX, with no expiry: true when this call created the key.
+  absl::StatusOr<bool> CreatePersistent(absl::string_view key, absl::string_view value);
   // SET key value NX PX ttl: true when this call created the key.
   absl::StatusOr<bool> SetIfAbsent(absl::string_view key, absl::string_view value,
                                    absl::Duration ttl);

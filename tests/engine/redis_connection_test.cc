@@ -82,19 +82,28 @@ TEST_F(RedisConnectionTest, TtlIsMillisecondsAndGetAndExpireExtendsIt) {
   EXPECT_FALSE(c.Get("gone")->has_value());
 }
 
-// The model store's state: no expiry, and a swap that says what was there.
-TEST_F(RedisConnectionTest, PersistentSetHasNoTtlAndExchangeReturnsThePreviousValue) {
+// The model store's state: no expiry, a swap of an existing key that says
+// what was there (and writes nothing where there was none), a create-only set.
+TEST_F(RedisConnectionTest, PersistentSetsHaveNoTtlReplaceOnlyExistingAndCreateOnlyNew) {
   RedisConnection c(Address(), {});
   ASSERT_TRUE(c.SetPersistent("state", "one").ok());
   EXPECT_EQ(std::stoi(redis_.Cli("PTTL state")), -1);  // -1: exists without expiry
-  auto before = c.Exchange("state", "two");
+  auto before = c.ReplaceExisting("state", "two");
   ASSERT_TRUE(before.ok()) << before.status();
   EXPECT_EQ(*before, std::optional<std::string>("one"));
   EXPECT_EQ(**c.Get("state"), "two");
   EXPECT_EQ(std::stoi(redis_.Cli("PTTL state")), -1);
-  auto fresh = c.Exchange("new", "v");
+  auto fresh = c.ReplaceExisting("new", "v");
   ASSERT_TRUE(fresh.ok()) << fresh.status();
   EXPECT_FALSE(fresh->has_value());
+  EXPECT_FALSE(c.Get("new")->has_value());
+  auto created = c.CreatePersistent("new", "v");
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_TRUE(*created);
+  EXPECT_EQ(std::stoi(redis_.Cli("PTTL new")), -1);
+  auto again = c.CreatePersistent("new", "w");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(*again);
   EXPECT_EQ(**c.Get("new"), "v");
 }
 

@@ -133,6 +133,9 @@ TEST_F(ModelStoreTest, UnloadOnOneReplicaRemovesTheNameFromEvery) {
   EXPECT_EQ(RedisGet("kiln:model:name:mlp"), "-");
   // ... and once more is NOT_FOUND: nothing serves it anywhere.
   EXPECT_EQ(cc->UnloadModel("mlp").code(), absl::StatusCode::kNotFound);
+  // A name nobody ever had leaves nothing behind in Redis.
+  EXPECT_EQ(cc->UnloadModel("nobody").code(), absl::StatusCode::kNotFound);
+  EXPECT_FALSE(RedisGet("kiln:model:name:nobody").has_value());
 }
 
 TEST_F(ModelStoreTest, RedisDownOrRestartedEmptyLeavesReplicasServing) {
