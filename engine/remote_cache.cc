@@ -60,7 +60,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
-#include "common/ms_since.h"
 
 namespace kiln::engine {
 
@@ -113,20 +112,16 @@ std::optional<DiskEntry> RemoteCache::Fetch(const KernelKey& key, bool* failed) 
   // another identity or a larger bound keeps the restarted ttl (it is some
   // replica's).
   absl::StatusOr<std::optional<std::string>> got = lookups_.GetAndExpire(entry_key, options_.ttl);
-  const double ms = MsSince(start);
+  const int64_t ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count();
   if (!got.ok()) {
     *failed = true;
     return std::nullopt;
   }
   {
     absl::MutexLock lock(&mutex_);
-    ++stats_.lookups;
-    stats_.lookup_ms_total += ms;
-    size_t bucket = 0;
-    while (bucket < kRemoteLatencyBoundsMs.size() && ms > kRemoteLatencyBoundsMs[bucket]) {
-      ++bucket;
-    }
-    ++stats_.lookup_ms_buckets[bucket];
+    stats_.lookups.Add(ns);
   }
   if (!got->has_value()) return std::nullopt;
   const std::string& bytes = **got;

@@ -5,7 +5,6 @@
 #ifndef KILN_ENGINE_REMOTE_CACHE_H_
 #define KILN_ENGINE_REMOTE_CACHE_H_
 
-#include <array>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -19,6 +18,7 @@
 #include "absl/time/time.h"
 #include "engine/cache_key.h"
 #include "engine/disk_cache.h"
+#include "engine/latency_histogram.h"
 #include "engine/redis_connection.h"
 
 namespace kiln::engine {
@@ -41,9 +41,6 @@ struct RemoteCacheOptions {
   std::string key_prefix = "kiln:kernel:";
 };
 
-// Upper bounds (ms) of the lookup latency buckets; the last bucket is +Inf.
-inline constexpr std::array<double, 7> kRemoteLatencyBoundsMs = {1, 2, 5, 10, 50, 100, 500};
-
 struct RemoteCacheStats {
   bool enabled = false;
   bool available = false;  // false from a failure until a command succeeds again
@@ -58,9 +55,7 @@ struct RemoteCacheStats {
   int64_t lease_waits = 0;      // waited on another replica's compile
   int64_t lease_wait_hits = 0;  // ... and got its entry
   int64_t lease_timeouts = 0;   // ... and compiled itself after all
-  int64_t lookups = 0;          // GETs of entries timed below
-  double lookup_ms_total = 0;
-  std::array<int64_t, kRemoteLatencyBoundsMs.size() + 1> lookup_ms_buckets{};
+  LatencyHistogram lookups;     // GETs of entries that Redis answered
 };
 
 class RemoteCache;

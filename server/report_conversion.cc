@@ -94,8 +94,8 @@ void FillCacheStats(const engine::CacheStats& stats, kiln::v1::GetCacheStatsResp
     remote->set_lease_waits(r.lease_waits);
     remote->set_lease_wait_hits(r.lease_wait_hits);
     remote->set_lease_timeouts(r.lease_timeouts);
-    remote->set_lookups(r.lookups);
-    remote->set_lookup_ms_total(r.lookup_ms_total);
+    remote->set_lookups(r.lookups.count);
+    remote->set_lookup_ms_total(static_cast<double>(r.lookups.sum_ns) / 1e6);
   }
   out->set_tuning_records(stats.tuning_records_here);
   out->set_tuning_records_total(stats.tuning_records_total);

@@ -69,9 +69,15 @@ void WriteInferenceStatistics(const std::vector<engine::ModelStatsSnapshot>& mod
   }
 }
 
+void WriteLatency(absl::string_view name, const Labels& labels, const engine::LatencyHistogram& h,
+                  PrometheusText& out) {
+  static const std::vector<double> bounds(engine::kLatencyBucketsSeconds.begin(),
+                                          engine::kLatencyBucketsSeconds.end());
+  out.Histogram(name, labels, bounds, std::vector<int64_t>(h.counts.begin(), h.counts.end()),
+                h.sum_ns / kNsPerSecond);
+}
+
 void WriteLatencyHistograms(const std::vector<engine::ModelLatency>& models, PrometheusText& out) {
-  const std::vector<double> bounds(engine::kLatencyBucketsSeconds.begin(),
-                                   engine::kLatencyBucketsSeconds.end());
   struct Family {
     const char* name;
     const char* help;
@@ -89,10 +95,7 @@ void WriteLatencyHistograms(const std::vector<engine::ModelLatency>& models, Pro
   for (const Family& f : families) {
     out.Family(f.name, "histogram", f.help);
     for (const engine::ModelLatency& m : models) {
-      const engine::LatencyHistogram& h = m.*(f.histogram);
-      out.Histogram(f.name, ModelLabels(m.name, m.version), bounds,
-                    std::vector<int64_t>(h.counts.begin(), h.counts.end()),
-                    h.sum_ns / kNsPerSecond);
+      WriteLatency(f.name, ModelLabels(m.name, m.version), m.*(f.histogram), out);
     }
   }
 }
@@ -128,12 +131,8 @@ void WriteRemoteCache(const engine::RemoteCacheStats& r, PrometheusText& out) {
   out.Sample("kiln_remote_cache_leases_total", {{"event", "wait_hit"}}, r.lease_wait_hits);
   out.Sample("kiln_remote_cache_leases_total", {{"event", "wait_timeout"}}, r.lease_timeouts);
   out.Family("kiln_remote_cache_lookup_seconds", "histogram",
-             "Time of remote cache lookups (one GET of an entry).");
-  std::vector<double> bounds;
-  for (double ms : engine::kRemoteLatencyBoundsMs) bounds.push_back(ms / 1e3);
-  out.Histogram("kiln_remote_cache_lookup_seconds", {}, bounds,
-                std::vector<int64_t>(r.lookup_ms_buckets.begin(), r.lookup_ms_buckets.end()),
-                r.lookup_ms_total / 1e3);
+             "Time of remote cache lookups (one GETEX of an entry).");
+  WriteLatency("kiln_remote_cache_lookup_seconds", {}, r.lookups, out);
 }
 
 void WriteCache(const engine::CacheStats& cache, PrometheusText& out) {

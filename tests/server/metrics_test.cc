@@ -259,6 +259,10 @@ TEST_F(MetricsTest, TheRemoteTierIsOnThePageWithItsHitsMissesLeasesAndLatency) {
   EXPECT_EQ(Get(b, "kiln_remote_cache_corrupt_entries_total{}"), 0);
   EXPECT_EQ(Get(b, "kiln_remote_cache_lookup_seconds_count{}"), 4);
   EXPECT_EQ(Get(b, "kiln_remote_cache_lookup_seconds_bucket{le=\"+Inf\"}"), 4);
+  // The request histograms' buckets (engine::LatencyHistogram), 100 us to 10 s:
+  // four loopback GETs well within 10 s.
+  EXPECT_EQ(b.count("kiln_remote_cache_lookup_seconds_bucket{le=\"0.0001\"}"), 1u) << page_;
+  EXPECT_EQ(Get(b, "kiln_remote_cache_lookup_seconds_bucket{le=\"10\"}"), 4);
   EXPECT_GT(Get(b, "kiln_remote_cache_lookup_seconds_sum{}"), 0);
 }
 
