@@ -95,6 +95,7 @@ class ModelStore {
   absl::StatusOr<std::optional<StoredName>> Lookup(const std::string& name);
 
   ModelStoreStats stats() const;
+  int64_t max_model_bytes() const { return options_.max_model_bytes; }
 
  private:
   // This replica's view of one name.

@@ -206,7 +206,7 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
     models_->states().Failed(name, compiled.status());
   }
   if (compiled.ok() && publish && store_ != nullptr) {
-    PublishToStore(request, name, compiled->version());
+    PublishToStore(request, name, compiled->version(), external_data_dir);
   }
   if (compiled.ok() && !beside) {
     // The name serves this one model now, not the repository's versions.

@@ -127,9 +127,11 @@ class CompilerService final : public kiln::v1::Compiler::Service {
       const std::string& external_data_dir = "", bool beside = false, bool publish = true);
   // The model's bytes and options (not its name, version or `replace`) to
   // the model store under `name` at `version`; a failure is logged (the
-  // model is served here all the same).
+  // model is served here all the same). An ONNX model's external data in
+  // `external_data_dir` is read into the record (other replicas lack the
+  // directory); a model whose data does not fit is not published (logged).
   void PublishToStore(const kiln::v1::CompileModelRequest& request, const std::string& name,
-                      int64_t version);
+                      int64_t version, const std::string& external_data_dir);
   // With a model store, `identity` as the cluster sees the name: from the
   // name's mapping alone (a few bytes), never by loading the model it maps.
   // AlreadyExists for another model without `replace`; with it, or for the

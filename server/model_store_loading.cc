@@ -3,7 +3,9 @@
 // `replace`, serialized deterministically, so the same model and options
 // always make the same content key), and loading one as a compile that is
 // not published again (a replica re-publishing what it just read could put
-// back a mapping another replica had just replaced).
+// back a mapping another replica had just replaced). A repository model's
+// ONNX external data is read into the record: the other replicas have no
+// such directory.
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -11,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "compiler/frontend/onnx_importer.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "server/compiler_service.h"
@@ -35,12 +38,36 @@ std::string StoreRecord(const kiln::v1::CompileModelRequest& request) {
 }  // namespace
 
 void CompilerService::PublishToStore(const kiln::v1::CompileModelRequest& request,
-                                     const std::string& name, int64_t version) {
-  absl::Status s = store_->Publish(name, version, StoreRecord(request));
-  // Too large: the store logged it once.
-  if (s.ok() || absl::IsResourceExhausted(s)) return;
+                                     const std::string& name, int64_t version,
+                                     const std::string& external_data_dir) {
   LogContext context;
   context.model = name;
+  absl::Status s;
+  if (!external_data_dir.empty() && request.has_onnx_model()) {
+    // Other replicas have no such directory: the record carries the data.
+    absl::StatusOr<std::optional<std::string>> inlined =
+        InlineOnnxExternalData(request.onnx_model(), external_data_dir, store_->max_model_bytes());
+    if (!inlined.ok()) {
+      Log(LogLevel::kWarning, "model_store",
+          absl::StrCat("version ", version,
+                       " not published, other replicas will not serve it: its ONNX external data "
+                       "cannot go into the model store (",
+                       inlined.status().message(), ")"),
+          context);
+      return;
+    }
+    if (inlined->has_value()) {
+      kiln::v1::CompileModelRequest whole = request;
+      whole.set_onnx_model(**std::move(inlined));
+      s = store_->Publish(name, version, StoreRecord(whole));
+    } else {
+      s = store_->Publish(name, version, StoreRecord(request));
+    }
+  } else {
+    s = store_->Publish(name, version, StoreRecord(request));
+  }
+  // Too large: the store logged it once.
+  if (s.ok() || absl::IsResourceExhausted(s)) return;
   Log(LogLevel::kWarning, "model_store",
       absl::StrCat("not published, other replicas will not serve it: ", s.message()), context);
 }

@@ -7,13 +7,16 @@
 #include <unistd.h>
 
 #include <functional>
+#include <limits>
 #include <map>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "compiler/frontend/onnx_importer.h"
 
 namespace kiln {
 namespace {
@@ -123,10 +126,13 @@ class Loader {
       return absl::InvalidArgumentError(absl::StrCat(what, ": short read of '", location, "'"));
     }
     loaded_ += length;
+    ++inlined_;
     t.clear_external_data();
     t.set_data_location(onnx::TensorProto::DEFAULT);
     return absl::OkStatus();
   }
+
+  int64_t inlined() const { return inlined_; }
 
   absl::Status Load(onnx::GraphProto& g) {
     for (onnx::TensorProto& t : *g.mutable_initializer()) KILN_RETURN_IF_ERROR(Load(t));
@@ -148,18 +154,43 @@ class Loader {
   std::string root_;
   int64_t max_bytes_;
   int64_t loaded_ = 0;
+  int64_t inlined_ = 0;  // tensors read in
 };
+
+absl::Status LoadInto(Loader& loader, onnx::ModelProto& model) {
+  KILN_RETURN_IF_ERROR(loader.Load(*model.mutable_graph()));
+  for (onnx::FunctionProto& f : *model.mutable_functions()) {
+    for (onnx::NodeProto& n : *f.mutable_node()) KILN_RETURN_IF_ERROR(loader.Load(n));
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
 absl::Status LoadExternalData(onnx::ModelProto& model, const std::string& dir,
                               int64_t max_bytes) {
   Loader loader(dir, max_bytes);
-  KILN_RETURN_IF_ERROR(loader.Load(*model.mutable_graph()));
-  for (onnx::FunctionProto& f : *model.mutable_functions()) {
-    for (onnx::NodeProto& n : *f.mutable_node()) KILN_RETURN_IF_ERROR(loader.Load(n));
+  return LoadInto(loader, model);
+}
+
+absl::StatusOr<std::optional<std::string>> InlineOnnxExternalData(absl::string_view bytes,
+                                                                  const std::string& dir,
+                                                                  int64_t max_bytes) {
+  onnx::ModelProto model;
+  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max()) ||
+      !model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return absl::InvalidArgumentError("the bytes are no ONNX model");
   }
-  return absl::OkStatus();
+  Loader loader(dir, max_bytes);
+  KILN_RETURN_IF_ERROR(LoadInto(loader, model));
+  if (loader.inlined() == 0) return std::optional<std::string>();
+  std::string out;
+  if (model.ByteSizeLong() > static_cast<size_t>(std::numeric_limits<int>::max()) ||
+      !model.SerializeToString(&out)) {
+    return absl::ResourceExhaustedError(
+        "the model with its external data read in is past protobuf's 2 GiB");
+  }
+  return std::optional<std::string>(std::move(out));
 }
 
 }  // namespace kiln

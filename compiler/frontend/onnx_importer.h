@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -84,6 +85,15 @@ std::vector<std::string> InputsThatDecideShapes(const absl::Status& status);
 
 // The ONNX operator types the importer converts, sorted.
 std::vector<std::string> SupportedOnnxOps();
+
+// The ONNX model `bytes` made self-contained, its external data read in
+// from `dir` as OnnxImportOptions::external_data_dir is (same checks and
+// errors; ResourceExhausted past `max_bytes` in all), so that it loads
+// without the directory (the model store's records). nullopt when it keeps
+// no data outside. InvalidArgument for bytes that are no ONNX model.
+absl::StatusOr<std::optional<std::string>> InlineOnnxExternalData(absl::string_view bytes,
+                                                                  const std::string& dir,
+                                                                  int64_t max_bytes);
 
 }  // namespace kiln
 

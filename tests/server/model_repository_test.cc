@@ -10,14 +10,17 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "grpcpp/grpcpp.h"
-#include "onnx/onnx_pb.h"
 #include "gtest/gtest.h"
+#include "onnx/onnx_pb.h"
+#include "tests/server/external_data_model.h"
 #include "tests/server/server_fixture.h"
 
 namespace kiln {
 namespace {
 
 using ::kiln::testing::AddInput;
+using ::kiln::testing::ExternalDataModel;
+using ::kiln::testing::ExternalDataWeights;
 using ::kiln::testing::Fixture;
 using ::kiln::testing::Floats;
 using ::kiln::testing::MlpGraph;
@@ -97,52 +100,6 @@ TEST(ModelRepositoryTest, LoadsTheHighestVersionOfEachModelAndNothingFromOutside
   (*server)->Shutdown();
 }
 
-// x [2, 3] @ w [3, 2] + b [2], w and b kept in `weights` (w's 24 bytes, then
-// b's 8) as ONNX external data at `location`.
-std::string ExternalDataModel(const std::string& location) {
-  onnx::ModelProto model;
-  model.set_ir_version(8);
-  model.add_opset_import()->set_version(13);
-  onnx::GraphProto* g = model.mutable_graph();
-  g->set_name("affine");
-  onnx::NodeProto* mm = g->add_node();
-  mm->set_op_type("MatMul");
-  mm->add_input("x");
-  mm->add_input("w");
-  mm->add_output("xw");
-  onnx::NodeProto* add = g->add_node();
-  add->set_op_type("Add");
-  add->add_input("xw");
-  add->add_input("b");
-  add->add_output("y");
-  auto external = [&](const char* name, std::vector<int64_t> dims, int offset, int length) {
-    onnx::TensorProto* t = g->add_initializer();
-    t->set_name(name);
-    t->set_data_type(onnx::TensorProto::FLOAT);
-    for (int64_t d : dims) t->add_dims(d);
-    t->set_data_location(onnx::TensorProto::EXTERNAL);
-    for (const auto& [k, v] : {std::pair<std::string, std::string>{"location", location},
-                               {"offset", std::to_string(offset)},
-                               {"length", std::to_string(length)}}) {
-      onnx::StringStringEntryProto* e = t->add_external_data();
-      e->set_key(k);
-      e->set_value(v);
-    }
-  };
-  external("w", {3, 2}, 0, 24);
-  external("b", {2}, 24, 8);
-  auto value = [](onnx::ValueInfoProto* v, const char* name, std::vector<int64_t> dims) {
-    v->set_name(name);
-    v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
-    for (int64_t d : dims) {
-      v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
-    }
-  };
-  value(g->add_input(), "x", {2, 3});
-  value(g->add_output(), "y", {2, 2});
-  return model.SerializeAsString();
-}
-
 // External data is read from the model's own directory, and from nowhere
 // else: not through "..", an absolute path or a symlink out.
 TEST(ModelRepositoryTest, ExternalDataLoadsFromInsideTheModelsDirectoryOnly) {
@@ -150,9 +107,7 @@ TEST(ModelRepositoryTest, ExternalDataLoadsFromInsideTheModelsDirectoryOnly) {
   const std::string root = std::string(tmp != nullptr ? tmp : "/tmp") + "/kiln_repo_external";
   const std::string repo = root + "/repo";
   std::system(("rm -rf " + root).c_str());
-  const std::vector<float> w = {1, 2, 3, 4, 5, 6}, b = {0.5f, -1};
-  std::string weights(reinterpret_cast<const char*>(w.data()), 24);
-  weights.append(reinterpret_cast<const char*>(b.data()), 8);
+  const std::string weights = ExternalDataWeights();
   Write(repo + "/affine/1/model.onnx", ExternalDataModel("weights.bin"));
   Write(repo + "/affine/1/weights.bin", weights);
   Write(root + "/outside/weights.bin", weights);

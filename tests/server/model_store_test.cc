@@ -18,6 +18,8 @@
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "gtest/gtest.h"
+#include "onnx/onnx_pb.h"
+#include "tests/server/external_data_model.h"
 #include "tests/server/replica_fixture.h"
 #include "tests/server/server_process.h"
 #include "tests/test_util/redis_server.h"
@@ -263,6 +265,51 @@ TEST_F(ModelStoreTest, CompileChecksTheNameWithoutTheRecord) {
   EXPECT_EQ(replaced->version(), 3);
   EXPECT_EQ(RedisGet("kiln:model:name:mlp")->substr(64), " 3");
   EXPECT_EQ(Count(ReadFile(LogPath("b")), "from the model store"), 0) << ReadFile(LogPath("b"));
+}
+
+// A repository model keeping its weights as ONNX external data is published
+// with them read in: a replica without the repository serves it.
+TEST_F(ModelStoreTest, RepositoryModelWithExternalDataIsServedByAReplicaWithoutIt) {
+  const std::string repo = dir_ + "/repo";
+  ASSERT_EQ(std::system(("mkdir -p " + repo + "/affine/1").c_str()), 0);
+  std::ofstream(repo + "/affine/1/model.onnx") << testing::ExternalDataModel("weights.bin");
+  std::ofstream(repo + "/affine/1/weights.bin") << testing::ExternalDataWeights();
+  auto a = Replica("a", {"--model-repository=" + repo});
+  auto b = Replica("b");
+  auto cb = Connect(*b);
+  ASSERT_NE(cb, nullptr);
+  std::optional<std::string> mapping;
+  for (int i = 0; i < 100 && !mapping; ++i) {
+    mapping = RedisGet("kiln:model:name:affine");
+    if (!mapping) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(mapping.has_value()) << ReadFile(LogPath("a"));
+  // The record is self-contained: no tensor keeps its data outside.
+  std::optional<std::string> record = RedisGet("kiln:model:record:" + mapping->substr(0, 64));
+  ASSERT_TRUE(record.has_value());
+  kiln::v1::CompileModelRequest stored;
+  ASSERT_TRUE(stored.ParseFromString(*record));
+  onnx::ModelProto model;
+  ASSERT_TRUE(model.ParseFromString(stored.onnx_model()));
+  ASSERT_EQ(model.graph().initializer_size(), 2);
+  for (const onnx::TensorProto& t : model.graph().initializer()) {
+    EXPECT_NE(t.data_location(), onnx::TensorProto::EXTERNAL) << t.name();
+    EXPECT_EQ(t.external_data_size(), 0) << t.name();
+  }
+
+  client::NpyArray x;
+  x.datatype = "FP32";
+  x.shape = {2, 3};
+  const std::vector<float> xs = {1, 0, -1, 2, 1, 0};
+  x.data.assign(reinterpret_cast<const char*>(xs.data()), 24);
+  auto r = cb->Infer("affine", {{"x", x}}, false);
+  ASSERT_TRUE(r.ok()) << r.status() << "\n" << ReadFile(LogPath("b"));
+  ASSERT_EQ(r->outputs.size(), 1u);
+  std::vector<float> y(4);
+  ASSERT_EQ(r->outputs[0].second.data.size(), 16u);
+  std::memcpy(y.data(), r->outputs[0].second.data.data(), 16);
+  // [1 0 -1] @ [[1 2] [3 4] [5 6]] = [-4 -4]; [2 1 0] @ ... = [5 8]; + [0.5 -1].
+  EXPECT_EQ(y, (std::vector<float>{-3.5f, -5.0f, 5.5f, 7.0f}));
 }
 
 TEST_F(ModelStoreTest, ModelOverTheBoundIsNotStoredAndLoggedOnce) {
