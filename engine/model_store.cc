@@ -46,9 +46,10 @@
 // first (Lookup: the few bytes of "<content key> <version>", never the
 // record), so `replace` and version numbers mean the same cluster-wide (a
 // name another replica registered is ALREADY_EXISTS without replace, the
-// same model takes its version). Versions: the store
-// maps a name to one version, the last compiled; a replica loads that record
-// as that version.
+// same model takes its version). Versions: the store maps a name to one
+// version: the last compiled, or of a repository's versions served beside
+// each other the highest (what a request naming none gets there, whichever
+// compile ends last); a replica loads that record as that version, alone.
 // Redis unavailable: each replica serves what it has (a name it does not
 // have answers NOT_FOUND); after a failed command (one warning per outage,
 // RedisHealth) mapping reads ask Redis again only after a backoff (250 ms

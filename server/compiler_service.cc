@@ -206,7 +206,19 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::Compile(
     models_->states().Failed(name, compiled.status());
   }
   if (compiled.ok() && publish && store_ != nullptr) {
-    PublishToStore(request, name, compiled->version(), external_data_dir);
+    if (!beside) {
+      PublishToStore(request, name, compiled->version(), external_data_dir);
+    } else {
+      // The store maps a name to one version: of a repository's, the
+      // highest served here (what a request naming none gets), not the one
+      // whose compile ended last. Checked and published under one lock, so
+      // that a lower version's publish cannot land after a higher one's.
+      absl::MutexLock lock(&publish_mutex_);
+      const std::vector<int64_t> versions = models_->Versions(name);
+      if (!versions.empty() && versions.back() == compiled->version()) {
+        PublishToStore(request, name, compiled->version(), external_data_dir);
+      }
+    }
   }
   if (compiled.ok() && !beside) {
     // The name serves this one model now, not the repository's versions.

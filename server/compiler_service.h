@@ -151,6 +151,8 @@ class CompilerService final : public kiln::v1::Compiler::Service {
   CompileLimits limits_;
   std::shared_ptr<const TokenTable> tokens_;
   CompileSlots compile_slots_;
+  // Serializes repository versions' publishes (Compile).
+  absl::Mutex publish_mutex_;
   mutable absl::Mutex repository_mutex_;
   std::map<std::string, inference::ModelVersionPolicy> policies_
       ABSL_GUARDED_BY(repository_mutex_);

@@ -312,6 +312,43 @@ TEST_F(ModelStoreTest, RepositoryModelWithExternalDataIsServedByAReplicaWithoutI
   EXPECT_EQ(y, (std::vector<float>{-3.5f, -5.0f, 5.5f, 7.0f}));
 }
 
+// A repository serving versions 1 and 3 (version_policy all, compiled at
+// once) maps the name to version 3 in the store, what a request naming no
+// version gets, however the compiles end: version 1 is the larger model, so
+// it usually ends last.
+TEST_F(ModelStoreTest, RepositoryVersionsPublishTheHighest) {
+  const std::string repo = dir_ + "/repo";
+  ASSERT_EQ(std::system(("mkdir -p " + repo + "/m/1 " + repo + "/m/3").c_str()), 0);
+  std::ofstream(repo + "/m/config.pbtxt") << "name: \"m\"\nversion_policy: { all: {} }\n";
+  std::ofstream(repo + "/m/1/model.pbtxt") << ReadFile("examples/mlp.pbtxt");
+  std::ofstream(repo + "/m/3/model.onnx") << testing::ExternalDataModel("weights.bin");
+  std::ofstream(repo + "/m/3/weights.bin") << testing::ExternalDataWeights();
+  auto a = Replica("a", {"--model-repository=" + repo});
+  auto ca = Connect(*a);
+  ASSERT_NE(ca, nullptr);
+  std::string log;
+  for (int i = 0; i < 200; ++i) {
+    log = ReadFile(LogPath("a"));
+    if (Count(log, "from the repository") == 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(Count(log, "loaded version 1 from the repository"), 1) << log;
+  ASSERT_EQ(Count(log, "loaded version 3 from the repository"), 1) << log;
+  std::optional<std::string> mapping = RedisGet("kiln:model:name:m");
+  ASSERT_TRUE(mapping.has_value());
+  EXPECT_EQ(mapping->substr(64), " 3");
+  // Another replica serves version 3: the affine model's [2, 3] input.
+  auto b = Replica("b");
+  auto cb = Connect(*b);
+  ASSERT_NE(cb, nullptr);
+  auto metadata = cb->ModelMetadata("m");
+  ASSERT_TRUE(metadata.ok()) << metadata.status();
+  ASSERT_EQ(metadata->versions_size(), 1);
+  EXPECT_EQ(metadata->versions(0), "3");
+  ASSERT_EQ(metadata->inputs(0).shape_size(), 2);
+  EXPECT_EQ(metadata->inputs(0).shape(1), 3);
+}
+
 TEST_F(ModelStoreTest, ModelOverTheBoundIsNotStoredAndLoggedOnce) {
   // The bound is in MiB: a 1 MiB bound and a graph carrying an unused
   // 1.5 MiB constant.
