@@ -1,6 +1,7 @@
 // One connection to a Redis server (hiredis underneath, its headers only in the
-// .cc): the few commands the remote kernel cache tier needs, each bounded by a
-// timeout and returning absl::Status instead of hiredis's error fields.
+// .cc): the few commands the remote kernel cache tier and the model store
+// need, each bounded by a timeout and returning absl::Status instead of
+// hiredis's error fields; and RedisHealth, what a client's connections share.
 #ifndef KILN_ENGINE_REDIS_CONNECTION_H_
 #define KILN_ENGINE_REDIS_CONNECTION_H_
 
@@ -116,9 +117,9 @@ class RedisConnection {
   absl::Status Set(absl::string_view key, absl::string_view value, absl::Duration ttl);
   // SET key value, with no expiry (the model store's state, not a cache).
   absl::Status SetPersistent(absl::string_view key, absl::string_view value);
-  // SET key value XX GET (Redis 6.2+): replaces an existing
-  // key's value, keeping no expiry; the value before, or nullopt when there
-  // was no key (and nothing was written).
+  // SET key value XX GET (Redis 6.2+): replaces an existing key's value,
+  // with no expiry; the value before, or nullopt when there was no key (and
+  // nothing was written).
   absl::StatusOr<std::optional<std::string>> ReplaceExisting(absl::string_view key,
                                                              absl::string_view value);
   // SET key value NX, with no expiry: true when this call created the key.
