@@ -119,6 +119,13 @@ absl::Status ConvertDropout(Converter& c, const onnx::NodeProto& n) {
 absl::Status ConvertGemm(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* a, c.Value(n, 0));
   KILN_ASSIGN_OR_RETURN(Node* b, c.Value(n, 1));
+  // Everything below reads A's and B's two dims (fuzz/onnx_converter_fuzzer
+  // found a 1-D B read past its shape); ONNX's Gemm takes only matrices.
+  if (a->type.rank() != 2 || b->type.rank() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("node '", n.name(), "' (Gemm): A and B must be 2-D; got ", a->type.ToString(),
+                     " and ", b->type.ToString()));
+  }
   const float alpha = FloatAttr(n, "alpha", 1), beta = FloatAttr(n, "beta", 1);
   if (IntAttr(n, "transA", 0)) {
     KILN_ASSIGN_OR_RETURN(a, c.Add(n, "transpose", {a}, TransposeAttrs{{1, 0}}, "/transA"));

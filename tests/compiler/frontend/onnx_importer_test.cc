@@ -227,6 +227,44 @@ TEST(OnnxImporterTest, AxesOutsideTheInputsRankAreInvalidArgumentNotACrash) {
   EXPECT_TRUE(last.ok()) << last.status();
 }
 
+// Gemm reads two dims of A and B: a 1-D or 3-D operand is refused by Kiln's
+// own converter, not only by libonnx's checker (off here, as for
+// fuzz/onnx_converter_fuzzer, which found a 1-D B read past its shape).
+TEST(OnnxImporterTest, GemmOperandsThatAreNotMatricesAreInvalidArgument) {
+  struct Case {
+    std::vector<int64_t> a, b;
+    bool ok;
+  };
+  for (const Case& t : {Case{{3, 3}, {3, 3}, true}, Case{{2, 3}, {3}, false},
+                        Case{{2, 3}, {1, 3, 4}, false}, Case{{3}, {3, 4}, false}}) {
+    SCOPED_TRACE(::testing::PrintToString(t.a) + " x " + ::testing::PrintToString(t.b));
+    onnx::ModelProto model;
+    ASSERT_TRUE(model.ParseFromString(OneNodeModel("Gemm", t.a, "transB", 0)));
+    onnx::GraphProto* g = model.mutable_graph();
+    g->mutable_node(0)->add_input("b");
+    g->mutable_node(0)->add_input("b");  // as bias too: a per-column one when B is 1-D
+    onnx::TensorProto* b = g->add_initializer();
+    b->set_name("b");
+    b->set_data_type(onnx::TensorProto::FLOAT);
+    int64_t elements = 1;
+    for (int64_t d : t.b) {
+      b->add_dims(d);
+      elements *= d;
+    }
+    for (int64_t i = 0; i < elements; ++i) b->add_float_data(1.0f);
+    OnnxImportOptions options;
+    options.libonnx_checks = false;
+    absl::StatusOr<Graph> graph =
+        ImportOnnxModel(model.SerializeAsString(), OpRegistry::Default(), options);
+    if (t.ok) {
+      EXPECT_TRUE(graph.ok()) << graph.status();
+      continue;
+    }
+    EXPECT_EQ(graph.status().code(), absl::StatusCode::kInvalidArgument) << graph.status();
+    EXPECT_THAT(std::string(graph.status().message()), HasSubstr("must be 2-D"));
+  }
+}
+
 // libonnx's checker and shape inference run in-process on untrusted bytes:
 // the attribute values that crashed them are refused before they run.
 TEST(OnnxImporterTest, AttributesThatCrashedLibOnnxAreInvalidArgument) {
