@@ -5,9 +5,12 @@
 #   scripts/fuzz.sh all SECONDS       every target, one after the other
 # The corpus grows in a work dir, /tmp/kiln-fuzz-work/<target>/ (or
 # $KILN_FUZZ_WORK/<target>/), never in the repo: its seeds, fuzz/corpus/<target>/
-# or the corpus fuzz/BUILD names for it, are copied in at each run. Prints each target's executions and exec/s and the path of any
-# crash reproducer (copy it to fuzz/regressions/<target>/ to keep it); exits 1
-# when any target crashed, leaked, ran out of memory or timed out.
+# or the corpus fuzz/BUILD names for it, are copied in at each run. Prints each
+# target's executions and exec/s, and for a crash the path of its reproducer
+# (copy it to fuzz/regressions/<target>/ to keep it), the sanitizer's report and
+# the end of libFuzzer's output; exits 1 when any target crashed, leaked, ran out
+# of memory or timed out. The build runs --jobs=1 beside other work, or
+# $KILN_FUZZ_JOBS (scripts/test.sh's CI smoke uses the machine's 2).
 #
 # The fuzz build has its own Bazel output base (<default>_fuzz): its toolchain is
 # clang's, and switching the main server's toolchain back and forth would redo
@@ -36,7 +39,7 @@ output_base="$(bazel info output_base 2>/dev/null)_fuzz"
 # Idle fuzz servers go away after 15 minutes; no workspace symlinks (bazel-bin
 # stays the default build's).
 fuzz_bazel=(bazel "--output_base=$output_base" --max_idle_secs=900)
-build_flags=(--config=fuzz --symlink_prefix=/ --jobs=1)
+build_flags=(--config=fuzz --symlink_prefix=/ "--jobs=${KILN_FUZZ_JOBS:-1}")
 labels=()
 for t in $targets; do labels+=("//fuzz:$t"); done
 "${fuzz_bazel[@]}" build "${build_flags[@]}" "${labels[@]}" 2>&1 |
@@ -74,9 +77,14 @@ for t in $targets; do
   echo "$t: ${runs:-?} executions, ${rate:-?} exec/s, corpus $(ls "$work/corpus" | wc -l) inputs"
   crash=$(sed -n 's/^.*Test unit written to \(.*\)$/\1/p' "$log" | tail -1)
   if [ "$status" -ne 0 ] || [ -n "$crash" ]; then
-    grep -a -m1 -E "ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:" "$log" ||
-      true
     echo "$t: CRASH (exit $status): ${crash:-no reproducer written; see $log}"
+    # The report's head (the error and its stack) and libFuzzer's last lines;
+    # between them ASan's shadow map, which only the full log keeps.
+    echo "$t: from $log:"
+    { grep -a -m1 -A24 -E "ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:" \
+        "$log" || true
+      echo "..."
+      tail -n 10 "$log"; } | sed 's/^/    /'
     failed+=("$t")
   fi
 done

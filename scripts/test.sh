@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything and runs every test.
-# Ends with the line "N passed, N failed" (counted over GoogleTest cases).
+# Ends with the line "N passed, N failed" (counted over GoogleTest cases and
+# sh_tests, plus one per fuzz target in the libFuzzer smoke at the end).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,6 +35,31 @@ failed=${failed:-0}
 if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then
   # The build or a test binary failed before reporting cases.
   failed=1
+fi
+
+# libFuzzer smoke (README: "Fuzzing and sanitizers"): every fuzz target fuzzed
+# for KILN_FUZZ_SECONDS (0 skips it) under ASan + UBSan from its seed corpus,
+# each counted as one test. Work dirs go to a temporary directory, kept only
+# when a target crashed (fuzz.sh printed its reproducer's path in it).
+fuzz_seconds=${KILN_FUZZ_SECONDS:-45}
+if [ "$fuzz_seconds" -gt 0 ]; then
+  fuzz_work=$(mktemp -d /tmp/kiln-fuzz-smoke.XXXXXX)
+  KILN_FUZZ_WORK=$fuzz_work KILN_FUZZ_JOBS=2 bash scripts/fuzz.sh all "$fuzz_seconds" 2>&1 |
+    tee "$fuzz_work/smoke.log"
+  fuzz_status=${PIPESTATUS[0]}
+  targets=$(ls fuzz/*_fuzzer.cc | wc -l)
+  # fuzz.sh prints "<target>: N executions, ..." for each target it ran and
+  # "<target>: CRASH ..." for each that failed; a failed build runs none.
+  ran=$(grep -cE '^[a-z_]+_fuzzer: [0-9?]+ executions' "$fuzz_work/smoke.log")
+  crashed=$(grep -cE '^[a-z_]+_fuzzer: CRASH' "$fuzz_work/smoke.log")
+  passed=$((passed + ran - crashed))
+  failed=$((failed + targets - ran + crashed))
+  if [ "$fuzz_status" -ne 0 ] || [ $((ran - crashed)) -ne "$targets" ]; then
+    echo "fuzz smoke failed; its work dirs are kept in $fuzz_work"
+    [ "$status" -ne 0 ] || status=1
+  else
+    rm -rf "$fuzz_work"
+  fi
 fi
 echo "${passed} passed, ${failed} failed"
 exit "$status"
