@@ -22,6 +22,14 @@ absl::StatusOr<Node*> AlongAxis(Converter& c, const onnx::NodeProto& n, Node* p,
     if (p->type.rank() == 0) return p;
     return c.Add(n, "reshape", {p}, ReshapeAttrs{{}}, suffix);
   }
+  // Per axis, the axis must exist: a scalar ConvInteger weight with a
+  // two-element zero point asked for axis 0 of rank 0, and the view below
+  // wrote its dim into an empty shape.
+  if (axis < 0 || axis >= rank) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node '", n.name(), "' (", n.op_type(), "): a per-axis quantisation parameter ",
+        p->type.ToString(), " along axis ", axis, " of a rank-", rank, " tensor"));
+  }
   if (p->type.rank() != 1) {
     return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
                                                    "): a quantisation parameter ",

@@ -265,6 +265,68 @@ TEST(OnnxImporterTest, GemmOperandsThatAreNotMatricesAreInvalidArgument) {
   }
 }
 
+// A per-channel weight zero point of ConvInteger needs a weight with a
+// channel axis: with a scalar weight it is refused, where the converter once
+// wrote the channel count into an empty shape (a crash of the server itself,
+// the conversion running beside libonnx's sandboxed checks).
+TEST(OnnxImporterTest, APerChannelZeroPointOfAScalarWeightIsInvalidArgument) {
+  auto model_with_weight = [](const std::vector<int64_t>& w_dims) {
+    onnx::ModelProto model;
+    model.set_ir_version(8);
+    model.add_opset_import()->set_version(13);
+    onnx::GraphProto* g = model.mutable_graph();
+    g->set_name("conv_integer");
+    onnx::NodeProto* n = g->add_node();
+    n->set_op_type("ConvInteger");
+    n->set_name("n");
+    for (const char* input : {"x", "w", "", "w_zp"}) n->add_input(input);
+    n->add_output("y");
+    auto add_uint8 = [g](const std::string& name, const std::vector<int64_t>& dims) {
+      onnx::TensorProto* t = g->add_initializer();
+      t->set_name(name);
+      t->set_data_type(onnx::TensorProto::UINT8);
+      int64_t elements = 1;
+      for (int64_t d : dims) {
+        t->add_dims(d);
+        elements *= d;
+      }
+      t->set_raw_data(std::string(static_cast<size_t>(elements), '\x01'));
+    };
+    add_uint8("w", w_dims);
+    add_uint8("w_zp", {2});
+    for (const char* name : {"x", "y"}) {
+      onnx::ValueInfoProto* v = std::string(name) == "x" ? g->add_input() : g->add_output();
+      v->set_name(name);
+      auto* type = v->mutable_type()->mutable_tensor_type();
+      type->set_elem_type(std::string(name) == "x" ? onnx::TensorProto::UINT8
+                                                   : onnx::TensorProto::INT32);
+      // x [1, 1, 3, 3]; y [1, 2, 2, 2], as the 2x2 kernels of two channels make.
+      const std::vector<int64_t> dims = std::string(name) == "x" ? std::vector<int64_t>{1, 1, 3, 3}
+                                                                 : std::vector<int64_t>{1, 2, 2, 2};
+      for (int64_t d : dims) type->mutable_shape()->add_dim()->set_dim_value(d);
+    }
+    return model.SerializeAsString();
+  };
+  // Two output channels, one zero point each: imports.
+  absl::StatusOr<Graph> per_channel =
+      ImportOnnxModel(model_with_weight({2, 1, 2, 2}), OpRegistry::Default(), {});
+  EXPECT_TRUE(per_channel.ok()) << per_channel.status();
+  for (bool libonnx_checks : {true, false}) {
+    SCOPED_TRACE(libonnx_checks);
+    OnnxImportOptions options;
+    options.libonnx_checks = libonnx_checks;
+    absl::Status s =
+        ImportOnnxModel(model_with_weight({}), OpRegistry::Default(), options).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  }
+  OnnxImportOptions kiln_only;
+  kiln_only.libonnx_checks = false;
+  EXPECT_THAT(std::string(ImportOnnxModel(model_with_weight({}), OpRegistry::Default(), kiln_only)
+                              .status()
+                              .message()),
+              HasSubstr("along axis 0 of a rank-0 tensor"));
+}
+
 // libonnx's checker and shape inference run in-process on untrusted bytes:
 // the attribute values that crashed them are refused before they run.
 TEST(OnnxImporterTest, AttributesThatCrashedLibOnnxAreInvalidArgument) {
