@@ -214,15 +214,18 @@ absl::Status ConvertTranspose(Converter& c, const onnx::NodeProto& n) {
 // [O, C/g, 1, K], its attributes given a height of 1, the output reshaped
 // back. Audio and time-series nets are 1-D.
 absl::Status ConvertConv1D(Converter& c, const onnx::NodeProto& n, Node* x, Node* w) {
-  const int64_t stride = IntsAttr(n, "strides", {1}).at(0);
-  const int64_t dilation = IntsAttr(n, "dilations", {1}).at(0);
+  // Sizes first: an attribute given with no values is an empty list (`at(0)`
+  // threw on one, and nothing catches an exception from a converter).
+  const std::vector<int64_t> strides = IntsAttr(n, "strides", {1});
+  const std::vector<int64_t> dilations = IntsAttr(n, "dilations", {1});
   std::vector<int64_t> pads = IntsAttr(n, "pads", {0, 0});
-  if (IntsAttr(n, "strides", {1}).size() != 1 || IntsAttr(n, "dilations", {1}).size() != 1 ||
-      pads.size() != 2) {
+  if (strides.size() != 1 || dilations.size() != 1 || pads.size() != 2) {
     return absl::InvalidArgumentError(absl::StrCat(
         "node '", n.name(), "' (Conv): a 1-D convolution takes one stride, one dilation and "
         "two pads"));
   }
+  const int64_t stride = strides[0];
+  const int64_t dilation = dilations[0];
   const onnx::AttributeProto* auto_pad = FindAttr(n, "auto_pad");
   if (auto_pad && (auto_pad->s() == "SAME_UPPER" || auto_pad->s() == "SAME_LOWER")) {
     std::tie(pads[0], pads[1]) = SamePadding(x->type.shape[2], w->type.shape[2], stride,

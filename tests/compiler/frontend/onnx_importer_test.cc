@@ -265,6 +265,44 @@ TEST(OnnxImporterTest, GemmOperandsThatAreNotMatricesAreInvalidArgument) {
   }
 }
 
+// An attribute list given with no values is refused, never indexed: a 1-D
+// Conv's empty `strides` or `dilations` once threw std::out_of_range out of
+// the converter (fatal in the server).
+TEST(OnnxImporterTest, AConv1DWithAnEmptyStridesOrDilationsListIsInvalidArgument) {
+  for (const char* attr : {"strides", "dilations", ""}) {
+    SCOPED_TRACE(attr);
+    onnx::ModelProto model;
+    ASSERT_TRUE(model.ParseFromString(OneNodeModel("Conv", {1, 1, 5}, "strides", 1, true)));
+    onnx::GraphProto* g = model.mutable_graph();
+    onnx::NodeProto* n = g->mutable_node(0);
+    n->add_input("w");
+    n->mutable_attribute(0)->clear_ints();
+    n->mutable_attribute(0)->add_ints(1);  // strides = {1}: one stride
+    if (*attr != '\0') {
+      onnx::AttributeProto* empty = std::string(attr) == "strides" ? n->mutable_attribute(0)
+                                                                   : n->add_attribute();
+      empty->set_name(attr);
+      empty->set_type(onnx::AttributeProto::INTS);
+      empty->clear_ints();
+    }
+    onnx::TensorProto* w = g->add_initializer();
+    w->set_name("w");
+    w->set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : {1, 1, 2}) w->add_dims(d);
+    for (int i = 0; i < 2; ++i) w->add_float_data(1.0f);
+    OnnxImportOptions options;
+    options.libonnx_checks = false;
+    absl::StatusOr<Graph> graph =
+        ImportOnnxModel(model.SerializeAsString(), OpRegistry::Default(), options);
+    if (*attr == '\0') {  // the same Conv with its one stride imports
+      EXPECT_TRUE(graph.ok()) << graph.status();
+      continue;
+    }
+    EXPECT_EQ(graph.status().code(), absl::StatusCode::kInvalidArgument) << graph.status();
+    EXPECT_THAT(std::string(graph.status().message()), HasSubstr("one stride, one dilation"));
+  }
+}
+
 // A per-channel weight zero point of ConvInteger needs a weight with a
 // channel axis: with a scalar weight it is refused, where the converter once
 // wrote the channel count into an empty shape (a crash of the server itself,
