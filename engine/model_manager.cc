@@ -84,7 +84,12 @@ absl::StatusOr<int64_t> ModelManager::VersionFor(const std::string& name,
   }
   const ServedModel* top = Highest(name);
   if (top == nullptr) return identity.version > 0 ? identity.version : 1;
-  if (top->fingerprint == identity.fingerprint) return top->version;
+  // The same model again keeps its version, unless a version is named: the
+  // cluster's (a model store's) over a stale local copy's.
+  if (top->fingerprint == identity.fingerprint &&
+      (identity.version == 0 || identity.version == top->version)) {
+    return top->version;
+  }
   if (!identity.replace) {
     return absl::AlreadyExistsError(absl::StrCat(
         "model '", name, "' already serves another model (version ", top->version,

@@ -313,6 +313,29 @@ TEST_F(ModelManagerTest, ModelLimitIsResourceExhaustedNamingTheFlag) {
   EXPECT_TRUE((*m)->Compile("a", build(), CompileOptions{}).ok());  // replacing is fine
 }
 
+// The same model compiled again keeps its version; named with another (a
+// model store's version over a stale local copy: X v1 here, the cluster has
+// since served Y v2 and now X again as v3), it is served as that version.
+TEST_F(ModelManagerTest, TheSameModelNamedWithAnotherVersionTakesIt) {
+  auto build = [] {
+    Graph g;
+    g.AddOutput(Op(g, "relu", {g.AddInput("x", {DType::kFloat32, {4}})}));
+    return g;
+  };
+  auto m = ModelManager::Create({});
+  ASSERT_TRUE(m.ok());
+  ModelManager& manager = **m;
+  const ModelIdentity first{/*fingerprint=*/42, /*replace=*/false, /*version=*/0, false};
+  ASSERT_TRUE(manager.Compile("x", build(), {}, nullptr, absl::InfiniteFuture(), first).ok());
+  EXPECT_EQ(manager.Serve("x", "")->version, 1);
+  ASSERT_TRUE(manager.Compile("x", build(), {}, nullptr, absl::InfiniteFuture(), first).ok());
+  EXPECT_EQ(manager.Serve("x", "")->version, 1);
+  const ModelIdentity cluster{/*fingerprint=*/42, /*replace=*/true, /*version=*/3, false};
+  ASSERT_TRUE(manager.Compile("x", build(), {}, nullptr, absl::InfiniteFuture(), cluster).ok());
+  EXPECT_EQ(manager.Serve("x", "")->version, 3);
+  EXPECT_THAT(manager.Versions("x"), ::testing::ElementsAre(3));
+}
+
 // A repository's versions of one name are models of their own, served side
 // by side: "" is the highest, another version NotFound naming both.
 TEST_F(ModelManagerTest, VersionsServedBesideEachOtherAreSeparateModels) {
