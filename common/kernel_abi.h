@@ -37,6 +37,11 @@ inline constexpr char kWorkspaceAlloc[] = "kiln_workspace_alloc";
 inline constexpr char kWorkspaceFree[] = "kiln_workspace_free";
 inline constexpr char kKernelFault[] = "kiln_kernel_fault";
 inline constexpr char kPadPlanes[] = "kiln_pad_planes";
+inline constexpr char kQConvU8S8[] = "kiln_qconv_u8s8";
+
+// kiln_qconv_u8s8's weight rows are K = channels * kh * kw int8 values padded
+// with zeros to a multiple of this (vpdpbusd sums four u8 x s8 products).
+inline constexpr int kQConvKGroup = 4;
 
 // The first out-of-bounds access of one call. Parallel loop bodies may fault
 // at once on several threads: the first to set `faulted` writes the rest.
@@ -59,7 +64,7 @@ inline constexpr int kWorkspaceAlignment = 64;
 }  // namespace kiln::abi
 
 // Defined by the runtime (thread_pool.cc, workspace_pool.cc, kernel_fault.cc,
-// pad_planes.cc).
+// pad_planes.cc, qconv_u8s8.cc).
 extern "C" {
 void kiln_parallel_for(kiln::abi::ParallelBody body, void* closure, int64_t extent);
 void* kiln_workspace_alloc(int64_t bytes);
@@ -77,6 +82,20 @@ void kiln_kernel_fault(kiln::abi::KernelFault* fault, int32_t buffer, int64_t in
 void kiln_pad_planes(float* dst, const float* src, int64_t planes, int64_t h, int64_t w,
                      int64_t sy, int64_t sx, int64_t hq, int64_t wq, int64_t pt, int64_t pl,
                      int64_t y_begin, int64_t y_end);
+// A quantised 2-D conv (groups 1) in exact int32: for image b, output channel
+// n and output pixel p = oy * ow + ox,
+//   out[(b * co + n) * oh * ow + p] =
+//       scale[n] * float(sum_k w[n * kp + k] * xk + correction[n])
+// over k = (ci * kh + ky) * kw + kx < c * kh * kw, where xk is x's uint8 at
+// (b, ci, oy * sy - pt + ky * dy, ox * sx - pl + kx * dx), or x_zero outside
+// the input. kp is c * kh * kw rounded up to kQConvKGroup; w's padding is 0.
+// With correction[n] = -x_zero * sum_k w[n * kp + k] the sum is that of
+// (x - x_zero) * w, the centered integers QDQ multiplies.
+void kiln_qconv_u8s8(float* out, const uint8_t* x, const int8_t* w, const int32_t* correction,
+                     const float* scale, int64_t batch, int64_t c, int64_t h, int64_t w_in,
+                     int64_t co, int64_t kh, int64_t kw, int64_t sy, int64_t sx, int64_t pt,
+                     int64_t pl, int64_t dy, int64_t dx, int64_t oh, int64_t ow,
+                     int64_t x_zero);
 }
 
 #endif  // KILN_COMMON_KERNEL_ABI_H_

@@ -1,0 +1,292 @@
+// kiln_qconv_u8s8 (common/kernel_abi.h): a QDQ conv's products as uint8 x
+// int8 in exact int32, on AVX512-VNNI's vpdpbusd.
+//
+// Design: a precompiled runtime microkernel, called once per conv, rather
+// than vpdpbusd emitted into the generated loop nest. The loop nest's
+// micro-kernel (contraction_emit.cc, llvm_emitter.cc) reduces one K value
+// per step (broadcast A, FMA with a B vector); vpdpbusd reduces four at once
+// from operands interleaved in groups of four, which changes the packing of
+// both operands, the reduction's step, the accumulator type and the
+// epilogue at every layout and tile the schedule knows. Here the layout is
+// one and fixed, the code is compiled once for the ISA (no compile time per
+// conv, like kiln_pad_planes), and it is tested alone against NumPy
+// (tests/runtime/qconv_u8s8_test.sh). What it costs: the epilogue ops after
+// the conv (bias, relu, requantisation) run in a kernel of their own.
+//
+// Per image:
+//   1. Pack: x, padded with x_zero, is read as im2col into
+//        ap[p / 16][k / 4][p % 16][k % 4]   (uint8)
+//      so each 64-byte vector holds 16 pixels x 4 reduction values, and
+//      a pixel block's K groups follow one another (one stream per block).
+//   2. Tiles of MR = 4 output channels x NV = 4 pixel vectors (64 pixels):
+//      16 int32 accumulators; per K group NV loads of ap, MR broadcasts of
+//      4 weight bytes (weights are [co][kp] int8: already K-grouped) and 16
+//      vpdpbusd. Pixel blocks x channel chunks are shared among threads.
+//   3. Epilogue: + correction[n] (the zero point's term, computed at compile
+//      time), to float, * scale[n], a masked store along the pixels (NCHW).
+// vpdpbusd does not saturate (vpdpbusds would); each four-product sum is
+// below 2^17, so every int32 sum is exact while the conv's is.
+// Hosts without VNNI get the same packing and plain loops: correct but slow,
+// which is why the compiler only uses this kernel where the host has VNNI.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "common/kernel_abi.h"
+
+namespace {
+
+constexpr int64_t kBlockPixels = 16;
+constexpr int kGroup = kiln::abi::kQConvKGroup;
+constexpr int kMr = 4;  // output channels per tile
+constexpr int kNv = 4;  // pixel vectors per tile
+constexpr int64_t kChannelChunk = 64;  // output channels per work item
+
+struct Conv {
+  int64_t c, h, w, co, kh, kw, sy, sx, pt, pl, dy, dx, oh, ow;
+  int64_t x_zero;
+  int64_t k() const { return c * kh * kw; }
+  int64_t kq() const { return (k() + kGroup - 1) / kGroup; }
+  int64_t pixels() const { return oh * ow; }
+  int64_t blocks() const { return (pixels() + kBlockPixels - 1) / kBlockPixels; }
+  // Bytes of one pixel block of ap.
+  int64_t block_bytes() const { return kq() * kGroup * kBlockPixels; }
+};
+
+// The padded image: rows of `pw` bytes, x_zero outside x, big enough that
+// every window position of every output pixel is inside.
+struct Padded {
+  std::vector<uint8_t> bytes;
+  int64_t ph = 0, pw = 0;
+};
+
+void PadImage(const Conv& s, const uint8_t* x, Padded& p) {
+  p.ph = std::max((s.oh - 1) * s.sy + (s.kh - 1) * s.dy + 1, s.pt + s.h);
+  p.pw = std::max((s.ow - 1) * s.sx + (s.kw - 1) * s.dx + 1, s.pl + s.w);
+  p.bytes.assign(s.c * p.ph * p.pw, static_cast<uint8_t>(s.x_zero));
+  for (int64_t ci = 0; ci < s.c; ++ci) {
+    for (int64_t y = 0; y < s.h; ++y) {
+      std::memcpy(&p.bytes[(ci * p.ph + y + s.pt) * p.pw + s.pl], x + (ci * s.h + y) * s.w,
+                  s.w);
+    }
+  }
+}
+
+// Step 1. The four reduction values of group q at each pixel become one
+// 32-bit word (byte j = value 4q + j): runs of a block's pixels along an
+// output row are contiguous words, a loop GCC vectorises.
+__attribute__((always_inline)) inline void PackBody(const Conv& s, const Padded& p,
+                                                    uint8_t* ap) {
+  const int64_t kq = s.kq(), k = s.k();
+  const int64_t block_words = s.block_bytes() / 4;
+  // Rows for reduction values past k (their weights are 0: any value will do).
+  const std::vector<uint8_t> zeros(s.ow * s.sx + 1, 0);
+  for (int64_t q = 0; q < kq; ++q) {
+    const uint8_t* plane[kGroup];
+    int64_t offset[kGroup];  // of the window value within a padded plane
+    for (int j = 0; j < kGroup; ++j) {
+      const int64_t kk = q * kGroup + j;
+      if (kk >= k) {
+        plane[j] = nullptr;
+        continue;
+      }
+      const int64_t ci = kk / (s.kh * s.kw), ky = kk / s.kw % s.kh, kx = kk % s.kw;
+      plane[j] = p.bytes.data() + ci * p.ph * p.pw;
+      offset[j] = ky * s.dy * p.pw + kx * s.dx;
+    }
+    for (int64_t oy = 0; oy < s.oh; ++oy) {
+      const uint8_t* r[kGroup];
+      for (int j = 0; j < kGroup; ++j) {
+        r[j] = plane[j] == nullptr ? zeros.data() : plane[j] + oy * s.sy * p.pw + offset[j];
+      }
+      for (int64_t ox = 0; ox < s.ow;) {
+        const int64_t px = oy * s.ow + ox;
+        const int64_t run = std::min(s.ow - ox, kBlockPixels - px % kBlockPixels);
+        uint32_t* d = reinterpret_cast<uint32_t*>(ap) + px / kBlockPixels * block_words +
+                      q * kBlockPixels + px % kBlockPixels;
+        if (s.sx == 1) {
+          const uint8_t *r0 = r[0] + ox, *r1 = r[1] + ox, *r2 = r[2] + ox, *r3 = r[3] + ox;
+          for (int64_t i = 0; i < run; ++i) {
+            d[i] = uint32_t{r0[i]} | uint32_t{r1[i]} << 8 | uint32_t{r2[i]} << 16 |
+                   uint32_t{r3[i]} << 24;
+          }
+        } else {
+          for (int64_t i = 0; i < run; ++i) {
+            const int64_t at = (ox + i) * s.sx;
+            d[i] = uint32_t{r[0][at]} | uint32_t{r[1][at]} << 8 | uint32_t{r[2][at]} << 16 |
+                   uint32_t{r[3][at]} << 24;
+          }
+        }
+        ox += run;
+      }
+    }
+  }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void PackAvx512(const Conv& s,
+                                                                      const Padded& p,
+                                                                      uint8_t* ap) {
+  PackBody(s, p, ap);
+}
+void PackGeneric(const Conv& s, const Padded& p, uint8_t* ap) { PackBody(s, p, ap); }
+
+struct Call {
+  const Conv* s;
+  const uint8_t* ap;
+  const int8_t* w;
+  const int32_t* correction;
+  const float* scale;
+  float* out;  // this image's
+};
+
+int32_t WeightWord(const int8_t* w) {
+  int32_t v;
+  std::memcpy(&v, w, sizeof(v));
+  return v;
+}
+
+// Step 2 and 3 for MR channels from n0 and NV pixel vectors from block b0.
+template <int MR, int NV>
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void VnniTile(const Call& c, int64_t n0,
+                                                                      int64_t b0) {
+  const Conv& s = *c.s;
+  const int64_t kq = s.kq(), kp = kq * kGroup;
+  const uint8_t* a = c.ap + b0 * s.block_bytes();
+  __m512i acc[MR][NV];
+  for (int r = 0; r < MR; ++r) {
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_si512();
+  }
+  for (int64_t q = 0; q < kq; ++q) {
+    __m512i av[NV];
+    for (int v = 0; v < NV; ++v) {
+      av[v] = _mm512_loadu_si512(a + v * s.block_bytes() + q * 64);
+    }
+    for (int r = 0; r < MR; ++r) {
+      const __m512i wv = _mm512_set1_epi32(WeightWord(c.w + (n0 + r) * kp + q * kGroup));
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], av[v], wv);
+    }
+  }
+  const int64_t pixels = s.pixels();
+  for (int r = 0; r < MR; ++r) {
+    const __m512i corr = _mm512_set1_epi32(c.correction[n0 + r]);
+    const __m512 scale = _mm512_set1_ps(c.scale[n0 + r]);
+    float* row = c.out + (n0 + r) * pixels;
+    for (int v = 0; v < NV; ++v) {
+      const int64_t p = (b0 + v) * kBlockPixels;
+      const int64_t left = pixels - p;
+      const __mmask16 mask =
+          left >= kBlockPixels ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
+      const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(acc[r][v], corr)), scale);
+      _mm512_mask_storeu_ps(row + p, mask, f);
+    }
+  }
+}
+
+template <int MR>
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void VnniRows(const Call& c, int64_t n0,
+                                                                      int64_t b0, int64_t nv) {
+  switch (nv) {
+    case 4: return VnniTile<MR, 4>(c, n0, b0);
+    case 3: return VnniTile<MR, 3>(c, n0, b0);
+    case 2: return VnniTile<MR, 2>(c, n0, b0);
+    default: return VnniTile<MR, 1>(c, n0, b0);
+  }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void VnniChunk(const Call& c,
+                                                                       int64_t n_begin,
+                                                                       int64_t n_end, int64_t b0,
+                                                                       int64_t nv) {
+  int64_t n = n_begin;
+  for (; n + kMr <= n_end; n += kMr) VnniRows<kMr>(c, n, b0, nv);
+  switch (n_end - n) {
+    case 3: return VnniRows<3>(c, n, b0, nv);
+    case 2: return VnniRows<2>(c, n, b0, nv);
+    case 1: return VnniRows<1>(c, n, b0, nv);
+    default: return;
+  }
+}
+
+// The same sums from the same packing, one at a time.
+void GenericChunk(const Call& c, int64_t n_begin, int64_t n_end, int64_t b0, int64_t nv) {
+  const Conv& s = *c.s;
+  const int64_t kq = s.kq(), kp = kq * kGroup, pixels = s.pixels();
+  for (int64_t n = n_begin; n < n_end; ++n) {
+    for (int64_t b = b0; b < b0 + nv; ++b) {
+      const uint8_t* a = c.ap + b * s.block_bytes();
+      for (int64_t i = 0; i < kBlockPixels && b * kBlockPixels + i < pixels; ++i) {
+        int32_t sum = 0;
+        for (int64_t q = 0; q < kq; ++q) {
+          for (int j = 0; j < kGroup; ++j) {
+            sum += int32_t{a[(q * kBlockPixels + i) * kGroup + j]} *
+                   int32_t{c.w[n * kp + q * kGroup + j]};
+          }
+        }
+        c.out[n * pixels + b * kBlockPixels + i] =
+            static_cast<float>(sum + c.correction[n]) * c.scale[n];
+      }
+    }
+  }
+}
+
+using ChunkFn = void (*)(const Call&, int64_t, int64_t, int64_t, int64_t);
+using PackFn = void (*)(const Conv&, const Padded&, uint8_t*);
+
+struct Isa {
+  ChunkFn chunk;
+  PackFn pack;
+};
+
+Isa ForThisCpu() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni")) {
+    return {VnniChunk, PackAvx512};
+  }
+  return {GenericChunk, PackGeneric};
+}
+
+struct Work {
+  const Call* call;
+  ChunkFn chunk;
+  int64_t tile_blocks;  // pixel blocks per work item
+  int64_t channel_chunks;
+};
+
+void RunWork(void* closure, int64_t begin, int64_t end) {
+  const Work& work = *static_cast<const Work*>(closure);
+  const Conv& s = *work.call->s;
+  for (int64_t i = begin; i < end; ++i) {
+    const int64_t b0 = i / work.channel_chunks * work.tile_blocks;
+    const int64_t n0 = i % work.channel_chunks * kChannelChunk;
+    const int64_t nv = std::min(work.tile_blocks, s.blocks() - b0);
+    work.chunk(*work.call, n0, std::min(n0 + kChannelChunk, s.co), b0, nv);
+  }
+}
+
+}  // namespace
+
+extern "C" void kiln_qconv_u8s8(float* out, const uint8_t* x, const int8_t* w,
+                                const int32_t* correction, const float* scale, int64_t batch,
+                                int64_t c, int64_t h, int64_t w_in, int64_t co, int64_t kh,
+                                int64_t kw, int64_t sy, int64_t sx, int64_t pt, int64_t pl,
+                                int64_t dy, int64_t dx, int64_t oh, int64_t ow,
+                                int64_t x_zero) {
+  static const Isa isa = ForThisCpu();
+  const Conv s{c, h, w_in, co, kh, kw, sy, sx, pt, pl, dy, dx, oh, ow, x_zero};
+  thread_local Padded padded;
+  thread_local std::vector<uint8_t> ap;
+  ap.resize(s.blocks() * s.block_bytes());  // tail pixels: never stored
+  const int64_t channel_chunks = (co + kChannelChunk - 1) / kChannelChunk;
+  const int64_t pixel_tiles = (s.blocks() + kNv - 1) / kNv;
+  for (int64_t b = 0; b < batch; ++b) {
+    PadImage(s, x + b * c * h * w_in, padded);
+    isa.pack(s, padded, ap.data());
+    const Call call{&s, ap.data(), w, correction, scale, out + b * co * s.pixels()};
+    Work work{&call, isa.chunk, kNv, channel_chunks};
+    kiln_parallel_for(RunWork, &work, pixel_tiles * channel_chunks);
+  }
+}
