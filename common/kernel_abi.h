@@ -85,16 +85,16 @@ void kiln_pad_planes(float* dst, const float* src, int64_t planes, int64_t h, in
 // A quantised 2-D conv (groups 1) in exact int32: for image b, output channel
 // n and output pixel p = oy * ow + ox,
 //   out[(b * co + n) * oh * ow + p] =
-//       scale[n] * float(sum_k w[n * kp + k] * xk + correction[n])
+//       fma(float(sum_k w[n * kp + k] * xk + correction[n]), scale[n], bias[n])
 // over k = (ci * kh + ky) * kw + kx < c * kh * kw, where xk is x's uint8 at
 // (b, ci, oy * sy - pt + ky * dy, ox * sx - pl + kx * dx), or x_zero outside
 // the input. kp is c * kh * kw rounded up to kQConvKGroup; w's padding is 0.
 // With correction[n] = -x_zero * sum_k w[n * kp + k] the sum is that of
 // (x - x_zero) * w, the centered integers QDQ multiplies.
 void kiln_qconv_u8s8(float* out, const uint8_t* x, const int8_t* w, const int32_t* correction,
-                     const float* scale, int64_t batch, int64_t c, int64_t h, int64_t w_in,
-                     int64_t co, int64_t kh, int64_t kw, int64_t sy, int64_t sx, int64_t pt,
-                     int64_t pl, int64_t dy, int64_t dx, int64_t oh, int64_t ow,
+                     const float* scale, const float* bias, int64_t batch, int64_t c, int64_t h,
+                     int64_t w_in, int64_t co, int64_t kh, int64_t kw, int64_t sy, int64_t sx,
+                     int64_t pt, int64_t pl, int64_t dy, int64_t dx, int64_t oh, int64_t ow,
                      int64_t x_zero);
 }
 

@@ -23,7 +23,8 @@
 //      4 weight bytes (weights are [co][kp] int8: already K-grouped) and 16
 //      vpdpbusd. Pixel blocks x channel chunks are shared among threads.
 //   3. Epilogue: + correction[n] (the zero point's term, computed at compile
-//      time), to float, * scale[n], a masked store along the pixels (NCHW).
+//      time), to float, * scale[n] + bias[n] in one FMA (rounded once, as the
+//      float conv's fused epilogue was), a masked store along the pixels.
 // vpdpbusd does not saturate (vpdpbusds would); each four-product sum is
 // below 2^17, so every int32 sum is exact while the conv's is.
 // Hosts without VNNI get the same packing and plain loops: correct but slow,
@@ -31,6 +32,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -41,8 +43,8 @@ namespace {
 
 constexpr int64_t kBlockPixels = 16;
 constexpr int kGroup = kiln::abi::kQConvKGroup;
-constexpr int kMr = 4;  // output channels per tile
-constexpr int kNv = 4;  // pixel vectors per tile
+constexpr int kMr = 4;                 // output channels per tile
+constexpr int kNv = 4;                 // pixel vectors per tile
 constexpr int64_t kChannelChunk = 64;  // output channels per work item
 
 struct Conv {
@@ -69,8 +71,7 @@ void PadImage(const Conv& s, const uint8_t* x, Padded& p) {
   p.bytes.assign(s.c * p.ph * p.pw, static_cast<uint8_t>(s.x_zero));
   for (int64_t ci = 0; ci < s.c; ++ci) {
     for (int64_t y = 0; y < s.h; ++y) {
-      std::memcpy(&p.bytes[(ci * p.ph + y + s.pt) * p.pw + s.pl], x + (ci * s.h + y) * s.w,
-                  s.w);
+      std::memcpy(&p.bytes[(ci * p.ph + y + s.pt) * p.pw + s.pl], x + (ci * s.h + y) * s.w, s.w);
     }
   }
 }
@@ -78,8 +79,7 @@ void PadImage(const Conv& s, const uint8_t* x, Padded& p) {
 // Step 1. The four reduction values of group q at each pixel become one
 // 32-bit word (byte j = value 4q + j): runs of a block's pixels along an
 // output row are contiguous words, a loop GCC vectorises.
-__attribute__((always_inline)) inline void PackBody(const Conv& s, const Padded& p,
-                                                    uint8_t* ap) {
+__attribute__((always_inline)) inline void PackBody(const Conv& s, const Padded& p, uint8_t* ap) {
   const int64_t kq = s.kq(), k = s.k();
   const int64_t block_words = s.block_bytes() / 4;
   // Rows for reduction values past k (their weights are 0: any value will do).
@@ -126,9 +126,8 @@ __attribute__((always_inline)) inline void PackBody(const Conv& s, const Padded&
   }
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void PackAvx512(const Conv& s,
-                                                                      const Padded& p,
-                                                                      uint8_t* ap) {
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void PackAvx512(const Conv& s, const Padded& p,
+                                                                     uint8_t* ap) {
   PackBody(s, p, ap);
 }
 void PackGeneric(const Conv& s, const Padded& p, uint8_t* ap) { PackBody(s, p, ap); }
@@ -139,6 +138,7 @@ struct Call {
   const int8_t* w;
   const int32_t* correction;
   const float* scale;
+  const float* bias;
   float* out;  // this image's
 };
 
@@ -151,7 +151,7 @@ int32_t WeightWord(const int8_t* w) {
 // Step 2 and 3 for MR channels from n0 and NV pixel vectors from block b0.
 template <int MR, int NV>
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) void VnniTile(const Call& c, int64_t n0,
-                                                                      int64_t b0) {
+                                                                     int64_t b0) {
   const Conv& s = *c.s;
   const int64_t kq = s.kq(), kp = kq * kGroup;
   const uint8_t* a = c.ap + b0 * s.block_bytes();
@@ -173,13 +173,14 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void VnniTile(const Call&
   for (int r = 0; r < MR; ++r) {
     const __m512i corr = _mm512_set1_epi32(c.correction[n0 + r]);
     const __m512 scale = _mm512_set1_ps(c.scale[n0 + r]);
+    const __m512 bias = _mm512_set1_ps(c.bias[n0 + r]);
     float* row = c.out + (n0 + r) * pixels;
     for (int v = 0; v < NV; ++v) {
       const int64_t p = (b0 + v) * kBlockPixels;
       const int64_t left = pixels - p;
-      const __mmask16 mask =
-          left >= kBlockPixels ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
-      const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(acc[r][v], corr)), scale);
+      const __mmask16 mask = left >= kBlockPixels ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
+      const __m512 f =
+          _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(acc[r][v], corr)), scale, bias);
       _mm512_mask_storeu_ps(row + p, mask, f);
     }
   }
@@ -187,26 +188,34 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void VnniTile(const Call&
 
 template <int MR>
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) void VnniRows(const Call& c, int64_t n0,
-                                                                      int64_t b0, int64_t nv) {
+                                                                     int64_t b0, int64_t nv) {
   switch (nv) {
-    case 4: return VnniTile<MR, 4>(c, n0, b0);
-    case 3: return VnniTile<MR, 3>(c, n0, b0);
-    case 2: return VnniTile<MR, 2>(c, n0, b0);
-    default: return VnniTile<MR, 1>(c, n0, b0);
+    case 4:
+      return VnniTile<MR, 4>(c, n0, b0);
+    case 3:
+      return VnniTile<MR, 3>(c, n0, b0);
+    case 2:
+      return VnniTile<MR, 2>(c, n0, b0);
+    default:
+      return VnniTile<MR, 1>(c, n0, b0);
   }
 }
 
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) void VnniChunk(const Call& c,
-                                                                       int64_t n_begin,
-                                                                       int64_t n_end, int64_t b0,
-                                                                       int64_t nv) {
+                                                                      int64_t n_begin,
+                                                                      int64_t n_end, int64_t b0,
+                                                                      int64_t nv) {
   int64_t n = n_begin;
   for (; n + kMr <= n_end; n += kMr) VnniRows<kMr>(c, n, b0, nv);
   switch (n_end - n) {
-    case 3: return VnniRows<3>(c, n, b0, nv);
-    case 2: return VnniRows<2>(c, n, b0, nv);
-    case 1: return VnniRows<1>(c, n, b0, nv);
-    default: return;
+    case 3:
+      return VnniRows<3>(c, n, b0, nv);
+    case 2:
+      return VnniRows<2>(c, n, b0, nv);
+    case 1:
+      return VnniRows<1>(c, n, b0, nv);
+    default:
+      return;
   }
 }
 
@@ -226,7 +235,7 @@ void GenericChunk(const Call& c, int64_t n_begin, int64_t n_end, int64_t b0, int
           }
         }
         c.out[n * pixels + b * kBlockPixels + i] =
-            static_cast<float>(sum + c.correction[n]) * c.scale[n];
+            std::fma(static_cast<float>(sum + c.correction[n]), c.scale[n], c.bias[n]);
       }
     }
   }
@@ -270,10 +279,10 @@ void RunWork(void* closure, int64_t begin, int64_t end) {
 }  // namespace
 
 extern "C" void kiln_qconv_u8s8(float* out, const uint8_t* x, const int8_t* w,
-                                const int32_t* correction, const float* scale, int64_t batch,
-                                int64_t c, int64_t h, int64_t w_in, int64_t co, int64_t kh,
-                                int64_t kw, int64_t sy, int64_t sx, int64_t pt, int64_t pl,
-                                int64_t dy, int64_t dx, int64_t oh, int64_t ow,
+                                const int32_t* correction, const float* scale, const float* bias,
+                                int64_t batch, int64_t c, int64_t h, int64_t w_in, int64_t co,
+                                int64_t kh, int64_t kw, int64_t sy, int64_t sx, int64_t pt,
+                                int64_t pl, int64_t dy, int64_t dx, int64_t oh, int64_t ow,
                                 int64_t x_zero) {
   static const Isa isa = ForThisCpu();
   const Conv s{c, h, w_in, co, kh, kw, sy, sx, pt, pl, dy, dx, oh, ow, x_zero};
@@ -285,7 +294,7 @@ extern "C" void kiln_qconv_u8s8(float* out, const uint8_t* x, const int8_t* w,
   for (int64_t b = 0; b < batch; ++b) {
     PadImage(s, x + b * c * h * w_in, padded);
     isa.pack(s, padded, ap.data());
-    const Call call{&s, ap.data(), w, correction, scale, out + b * co * s.pixels()};
+    const Call call{&s, ap.data(), w, correction, scale, bias, out + b * co * s.pixels()};
     Work work{&call, isa.chunk, kNv, channel_chunks};
     kiln_parallel_for(RunWork, &work, pixel_tiles * channel_chunks);
   }

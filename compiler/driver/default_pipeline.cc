@@ -8,6 +8,7 @@
 #include "compiler/passes/fold_scale_axis.h"
 #include "compiler/passes/fuse_ops.h"
 #include "compiler/passes/infer_type.h"
+#include "compiler/passes/integer_qdq_conv.h"
 #include "compiler/passes/simplify_fake_quant.h"
 #include "compiler/passes/simplify_inference.h"
 
@@ -19,6 +20,7 @@ std::unique_ptr<Sequential> DefaultPipeline() {
   passes.push_back(CreateSimplifyInferencePass());       // batch_norm -> scale/shift, before folding
   passes.push_back(CreateFoldConstantPass());            // folds the scale/shift arithmetic too
   passes.push_back(CreateSimplifyFakeQuantPass());       // zero points folded to constants first
+  passes.push_back(CreateIntegerQdqConvPass());          // reads SimplifyFakeQuant's selects
   passes.push_back(CreateFoldScaleAxisPass());           // needs folded per-channel constants
   passes.push_back(CreateEliminateCommonSubexprPass());  // after folding: equal constants look equal
   passes.push_back(CreateDeadCodeEliminationPass());
@@ -31,6 +33,7 @@ std::unique_ptr<Pass> CreatePassByName(const std::string& name) {
   if (name == "SimplifyInference") return CreateSimplifyInferencePass();
   if (name == "FoldConstant") return CreateFoldConstantPass();
   if (name == "SimplifyFakeQuant") return CreateSimplifyFakeQuantPass();
+  if (name == "IntegerQdqConv") return CreateIntegerQdqConvPass();
   if (name == "FoldScaleAxis") return CreateFoldScaleAxisPass();
   if (name == "EliminateCommonSubexpr") return CreateEliminateCommonSubexprPass();
   if (name == "DeadCodeElimination") return CreateDeadCodeEliminationPass();

@@ -23,7 +23,8 @@
 // 6. A group whose value is a single sum of products (dense, matmul, conv2d
 //    with their epilogues) gets the packed, register-tiled schedule of
 //    contraction_schedule.cc instead of steps 3 and 5, a conv's input padded
-//    for it by conv_padding.cc.
+//    for it by conv_padding.cc; a lone qconv2d_u8s8 becomes a call of the
+//    runtime's VNNI kernel (qconv_call.cc).
 // What the steps share (parameters, shapes, the builder, the inliner) is
 // the GroupContext (group_context.h). The loop passes (loop_pipeline.h) run
 // on the result later.
@@ -43,6 +44,7 @@
 #include "compiler/lower/conv_padding.h"
 #include "compiler/lower/group_context.h"
 #include "compiler/lower/plane_prefetch.h"
+#include "compiler/lower/qconv_call.h"
 #include "compiler/lower/row_reduction.h"
 #include "compiler/te/compute_context.h"
 #include "compiler/te/expr_builder.h"
@@ -87,6 +89,15 @@ class GroupLowerer {
     fn.buffers.push_back(ParamBuffer(root));
     g_.shapes.push_back(root->type.shape);
     fn.num_params = static_cast<int>(fn.buffers.size());
+
+    // A QDQ conv on VNNI is a call of the runtime's kernel.
+    if (std::optional<Stmt> call = QConvCall(g_, fn.num_params - 1)) {
+      fn.body = *call;
+      out.schedule = "qconv u8s8 (kiln_qconv_u8s8)";
+      out.scheduled = true;
+      out.builder = std::move(g_.builder);
+      return out;
+    }
 
     // 6. Contractions take their own schedule (and skip 3 and 5). Their loads
     // and stores go through codegen, which widens and narrows any element

@@ -35,6 +35,7 @@ const OpRegistry& OpRegistry::Default() {
     RegisterIndexOps(*r);
     RegisterGridSampleOp(*r);
     RegisterConvTransposeOp(*r);
+    RegisterQuantizedConvOp(*r);
     return r;
   }();
   return *registry;

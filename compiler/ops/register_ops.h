@@ -28,6 +28,8 @@ void RegisterEinsumOp(OpRegistry& registry);
 void RegisterIndexOps(OpRegistry& registry);
 // grid_sample.
 void RegisterGridSampleOp(OpRegistry& registry);
+// qconv2d_u8s8.
+void RegisterQuantizedConvOp(OpRegistry& registry);
 
 }  // namespace kiln
 

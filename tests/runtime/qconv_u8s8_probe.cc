@@ -2,7 +2,7 @@
 //   qconv_u8s8_probe IN OUT
 // IN: 16 int64 (batch, c, h, w, co, kh, kw, sy, sx, pt, pl, dy, dx, oh, ow,
 // x_zero), then x (uint8), w (int8, rows padded to kQConvKGroup), correction
-// (int32, co) and scale (float32, co); OUT: the float32 output, raw.
+// (int32, co), scale and bias (float32, co each); OUT: the float32 output, raw.
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -25,8 +25,8 @@ int main(int argc, char** argv) {
   const int64_t batch = v[0], c = v[1], h = v[2], w = v[3], co = v[4], kh = v[5], kw = v[6];
   const int64_t oh = v[13], ow = v[14];
   const int64_t k = c * kh * kw;
-  const int64_t kp = (k + kiln::abi::kQConvKGroup - 1) / kiln::abi::kQConvKGroup *
-                     kiln::abi::kQConvKGroup;
+  const int64_t kp =
+      (k + kiln::abi::kQConvKGroup - 1) / kiln::abi::kQConvKGroup * kiln::abi::kQConvKGroup;
   const char* at = bytes.data() + sizeof(v);
   const auto* x = reinterpret_cast<const uint8_t*>(at);
   at += batch * c * h * w;
@@ -38,13 +38,16 @@ int main(int argc, char** argv) {
   std::vector<float> scale(co);
   std::copy(at, at + co * 4, reinterpret_cast<char*>(scale.data()));
   at += co * 4;
+  std::vector<float> bias(co);
+  std::copy(at, at + co * 4, reinterpret_cast<char*>(bias.data()));
+  at += co * 4;
   if (at != bytes.data() + bytes.size()) {
     std::fprintf(stderr, "input is %zu bytes, expected %td\n", bytes.size(), at - bytes.data());
     return 2;
   }
   std::vector<float> out(batch * co * oh * ow);
-  kiln_qconv_u8s8(out.data(), x, weights, correction.data(), scale.data(), batch, c, h, w, co,
-                  kh, kw, v[7], v[8], v[9], v[10], v[11], v[12], oh, ow, v[15]);
+  kiln_qconv_u8s8(out.data(), x, weights, correction.data(), scale.data(), bias.data(), batch, c, h,
+                  w, co, kh, kw, v[7], v[8], v[9], v[10], v[11], v[12], oh, ow, v[15]);
   std::ofstream(argv[2], std::ios::binary)
       .write(reinterpret_cast<const char*>(out.data()), out.size() * sizeof(float));
   return 0;

@@ -2,7 +2,9 @@
 multiple of 4, zero points 0, 128 and others, per-channel scales, and convs
 with padding, strides, dilation and batch. The reference sums the centered
 integers (x - x_zero) * w in int64, outside the input counting as 0; the
-kernel's float32 output must equal float32(sum) * scale exactly.
+kernel's float32 output must equal fma(float32(sum), scale, bias) exactly
+(scales and biases are chosen with few mantissa bits, so that float64
+computes that product and sum exactly and one rounding to float32 remains).
   qconv_u8s8_test.py PROBE
 """
 import os
@@ -55,18 +57,23 @@ def run_case(probe, rng, tmp, batch, c, h, wd, co, kh, kw, strides=(1, 1), pads=
     rows = np.zeros((co, kp), np.int8)
     rows[:, :k] = w.reshape(co, k)
     correction = (-x_zero * rows.astype(np.int64).sum(axis=1)).astype(np.int32)
-    scale = (np.ones(co) if unit_scale else rng.uniform(1e-4, 2e-2, co)).astype(np.float32)
+    if unit_scale:
+        scale, bias = np.ones(co, np.float32), np.zeros(co, np.float32)
+    else:
+        scale = (rng.integers(1, 1024, co) * 2.0**-16).astype(np.float32)
+        bias = (rng.integers(-2**20, 2**20, co) * 2.0**-16).astype(np.float32)
     header = np.array([batch, c, h, wd, co, kh, kw, sy, sx, pt, pl, dy, dx, oh, ow, x_zero],
                       np.int64)
     path_in, path_out = os.path.join(tmp, "in"), os.path.join(tmp, "out")
     with open(path_in, "wb") as f:
-        for a in (header, x, rows, correction, scale):
+        for a in (header, x, rows, correction, scale, bias):
             f.write(a.tobytes())
     subprocess.run([probe, path_in, path_out], check=True)
     got = np.fromfile(path_out, np.float32).reshape(batch, co, oh, ow)
     acc = reference(x, w, x_zero, pads, strides, dilation, (oh, ow))
     assert np.abs(acc).max() < 2**31
-    want = acc.astype(np.float32) * scale.reshape(1, co, 1, 1)
+    product = acc.astype(np.float32).astype(np.float64) * scale.astype(np.float64)[:, None, None]
+    want = (product + bias.astype(np.float64)[:, None, None]).astype(np.float32)
     name = (f"b{batch} c{c} {h}x{wd} co{co} k{kh}x{kw} s{strides} p{pads} d{dilation} "
             f"zp{x_zero}{' extreme' if extreme else ''}")
     if not np.array_equal(got, want):

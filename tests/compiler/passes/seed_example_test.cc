@@ -78,9 +78,9 @@ TEST(SeedExampleTest, ReportListsEveryPassInPipelineOrder) {
     names.push_back(r.name);
   }
   EXPECT_THAT(names, ::testing::ElementsAre("default", "InferType", "SimplifyInference",
-                                            "FoldConstant", "SimplifyFakeQuant", "FoldScaleAxis",
-                                            "EliminateCommonSubexpr", "DeadCodeElimination",
-                                            "FuseOps"));
+                                            "FoldConstant", "SimplifyFakeQuant", "IntegerQdqConv",
+                                            "FoldScaleAxis", "EliminateCommonSubexpr",
+                                            "DeadCodeElimination", "FuseOps"));
   EXPECT_EQ(p->record.passes[0].depth, 0);
   EXPECT_EQ(p->record.passes[1].depth, 1);
   // The pipeline's total covers its passes; its self time is what is left.

@@ -1,0 +1,278 @@
+// IntegerQdqConv, for each conv2d (groups 1, no bias):
+//   1. The activation: the conv's input is a, or a minus a constant zero
+//      point za in [0, 255], where a is
+//        - where(c == c, c, 0), c a float clip to bounds inside [0, 255] of
+//          an integral value (SimplifyFakeQuant's result for QDQ): then
+//          cast<u8>(c) holds the same integers, NaN included (the cast
+//          makes it 0, as the select did);
+//        - cast<f32>(u) of a uint8 tensor u (QLinearConv, ConvInteger, a
+//          DequantizeLinear of a uint8 input): then u itself.
+//   2. The weight: a float constant (O, C, KH, KW) of integers in
+//      [-128, 127], packed at compile time as int8 rows of C * KH * KW
+//      values zero-padded to a multiple of 4 (kiln_qconv_u8s8's K groups).
+//   3. The zero point: sum (x - za) * w = sum x * w - za * sum w, so the
+//      correction -za * rowsum(w) per output channel is a constant; w's own
+//      zero point is already folded into its centered integers (a weight
+//      whose centered values leave int8 is not matched).
+//   4. A bias operand of integers (QLinearConv's int32 bias, in accumulator
+//      units) adds to the correction, still in int32.
+//   5. The epilogue: the conv's only reader, a multiply by a constant with
+//      one value or one per channel (the QDQ conv's x_scale * w_scale), and
+//      that one's only reader, an add of such a constant (the bias), become
+//      the kernel's scale and bias (1 and 0 otherwise). The kernel applies
+//      them in one FMA, as the float conv's fused epilogue did, so the
+//      rounding before requantisation is the same.
+// Every int32 sum is exact (C * KH * KW < 2^31 / (255 * 128) is checked);
+// the float path before summed the same integers in float32, exact below
+// 2^24, so results agree wherever that one was exact.
+#include "compiler/passes/integer_qdq_conv.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status_macros.h"
+#include "compiler/ir/element_access.h"
+#include "compiler/ir/op_def.h"
+#include "compiler/ops/op_registry.h"
+#include "compiler/passes/infer_type.h"
+#include "compiler/passes/integral_values.h"
+
+namespace kiln {
+namespace {
+
+constexpr int64_t kGroup = 4;  // abi::kQConvKGroup
+constexpr int kMaxDepth = 8;
+
+bool IsOp(const Node* n, const char* name) { return n->is_op() && n->op->name == name; }
+
+// The single value of a constant with one element.
+std::optional<double> ScalarConstant(const Node* n) {
+  if (!n->is_constant() || n->type.NumElements() != 1) return std::nullopt;
+  return ReadElementAsDouble(n->type.dtype, n->value->bytes.data(), 0);
+}
+
+struct Activation {
+  Node* clip = nullptr;   // a float clip to cast to uint8,
+  Node* uint8 = nullptr;  // or a uint8 tensor as it is
+  int64_t zero = 0;
+};
+
+// Step 1.
+std::optional<Activation> QuantizedActivation(Node* a) {
+  Activation out;
+  if (IsOp(a, "sub")) {
+    const std::optional<double> zp = ScalarConstant(a->inputs[1]);
+    if (!zp || !(*zp >= 0 && *zp <= 255) || !IsIntegerValue(*zp)) return std::nullopt;
+    out.zero = static_cast<int64_t>(*zp);
+    a = a->inputs[0];
+  }
+  if (IsOp(a, "cast") && a->type.dtype == DType::kFloat32 &&
+      a->inputs[0]->type.dtype == DType::kUInt8) {
+    out.uint8 = a->inputs[0];
+    return out;
+  }
+  if (!IsOp(a, "where")) return std::nullopt;
+  Node* is_number = a->inputs[0];
+  Node* c = a->inputs[1];
+  const std::optional<double> nan_as = ScalarConstant(a->inputs[2]);
+  if (!IsOp(is_number, "equal") || is_number->inputs[0] != c || is_number->inputs[1] != c ||
+      !nan_as || *nan_as != 0 || !IsOp(c, "clip") || c->type.dtype != DType::kFloat32 ||
+      a->type != c->type) {
+    return std::nullopt;
+  }
+  const ActivationAttrs& bounds = std::get<ActivationAttrs>(c->attrs);
+  if (!(bounds.alpha >= 0 && bounds.beta <= 255) || !IsIntegral(c, kMaxDepth)) {
+    return std::nullopt;
+  }
+  out.clip = c;
+  return out;
+}
+
+struct PackedWeight {
+  std::shared_ptr<ConstantData> rows;        // int8 (O, KP)
+  std::shared_ptr<ConstantData> correction;  // int32 (O)
+};
+
+// Steps 2, 3 and 4 (`bias` may be null).
+std::optional<PackedWeight> PackWeight(const Node* w, int64_t zero, const Node* bias) {
+  if (!w->is_constant() || w->type.dtype != DType::kFloat32 || w->type.rank() != 4) {
+    return std::nullopt;
+  }
+  const int64_t o = w->type.shape[0];
+  const int64_t k = w->type.NumElements() / o;
+  if (k * 255 * 128 >= (int64_t{1} << 31)) return std::nullopt;
+  const int64_t kp = (k + kGroup - 1) / kGroup * kGroup;
+  if (bias != nullptr && (!bias->is_constant() || bias->type.dtype != DType::kFloat32 ||
+                          bias->type.NumElements() != o)) {
+    return std::nullopt;
+  }
+  const float* v = w->value->data<float>();
+  std::string rows(o * kp, '\0');
+  std::vector<int32_t> correction(o);
+  for (int64_t n = 0; n < o; ++n) {
+    int64_t sum = 0;
+    for (int64_t i = 0; i < k; ++i) {
+      const float x = v[n * k + i];
+      if (!(x >= -128 && x <= 127) || x != static_cast<float>(static_cast<int>(x))) {
+        return std::nullopt;
+      }
+      rows[n * kp + i] = static_cast<char>(static_cast<int8_t>(x));
+      sum += static_cast<int64_t>(x);
+    }
+    int64_t c = -zero * sum;
+    if (bias != nullptr) {
+      const float b = bias->value->data<float>()[n];
+      if (!(std::fabs(b) < 2147483648.0f) || b != std::nearbyint(b)) return std::nullopt;
+      c += static_cast<int64_t>(b);
+    }
+    if (c < INT32_MIN || c > INT32_MAX) return std::nullopt;
+    correction[n] = static_cast<int32_t>(c);
+  }
+  PackedWeight out;
+  out.rows = std::make_shared<ConstantData>();
+  out.rows->type = TensorType{DType::kInt8, {o, kp}};
+  out.rows->bytes = ConstantBytes(std::move(rows));
+  out.correction = std::make_shared<ConstantData>();
+  out.correction->type = TensorType{DType::kInt32, {o}};
+  std::string bytes(o * sizeof(int32_t), '\0');
+  std::memcpy(bytes.data(), correction.data(), bytes.size());
+  out.correction->bytes = ConstantBytes(std::move(bytes));
+  return out;
+}
+
+// Step 4: the per-channel values of `s` (one value, or one per channel of a
+// (N, O, H, W) tensor), or nothing.
+std::optional<std::vector<float>> ChannelValues(const Node* s, int64_t channels) {
+  if (!s->is_constant() || s->type.dtype != DType::kFloat32) return std::nullopt;
+  const float* v = s->value->data<float>();
+  if (s->type.NumElements() == 1) return std::vector<float>(channels, v[0]);
+  const std::vector<int64_t>& shape = s->type.shape;
+  if (shape.size() < 3 || shape.size() > 4 || shape[shape.size() - 3] != channels ||
+      shape[shape.size() - 2] != 1 || shape.back() != 1 || (shape.size() == 4 && shape[0] != 1)) {
+    return std::nullopt;
+  }
+  return std::vector<float>(v, v + channels);
+}
+
+using Readers = std::unordered_map<const Node*, std::vector<Node*>>;
+
+// The one reader of `n` when it is an `op` of n and a second operand, of
+// n's type, and n is no graph output.
+Node* OnlyReader(const Readers& readers, const std::unordered_map<const Node*, bool>& is_output,
+                 const Node* n, const char* op) {
+  auto it = readers.find(n);
+  if (it == readers.end() || it->second.size() != 1 || is_output.count(n)) return nullptr;
+  Node* r = it->second[0];
+  if (!IsOp(r, op) || r->inputs.size() != 2 || r->inputs[0] != n || r->type != n->type) {
+    return nullptr;
+  }
+  return r;
+}
+
+std::shared_ptr<ConstantData> Constant(DType dtype, std::vector<int64_t> shape,
+                                       const std::vector<double>& values) {
+  auto data = std::make_shared<ConstantData>();
+  data->type = TensorType{dtype, std::move(shape)};
+  std::string bytes(data->type.ByteSize(), '\0');
+  for (size_t i = 0; i < values.size(); ++i) {
+    WriteElementFromDouble(dtype, bytes.data(), static_cast<int64_t>(i), values[i]);
+  }
+  data->bytes = ConstantBytes(std::move(bytes));
+  return data;
+}
+
+absl::StatusOr<bool> IntegerQdqConv(Graph& graph, bool host_has_vnni) {
+  if (!host_has_vnni) return false;
+  const OpRegistry& ops = OpRegistry::Default();
+  Readers readers;
+  for (Node* n : graph.AllNodes()) {
+    for (Node* in : n->inputs) readers[in].push_back(n);
+  }
+  std::unordered_map<const Node*, bool> is_output;
+  for (const Node* n : graph.outputs()) is_output[n] = true;
+  bool changed = false;
+  for (Node* conv : graph.TopologicalOrder()) {
+    if (!IsOp(conv, "conv2d")) continue;
+    const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv->attrs);
+    if (a.groups != 1) continue;
+    const std::optional<Activation> x = QuantizedActivation(conv->inputs[0]);
+    if (!x) continue;
+    const Node* conv_bias = conv->inputs.size() == 3 ? conv->inputs[2] : nullptr;
+    const std::optional<PackedWeight> w = PackWeight(conv->inputs[1], x->zero, conv_bias);
+    if (!w) continue;
+    const int64_t channels = conv->type.shape[1];
+    Node* replaced = conv;
+    std::vector<double> scale(channels, 1.0), bias(channels, 0.0);
+    if (Node* mul = OnlyReader(readers, is_output, conv, "mul")) {
+      if (std::optional<std::vector<float>> s = ChannelValues(mul->inputs[1], channels)) {
+        scale.assign(s->begin(), s->end());
+        replaced = mul;
+        if (Node* add = OnlyReader(readers, is_output, mul, "add")) {
+          if (std::optional<std::vector<float>> b = ChannelValues(add->inputs[1], channels)) {
+            bias.assign(b->begin(), b->end());
+            replaced = add;
+          }
+        }
+      }
+    }
+    const std::string& name = conv->name;
+    Node* u8 = x->uint8 != nullptr ? x->uint8
+                                   : graph.AddOp(name + "/x_u8", ops.Find("cast"), {x->clip},
+                                                 CastAttrs{DType::kUInt8});
+    Node* rows = graph.AddConstant(name + "/w_s8", w->rows);
+    Node* correction = graph.AddConstant(name + "/zero_point_correction", w->correction);
+    Node* scales = graph.AddConstant(name + "/scale", Constant(DType::kFloat32, {channels}, scale));
+    Node* biases = graph.AddConstant(name + "/bias", Constant(DType::kFloat32, {channels}, bias));
+    Node* zero = graph.AddConstant(name + "/x_zero",
+                                   Constant(DType::kUInt8, {}, {static_cast<double>(x->zero)}));
+    Pool2DAttrs window;
+    window.kernel = {conv->inputs[1]->type.shape[2], conv->inputs[1]->type.shape[3]};
+    window.strides = a.strides;
+    window.padding = a.padding;
+    window.dilation = a.dilation;
+    Node* q = graph.AddOp(name + "/u8s8", ops.Find("qconv2d_u8s8"),
+                          {u8, rows, correction, scales, biases, zero}, window);
+    graph.ReplaceAllUses(replaced, q);
+    changed = true;
+  }
+  if (!changed) return false;
+  graph.RemoveDeadNodes();
+  KILN_RETURN_IF_ERROR(InferTypes(graph).status());
+  return true;
+}
+
+bool HostHasVnni() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+}
+
+class IntegerQdqConvPass final : public Pass {
+ public:
+  explicit IntegerQdqConvPass(bool host_has_vnni) : host_has_vnni_(host_has_vnni) {}
+  const PassInfo& info() const override { return info_; }
+  absl::StatusOr<bool> Run(Graph& graph, const PassContext&) override {
+    return IntegerQdqConv(graph, host_has_vnni_);
+  }
+
+ private:
+  PassInfo info_{"IntegerQdqConv", 2, {"InferType", "SimplifyFakeQuant"}};
+  bool host_has_vnni_;
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> CreateIntegerQdqConvPass() {
+  return std::make_unique<IntegerQdqConvPass>(HostHasVnni());
+}
+
+std::unique_ptr<Pass> CreateIntegerQdqConvPassForTest(bool host_has_vnni) {
+  return std::make_unique<IntegerQdqConvPass>(host_has_vnni);
+}
+
+}  // namespace kiln
