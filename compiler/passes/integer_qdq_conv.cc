@@ -22,6 +22,11 @@
 //      the kernel's scale and bias (1 and 0 otherwise). The kernel applies
 //      them in one FMA, as the float conv's fused epilogue did, so the
 //      rounding before requantisation is the same.
+//   6. Every other reader of an activation made uint8 here, a select of
+//      SimplifyFakeQuant (a residual branch's DequantizeLinear), reads
+//      cast<f32>(cast<u8>(c)) instead: the same values, and c's only reader
+//      is then the cast to uint8, which fuses into c's kernel, so the
+//      activation is stored once, as uint8.
 // Every int32 sum is exact (C * KH * KW < 2^31 / (255 * 128) is checked);
 // the float path before summed the same integers in float32, exact below
 // 2^24, so results agree wherever that one was exact.
@@ -62,6 +67,24 @@ struct Activation {
   int64_t zero = 0;
 };
 
+// c when `n` is where(c == c, c, 0) of a float32 clip c to bounds inside
+// [0, 255] of an integral value: what SimplifyFakeQuant makes of a
+// cast<f32>(cast<u8>(c)), and equal to it.
+Node* SelectedClip(Node* n) {
+  if (!IsOp(n, "where")) return nullptr;
+  Node* is_number = n->inputs[0];
+  Node* c = n->inputs[1];
+  const std::optional<double> nan_as = ScalarConstant(n->inputs[2]);
+  if (!IsOp(is_number, "equal") || is_number->inputs[0] != c || is_number->inputs[1] != c ||
+      !nan_as || *nan_as != 0 || !IsOp(c, "clip") || c->type.dtype != DType::kFloat32 ||
+      n->type != c->type) {
+    return nullptr;
+  }
+  const ActivationAttrs& bounds = std::get<ActivationAttrs>(c->attrs);
+  if (!(bounds.alpha >= 0 && bounds.beta <= 255) || !IsIntegral(c, kMaxDepth)) return nullptr;
+  return c;
+}
+
 // Step 1.
 std::optional<Activation> QuantizedActivation(Node* a) {
   Activation out;
@@ -76,19 +99,8 @@ std::optional<Activation> QuantizedActivation(Node* a) {
     out.uint8 = a->inputs[0];
     return out;
   }
-  if (!IsOp(a, "where")) return std::nullopt;
-  Node* is_number = a->inputs[0];
-  Node* c = a->inputs[1];
-  const std::optional<double> nan_as = ScalarConstant(a->inputs[2]);
-  if (!IsOp(is_number, "equal") || is_number->inputs[0] != c || is_number->inputs[1] != c ||
-      !nan_as || *nan_as != 0 || !IsOp(c, "clip") || c->type.dtype != DType::kFloat32 ||
-      a->type != c->type) {
-    return std::nullopt;
-  }
-  const ActivationAttrs& bounds = std::get<ActivationAttrs>(c->attrs);
-  if (!(bounds.alpha >= 0 && bounds.beta <= 255) || !IsIntegral(c, kMaxDepth)) {
-    return std::nullopt;
-  }
+  Node* c = SelectedClip(a);
+  if (c == nullptr) return std::nullopt;
   out.clip = c;
   return out;
 }
@@ -196,6 +208,7 @@ absl::StatusOr<bool> IntegerQdqConv(Graph& graph, bool host_has_vnni) {
   std::unordered_map<const Node*, bool> is_output;
   for (const Node* n : graph.outputs()) is_output[n] = true;
   bool changed = false;
+  std::unordered_map<const Node*, Node*> uint8_of;  // clip -> its cast<u8>
   for (Node* conv : graph.TopologicalOrder()) {
     if (!IsOp(conv, "conv2d")) continue;
     const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv->attrs);
@@ -221,9 +234,15 @@ absl::StatusOr<bool> IntegerQdqConv(Graph& graph, bool host_has_vnni) {
       }
     }
     const std::string& name = conv->name;
-    Node* u8 = x->uint8 != nullptr ? x->uint8
-                                   : graph.AddOp(name + "/x_u8", ops.Find("cast"), {x->clip},
-                                                 CastAttrs{DType::kUInt8});
+    Node* u8 = x->uint8;
+    if (u8 == nullptr) {
+      Node*& cast = uint8_of[x->clip];
+      if (cast == nullptr) {
+        cast = graph.AddOp(x->clip->name + "/u8", ops.Find("cast"), {x->clip},
+                           CastAttrs{DType::kUInt8});
+      }
+      u8 = cast;
+    }
     Node* rows = graph.AddConstant(name + "/w_s8", w->rows);
     Node* correction = graph.AddConstant(name + "/zero_point_correction", w->correction);
     Node* scales = graph.AddConstant(name + "/scale", Constant(DType::kFloat32, {channels}, scale));
@@ -241,6 +260,17 @@ absl::StatusOr<bool> IntegerQdqConv(Graph& graph, bool host_has_vnni) {
     changed = true;
   }
   if (!changed) return false;
+  // Step 6.
+  for (const auto& [clip, u8] : uint8_of) {
+    Node* wide = nullptr;
+    for (Node* r : readers[clip]) {
+      if (SelectedClip(r) != clip) continue;
+      if (wide == nullptr) {
+        wide = graph.AddOp(u8->name + "/f32", ops.Find("cast"), {u8}, CastAttrs{DType::kFloat32});
+      }
+      graph.ReplaceAllUses(r, wide);
+    }
+  }
   graph.RemoveDeadNodes();
   KILN_RETURN_IF_ERROR(InferTypes(graph).status());
   return true;

@@ -94,6 +94,36 @@ TEST(IntegerQdqConvTest, MakesTheConvAndItsEpilogueOneIntegerOp) {
   EXPECT_EQ(q->type, (TensorType{DType::kFloat32, {1, 6, 9, 7}}));
 }
 
+// A residual branch dequantises the conv's activation too: it then reads the
+// uint8 tensor, so the float clip has one reader left, the cast to uint8.
+TEST(IntegerQdqConvTest, OtherReadersOfTheActivationReadItsUint8) {
+  Graph g = QdqConv(RandomCase(1, 128));
+  Node* clip = nullptr;
+  for (Node* n : g.TopologicalOrder()) {
+    if (n->is_op() && n->op_name() == "clip") clip = n;
+  }
+  ASSERT_NE(clip, nullptr);
+  Node* select = nullptr;
+  for (Node* n : g.TopologicalOrder()) {
+    if (n->is_op() && n->op_name() == "where") select = n;
+  }
+  ASSERT_NE(select, nullptr);
+  g.AddOutput(Op(g, "mul", {select, g.AddConstant("s_res", FloatValues({}, {0.5f}))}));
+  ASSERT_TRUE(InferTypes(g).ok());
+  absl::StatusOr<bool> changed = RunPass(g, /*vnni=*/true);
+  ASSERT_TRUE(changed.ok() && *changed);
+  EXPECT_EQ(g.outputs()[0]->op_name(), "qconv2d_u8s8");
+  const Node* residual = g.outputs()[1]->inputs[0];
+  ASSERT_EQ(residual->op_name(), "cast");
+  EXPECT_EQ(residual->type.dtype, DType::kFloat32);
+  EXPECT_EQ(residual->inputs[0], g.outputs()[0]->inputs[0]);  // the conv's uint8 input
+  int readers_of_clip = 0;
+  for (const Node* n : g.TopologicalOrder()) {
+    for (const Node* in : n->inputs) readers_of_clip += in == clip;
+  }
+  EXPECT_EQ(readers_of_clip, 1);
+}
+
 TEST(IntegerQdqConvTest, LeavesTheGraphWithoutVnni) {
   Graph g = QdqConv(RandomCase(1, 128));
   absl::StatusOr<bool> changed = RunPass(g, /*vnni=*/false);
