@@ -111,6 +111,10 @@ def main():
         ok &= run_case(probe, rng, tmp, 2, 32, 7, 7, 33, 3, 3, strides=(2, 1),
                        pads=(1, 0, 1, 2), x_zero=255)
         ok &= run_case(probe, rng, tmp, 1, 64, 28, 28, 64, 3, 3, pads=(1, 1, 1, 1), x_zero=0)
+        ok &= run_case(probe, rng, tmp, 1, 7, 40, 37, 9, 5, 5, strides=(3, 3), pads=(2, 2, 2, 2),
+                       x_zero=200)
+        ok &= run_case(probe, rng, tmp, 1, 9, 19, 53, 5, 3, 3, strides=(1, 2), pads=(0, 1, 0, 1),
+                       x_zero=128)
     sys.exit(0 if ok else 1)
 
 
