@@ -1,4 +1,4 @@
-// IntegerQdqConv, for each conv2d (groups 1, no bias):
+// IntegerQdqConv, for each conv2d of groups 1:
 //   1. The activation: the conv's input is a, or a minus a constant zero
 //      point za in [0, 255], where a is
 //        - where(c == c, c, 0), c a float clip to bounds inside [0, 255] of

@@ -211,5 +211,71 @@ TEST(IntegerQdqConvTest, KernelsMatchAnIntegerReference) {
   }
 }
 
+// QLinearConv's form: a uint8 input widened and centered, an int32 bias
+// (integers in accumulator units) inside the conv, then the scale. The
+// input is used as it is, and the bias joins the zero point's correction.
+TEST(IntegerQdqConvTest, Uint8InputAndIntegerBiasMatchAnIntegerReference) {
+  const int64_t c = 3, h = 6, w = 5, o = 4, zero = 77;
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> byte(0, 255), weight(-128, 127), bias(-5000, 5000);
+  std::vector<float> weights(o * c * 3 * 3), biases(o), scale(o);
+  for (float& v : weights) v = weight(rng);
+  for (float& v : biases) v = bias(rng);
+  for (int64_t i = 0; i < o; ++i) scale[i] = 0.001f * static_cast<float>(i + 1);
+  std::vector<uint8_t> x(c * h * w);
+  for (uint8_t& v : x) v = static_cast<uint8_t>(byte(rng));
+  auto build = [&] {
+    Graph g;
+    Node* in = g.AddInput("x", {DType::kUInt8, {1, c, h, w}});
+    Node* wide = Op(g, "cast", {in}, CastAttrs{DType::kFloat32});
+    Node* centered = Op(g, "sub", {wide, g.AddConstant("zp", FloatValues({}, {zero}))});
+    Conv2DAttrs a;
+    a.padding = {1, 1, 1, 1};
+    Node* acc = Op(g, "conv2d",
+                   {centered, g.AddConstant("w", FloatValues({o, c, 3, 3}, weights)),
+                    g.AddConstant("b", FloatValues({o}, biases))},
+                   a);
+    g.AddOutput(Op(g, "mul", {acc, g.AddConstant("s", FloatValues({o, 1, 1}, scale))}));
+    EXPECT_TRUE(InferTypes(g).ok());
+    return g;
+  };
+  Graph g = build();
+  absl::StatusOr<bool> changed = RunPass(g, /*vnni=*/true);
+  ASSERT_TRUE(changed.ok() && *changed);
+  ASSERT_EQ(g.outputs()[0]->op_name(), "qconv2d_u8s8");
+  EXPECT_TRUE(g.outputs()[0]->inputs[0]->is_input());
+
+  std::vector<float> want(o * h * w);
+  for (int64_t n = 0; n < o; ++n) {
+    for (int64_t oy = 0; oy < h; ++oy) {
+      for (int64_t ox = 0; ox < w; ++ox) {
+        int64_t sum = static_cast<int64_t>(biases[n]);
+        for (int64_t ci = 0; ci < c; ++ci) {
+          for (int64_t ky = 0; ky < 3; ++ky) {
+            for (int64_t kx = 0; kx < 3; ++kx) {
+              const int64_t y = oy + ky - 1, xx = ox + kx - 1;
+              if (y < 0 || y >= h || xx < 0 || xx >= w) continue;
+              sum += (int64_t{x[(ci * h + y) * w + xx]} - zero) *
+                     static_cast<int64_t>(weights[((n * c + ci) * 3 + ky) * 3 + kx]);
+            }
+          }
+        }
+        want[(n * h + oy) * w + ox] = static_cast<float>(sum) * scale[n];
+      }
+    }
+  }
+  auto manager = engine::ModelManager::Create({});
+  ASSERT_TRUE(manager.ok()) << manager.status();
+  auto compiled = (*manager)->Compile("qlinear", build(), CompileOptions{});
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  auto in = Tensor::FromBytes({DType::kUInt8, {1, c, h, w}},
+                              absl::string_view(reinterpret_cast<const char*>(x.data()), x.size()));
+  ASSERT_TRUE(in.ok());
+  auto result = (*manager)->Find("qlinear")->Run({&*in});
+  ASSERT_TRUE(result.ok()) << result.status();
+  const float* got = static_cast<const float*>(result->outputs[0].data());
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "at " << i;
+}
+
 }  // namespace
 }  // namespace kiln
