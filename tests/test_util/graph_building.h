@@ -2,6 +2,7 @@
 #ifndef KILN_TESTS_TEST_UTIL_GRAPH_BUILDING_H_
 #define KILN_TESTS_TEST_UTIL_GRAPH_BUILDING_H_
 
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -36,10 +37,11 @@ inline std::shared_ptr<ConstantData> Int64Values(std::vector<int64_t> shape,
   return data;
 }
 
-// Adds op `op` (which must be registered) reading `inputs`.
+// Adds op `op` (which must be registered) reading `inputs`. Node names are
+// numbered process-wide; atomically, as tests build graphs on several threads.
 inline Node* Op(Graph& g, const std::string& op, std::vector<Node*> inputs,
                 Attrs attrs = NoAttrs{}) {
-  static int counter = 0;
+  static std::atomic<int> counter{0};
   return g.AddOp(op + "_" + std::to_string(counter++), OpRegistry::Default().Find(op),
                  std::move(inputs), std::move(attrs));
 }
