@@ -208,13 +208,9 @@ absl::StatusOr<TensorType> Conv2DRelation(const std::vector<TensorType>& in,
   }
   std::vector<int64_t> out{x.shape[0], w.shape[0], 0, 0};
   for (int d = 0; d < 2; ++d) {
-    const int64_t padded = x.shape[2 + d] + a.padding[d] + a.padding[d + 2];
-    const int64_t window = a.dilation[d] * (w.shape[2 + d] - 1) + 1;
-    if (padded < window) {
-      return absl::InvalidArgumentError(absl::StrCat("conv2d window ", window,
-                                                     " exceeds padded input ", padded));
-    }
-    out[2 + d] = (padded - window) / a.strides[d] + 1;
+    KILN_ASSIGN_OR_RETURN(out[2 + d],
+                          ConvOutputExtent("conv2d", x.shape[2 + d], a.padding[d], a.padding[d + 2],
+                                           w.shape[2 + d], a.dilation[d], a.strides[d]));
   }
   return TensorType{DType::kFloat32, out};
 }

@@ -16,6 +16,7 @@
 #include "compiler/ops/attr_parsing.h"
 #include "compiler/ops/op_registry.h"
 #include "compiler/ops/register_ops.h"
+#include "compiler/ops/shape_relations.h"
 #include "compiler/te/compute_context.h"
 #include "compiler/te/expr_builder.h"
 
@@ -70,13 +71,9 @@ absl::StatusOr<TensorType> QConvRelation(const std::vector<TensorType>& in, cons
   }
   std::vector<int64_t> out{x.shape[0], w.shape[0], 0, 0};
   for (int d = 0; d < 2; ++d) {
-    const int64_t padded = x.shape[2 + d] + a.padding[d] + a.padding[d + 2];
-    const int64_t window = a.dilation[d] * (a.kernel[d] - 1) + 1;
-    if (padded < window) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("qconv2d_u8s8 window ", window, " exceeds padded input ", padded));
-    }
-    out[2 + d] = (padded - window) / a.strides[d] + 1;
+    KILN_ASSIGN_OR_RETURN(
+        out[2 + d], ConvOutputExtent("qconv2d_u8s8", x.shape[2 + d], a.padding[d], a.padding[d + 2],
+                                     a.kernel[d], a.dilation[d], a.strides[d]));
   }
   return TensorType{DType::kFloat32, out};
 }

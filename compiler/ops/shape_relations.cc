@@ -53,4 +53,16 @@ absl::Status RequireFloat(const std::vector<TensorType>& types) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<int64_t> ConvOutputExtent(absl::string_view op, int64_t input, int64_t pad_begin,
+                                         int64_t pad_end, int64_t kernel, int64_t dilation,
+                                         int64_t stride) {
+  const int64_t padded = input + pad_begin + pad_end;
+  const int64_t window = dilation * (kernel - 1) + 1;
+  if (padded < window) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, " window ", window, " exceeds padded input ", padded));
+  }
+  return (padded - window) / stride + 1;
+}
+
 }  // namespace kiln

@@ -99,6 +99,26 @@ TEST(OpComputeTest, Conv2DWithPaddingZeroesTheBorder) {
   EXPECT_THAT(v, ElementsAre(10, 10, 10, 10));
 }
 
+// Output extents, worked by hand: 7 rows padded 1 + 1 = 9, a 3-tap window
+// dilated by 2 spans 5, stride 2: (9 - 5) / 2 + 1 = 3; 6 columns unpadded, 2
+// taps: 5. A window wider than the padded input is refused naming both.
+TEST(OpComputeTest, Conv2DOutputExtentsAndAWindowTooWide) {
+  const OpDef* conv = OpRegistry::Default().Find("conv2d");
+  Conv2DAttrs a;
+  a.padding = {1, 0, 1, 0};
+  a.dilation = {2, 1};
+  a.strides = {2, 1};
+  absl::StatusOr<TensorType> t =
+      conv->infer_type({{DType::kFloat32, {1, 2, 7, 6}}, {DType::kFloat32, {4, 2, 3, 2}}}, a);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_THAT(t->shape, ElementsAre(1, 4, 3, 5));
+  absl::StatusOr<TensorType> wide = conv->infer_type(
+      {{DType::kFloat32, {1, 1, 3, 3}}, {DType::kFloat32, {1, 1, 5, 5}}}, Conv2DAttrs{});
+  EXPECT_EQ(wide.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(wide.status().message()),
+              ::testing::HasSubstr("conv2d window 5 exceeds padded input 3"));
+}
+
 TEST(OpComputeTest, SumAndMaxReduceAxes) {
   auto s = Fold([](Graph& g) {
     return testing::Op(g, "sum", {g.AddConstant("x", FloatValues({2, 3}, {1, 2, 3, 4, 5, 6}))},
