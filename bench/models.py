@@ -4,7 +4,10 @@
 The four real models come from tests/models/export_models.py (same seed, so
 Kiln, ONNX Runtime and PyTorch run identical weights); the elementwise chain
 (8 elementwise ops on a 1x64x56x56 tensor, scalar constants) is defined here
-in both ONNX and PyTorch. Every ONNX file has a symbolic leading dim "batch".
+in both ONNX and PyTorch, and so are the larger networks of issue 23's goals
+(torchvision CNNs at 224x224 and a BERT-base-shaped encoder at sequence
+128), which the CI's real-model test does not export. Every ONNX file has a
+symbolic leading dim "batch".
 
     /usr/bin/python3 bench/models.py OUT_DIR [NAME...]   # writes OUT_DIR/NAME/model.onnx
 """
@@ -15,6 +18,7 @@ import sys
 import numpy as np
 import onnx
 import torch
+import torchvision
 from onnx import TensorProto, helper, numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -23,9 +27,41 @@ _spec = importlib.util.spec_from_file_location(
 export_models = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(export_models)
 
+
+def _vision(build):
+    """A torchvision classifier at 224x224, with random weights."""
+    return lambda: (build(), torch.randn(1, 3, 224, 224))
+
+
+def _bert_base():
+    """BERT-base's encoder shape: 12 layers, d768, 12 heads, FFN 3072, GELU,
+    post-norm, sequence 128 (embeddings left out: the input is the hidden
+    state, as in the transformer model)."""
+    layer = torch.nn.TransformerEncoderLayer(d_model=768, nhead=12, dim_feedforward=3072,
+                                             dropout=0.0, activation="gelu", batch_first=True)
+    model = torch.nn.TransformerEncoder(layer, num_layers=12, enable_nested_tensor=False)
+    return model, torch.randn(1, 128, 768)
+
+
+# Bench-only models: name -> () -> (module, example input at batch 1).
+LARGE = {
+    "resnet50": _vision(lambda: torchvision.models.resnet50(weights=None)),
+    "mobilenet_v3_large": _vision(lambda: torchvision.models.mobilenet_v3_large(weights=None)),
+    "regnet_y_400mf": _vision(lambda: torchvision.models.regnet_y_400mf(weights=None)),
+    "googlenet": _vision(lambda: torchvision.models.googlenet(
+        weights=None, aux_logits=False, init_weights=False)),
+    "convnext_tiny": _vision(lambda: torchvision.models.convnext_tiny(weights=None)),
+    "bert_base": _bert_base,
+}
+# Opset 17 where PyTorch then exports LayerNormalization whole.
+LARGE_OPSETS = {"convnext_tiny": 17}
+
 # Per-sample input shape of each model (the batch dim is prepended).
 SAMPLE_SHAPES = {"mlp": [784], "resnet18": [3, 224, 224], "mobilenet_v2": [3, 224, 224],
-                 "transformer": [128, 256], "eltwise_chain": [64, 56, 56]}
+                 "transformer": [128, 256], "eltwise_chain": [64, 56, 56],
+                 "resnet50": [3, 224, 224], "mobilenet_v3_large": [3, 224, 224],
+                 "regnet_y_400mf": [3, 224, 224], "googlenet": [3, 224, 224],
+                 "convnext_tiny": [3, 224, 224], "bert_base": [128, 768]}
 ALL = list(SAMPLE_SHAPES)
 
 # The chain: relu(abs(relu((x + 1) * 0.5) - 0.25) * 2 + 0.1), one op per entry.
@@ -52,8 +88,21 @@ def torch_model(name):
     if name == "eltwise_chain":
         return EltwiseChain().eval(), torch.randn(1, *SAMPLE_SHAPES[name])
     torch.manual_seed(0)  # as export_models.export does
+    if name in LARGE:
+        model, x = LARGE[name]()
+        return model.eval(), x
     model, x = export_models.MODELS[name]()
     return model.eval(), x
+
+
+def _export_large(name, path):
+    """LARGE[name] exported with a symbolic batch, as export_models.export does."""
+    model, x = torch_model(name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    torch.onnx.export(model, (x,), path, opset_version=LARGE_OPSETS.get(name, 13),
+                      input_names=["input"],
+                      output_names=["output"],
+                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
 
 
 def _export_chain(path):
@@ -82,6 +131,8 @@ def onnx_path(out_dir, name):
     if not os.path.exists(path):
         if name == "eltwise_chain":
             _export_chain(path)
+        elif name in LARGE:
+            _export_large(name, path)
         else:
             export_models.export(name, out_dir)
     return path
