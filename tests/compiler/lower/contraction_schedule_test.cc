@@ -6,17 +6,21 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <map>
+#include <set>
+#include <utility>
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "compiler/driver/compile.h"
 #include "compiler/lower/loop_ir.h"
+#include "engine/model_manager.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "engine/model_manager.h"
 #include "runtime/workspace_pool.h"
 #include "tests/test_util/graph_building.h"
+#include "tests/test_util/index_values.h"
 #include "tests/test_util/reference_ops.h"
 
 namespace kiln::lower {
@@ -428,6 +432,74 @@ TEST_F(ContractionScheduleTest, FewPixelConvTilesOverChannelLanes) {
 TEST_F(ContractionScheduleTest, ChannelLanesInKBlocksWithPixelTail) {
   ContractionCase conv = MakeConvResidualCase(2, 160, 11, 48, 61);
   Check(conv.build, conv.x, conv.want, "(channel lanes) (K blocks)", /*tolerance=*/1e-3);
+}
+
+// The prefetches under `s`, each with the loops around it, outermost first.
+struct PrefetchInLoops {
+  Stmt prefetch;
+  std::vector<te::Var> loops;
+};
+void CollectPrefetches(const Stmt& s, std::vector<te::Var>& loops,
+                       std::vector<PrefetchInLoops>& out) {
+  if (s->kind == StmtKind::kPrefetch) out.push_back({s, loops});
+  if (s->kind == StmtKind::kFor) loops.push_back(s->var);
+  for (const Stmt& c : s->children) CollectPrefetches(c, loops, out);
+  if (s->kind == StmtKind::kFor) loops.pop_back();
+}
+
+// With plain blocks, every pass over a K block's weight panel (one per row
+// block of pixels) prefetches a share of the panel after it, so by the end
+// of the K block each cache line of the next one was asked for, and no
+// line of the current one: checked by evaluating every prefetch's index at
+// every point of its loops, grouped by column block jb and K block kc.
+TEST_F(ContractionScheduleTest, ChannelLanesPrefetchTheNextKBlocksPanel) {
+  ContractionCase conv = MakeConvResidualCase(2, 160, 11, 48, 61);
+  Check(conv.build, conv.x, conv.want, "(channel lanes) (K blocks)", /*tolerance=*/1e-3);
+  const LoopFunction fn = FirstKernelOf(conv.build()).function;
+  std::vector<te::Var> loops;
+  std::vector<PrefetchInLoops> found;
+  CollectPrefetches(fn.body, loops, found);
+  ASSERT_FALSE(found.empty()) << LoopFunctionToString(fn);
+  const BufferDecl& panel = fn.buffers[found[0].prefetch->buffer];
+  EXPECT_THAT(panel.name, ::testing::EndsWith(".packed"));
+  int64_t column_blocks = 0, k_blocks = 0;
+  for (const te::Var& v : found[0].loops) {
+    if (v->name == "jb") column_blocks = v->extent;
+    if (v->name == "kc") k_blocks = v->extent;
+  }
+  ASSERT_GT(column_blocks, 0);
+  ASSERT_GT(k_blocks, 1);
+  const int64_t block = panel.num_elements / (column_blocks * k_blocks);
+  ASSERT_EQ(block % 16, 0);
+  // Lines asked for per (jb, kc).
+  std::map<std::pair<int64_t, int64_t>, std::set<int64_t>> lines;
+  for (const PrefetchInLoops& f : found) {
+    EXPECT_EQ(f.prefetch->buffer, found[0].prefetch->buffer);
+    const std::vector<int64_t> index = kiln::testing::IndexValues(f.prefetch->index, f.loops);
+    for (size_t point = 0; point < index.size(); ++point) {
+      int64_t rest = static_cast<int64_t>(point), jb = 0, kc = 0;
+      for (size_t i = f.loops.size(); i-- > 0;) {
+        const int64_t digit = rest % f.loops[i]->extent;
+        rest /= f.loops[i]->extent;
+        if (f.loops[i]->name == "jb") jb = digit;
+        if (f.loops[i]->name == "kc") kc = digit;
+      }
+      lines[{jb, kc}].insert(index[point] / 16);
+    }
+  }
+  for (int64_t jb = 0; jb < column_blocks; ++jb) {
+    for (int64_t kc = 0; kc < k_blocks; ++kc) {
+      const int64_t next = (jb * k_blocks + kc + 1) * block;
+      const std::set<int64_t>& asked = lines[{jb, kc}];
+      ASSERT_FALSE(asked.empty()) << "jb " << jb << " kc " << kc;
+      EXPECT_GE(*asked.begin(), next / 16) << "a line of the current panel, jb " << jb;
+      if (next >= panel.num_elements) continue;  // past the last panel: nothing to cover
+      for (int64_t line = next / 16; line < (next + block) / 16; ++line) {
+        ASSERT_TRUE(asked.count(line))
+            << "line " << line << " not prefetched, jb " << jb << " kc " << kc;
+      }
+    }
+  }
 }
 
 // Padded planes of at least 1024 elements are copied in parallel by rows,
