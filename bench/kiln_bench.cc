@@ -16,6 +16,7 @@
 // (int64 inputs are zeros).
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -206,6 +207,13 @@ int DumpKernel(const std::vector<KernelSpec>& kernels, const std::string& name) 
 // kernel name, so two builds' outputs compare with `diff -r` (a refactor that
 // promises unchanged kernels proves it this way).
 int DumpObjects(const std::vector<KernelSpec>& kernels, const std::string& dir) {
+  // Made when missing: the streams below would otherwise fail silently.
+  std::error_code made;
+  std::filesystem::create_directories(dir, made);
+  if (made) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrFormat("--dump-objects %s: %s", dir, made.message())));
+  }
   for (size_t i = 0; i < kernels.size(); ++i) {
     const KernelSpec& k = kernels[i];
     const std::string stem = absl::StrFormat("%s/%03d_%s", dir, i, k.name);
@@ -215,8 +223,11 @@ int DumpObjects(const std::vector<KernelSpec>& kernels, const std::string& dir) 
     absl::StatusOr<std::string> ir =
         codegen::EmitOptimizedIR(k.function, codegen::CodegenOptions{});
     if (!ir.ok()) return Fail(ir.status());
-    std::ofstream(stem + ".o", std::ios::binary) << *object;
-    std::ofstream(stem + ".ll") << *ir;
+    std::ofstream object_file(stem + ".o", std::ios::binary);
+    std::ofstream ir_file(stem + ".ll");
+    if (!(object_file << *object) || !(ir_file << *ir)) {
+      return Fail(absl::InternalError(absl::StrFormat("cannot write %s.{o,ll}", stem)));
+    }
   }
   std::cout << kernels.size() << " kernels written to " << dir << "\n";
   return 0;

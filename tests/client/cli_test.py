@@ -13,6 +13,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -356,6 +357,34 @@ def test_kiln_bench_roofline():
     check(abs(sum(float(r[1]) for r in rows) - 100) < 1, f"shares do not add up: {rows}")
 
 
+def test_kiln_bench_dump_objects():
+    """kiln-bench --dump-objects DIR makes DIR when missing and writes one .o (an
+    ELF object) and one .ll (LLVM IR defining the kernel) per kernel of
+    examples/mlp.pbtxt (two dense+relu kernels); a DIR that cannot be made is
+    an error naming it, not a claim of kernels written."""
+    bench = BENCH_TOOLS["kiln-bench"]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "not", "yet")
+        r = run("examples/mlp.pbtxt", "--dump-objects", out, binary=bench)
+        check(r.returncode == 0, f"kiln-bench --dump-objects: exit {r.returncode}: {r.stderr}")
+        names = sorted(os.listdir(out)) if os.path.isdir(out) else []
+        objects = [n for n in names if n.endswith(".o")]
+        check(len(objects) >= 2 and len(names) == 2 * len(objects)
+              and f"{len(objects)} kernels written to {out}" in r.stdout,
+              f"kiln-bench --dump-objects wrote {names}: {r.stdout}")
+        for n in objects:
+            with open(os.path.join(out, n), "rb") as f:
+                check(f.read(4) == b"\x7fELF", f"{n} is not an ELF object")
+            with open(os.path.join(out, n[:-2] + ".ll")) as f:
+                kernel = n[4:-2]
+                check(f"define void @{kernel}(" in f.read(), f"{n[:-2]}.ll does not define {kernel}")
+        blocked = os.path.join(tmp, "file")
+        open(blocked, "w").close()
+        r = run("examples/mlp.pbtxt", "--dump-objects", os.path.join(blocked, "dir"), binary=bench)
+        check(r.returncode != 0 and "--dump-objects" in r.stderr and "written" not in r.stdout,
+              f"kiln-bench --dump-objects under a file: exit {r.returncode}: {r.stdout} {r.stderr}")
+
+
 # --- doctor ------------------------------------------------------------------
 def test_doctor(kiln_version):
     r = kiln("doctor")
@@ -466,6 +495,7 @@ def main():
     test_spellings()
     test_json(kiln_version)
     test_kiln_bench_roofline()
+    test_kiln_bench_dump_objects()
     test_doctor(kiln_version)
     test_doctor_sees_corrupt_cache_entries()
     test_doctor_sees_unavailable_remote_cache()
