@@ -780,9 +780,24 @@ absl::Status ConvertResize(Converter& c, const onnx::NodeProto& n) {
   const std::string nearest = opset10_like ? "floor"
                                            : StringAttr(n, "nearest_mode", "round_prefer_floor");
   if (coordinates != "half_pixel" && coordinates != "asymmetric" &&
-      coordinates != "align_corners" && coordinates != "pytorch_half_pixel") {
+      coordinates != "align_corners" && coordinates != "pytorch_half_pixel" &&
+      coordinates != "tf_crop_and_resize") {
     return unsupported(absl::StrCat("coordinate_transformation_mode '", coordinates, "'"));
   }
+  // tf_crop_and_resize: the region of interest, [starts..., ends...] in
+  // coordinates normalised to [0, 1] per dim (input 1, a constant), and
+  // the value of output positions whose source falls outside the input.
+  const bool crop = coordinates == "tf_crop_and_resize";
+  std::vector<float> roi;
+  if (crop) {
+    KILN_ASSIGN_OR_RETURN(roi, ConstantFloats(c, n, 1));
+    if (static_cast<int>(roi.size()) != 2 * rank) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("node '", n.name(), "' (", n.op_type(), "): tf_crop_and_resize needs ",
+                       2 * rank, " roi values (a start and an end per dim), got ", roi.size()));
+    }
+  }
+  const float extrapolation = FloatAttr(n, "extrapolation_value", 0.0f);
   Node* y = x;
   for (int d = 0; d < rank; ++d) {
     const int64_t out =
@@ -793,8 +808,14 @@ absl::Status ConvertResize(Converter& c, const onnx::NodeProto& n) {
       return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
                                                      "): dim ", d, " resized to ", out));
     }
-    if (out == in[d] && scale == 1.0) continue;
+    const double roi_start = crop ? roi[d] : 0.0, roi_end = crop ? roi[rank + d] : 1.0;
+    if (out == in[d] && scale == 1.0 && roi_start == 0.0 && roi_end == 1.0) continue;
     auto original = [&](int64_t o) -> double {
+      if (crop) {
+        const double last = static_cast<double>(in[d] - 1);
+        return out == 1 ? 0.5 * (roi_start + roi_end) * last
+                        : roi_start * last + o * (roi_end - roi_start) * last / (out - 1);
+      }
       if (coordinates == "asymmetric") return o / scale;
       if (coordinates == "align_corners") {
         return out == 1 ? 0.0 : o * static_cast<double>(in[d] - 1) / (out - 1);
@@ -810,8 +831,16 @@ absl::Status ConvertResize(Converter& c, const onnx::NodeProto& n) {
     // renormalises, else they read the edge element.
     std::vector<std::vector<int64_t>> taps(4, std::vector<int64_t>(out));
     std::vector<std::vector<double>> tap_weights(4, std::vector<double>(out));
+    // Positions whose source lies outside the input (tf_crop_and_resize
+    // only) take the extrapolation value, after the taps.
+    std::vector<char> inside(out, 1);
+    bool any_outside = false;
     for (int64_t o = 0; o < out; ++o) {
       const double xo = original(o);
+      if (crop && (xo < 0 || xo > static_cast<double>(in[d] - 1))) {
+        inside[o] = 0;
+        any_outside = true;
+      }
       if (mode == "cubic") {
         const double f = std::floor(xo), t = xo - f;
         const double a = cubic_a;
@@ -871,21 +900,33 @@ absl::Status ConvertResize(Converter& c, const onnx::NodeProto& n) {
         }
       }
       y = sum;
-      continue;
+    } else {
+      KILN_ASSIGN_OR_RETURN(Node* low, c.Add(n, "gather", {y, table("/lower", lower)},
+                                             AxisAttrs{d}, axis + "/gather_lower"));
+      if (mode == "nearest") {
+        y = low;
+      } else {
+        KILN_ASSIGN_OR_RETURN(Node* high, c.Add(n, "gather", {y, table("/upper", upper)},
+                                                AxisAttrs{d}, axis + "/gather_upper"));
+        // y = low + (high - low) * w.
+        Node* w = weights("/weight", weight);
+        KILN_ASSIGN_OR_RETURN(Node* diff,
+                              c.Add(n, "sub", {high, low}, NoAttrs{}, axis + "/diff"));
+        KILN_ASSIGN_OR_RETURN(Node* step, c.Add(n, "mul", {diff, w}, NoAttrs{}, axis + "/step"));
+        KILN_ASSIGN_OR_RETURN(y, c.Add(n, "add", {low, step}, NoAttrs{}, axis + "/blend"));
+      }
     }
-    KILN_ASSIGN_OR_RETURN(Node* low, c.Add(n, "gather", {y, table("/lower", lower)},
-                                           AxisAttrs{d}, axis + "/gather_lower"));
-    if (mode == "nearest") {
-      y = low;
-      continue;
+    // Axis by axis agrees with ONNX's reference, which interpolates the
+    // inner dims first: a position outside along one dim is the
+    // extrapolation value whatever the other dims did, since blending
+    // extrapolated values gives the value back (exactly for nearest and
+    // linear; cubic's four weights sum to 1 within rounding).
+    if (any_outside) {
+      Node* mask = c.Constant(n.name() + axis + "/inside", TensorType{DType::kBool, wshape},
+                              inside.data());
+      Node* value = c.ScalarOf(n.name() + axis + "/extrapolation", x->type.dtype, extrapolation);
+      KILN_ASSIGN_OR_RETURN(y, c.Add(n, "where", {mask, y, value}, NoAttrs{}, axis + "/crop"));
     }
-    KILN_ASSIGN_OR_RETURN(Node* high, c.Add(n, "gather", {y, table("/upper", upper)},
-                                            AxisAttrs{d}, axis + "/gather_upper"));
-    // y = low + (high - low) * w.
-    Node* w = weights("/weight", weight);
-    KILN_ASSIGN_OR_RETURN(Node* diff, c.Add(n, "sub", {high, low}, NoAttrs{}, axis + "/diff"));
-    KILN_ASSIGN_OR_RETURN(Node* step, c.Add(n, "mul", {diff, w}, NoAttrs{}, axis + "/step"));
-    KILN_ASSIGN_OR_RETURN(y, c.Add(n, "add", {low, step}, NoAttrs{}, axis + "/blend"));
   }
   return c.Define(n.output(0), y);
 }
