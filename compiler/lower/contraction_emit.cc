@@ -56,6 +56,7 @@ class Emitter {
         n_vars_(ops.n_vars),
         k_vars_(ops.k_vars),
         batch_vars_(ops.batch_vars),
+        loop_batch_vars_(ops.batch_vars),
         m_(plan.m),
         n_(plan.n),
         k_(plan.k),
@@ -337,9 +338,24 @@ class Emitter {
     Var vv = b_.NewVar("vv", tile_.nv);
     Var lane = b_.NewVar("v", kLanes);
     Expr v_ref = b_.Add(b_.Mul(b_.Ref(vv), b_.Int(kLanes)), b_.Ref(lane));
+    // Batch rows: the innermost batch variable `row_var` becomes blocks
+    // `row_block` of plan_.batch_rows rows `br`, each with its own tile of
+    // accumulators; a ragged last block recomputes the last row (reads
+    // clamped) and stores only real ones.
+    const int64_t rows = plan_.batch_rows;
+    Var br, row_var, row_block;
+    Expr row_of;
+    if (rows > 1) {
+      row_var = batch_vars_.back();
+      row_block = b_.NewVar(row_var->name + "_block", CeilDiv(row_var->extent, rows));
+      br = b_.NewVar("br", rows);
+      loop_batch_vars_.back() = row_block;
+      row_of = b_.Add(b_.Mul(b_.Ref(row_block), b_.Int(rows)), b_.Ref(br));
+    }
     const int acc = static_cast<int>(t_.buffers->size());
-    t_.buffers->push_back({"acc", te::ScalarType::kF32, int64_t{mr} * nr, /*local=*/true});
-    Expr acc_index = b_.Add(b_.Mul(b_.Ref(r), b_.Int(nr)), v_ref);
+    t_.buffers->push_back({"acc", te::ScalarType::kF32, rows * int64_t{mr} * nr, /*local=*/true});
+    Expr acc_row = rows > 1 ? b_.Add(b_.Mul(b_.Ref(br), b_.Int(mr)), b_.Ref(r)) : b_.Ref(r);
+    Expr acc_index = b_.Add(b_.Mul(acc_row, b_.Int(nr)), v_ref);
     Expr acc_value = b_.Load(acc, te::ScalarType::kF32, {acc_index});
 
     auto panel_index = [&](const std::vector<Var>& batch, const Var& block, int width,
@@ -361,8 +377,10 @@ class Emitter {
                   : b_.Load(b_buffer_, te::ScalarType::kF32, {panel_index(b_batch_, jb, nr, v_ref)});
 
     auto tile_loop = [&](Stmt s) {
-      return MakeFor(r, ForKind::kUnrolled,
-                     MakeFor(vv, ForKind::kUnrolled, MakeFor(lane, ForKind::kVector, std::move(s))));
+      Stmt tile =
+          MakeFor(r, ForKind::kUnrolled,
+                  MakeFor(vv, ForKind::kUnrolled, MakeFor(lane, ForKind::kVector, std::move(s))));
+      return rows > 1 ? MakeFor(br, ForKind::kUnrolled, tile) : tile;
     };
     // K blocking (KBlockSpan): the outermost reduction variable becomes
     // kc * span + kci, kc a serial loop between the column and row blocks.
@@ -428,6 +446,8 @@ class Emitter {
     if (nb_ * nr != n_) conjoin(b_.Compare(te::CompareOp::kLT, n, b_.Int(n_)));
     if (store_predicate_) conjoin(b_.Substitute(store_predicate_, from, to));
     if (span > 0) conjoin(last_block);
+    const bool ragged_rows = rows > 1 && row_var->extent % rows != 0;
+    if (ragged_rows) conjoin(b_.Compare(te::CompareOp::kLT, row_of, b_.Int(row_var->extent)));
     Stmt store = tile_loop(MakeStore(t_.out_buffer, out_index, epilogue, predicate));
 
     std::vector<Stmt> tile = {init, update};
@@ -436,6 +456,12 @@ class Emitter {
                                          b_.Unary(te::UnaryOp::kNot, last_block))));
     }
     tile.push_back(store);
+    if (rows > 1) {
+      const Expr row = ragged_rows ? b_.Min(row_of, b_.Int(row_var->extent - 1)) : row_of;
+      for (Stmt& s : tile) {
+        s = MapExprs(s, [&](const Expr& e) { return e ? b_.Substitute(e, {row_var}, {row}) : e; });
+      }
+    }
     return {std::move(tile), jb, ib, kc};
   }
 
@@ -510,8 +536,8 @@ class Emitter {
     if (per_part * parts != mb_) ib_of = b_.Min(ib_of, b_.Int(mb_ - 1));
     // Images kept apart run in turn, each with all threads on its tiles.
     Stmt flat = MakeFor(t, ForKind::kParallel, TileAt(tile, jb_of, ib_of));
-    for (size_t i = batch_vars_.size(); i-- > 0;) {
-      flat = MakeFor(batch_vars_[i], ForKind::kSerial, flat);
+    for (size_t i = loop_batch_vars_.size(); i-- > 0;) {
+      flat = MakeFor(loop_batch_vars_[i], ForKind::kSerial, flat);
     }
     return flat;
   }
@@ -543,8 +569,8 @@ class Emitter {
   // `body` inside the batch loops, its outermost loop that may be parallel
   // made so.
   Stmt AroundBatch(Stmt body, const TileCode& tile) {
-    for (size_t i = batch_vars_.size(); i-- > 0;) {
-      body = MakeFor(batch_vars_[i], ForKind::kSerial, body);
+    for (size_t i = loop_batch_vars_.size(); i-- > 0;) {
+      body = MakeFor(loop_batch_vars_[i], ForKind::kSerial, body);
     }
     if (plan_.parallel) {
       bool placed = false;
@@ -572,6 +598,9 @@ class Emitter {
   const Expr value_, out_index_, store_predicate_;
   const Expr reduce_, fa_, fb_;
   const std::vector<Var> m_vars_, n_vars_, k_vars_, batch_vars_;
+  // The batch loops around the tiles: batch_vars_, with batch rows the
+  // innermost one's blocks instead of it.
+  std::vector<Var> loop_batch_vars_;
   std::vector<Var> a_batch_, b_batch_;
   const int64_t m_, n_, k_, mb_, nb_;
   const Tile tile_;

@@ -160,6 +160,7 @@ namespace {
 ContractionPlan EstimatedLayout(const ContractionShape& s, const ContractionKnobs& knobs) {
   ContractionPlan p;  // flat tiles over the shape as read, until a layout wins
   std::tie(p.m, p.n, p.k, p.batch, p.k_outer) = std::tie(s.m, s.n, s.k, s.batch, s.k_outer);
+  p.inner_batch = s.inner_batch;
   p.tile = ChooseTile(s.m, s.n, s.k, 1, s.flat_store_scatters ? knobs.scatter_cycles
                                                                : knobs.store_cycles, knobs);
 
@@ -190,6 +191,7 @@ ContractionPlan EstimatedLayout(const ContractionShape& s, const ContractionKnob
       p.batch = s.batch * rows;
       p.n = s.n_inner;
       p.tile = row;
+      p.inner_batch = s.inner_batch_row_tiles;
     }
   }
   const int64_t output_bytes = s.m * s.n * s.batch * 4;
@@ -204,6 +206,7 @@ ContractionPlan EstimatedLayout(const ContractionShape& s, const ContractionKnob
     p.batch = lanes_shape->batch;
     p.tile = lanes_tile;
     p.images_apart = lanes_apart;
+    p.inner_batch = 1;
   }
   return p;
 }
@@ -219,6 +222,7 @@ std::string ForcedLayout(const ContractionShape& s, const ContractionKnobs& knob
   p = ContractionPlan();
   std::tie(p.m, p.n, p.k, p.batch, p.k_outer) = std::tie(s.m, s.n, s.k, s.batch, s.k_outer);
   p.layout = layout;
+  p.inner_batch = s.inner_batch;
   int64_t rows = 1;
   double store_cycles = s.flat_store_scatters ? knobs.scatter_cycles : knobs.store_cycles;
   switch (layout) {
@@ -231,6 +235,7 @@ std::string ForcedLayout(const ContractionShape& s, const ContractionKnobs& knob
       rows = s.n / s.n_inner;
       p.batch = s.batch * rows;
       p.n = s.n_inner;
+      p.inner_batch = s.inner_batch_row_tiles;
       store_cycles = knobs.store_cycles;
       break;
     case Layout::kChannelLanes: {
@@ -243,6 +248,7 @@ std::string ForcedLayout(const ContractionShape& s, const ContractionKnobs& knob
       p.m = lanes.pixels;
       p.batch = lanes.batch;
       p.images_apart = apart;
+      p.inner_batch = 1;
       rows = lanes.batch;
       store_cycles = knobs.transposed_store_cycles;
       break;
@@ -254,6 +260,34 @@ std::string ForcedLayout(const ContractionShape& s, const ContractionKnobs& knob
     p.tile = ChooseTile(p.m, p.n, p.k, rows, store_cycles, knobs);
   }
   return "";
+}
+
+// Batch rows for a plan whose tile is one row (M = 1: depthwise convs,
+// GEMVs per batch element) under plain blocks without K blocks: as many
+// values of the innermost batch variable as keep at most
+// kBatchRowAccumulators accumulator registers (and at most 8 rows), the
+// count between half that and all of it which computes the fewest rows
+// once the last block is rounded up (the larger on a tie). A depthwise 3x3
+// conv's output row then takes 9 multiply-adds in each of R independent
+// chains instead of one chain of 9 dependent ones (4 cycles each): on an
+// Intel Xeon its 14x14 and 28x28 layers ran at 5-20% of the FMA peak.
+int64_t BatchRows(const ContractionPlan& p) {
+  constexpr int64_t kBatchRowAccumulators = 12;
+  if (p.m != 1 || p.tile.mr != 1 || p.layout == Layout::kChannelLanes ||
+      p.loop_order != LoopOrder::kBlocks || p.k_block_span > 0 || p.inner_batch < 2) {
+    return 1;
+  }
+  const int64_t most = std::min<int64_t>({8, kBatchRowAccumulators / p.tile.nv, p.inner_batch});
+  if (most < 2) return 1;
+  int64_t best = 1, best_rows = 0;
+  for (int64_t r = std::max<int64_t>(2, most / 2); r <= most; ++r) {
+    const int64_t computed = CeilDiv(p.inner_batch, r) * r;
+    if (best == 1 || computed <= best_rows) {
+      best = r;
+      best_rows = computed;
+    }
+  }
+  return best;
 }
 
 // Blocks, K blocks, loop order and parallelism for the plan's layout and
@@ -297,6 +331,7 @@ std::string FinishPlan(const ContractionKnobs& knobs, const ScheduleOverride& o,
   if (p.k_block_span > 0) ChooseCacheGroups(p.k_block_span * (p.k / p.k_outer), knobs, p);
   p.loop_order = p.group_col_blocks > 1 || p.group_row_blocks > 1 ? LoopOrder::kCacheGroups
                                                                     : LoopOrder::kBlocks;
+  p.batch_rows = BatchRows(p);
   return "";
 }
 
@@ -356,7 +391,8 @@ std::string ContractionPlan::Summary() const {
   return absl::StrCat("gemm ", tile.mr, "x", tile.nr(), " M=", m, " N=", n, " K=", k,
                       " batch=", batch, layout == Layout::kRowTiles ? " (row tiles)" : "",
                       layout == Layout::kChannelLanes ? " (channel lanes)" : "",
-                      k_block_span > 0 ? " (K blocks)" : "", cache_groups);
+                      k_block_span > 0 ? " (K blocks)" : "", cache_groups,
+                      batch_rows > 1 ? absl::StrCat(" (batch rows ", batch_rows, ")") : "");
 }
 
 }  // namespace kiln::lower

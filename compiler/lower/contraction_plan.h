@@ -114,6 +114,10 @@ struct ContractionShape {
   // and its size in bytes (ImagesApart).
   bool conv_input_has_slack = false;
   int64_t conv_input_bytes = 0;
+  // The extent of the innermost batch variable under flat tiles, and under
+  // row tiles (the output row, once the outer N dims join the batch); 1
+  // where there is none. Batch rows tile along it.
+  int64_t inner_batch = 1, inner_batch_row_tiles = 1;
 };
 
 struct ContractionPlan {
@@ -135,6 +139,11 @@ struct ContractionPlan {
   int64_t group_col_blocks = 1, group_row_blocks = 1;
   // Parts the row blocks split into in the parallel tile loop.
   int64_t pixel_parts = 1;
+  // Batch rows (BatchRows): where M is 1, a tile spans this many values of
+  // the innermost batch variable (extent `inner_batch`), each its own
+  // accumulators, so the multiply-adds of a depthwise conv's short rows run
+  // as independent chains instead of one chain of K dependent ones.
+  int64_t batch_rows = 1, inner_batch = 1;
   bool parallel = false;
   // Operands the micro-kernel reads in place rather than from packed panels.
   bool a_in_place = false, b_in_place = false;

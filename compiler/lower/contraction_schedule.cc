@@ -227,6 +227,9 @@ class ContractionAnalysis {
     }
     s.conv_input_has_slack = t_.conv_input_has_slack;
     if (t_.conv_input >= 0) s.conv_input_bytes = (*t_.buffers)[t_.conv_input].num_elements * 4;
+    if (!ops_.batch_vars.empty()) s.inner_batch = ops_.batch_vars.back()->extent;
+    s.inner_batch_row_tiles =
+        ops_.n_vars.size() > 1 ? ops_.n_vars[ops_.n_vars.size() - 2]->extent : s.inner_batch;
     return s;
   }
 

@@ -108,6 +108,50 @@ TEST(ContractionPlanTest, DepthwiseConvTakesRowTiles) {
   EXPECT_EQ(PlanContraction(s).layout, Layout::kFlatTiles);
 }
 
+// Batch rows: a one-row tile takes as many output rows of its channel as
+// computes the fewest rows, between half of 8 (or of 12 accumulators over
+// its vectors) and all of them: 14 rows in 2 blocks of 7, 7 in one,
+// 13 in 2 of 7; 4-vector tiles at most 3 rows; none where the tile has
+// rows of its own (M > 1).
+TEST(ContractionPlanTest, BatchRowsByHand) {
+  auto depthwise = [](int64_t rows, int64_t width) {
+    ContractionShape s = Gemm(1, rows * (width + 2), 9);
+    s.k_outer = 3;
+    s.batch = 32;
+    s.inner_batch = 32;
+    s.flat_store_scatters = true;
+    s.row_tiles_apply = true;
+    s.n_inner = width + 2;
+    s.inner_batch_row_tiles = rows;
+    return s;
+  };
+  for (const auto& [rows, want] :
+       std::vector<std::pair<int64_t, int64_t>>{{14, 7}, {7, 7}, {13, 7}, {2, 2}}) {
+    const ContractionPlan p = PlanContraction(depthwise(rows, 14));
+    EXPECT_EQ(p.layout, Layout::kRowTiles) << rows;
+    EXPECT_EQ(p.batch_rows, want) << rows << " rows";
+  }
+  // 56 rows of 16 fill flat tiles, whose innermost batch variable is the
+  // channel: 32 of them, in blocks of 2 for a 4-vector tile.
+  const ContractionPlan flat = PlanContraction(depthwise(56, 14));
+  EXPECT_EQ(flat.layout, Layout::kFlatTiles);
+  EXPECT_EQ(flat.inner_batch, 32);
+  EXPECT_EQ(flat.tile.nv, 4);
+  EXPECT_EQ(flat.batch_rows, 2);
+  // 64 lanes: 4 vectors, so 2 or 3 rows; 7 blocks of 2 compute 14 rows, 5
+  // blocks of 3 compute 15.
+  const ContractionPlan wide = PlanContraction(depthwise(14, 62));
+  EXPECT_EQ(wide.tile.nv, 4);
+  EXPECT_EQ(wide.batch_rows, 2);
+  EXPECT_THAT(wide.Summary(), ::testing::HasSubstr("(row tiles) (batch rows 2)"));
+  // Rows of its own: a batched GEMM with M = 64 keeps one batch element per tile.
+  ContractionShape gemm = Gemm(64, 256, 256);
+  gemm.batch = 8;
+  gemm.inner_batch = 8;
+  EXPECT_GT(PlanContraction(gemm).tile.mr, 1);
+  EXPECT_EQ(PlanContraction(gemm).batch_rows, 1);
+}
+
 // resnet18's 512-channel 3x3 conv on a 7x7 output: over padded rows the
 // pixels fill 49 of 63 lanes and scatter; channel lanes put the 512 output
 // channels on the lanes and the 49 pixels on the rows.

@@ -404,7 +404,8 @@ TEST_F(ContractionScheduleTest, DepthwiseConvReadsPaddedInputPerChannel) {
       want.insert(want.end(), y.begin(), y.end());
     }
     SCOPED_TRACE(absl::StrCat("n=", n, " stride=", stride));
-    Check(build, x, want, "(row tiles) (padded per channel)");
+    Check(build, x, want, "(row tiles)");
+    EXPECT_THAT(ScheduleOf(build()), HasSubstr("(padded per channel)"));
     // The 56 x 56 planes are prefetched one ahead while rows run; 24 x 24
     // planes are not.
     const std::string nest = lower::LoopFunctionToString(FirstKernelOf(build()).function);
@@ -414,6 +415,33 @@ TEST_F(ContractionScheduleTest, DepthwiseConvReadsPaddedInputPerChannel) {
       EXPECT_THAT(nest, Not(HasSubstr("prefetch")));
     }
   }
+}
+
+// A depthwise conv's output rows in batch rows: 13 rows of 13 pixels take
+// blocks of 7 rows, so the last block recomputes row 12 and must store only
+// real rows. The residual add in the epilogue reads the output's positions:
+// a row stored twice, or one dropped, would show.
+TEST_F(ContractionScheduleTest, DepthwiseBatchRowsWithARaggedLastBlock) {
+  const int64_t n = 2, c = 8, h = 13;
+  auto x = Pseudorandom(n * c * h * h, 31), w = Pseudorandom(c * 9, 32);
+  auto bias = Pseudorandom(c, 33), residual = Pseudorandom(n * c * h * h, 34);
+  auto build = [&] {
+    Graph g;
+    Node* in = g.AddInput("x", {DType::kFloat32, {n, c, h, h}});
+    Node* y = AddConv(g, in, w, {c, 1, 3, 3}, bias, 1, 1, /*groups=*/c);
+    y = Op(g, "add", {y, g.AddConstant("r", FloatValues({n, c, h, h}, residual))});
+    g.AddOutput(Op(g, "relu", {y}));
+    return g;
+  };
+  std::vector<float> want;
+  for (int64_t ch = 0; ch < n * c; ++ch) {
+    std::vector<float> xc(x.begin() + ch * h * h, x.begin() + (ch + 1) * h * h);
+    std::vector<float> wc(w.begin() + ch % c * 9, w.begin() + (ch % c + 1) * 9);
+    auto y = kiln::testing::RefConv2DStrided(xc, wc, {bias[ch % c]}, 1, 1, h, h, 1, 3, 3, 1, 1);
+    want.insert(want.end(), y.begin(), y.end());
+  }
+  for (size_t i = 0; i < want.size(); ++i) want[i] += residual[i];
+  Check(build, x, Relu(want), "(batch rows 7)");
 }
 
 // Few output pixels and many channels (ResNet's late convs, smaller): the
