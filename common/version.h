@@ -6,7 +6,7 @@
 
 namespace kiln {
 
-inline constexpr char kKilnVersion[] = "0.4.22";
+inline constexpr char kKilnVersion[] = "0.4.23";
 
 }  // namespace kiln
 
