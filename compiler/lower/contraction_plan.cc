@@ -41,9 +41,10 @@ bool ImagesApart(const ContractionShape& s, const ContractionKnobs& knobs) {
 // blocks (with the batch) are also what the pool shares out: the K block
 // loop itself is serial.
 // With channel lanes the streamed operand is the other one: each row tile
-// rereads the K x NR weight panel, so K blocks keep a 128 KB block of it
-// in L2 for all the row tiles once the panel passes 256 KB (resnet18's
-// 7x7 convs: 1.78 -> 1.43 ms, 14x14: 1.61 -> 1.25, in one run).
+// rereads the K x NR weight panel, so K blocks keep a block of it (32 KB,
+// ContractionKnobs::lane_block_bytes) for all the row tiles once the
+// panel passes 256 KB (with 128 KB blocks, resnet18's 7x7 convs went
+// 1.78 -> 1.43 ms, 14x14: 1.61 -> 1.25, in one run).
 int64_t KBlockSpan(const ContractionPlan& p, const ContractionKnobs& knobs) {
   const int nr = p.tile.nr();
   int64_t target = knobs.k_block_bytes / (nr * 4);
