@@ -376,6 +376,21 @@ absl::StatusOr<Node*> Conv2D(Converter& c, const onnx::NodeProto& n, Node* x, No
 // converters: onnx_volume_converters.cc.
 absl::Status ConvertVolumeConv(Converter& c, const onnx::NodeProto& n, Node* x, Node* w);
 absl::Status ConvertVolumePool(Converter& c, const onnx::NodeProto& n, Node* x, bool average);
+// 3-D ConvTranspose with its spatial attributes read (pads: 3 begins, 3 ends).
+absl::Status ConvertVolumeConvTranspose(Converter& c, const onnx::NodeProto& n, Node* x, Node* w,
+                                        const std::vector<int64_t>& strides,
+                                        const std::vector<int64_t>& dilations,
+                                        const std::vector<int64_t>& output_padding,
+                                        const std::vector<int64_t>& pads);
+
+// conv2d_transpose's attributes for a ConvTranspose node's 2-D window
+// (padding: top, left, bottom, right; a negative end pad becomes output
+// padding), with the node's group; INVALID_ARGUMENT naming the node.
+absl::StatusOr<Attrs> ConvTranspose2DAttrs(const onnx::NodeProto& n,
+                                           const std::vector<int64_t>& strides,
+                                           const std::vector<int64_t>& dilations,
+                                           std::vector<int64_t> output_padding,
+                                           std::vector<int64_t> padding);
 
 // A Conv between DequantizeLinear outputs as an integer convolution scaled
 // once (onnx_quantized_converters.cc); null when the pattern does not apply.

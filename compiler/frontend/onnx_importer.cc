@@ -256,16 +256,48 @@ absl::Status ConvertConv1D(Converter& c, const onnx::NodeProto& n, Node* x, Node
   return c.Define(n.output(0), y);
 }
 
-// ConvTranspose in 1-D (as 2-D of height 1) and 2-D. Padding from pads, or
-// from output_shape / auto_pad SAME as ONNX defines them; output_padding
-// becomes a negative end padding (conv2d_transpose's convention).
+}  // namespace
+
+absl::StatusOr<Attrs> ConvTranspose2DAttrs(const onnx::NodeProto& n,
+                                           const std::vector<int64_t>& strides,
+                                           const std::vector<int64_t>& dilations,
+                                           std::vector<int64_t> output_padding,
+                                           std::vector<int64_t> padding) {
+  RawAttrs raw;
+  raw["strides"] = strides;
+  raw["dilation"] = dilations;
+  raw["groups"] = IntAttr(n, "group", 1);
+  // Negative end pads (from output_shape) are output padding.
+  for (int d = 0; d < 2; ++d) {
+    if (padding[d + 2] < 0) {
+      output_padding[d] -= padding[d + 2];
+      padding[d + 2] = 0;
+    }
+  }
+  raw["padding"] = padding;
+  raw["output_padding"] = output_padding;
+  const OpDef* def = OpRegistry::Default().Find("conv2d_transpose");
+  absl::StatusOr<Attrs> attrs = def->parse_attrs(raw);
+  if (!attrs.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("node '", n.name(), "' (ConvTranspose): ", attrs.status().message()));
+  }
+  return attrs;
+}
+
+namespace {
+
+// ConvTranspose in 1-D (as 2-D of height 1), 2-D, and 3-D (depth taps of
+// 2-D ones, onnx_volume_converters.cc). Padding from pads, or from
+// output_shape / auto_pad SAME as ONNX defines them; output_padding becomes
+// a negative end padding (conv2d_transpose's convention).
 absl::Status ConvertConvTranspose(Converter& c, const onnx::NodeProto& n) {
   KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
   KILN_ASSIGN_OR_RETURN(Node* w, c.Value(n, 1));
   const int rank = static_cast<int>(x->type.rank());
-  if ((rank != 3 && rank != 4) || w->type.rank() != rank) {
-    return absl::UnimplementedError(absl::StrCat(
-        "node '", n.name(), "' (ConvTranspose): only 1-D and 2-D are supported"));
+  if ((rank != 3 && rank != 4 && rank != 5) || w->type.rank() != rank) {
+    return absl::UnimplementedError(
+        absl::StrCat("node '", n.name(), "' (ConvTranspose): only 1-D, 2-D and 3-D are supported"));
   }
   const int dims = rank - 2;
   const std::vector<int64_t> ones(dims, 1), zeros(dims, 0);
@@ -306,35 +338,25 @@ absl::Status ConvertConvTranspose(Converter& c, const onnx::NodeProto& n) {
   } else if (auto_pad == "VALID") {
     std::fill(pads.begin(), pads.end(), 0);
   }
-  RawAttrs raw;
+  if (dims == 3) {
+    for (int64_t v : strides) {
+      if (v < 1) return absl::InvalidArgumentError("ConvTranspose: strides must be positive");
+    }
+    for (int64_t v : dilations) {
+      if (v < 1) return absl::InvalidArgumentError("ConvTranspose: dilations must be positive");
+    }
+    return ConvertVolumeConvTranspose(c, n, x, w, strides, dilations, extra, pads);
+  }
   // 1-D: a height of 1 in front of every spatial list.
   auto two_d = [&](std::vector<int64_t> v, int64_t unit) {
     if (dims == 2) return v;
     return std::vector<int64_t>{unit, v[0]};
   };
-  raw["strides"] = two_d(strides, 1);
-  raw["dilation"] = two_d(dilations, 1);
-  raw["output_padding"] = two_d(extra, 0);
-  raw["groups"] = IntAttr(n, "group", 1);
-  // Negative pads (from output_shape) are output padding.
-  std::vector<int64_t> padding =
-      dims == 2 ? std::vector<int64_t>{pads[0], pads[1], pads[2], pads[3]}
-                : std::vector<int64_t>{0, pads[0], 0, pads[1]};
-  std::vector<int64_t> output_padding = std::get<std::vector<int64_t>>(raw["output_padding"]);
-  for (int d = 0; d < 2; ++d) {
-    if (padding[d + 2] < 0) {
-      output_padding[d] -= padding[d + 2];
-      padding[d + 2] = 0;
-    }
-  }
-  raw["padding"] = padding;
-  raw["output_padding"] = output_padding;
-  const OpDef* def = OpRegistry::Default().Find("conv2d_transpose");
-  absl::StatusOr<Attrs> attrs = def->parse_attrs(raw);
-  if (!attrs.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (ConvTranspose): ",
-                                                   attrs.status().message()));
-  }
+  KILN_ASSIGN_OR_RETURN(
+      Attrs attrs,
+      ConvTranspose2DAttrs(n, two_d(strides, 1), two_d(dilations, 1), two_d(extra, 0),
+                           dims == 2 ? std::vector<int64_t>{pads[0], pads[1], pads[2], pads[3]}
+                                     : std::vector<int64_t>{0, pads[0], 0, pads[1]}));
   Node* x2 = x;
   Node* w2 = w;
   if (dims == 1) {
@@ -350,8 +372,8 @@ absl::Status ConvertConvTranspose(Converter& c, const onnx::NodeProto& n) {
     KILN_ASSIGN_OR_RETURN(Node* b, c.Value(n, 2));
     inputs.push_back(b);
   }
-  KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "conv2d_transpose", inputs, *attrs,
-                                       dims == 1 ? "/2d" : ""));
+  KILN_ASSIGN_OR_RETURN(Node * y,
+                        c.Add(n, "conv2d_transpose", inputs, attrs, dims == 1 ? "/2d" : ""));
   if (dims == 1) {
     const std::vector<int64_t>& ys = y->type.shape;
     KILN_ASSIGN_OR_RETURN(y, c.Add(n, "reshape", {y}, ReshapeAttrs{{ys[0], ys[1], ys[3]}}));

@@ -142,6 +142,88 @@ absl::Status ConvertVolumeConv(Converter& c, const onnx::NodeProto& n, Node* x, 
   return c.Define(n.output(0), y);
 }
 
+// 3-D ConvTranspose: output depth position f (before cropping by the
+// depth pads) gathers from input depth id through depth tap kd where
+// f = id * stride + kd * dilation. Each tap is one 2-D conv2d_transpose over
+// all input depths at once (depth joined to the batch), its result placed
+// at its output depths by a gather along depth with a table worked out
+// here (positions no input reaches read an appended zero slice); the taps
+// sum. Cropping by the depth pads and output padding are in the table too.
+absl::Status ConvertVolumeConvTranspose(Converter& c, const onnx::NodeProto& n, Node* x, Node* w,
+                                        const std::vector<int64_t>& strides,
+                                        const std::vector<int64_t>& dilations,
+                                        const std::vector<int64_t>& output_padding,
+                                        const std::vector<int64_t>& pads) {
+  const std::vector<int64_t>& xs = x->type.shape;  // [N, C, ID, H, W]
+  const std::vector<int64_t>& ws = w->type.shape;  // [C, M / group, KD, KH, KW]
+  const int64_t depth = xs[2], taps = ws[2];
+  const int64_t full = strides[0] * (depth - 1) + (taps - 1) * dilations[0] + 1 + output_padding[0];
+  const int64_t out_depth = full - pads[0] - pads[3];
+  if (out_depth < 1 || out_depth > (int64_t{1} << 31)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("node '", n.name(), "' (ConvTranspose): output depth ", out_depth));
+  }
+  KILN_ASSIGN_OR_RETURN(
+      Attrs attrs, ConvTranspose2DAttrs(n, {strides[1], strides[2]}, {dilations[1], dilations[2]},
+                                        {output_padding[1], output_padding[2]},
+                                        {pads[1], pads[2], pads[4], pads[5]}));
+  // [N, C, ID, H, W] -> [N * ID, C, H, W]: the input depth joins the batch.
+  KILN_ASSIGN_OR_RETURN(
+      Node * t, c.Add(n, "transpose", {x}, TransposeAttrs{{0, 2, 1, 3, 4}}, "/depth_major"));
+  KILN_ASSIGN_OR_RETURN(
+      Node * batch,
+      c.Add(n, "reshape", {t}, ReshapeAttrs{{xs[0] * depth, xs[1], xs[3], xs[4]}}, "/batch"));
+  Node* sum = nullptr;
+  for (int64_t kd = 0; kd < taps; ++kd) {
+    const std::string tap = absl::StrCat("/tap", kd);
+    KILN_ASSIGN_OR_RETURN(
+        Node * wk,
+        c.Add(n, "slice", {w},
+              SliceAttrs{{0, 0, kd, 0, 0}, {1, 1, 1, 1, 1}, {ws[0], ws[1], 1, ws[3], ws[4]}},
+              tap + "_weight"));
+    KILN_ASSIGN_OR_RETURN(wk, c.Add(n, "reshape", {wk}, ReshapeAttrs{{ws[0], ws[1], ws[3], ws[4]}},
+                                    tap + "_weight_2d"));
+    KILN_ASSIGN_OR_RETURN(Node * z,
+                          c.Add(n, "conv2d_transpose", {batch, wk}, attrs, tap + "_conv"));
+    const std::vector<int64_t>& zs = z->type.shape;  // [N * ID, M, OH, OW]
+    KILN_ASSIGN_OR_RETURN(
+        z, c.Add(n, "reshape", {z}, ReshapeAttrs{{xs[0], depth, zs[1], zs[2], zs[3]}},
+                 tap + "_depths"));
+    PadAttrs zero_slice;
+    zero_slice.pads = {0, 0, 0, 0, 0, 0, 1, 0, 0, 0};
+    KILN_ASSIGN_OR_RETURN(z, c.Add(n, "pad", {z}, zero_slice, tap + "_with_zero"));
+    std::vector<int64_t> from(out_depth);
+    for (int64_t o = 0; o < out_depth; ++o) {
+      const int64_t f = o + pads[0] - kd * dilations[0];
+      const bool hit = f >= 0 && f % strides[0] == 0 && f / strides[0] < depth;
+      from[o] = hit ? f / strides[0] : depth;
+    }
+    Node* table =
+        c.Constant(n.name() + tap + "_from", TensorType{DType::kInt64, {out_depth}}, from.data());
+    KILN_ASSIGN_OR_RETURN(Node * placed,
+                          c.Add(n, "gather", {z, table}, AxisAttrs{1}, tap + "_placed"));
+    if (sum == nullptr) {
+      sum = placed;
+    } else {
+      KILN_ASSIGN_OR_RETURN(sum, c.Add(n, "add", {sum, placed}, NoAttrs{}, tap + "_sum"));
+    }
+  }
+  const std::vector<int64_t>& ys = sum->type.shape;  // [N, OD, M, OH, OW]
+  if (c.HasInput(n, 2)) {
+    KILN_ASSIGN_OR_RETURN(Node * bias, c.Value(n, 2));
+    if (bias->type.shape != std::vector<int64_t>{ys[2]}) {
+      return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (ConvTranspose): bias ",
+                                                     bias->type.ToString(), " for ", ys[2],
+                                                     " output channels"));
+    }
+    KILN_ASSIGN_OR_RETURN(
+        bias, c.Add(n, "reshape", {bias}, ReshapeAttrs{{1, 1, ys[2], 1, 1}}, "/bias_5d"));
+    KILN_ASSIGN_OR_RETURN(sum, c.Add(n, "add", {sum, bias}, NoAttrs{}, "/bias"));
+  }
+  KILN_ASSIGN_OR_RETURN(Node * y, c.Add(n, "transpose", {sum}, TransposeAttrs{{0, 2, 1, 3, 4}}));
+  return c.Define(n.output(0), y);
+}
+
 absl::Status ConvertVolumePool(Converter& c, const onnx::NodeProto& n, Node* x, bool average) {
   if (!IsFloatDType(x->type.dtype)) {
     return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (", n.op_type(),

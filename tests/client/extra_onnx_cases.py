@@ -7,6 +7,9 @@ ONNX's own reference implementation as the expected data.
 Resize's tf_crop_and_resize with a region of interest reaching outside the
 input (those positions take extrapolation_value), in every mode, with sizes
 and with scales; ONNX 1.12 has one case, whose region lies inside.
+ConvTranspose in 3-D with strides, pads, dilations, output padding, groups
+and bias (ONNX 1.12 has one case, all defaults), PyTorch's
+conv_transpose3d as the reference.
 """
 import os
 import sys
@@ -54,5 +57,35 @@ def crop_and_resize_cases(out_dir):
             write_case(out_dir, name, model, x, want)
 
 
+def conv_transpose_3d_cases(out_dir):
+    import torch
+    rng = np.random.default_rng(11)
+    cases = {  # name: (group, strides, pads (symmetric), dilations, output_padding, bias)
+        "strided_padded_bias": (1, (2, 2, 2), (1, 1, 1), (1, 1, 1), (1, 0, 1), True),
+        "grouped_dilated": (2, (1, 2, 1), (0, 1, 0), (2, 1, 1), (0, 1, 0), False),
+    }
+    for suffix, (group, strides, pads, dilations, extra, with_bias) in cases.items():
+        name = f"test_convtranspose_3d_{suffix}"
+        x = rng.standard_normal((2, 4, 3, 4, 5)).astype(np.float32)
+        w = rng.standard_normal((4, 6 // group, 3, 2, 3)).astype(np.float32)
+        b = rng.standard_normal(6).astype(np.float32)
+        want = torch.nn.functional.conv_transpose3d(
+            torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b) if with_bias else None,
+            stride=strides, padding=pads, output_padding=extra, groups=group,
+            dilation=dilations).numpy()
+        inits = [numpy_helper.from_array(w, "w")] + ([numpy_helper.from_array(b, "b")]
+                                                     if with_bias else [])
+        node = helper.make_node("ConvTranspose", ["x", "w"] + (["b"] if with_bias else []), ["y"],
+                                strides=list(strides), pads=list(pads) * 2,
+                                dilations=list(dilations), output_padding=list(extra),
+                                group=group)
+        graph = helper.make_graph(
+            [node], name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, want.shape)], inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        write_case(out_dir, name, model, x, want)
+
+
 if __name__ == "__main__":
     crop_and_resize_cases(sys.argv[1])
+    conv_transpose_3d_cases(sys.argv[1])
