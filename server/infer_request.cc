@@ -163,27 +163,31 @@ absl::Status CheckOneKindOfContents(const inference::ModelInferRequest& request)
 
 // The values of `in`, an input that decides shapes (`input`), as the int64s
 // a variant key holds (model_signature.h): INT64 or INT32 for an integer
-// input, FP32 or FP64 for a float one, raw (`raw`, entry `index`) or typed.
+// input, FP32 or FP64 for a float one, BOOL (0 or 1) for a bool one, raw
+// (`raw`, entry `index`) or typed.
 absl::StatusOr<std::vector<int64_t>> DecidingValues(
     const TensorSignature& input, const inference::ModelInferRequest::InferInputTensor& in,
     const google::protobuf::RepeatedPtrField<std::string>* raw, int index,
     const std::vector<int64_t>& shape) {
   const std::string& type = in.datatype();
   const bool is_float = IsFloatDType(input.dtype);
-  const bool fits = is_float ? (type == "FP32" || type == "FP64")
-                             : (type == "INT64" || type == "INT32");
+  const bool is_bool = input.dtype == DType::kBool;
+  const bool fits = is_float  ? (type == "FP32" || type == "FP64")
+                    : is_bool ? type == "BOOL"
+                              : (type == "INT64" || type == "INT32");
   absl::StatusOr<int64_t> n = CheckedNumElements(shape);
   if (!n.ok() || !fits) {
     return absl::InvalidArgumentError(absl::StrCat(
         "input '", input.name, "' decides shapes and must be ",
-        is_float ? "FP32 or FP64" : "INT64 or INT32", ", got ", type, ShapeToString(shape)));
+        is_float ? "FP32 or FP64" : is_bool ? "BOOL" : "INT64 or INT32", ", got ", type,
+        ShapeToString(shape)));
   }
   // The values' size is checked against what the request brought before
   // anything is allocated: a 50-byte request declaring shape [2^36] made the
   // server allocate 512 GiB.
   const size_t count = static_cast<size_t>(*n);
   const bool wide = type == "INT64" || type == "FP64";
-  const size_t item = wide ? 8 : 4;
+  const size_t item = wide ? 8 : is_bool ? 1 : 4;
   std::vector<int64_t> v;
   if (raw != nullptr) {
     if (index >= raw->size() || (*raw)[index].size() / item != count ||
@@ -197,7 +201,9 @@ absl::StatusOr<std::vector<int64_t>> DecidingValues(
     v.resize(count);
     const char* bytes = (*raw)[index].data();
     for (size_t i = 0; i < count; ++i) {
-      if (type == "INT64") {
+      if (is_bool) {
+        v[i] = bytes[i] != 0;  // as NormalizedBools reads them
+      } else if (type == "INT64") {
         std::memcpy(&v[i], bytes + i * item, item);
       } else if (type == "INT32") {
         int32_t narrow;
@@ -216,7 +222,8 @@ absl::StatusOr<std::vector<int64_t>> DecidingValues(
     return v;
   }
   const auto& contents = in.contents();
-  const int given = type == "INT64"   ? contents.int64_contents_size()
+  const int given = is_bool            ? contents.bool_contents_size()
+                    : type == "INT64" ? contents.int64_contents_size()
                     : type == "INT32" ? contents.int_contents_size()
                     : type == "FP64"  ? contents.fp64_contents_size()
                                       : contents.fp32_contents_size();
@@ -227,7 +234,8 @@ absl::StatusOr<std::vector<int64_t>> DecidingValues(
   v.resize(count);
   for (size_t i = 0; i < count; ++i) {
     const int k = static_cast<int>(i);
-    v[i] = type == "INT64"   ? contents.int64_contents(k)
+    v[i] = is_bool           ? int64_t{contents.bool_contents(k)}
+           : type == "INT64" ? contents.int64_contents(k)
            : type == "INT32" ? contents.int_contents(k)
            : type == "FP64"  ? DecidingValueFromDouble(contents.fp64_contents(k))
                              : DecidingValueFromDouble(contents.fp32_contents(k));

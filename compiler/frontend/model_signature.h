@@ -30,9 +30,9 @@ inline double DoubleFromDecidingValue(int64_t bits) {
   return v;
 }
 
-// A float input decides shapes only when it holds at most this many values
-// (scales, a depth): a larger one is data, and specialising on it would
-// compile a variant per request.
+// A float or bool input decides shapes only when it holds at most this many
+// values (scales, a depth, a Compress condition): a larger one is data, and
+// specialising on it would compile a variant per request.
 inline constexpr int64_t kMaxFloatDecidingValues = 64;
 
 struct TensorSignature {
@@ -49,7 +49,7 @@ struct TensorSignature {
   bool has_shape = true;
   // An input whose values decide shapes (a Reshape's target, a Resize's
   // scales): each value compiles a graph of its own, where the input is a
-  // constant. Integer inputs, or small float ones (kMaxFloatDecidingValues).
+  // constant. Integer inputs, or small float or bool ones (kMaxFloatDecidingValues).
   bool decides_shapes = false;
 
   bool IsSymbolic() const {

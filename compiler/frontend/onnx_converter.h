@@ -173,7 +173,7 @@ class Converter {
       return absl::UnimplementedError(absl::StrCat(
           "node '", n.name(), "' (", n.op_type(), "): input ", i,
           " must be a constant or computed from model inputs that are integers or a few "
-          "floats (its value decides a shape)"));
+          "floats or bools (its value decides a shape)"));
     }
     return v;
   }
@@ -205,7 +205,7 @@ class Converter {
 
   // Whether `v` is computed from constants and graph inputs only (collected
   // in `leaves`): then binding those inputs to values folds it. Integer
-  // inputs, or float ones of a few values (model_signature.h).
+  // inputs, or float and bool ones of a few values (model_signature.h).
   // Iterative, each node once: a deep or widely shared shape computation
   // must neither overflow the stack nor be walked once per path.
   bool InputLeaves(Node* v, std::set<std::string>* leaves) {
@@ -216,9 +216,9 @@ class Converter {
       stack.pop_back();
       if (n->is_constant()) continue;
       if (n->is_input()) {
-        const bool small_float = IsFloatDType(n->type.dtype) &&
-                                 n->type.NumElements() <= kMaxFloatDecidingValues;
-        if (!IsIntegerDType(n->type.dtype) && !small_float) return false;
+        const bool small = (IsFloatDType(n->type.dtype) || n->type.dtype == DType::kBool) &&
+                           n->type.NumElements() <= kMaxFloatDecidingValues;
+        if (!IsIntegerDType(n->type.dtype) && !small) return false;
         leaves->insert(n->name);
         continue;
       }
@@ -406,6 +406,7 @@ void AddQuantizedConverters(ConverterMap& table);
 void AddRecurrentConverters(ConverterMap& table);
 void AddSignalConverters(ConverterMap& table);
 void AddComposedConverters(ConverterMap& table);
+void AddValueShapeConverters(ConverterMap& table);
 
 }  // namespace kiln::onnx_import
 

@@ -1988,6 +1988,7 @@ const ConverterMap& ConverterTable() {
     AddRecurrentConverters(*t);
     AddSignalConverters(*t);
     AddComposedConverters(*t);
+    AddValueShapeConverters(*t);
     return t;
   }();
   return *table;
@@ -2400,7 +2401,7 @@ absl::StatusOr<Graph> ConvertModel(onnx::ModelProto& model, const OpRegistry& op
       // values to int64, and float ones to their doubles' bits:
       // model_signature.h): stored back in the input's type.
       const bool is_float = IsFloatDType(type.dtype);
-      if ((!IsIntegerDType(type.dtype) && !is_float) ||
+      if ((!IsIntegerDType(type.dtype) && !is_float && type.dtype != DType::kBool) ||
           static_cast<int64_t>(value->second.size()) != *n) {
         return absl::InvalidArgumentError(absl::StrCat(
             what, " (", type.ToString(), ") cannot take the ", value->second.size(),

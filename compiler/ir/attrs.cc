@@ -68,6 +68,7 @@ struct Printer {
   std::string operator()(const ReverseSequenceAttrs& a) const {
     return absl::StrCat("batch_axis=", a.batch_axis, ", time_axis=", a.time_axis);
   }
+  std::string operator()(const NonZeroAttrs& a) const { return absl::StrCat("count=", a.count); }
   std::string operator()(const EinsumAttrs& a) const {
     return absl::StrCat("equation=\"", a.equation, "\"");
   }

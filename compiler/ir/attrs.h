@@ -196,6 +196,13 @@ struct ReverseSequenceAttrs {
   }
 };
 
+// nonzero: how many of the input's elements are nonzero, the output's
+// second dim. The importer reads it off the input's value (value_shape_ops.cc).
+struct NonZeroAttrs {
+  int64_t count = 0;
+  bool operator==(const NonZeroAttrs& o) const { return count == o.count; }
+};
+
 // The attribute values above by their ONNX spellings ("add", "reflect",
 // "bicubic", ...): one place for the Kiln graph's parser and the ONNX
 // importer. Empty for a spelling that is none of them.
@@ -207,7 +214,8 @@ std::optional<GridSampleAttrs::Padding> GridSamplePaddingNamed(absl::string_view
 using Attrs = std::variant<NoAttrs, AxisAttrs, ReshapeAttrs, TransposeAttrs, ReduceAttrs,
                            Conv2DAttrs, BatchNormAttrs, DropoutAttrs, ActivationAttrs, CastAttrs,
                            Pool2DAttrs, SliceAttrs, PadAttrs, ModAttrs, ScanAttrs, EinsumAttrs,
-                           ScatterAttrs, TopKAttrs, GridSampleAttrs, ReverseSequenceAttrs>;
+                           ScatterAttrs, TopKAttrs, GridSampleAttrs, ReverseSequenceAttrs,
+                           NonZeroAttrs>;
 
 // "axis=-1", "perm=[1,0]", "" for NoAttrs: the printed-IR form.
 std::string AttrsToString(const Attrs& attrs);

@@ -16,6 +16,8 @@
 
 namespace kiln {
 
+struct ConstantData;  // compiler/ir/graph.h
+
 namespace te {
 struct ExprNode;
 using Expr = std::shared_ptr<const ExprNode>;
@@ -60,6 +62,13 @@ struct OpDef {
   // (types already inferred). Unset for the rest.
   std::function<std::optional<IndexOperand>(const std::vector<TensorType>&, const Attrs&)>
       index_operand;
+  // Optional: the output computed on the host from constant inputs, for
+  // FoldConstant, where `compute` would be slow to interpret (nonzero's
+  // nested count is n^2 per element; a host loop is n). Writes every byte
+  // of `out`, whose type is already inferred. Unset: `compute` is evaluated.
+  std::function<void(const std::vector<const ConstantData*>& inputs, const Attrs&,
+                     ConstantData& out)>
+      fold;
   // Floating-point operations for one evaluation (types inferred), a multiply-add
   // counting two, as TVM's per-op FLOP counters. Unset: the default by pattern
   // (op_cost.h), which is right for elementwise ops and reductions.

@@ -36,6 +36,7 @@ const OpRegistry& OpRegistry::Default() {
     RegisterGridSampleOp(*r);
     RegisterConvTransposeOp(*r);
     RegisterQuantizedConvOp(*r);
+    RegisterValueShapeOps(*r);
     return r;
   }();
   return *registry;

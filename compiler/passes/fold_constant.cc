@@ -15,6 +15,15 @@ namespace kiln {
 namespace {
 
 std::shared_ptr<const ConstantData> Evaluate(const Node& n) {
+  if (n.op->fold) {
+    std::vector<const ConstantData*> inputs;
+    for (const Node* in : n.inputs) inputs.push_back(in->value.get());
+    auto data = std::make_shared<ConstantData>();
+    data->type = n.type;
+    data->bytes.assign(static_cast<size_t>(n.type.ByteSize()), '\0');
+    n.op->fold(inputs, n.attrs, *data);
+    return data;
+  }
   te::ExprBuilder b;
   std::vector<te::Var> vars;
   std::vector<te::Expr> idx;

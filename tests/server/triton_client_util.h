@@ -45,7 +45,7 @@ inline void WriteFile(const std::string& path, const std::string& bytes) {
 // A repository under `root`/repo: mlp (the MLP graph, x float32[4,16]),
 // and `onnx_models` each a copy of the ONNX MLP with a symbolic batch
 // (x float32[batch,16] -> y float32[batch,5]), broken (an ONNX model with an
-// operator Kiln lacks, NonZero: its compile fails). Returns the repository's path.
+// operator Kiln lacks, RandomUniformLike: its compile fails). Returns the repository's path.
 inline std::string WriteRepository(const std::string& root,
                                    const std::vector<std::string>& onnx_models) {
   const std::string repo = root + "/repo";

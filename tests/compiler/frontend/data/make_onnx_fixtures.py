@@ -112,9 +112,9 @@ def matmul_mix():
 
 def unsupported_op():
     graph = helper.make_graph(
-        [helper.make_node("NonZero", ["x"], ["y"], name="the_nonzero")], "unsupported",
+        [helper.make_node("RandomUniformLike", ["x"], ["y"], name="the_random")], "unsupported",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3])],
-        [helper.make_tensor_value_info("y", TensorProto.INT64, [2, None])])
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 3])])
     save("unsupported_op", graph, None, None)
 
 

@@ -1,0 +1,102 @@
+"""Writes ONNX node-test cases (model.onnx, test_data_set_0/*.pb) for the ops
+whose output shape depends on values, expected outputs from NumPy
+(np.nonzero, np.compress): zero-size results, a NaN, a folded constant, and
+results that feed other ops. Usage: value_shape_cases.py OUT_DIR."""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+RNG = np.random.default_rng(21)
+ELEM = {np.dtype(np.bool_): TensorProto.BOOL, np.dtype(np.float32): TensorProto.FLOAT,
+        np.dtype(np.int64): TensorProto.INT64, np.dtype(np.int32): TensorProto.INT32}
+
+
+def info(name, array):
+    return helper.make_tensor_value_info(name, ELEM[array.dtype], array.shape)
+
+
+def write(out_dir, case, nodes, inputs, outputs, initializers=(), opset=13):
+    """inputs/outputs: [(name, array)]; the model declares their shapes."""
+    graph = helper.make_graph(nodes, case, [info(n, a) for n, a in inputs],
+                              [info(n, a) for n, a in outputs], list(initializers))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    onnx.checker.check_model(model)
+    data = os.path.join(out_dir, case, "test_data_set_0")
+    os.makedirs(data)
+    onnx.save(model, os.path.join(out_dir, case, "model.onnx"))
+    for kind, arrays in (("input", inputs), ("output", outputs)):
+        for i, (name, array) in enumerate(arrays):
+            with open(os.path.join(data, "%s_%d.pb" % (kind, i)), "wb") as f:
+                f.write(numpy_helper.from_array(array, name).SerializeToString())
+
+
+def nonzero(x):
+    return np.array(np.nonzero(x), dtype=np.int64).reshape(x.ndim, -1)
+
+
+def main(out_dir):
+    def one(case, x):
+        write(out_dir, case, [helper.make_node("NonZero", ["x"], ["y"])], [("x", x)],
+              [("y", nonzero(x))])
+
+    one("nonzero_bool_2d", RNG.random((3, 4)) < 0.5)
+    one("nonzero_bool_all_false", np.zeros((2, 3), dtype=np.bool_))
+    one("nonzero_int64_1d", np.array([0, 7, 0, -3, 0, 0, 1], dtype=np.int64))
+    one("nonzero_int32_all_zero", np.zeros((4, 2), dtype=np.int32))
+    f = RNG.standard_normal((2, 2, 3)).astype(np.float32)
+    f[f < 0] = 0
+    f[0, 1, 1] = np.nan  # nonzero, as NumPy counts it
+    f[1, 0, 0] = -0.0    # zero
+    one("nonzero_float_3d_nan", f)
+
+    # A comparison's positions feeding a transpose and a reduction over the
+    # count: the dims after NonZero must be exact, not an upper bound.
+    x = RNG.random((4, 4)).astype(np.float32)
+    half = np.array(0.5, dtype=np.float32)
+    axes = np.array([1], dtype=np.int64)
+    positions = nonzero(x > half)
+    write(out_dir, "nonzero_feeds_transpose_and_sum",
+          [helper.make_node("Greater", ["x", "half"], ["mask"]),
+           helper.make_node("NonZero", ["mask"], ["p"]),
+           helper.make_node("Transpose", ["p"], ["pt"], perm=[1, 0]),
+           helper.make_node("ReduceSum", ["p", "axes"], ["total"], keepdims=0)],
+          [("x", x)], [("pt", positions.T.copy()), ("total", positions.sum(axis=1))],
+          [numpy_helper.from_array(half, "half"), numpy_helper.from_array(axes, "axes")])
+
+    # NonZero of a constant folds at compile time; the result meets a
+    # run-time input of its (value-given) shape.
+    c = np.array([[0, 2, 0], [1, 0, 0], [0, 0, 5]], dtype=np.float32)
+    y = RNG.integers(-9, 9, size=nonzero(c).shape).astype(np.int64)
+    write(out_dir, "nonzero_of_constant_plus_input",
+          [helper.make_node("NonZero", ["c"], ["p"]), helper.make_node("Add", ["p", "y"], ["s"])],
+          [("y", y)], [("s", nonzero(c) + y)], [numpy_helper.from_array(c, "c")])
+
+    def compress(case, data, condition, axis):
+        kwargs = {} if axis is None else {"axis": axis}
+        write(out_dir, case, [helper.make_node("Compress", ["data", "condition"], ["y"], **kwargs)],
+              [("data", data), ("condition", condition)],
+              [("y", np.compress(condition, data, axis=axis))], opset=11)
+
+    data = RNG.standard_normal((4, 3)).astype(np.float32)
+    compress("compress_axis0", data, np.array([True, False, True, True]), 0)
+    compress("compress_axis1_short_condition", data, np.array([False, True]), 1)
+    compress("compress_flattened", data, RNG.random(12) < 0.4, None)
+    compress("compress_all_false", data, np.zeros(4, dtype=np.bool_), 0)
+
+    # Compress's rows feeding a MatMul: the data is a run-time input, only
+    # the condition decides the shape.
+    w = RNG.standard_normal((3, 2)).astype(np.float32)
+    condition = np.array([False, True, True, False, True])
+    data = RNG.standard_normal((5, 3)).astype(np.float32)
+    write(out_dir, "compress_feeds_matmul",
+          [helper.make_node("Compress", ["data", "condition"], ["rows"], axis=0),
+           helper.make_node("MatMul", ["rows", "w"], ["y"])],
+          [("data", data), ("condition", condition)],
+          [("y", np.compress(condition, data, axis=0) @ w)], [numpy_helper.from_array(w, "w")])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
