@@ -1,5 +1,5 @@
-// ONNX operators whose output shape depends on an input's values: NonZero
-// and Compress. Kiln specialises them on the value (the design note in
+// ONNX operators whose output shape depends on an input's values: NonZero,
+// Compress and Unique. Kiln specialises them on the value (the design note in
 // compiler/ops/value_shape_ops.cc): the deciding input must fold to a
 // constant here, or be computed from model inputs alone, which then decide
 // shapes and compile a variant per value (Converter::ConstantOperand).
@@ -73,11 +73,37 @@ absl::Status ConvertCompress(Converter& c, const onnx::NodeProto& n) {
   return c.Define(n.output(0), y);
 }
 
+// Unique(X, axis, sorted): every output asked for is a unique node over
+// the constant X, folded here (unique has no kernel: its input is known).
+absl::Status ConvertUnique(Converter& c, const onnx::NodeProto& n) {
+  KILN_ASSIGN_OR_RETURN(Node* x, c.ConstantOperand(n, 0));
+  UniqueAttrs a;
+  if (FindAttr(n, "axis") != nullptr) {
+    KILN_ASSIGN_OR_RETURN(int64_t axis, AxisAttr(n, "axis", 0, x->type.rank()));
+    a.axis = axis;
+  }
+  a.sorted = IntAttr(n, "sorted", 1) != 0;
+  a.count = CountUnique(*x->value, a.axis);
+  for (int k = 0; k < n.output_size(); ++k) {
+    if (n.output(k).empty()) continue;
+    a.output = k;
+    KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "unique", {x}, a, absl::StrCat("/", k)));
+    KILN_ASSIGN_OR_RETURN(y, c.Folded(y));
+    if (!y->is_constant()) {
+      return absl::UnimplementedError(absl::StrCat(What(n), ": an input of ", x->type.NumElements(),
+                                                   " elements is too large to fold"));
+    }
+    KILN_RETURN_IF_ERROR(c.Define(n.output(k), y));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void AddValueShapeConverters(ConverterMap& table) {
   table["NonZero"] = ConvertNonZero;
   table["Compress"] = ConvertCompress;
+  table["Unique"] = ConvertUnique;
 }
 
 }  // namespace kiln::onnx_import

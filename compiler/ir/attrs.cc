@@ -69,6 +69,10 @@ struct Printer {
     return absl::StrCat("batch_axis=", a.batch_axis, ", time_axis=", a.time_axis);
   }
   std::string operator()(const NonZeroAttrs& a) const { return absl::StrCat("count=", a.count); }
+  std::string operator()(const UniqueAttrs& a) const {
+    return absl::StrCat("axis=", a.axis ? absl::StrCat(*a.axis) : "none",
+                        ", sorted=", a.sorted ? 1 : 0, ", output=", a.output, ", count=", a.count);
+  }
   std::string operator()(const EinsumAttrs& a) const {
     return absl::StrCat("equation=\"", a.equation, "\"");
   }

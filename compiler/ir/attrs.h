@@ -203,6 +203,20 @@ struct NonZeroAttrs {
   bool operator==(const NonZeroAttrs& o) const { return count == o.count; }
 };
 
+// unique: the distinct slices along `axis` (every element, flattened, when
+// it has none), `count` of them, in sorted order or in order of first
+// occurrence; `output` picks ONNX's output: 0 the slices, 1 their first
+// positions, 2 each slice's place among them, 3 how often each occurs.
+struct UniqueAttrs {
+  std::optional<int64_t> axis;
+  bool sorted = true;
+  int64_t output = 0;
+  int64_t count = 0;
+  bool operator==(const UniqueAttrs& o) const {
+    return axis == o.axis && sorted == o.sorted && output == o.output && count == o.count;
+  }
+};
+
 // The attribute values above by their ONNX spellings ("add", "reflect",
 // "bicubic", ...): one place for the Kiln graph's parser and the ONNX
 // importer. Empty for a spelling that is none of them.
@@ -215,7 +229,7 @@ using Attrs = std::variant<NoAttrs, AxisAttrs, ReshapeAttrs, TransposeAttrs, Red
                            Conv2DAttrs, BatchNormAttrs, DropoutAttrs, ActivationAttrs, CastAttrs,
                            Pool2DAttrs, SliceAttrs, PadAttrs, ModAttrs, ScanAttrs, EinsumAttrs,
                            ScatterAttrs, TopKAttrs, GridSampleAttrs, ReverseSequenceAttrs,
-                           NonZeroAttrs>;
+                           NonZeroAttrs, UniqueAttrs>;
 
 // "axis=-1", "perm=[1,0]", "" for NoAttrs: the printed-IR form.
 std::string AttrsToString(const Attrs& attrs);

@@ -129,6 +129,11 @@ absl::StatusOr<LoweredProgram> BuildProgram(const Graph& graph, const PassContex
   std::vector<const Node*> roots;
   for (const Node* n : order) {
     if (!n->is_op()) continue;
+    if (!n->op->compute) {
+      return absl::UnimplementedError(absl::StrCat(
+          "node '", n->name, "' (", n->op->name,
+          ") has no kernel: it runs only folded, on constant inputs (value_shape_ops.cc)"));
+    }
     const Node* root = n->group_root ? n->group_root : n;
     members[root].push_back(n);
     if (root == n) roots.push_back(n);

@@ -30,7 +30,7 @@ void RegisterIndexOps(OpRegistry& registry);
 void RegisterGridSampleOp(OpRegistry& registry);
 // qconv2d_u8s8.
 void RegisterQuantizedConvOp(OpRegistry& registry);
-// nonzero (output shapes decided by values).
+// nonzero, unique (output shapes decided by values).
 void RegisterValueShapeOps(OpRegistry& registry);
 
 }  // namespace kiln

@@ -1,5 +1,5 @@
 // Ops whose output shape depends on their input's values: nonzero (ONNX
-// NonZero, and Compress's positions).
+// NonZero, and Compress's positions) and unique (ONNX Unique).
 //
 // Design note: where the count comes from.
 //
@@ -37,7 +37,9 @@
 //   its count as an attribute (its shape relation is [rank, count]) and its
 //   compute is the lowered kernel's element given the count, so keying the
 //   variant by the count instead of the value changes where the count comes
-//   from, not the op.
+//   from, not the op. unique has no compute at all (distinct slices in
+//   order are a sort): it only ever folds, and BuildProgram refuses an op
+//   without a compute by name rather than crash in lowering.
 //
 //   ONNX NonZero(x)          value known?        Kiln graph
 //        │                  ──────────────▶   constant int64[rank, count]
@@ -45,6 +47,9 @@
 //   Transpose / Gather / ...                   ordinary static ops
 #include "compiler/ops/value_shape_ops.h"
 
+#include <algorithm>
+#include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -160,7 +165,174 @@ void RegisterNonZero(OpRegistry& r) {
   r.Register(std::move(def));
 }
 
+// x viewed as [outer, extent, inner] around `axis` (flattened: [1, n, 1]):
+// slice s is every x[o, s, i].
+struct SliceView {
+  int64_t outer = 1, extent = 1, inner = 1;
+};
+
+SliceView ViewAround(const TensorType& x, std::optional<int64_t> axis) {
+  SliceView v;
+  if (!axis) {
+    v.extent = x.NumElements();
+    return v;
+  }
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    if (d < *axis) v.outer *= x.shape[d];
+    if (d == *axis) v.extent = x.shape[d];
+    if (d > *axis) v.inner *= x.shape[d];
+  }
+  return v;
+}
+
+// The distinct slices of x along `axis`, as ONNX Unique gives them.
+struct UniqueSlices {
+  std::vector<int64_t> first;    // per distinct slice, in output order: its first position
+  std::vector<int64_t> counts;   // per distinct slice, in output order: how often it occurs
+  std::vector<int64_t> inverse;  // per slice of x: its distinct slice's place in the output
+};
+
+// Slices compare by their elements' values (as doubles), in row-major
+// order: sorted output is lexicographic, as NumPy's np.unique(axis=...).
+// Distinct slices are found by sorting positions (stable: the first of
+// equal slices comes first), n log n slice comparisons.
+UniqueSlices FindUnique(const ConstantData& x, std::optional<int64_t> axis, bool sorted) {
+  const SliceView v = ViewAround(x.type, axis);
+  const DType dtype = x.type.dtype;
+  auto at = [&](int64_t o, int64_t s, int64_t i) {
+    return ReadElementAsDouble(dtype, x.bytes.data(), (o * v.extent + s) * v.inner + i);
+  };
+  auto compare = [&](int64_t a, int64_t b) {  // <0, 0, >0
+    for (int64_t o = 0; o < v.outer; ++o) {
+      for (int64_t i = 0; i < v.inner; ++i) {
+        const double p = at(o, a, i), q = at(o, b, i);
+        if (p < q) return -1;
+        if (p > q) return 1;
+      }
+    }
+    return 0;
+  };
+  std::vector<int64_t> order(v.extent);
+  for (int64_t s = 0; s < v.extent; ++s) order[s] = s;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return compare(a, b) < 0; });
+  // Runs of equal slices in `order`: each a distinct slice, its first
+  // position the run's first (the sort was stable).
+  std::vector<int64_t> group_of(v.extent);  // slice -> its run, in sorted order
+  std::vector<int64_t> first, counts;
+  for (int64_t r = 0; r < v.extent; ++r) {
+    if (r == 0 || compare(order[r - 1], order[r]) != 0) {
+      first.push_back(order[r]);
+      counts.push_back(0);
+    }
+    group_of[order[r]] = static_cast<int64_t>(first.size()) - 1;
+    ++counts.back();
+  }
+  // Unsorted: the runs in order of their first positions.
+  std::vector<int64_t> place(first.size());  // run -> place in the output
+  std::vector<int64_t> runs(first.size());
+  for (size_t g = 0; g < runs.size(); ++g) runs[g] = static_cast<int64_t>(g);
+  if (!sorted) {
+    std::sort(runs.begin(), runs.end(), [&](int64_t a, int64_t b) { return first[a] < first[b]; });
+  }
+  UniqueSlices u;
+  for (size_t p = 0; p < runs.size(); ++p) {
+    place[runs[p]] = static_cast<int64_t>(p);
+    u.first.push_back(first[runs[p]]);
+    u.counts.push_back(counts[runs[p]]);
+  }
+  for (int64_t s = 0; s < v.extent; ++s) u.inverse.push_back(place[group_of[s]]);
+  return u;
+}
+
+// The output types of unique: the slices (x with `count` along the axis,
+// or [count] flattened), then int64 [count], [slices of x], [count].
+absl::StatusOr<TensorType> UniqueRelation(const std::vector<TensorType>& in, const Attrs& attrs) {
+  const UniqueAttrs& a = std::get<UniqueAttrs>(attrs);
+  if (a.axis && (*a.axis < 0 || *a.axis >= in[0].rank())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unique: axis ", *a.axis, " for ", in[0].ToString()));
+  }
+  const SliceView v = ViewAround(in[0], a.axis);
+  if (a.count < 0 || a.count > v.extent || (a.count == 0 && v.extent > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unique: count ", a.count, " for ", v.extent, " slices"));
+  }
+  switch (a.output) {
+    case 0: {
+      if (!a.axis) return TensorType{in[0].dtype, {a.count}};
+      std::vector<int64_t> shape = in[0].shape;
+      shape[*a.axis] = a.count;
+      return TensorType{in[0].dtype, shape};
+    }
+    case 1:
+    case 3:
+      return TensorType{DType::kInt64, {a.count}};
+    case 2:
+      return TensorType{DType::kInt64, {v.extent}};
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("unique: output ", a.output, " of 0..3"));
+  }
+}
+
+void RegisterUnique(OpRegistry& r) {
+  OpDef def;
+  def.name = "unique";
+  def.pattern = OpPattern::kOpaque;
+  def.summary =
+      "the distinct slices along `axis` (none: every element) and where they are (attributes "
+      "sorted, output 0..3 as ONNX Unique's outputs, count); folded only";
+  def.parse_attrs = [](const RawAttrs& raw) -> absl::StatusOr<Attrs> {
+    KILN_RETURN_IF_ERROR(CheckKnownAttrs(raw, {"axis", "sorted", "output", "count"}));
+    UniqueAttrs a;
+    if (raw.count("axis")) {
+      KILN_ASSIGN_OR_RETURN(int64_t axis, GetIntAttr(raw, "axis", 0));
+      a.axis = axis;
+    }
+    KILN_ASSIGN_OR_RETURN(int64_t sorted, GetIntAttr(raw, "sorted", 1));
+    a.sorted = sorted != 0;
+    KILN_ASSIGN_OR_RETURN(a.output, GetIntAttr(raw, "output", 0));
+    KILN_ASSIGN_OR_RETURN(a.count, GetIntAttr(raw, "count", 0));
+    return Attrs(a);
+  };
+  def.infer_type = UniqueRelation;
+  // No compute: distinct slices in order are a sort, which no loop nest of
+  // Kiln's expresses at a sane cost; the op only ever folds (its input is a
+  // constant by construction, the design note above), and BuildProgram
+  // refuses it otherwise.
+  def.fold = [](const std::vector<const ConstantData*>& in, const Attrs& attrs, ConstantData& out) {
+    const UniqueAttrs& a = std::get<UniqueAttrs>(attrs);
+    const ConstantData& x = *in[0];
+    const UniqueSlices u = FindUnique(x, a.axis, a.sorted);
+    const std::vector<int64_t>* ints = a.output == 1   ? &u.first
+                                       : a.output == 2 ? &u.inverse
+                                       : a.output == 3 ? &u.counts
+                                                       : nullptr;
+    if (ints != nullptr) {
+      const int64_t n = std::min<int64_t>(out.type.NumElements(), ints->size());
+      for (int64_t k = 0; k < n; ++k) {
+        WriteElementFromInt(DType::kInt64, out.bytes.data(), k, (*ints)[k]);
+      }
+      return;
+    }
+    const SliceView v = ViewAround(x.type, a.axis);
+    const int64_t size = DTypeSize(x.type.dtype);
+    const int64_t count = std::min<int64_t>(a.count, u.first.size());
+    for (int64_t o = 0; o < v.outer; ++o) {
+      for (int64_t j = 0; j < count; ++j) {
+        std::memcpy(out.bytes.data() + (o * a.count + j) * v.inner * size,
+                    x.bytes.data() + (o * v.extent + u.first[j]) * v.inner * size, v.inner * size);
+      }
+    }
+  };
+  r.Register(std::move(def));
+}
+
 }  // namespace
+
+int64_t CountUnique(const ConstantData& x, std::optional<int64_t> axis) {
+  return static_cast<int64_t>(FindUnique(x, axis, true).first.size());
+}
 
 int64_t CountNonZero(const ConstantData& x) {
   int64_t count = 0;
@@ -171,6 +343,9 @@ int64_t CountNonZero(const ConstantData& x) {
   return count;
 }
 
-void RegisterValueShapeOps(OpRegistry& r) { RegisterNonZero(r); }
+void RegisterValueShapeOps(OpRegistry& r) {
+  RegisterNonZero(r);
+  RegisterUnique(r);
+}
 
 }  // namespace kiln

@@ -4,6 +4,7 @@
 #define KILN_COMPILER_OPS_VALUE_SHAPE_OPS_H_
 
 #include <cstdint>
+#include <optional>
 
 #include "compiler/ir/graph.h"
 
@@ -11,6 +12,9 @@ namespace kiln {
 
 // How many of `x`'s elements are nonzero (NaN counts): nonzero's `count`.
 int64_t CountNonZero(const ConstantData& x);
+// How many distinct slices `x` has along `axis` (none: distinct elements):
+// unique's `count`.
+int64_t CountUnique(const ConstantData& x, std::optional<int64_t> axis);
 
 }  // namespace kiln
 

@@ -1,6 +1,6 @@
 """Writes ONNX node-test cases (model.onnx, test_data_set_0/*.pb) for the ops
 whose output shape depends on values, expected outputs from NumPy
-(np.nonzero, np.compress): zero-size results, a NaN, a folded constant, and
+(np.nonzero, np.compress, np.unique): zero-size results, a NaN, a folded constant, and
 results that feed other ops. Usage: value_shape_cases.py OUT_DIR."""
 import os
 import sys
@@ -96,6 +96,49 @@ def main(out_dir):
            helper.make_node("MatMul", ["rows", "w"], ["y"])],
           [("data", data), ("condition", condition)],
           [("y", np.compress(condition, data, axis=0) @ w)], [numpy_helper.from_array(w, "w")])
+
+    def unique(x, axis, sorted_):
+        """ONNX Unique's four outputs from np.unique (sorted), reordered by
+        first occurrence when not sorted."""
+        y, first, inverse, counts = np.unique(x, return_index=True, return_inverse=True,
+                                              return_counts=True, axis=axis)
+        inverse = inverse.reshape(-1)
+        if not sorted_:
+            order = np.argsort(first, kind="stable")
+            place = np.empty_like(order)
+            place[order] = np.arange(len(order))
+            y = np.take(y, order, axis=0 if axis is None else axis)
+            first, counts, inverse = first[order], counts[order], place[inverse]
+        return [y, first.astype(np.int64), inverse.astype(np.int64), counts.astype(np.int64)]
+
+    def unique_case(case, x, axis, sorted_):
+        kwargs = {"sorted": int(sorted_)}
+        if axis is not None:
+            kwargs["axis"] = axis
+        names = ["y", "first", "inverse", "counts"]
+        write(out_dir, case, [helper.make_node("Unique", ["x"], names, **kwargs)], [("x", x)],
+              list(zip(names, unique(x, axis, sorted_))), opset=11)
+
+    u = RNG.integers(0, 4, size=(5, 3)).astype(np.float32)
+    u[3] = u[1]
+    unique_case("unique_flat_sorted", u, None, True)
+    unique_case("unique_flat_first_seen", u, None, False)
+    unique_case("unique_rows_sorted", u, 0, True)
+    unique_case("unique_rows_first_seen", u, 0, False)
+    unique_case("unique_int64_columns", RNG.integers(-2, 2, size=(2, 6)).astype(np.int64), 1,
+                True)
+
+    # Unique's values and counts feeding other ops: a weighted sum of the
+    # distinct values, and each element's count looked up by its inverse.
+    x = np.array([3, 1, 3, 2, 1, 3], dtype=np.float32)
+    y, _, inverse, counts = unique(x, None, True)
+    write(out_dir, "unique_feeds_mul_and_gather",
+          [helper.make_node("Unique", ["x"], ["y", "", "inverse", "counts"]),
+           helper.make_node("Cast", ["counts"], ["c"], to=TensorProto.FLOAT),
+           helper.make_node("Mul", ["y", "c"], ["weighted"]),
+           helper.make_node("Gather", ["counts", "inverse"], ["per_element"])],
+          [("x", x)], [("weighted", y * counts.astype(np.float32)),
+                       ("per_element", counts[inverse])], opset=11)
 
 
 if __name__ == "__main__":

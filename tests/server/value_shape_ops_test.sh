@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# NonZero and Compress end to end through a kiln-server: value_shape_cases.py
+# NonZero, Compress and Unique end to end through a kiln-server: value_shape_cases.py
 # writes node-test cases with NumPy's results (zero-size outputs, results
 # feeding other ops, a folded constant), `kiln onnx-test` runs them, and
 # every one must pass (none unsupported).

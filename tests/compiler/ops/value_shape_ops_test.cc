@@ -1,12 +1,15 @@
-// nonzero's registry entry: its fold (what the importer and FoldConstant use)
-// and its compute, lowered to a JIT kernel over a run-time input with the
-// count given, against coordinates listed by hand and by plain loops.
+// nonzero's and unique's registry entries: their folds (what the importer
+// and FoldConstant use) and nonzero's compute, lowered to a JIT kernel over a
+// run-time input with the count given, against results listed by hand and
+// by plain loops.
 #include "compiler/ops/value_shape_ops.h"
 
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "compiler/driver/compile.h"
+#include "compiler/ir/element_access.h"
 #include "engine/model_manager.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -112,6 +115,64 @@ TEST(ValueShapeOpsTest, CountBeyondTheElementsIsInvalidArgument) {
   t = def->infer_type({TensorType{DType::kBool, {}}}, NonZeroAttrs{1});
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(*t, (TensorType{DType::kInt64, {1, 1}}));
+}
+
+// unique's output `output` over constant `x` (float, `shape`).
+absl::StatusOr<std::vector<double>> FoldedUnique(const std::vector<float>& x,
+                                                 const std::vector<int64_t>& shape,
+                                                 std::optional<int64_t> axis, bool sorted,
+                                                 int64_t output) {
+  Graph g;
+  g.AddInput("unused", {DType::kFloat32, {1}});
+  auto data = testing::FloatValues(shape, x);
+  UniqueAttrs a{axis, sorted, output, CountUnique(*data, axis)};
+  g.AddOutput(testing::Op(g, "unique", {g.AddConstant("x", data)}, a));
+  absl::StatusOr<LoweredProgram> p = CompileGraph(std::move(g), CompileOptions{});
+  if (!p.ok()) return p.status();
+  const ValueSpec& out = p->program.values[p->program.outputs[0]];
+  if (out.kind != ValueSpec::Kind::kConstant) return absl::InternalError("not folded");
+  std::vector<double> v;
+  for (int64_t k = 0; k < out.type.NumElements(); ++k) {
+    v.push_back(ReadElementAsDouble(out.type.dtype, out.constant->bytes.data(), k));
+  }
+  return v;
+}
+
+TEST(ValueShapeOpsTest, UniqueOfElementsInBothOrders) {
+  // ONNX's own example: [2, 1, 1, 3, 4, 3].
+  const std::vector<float> x = {2, 1, 1, 3, 4, 3};
+  const std::vector<std::vector<double>> first_seen = {
+      {2, 1, 3, 4}, {0, 1, 3, 4}, {0, 1, 1, 2, 3, 2}, {1, 2, 2, 1}};
+  const std::vector<std::vector<double>> sorted = {
+      {1, 2, 3, 4}, {1, 0, 3, 4}, {1, 0, 0, 2, 3, 2}, {2, 1, 2, 1}};
+  for (int64_t output = 0; output < 4; ++output) {
+    SCOPED_TRACE(output);
+    absl::StatusOr<std::vector<double>> v = FoldedUnique(x, {6}, std::nullopt, false, output);
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_THAT(*v, ElementsAreArray(first_seen[output]));
+    v = FoldedUnique(x, {6}, std::nullopt, true, output);
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_THAT(*v, ElementsAreArray(sorted[output]));
+  }
+}
+
+TEST(ValueShapeOpsTest, UniqueColumnsCompareLexicographically) {
+  // Columns of [[1, 0, 1, 0], [5, 2, 5, 1]]: (1,5) (0,2) (1,5) (0,1).
+  const std::vector<float> x = {1, 0, 1, 0, 5, 2, 5, 1};
+  absl::StatusOr<std::vector<double>> y = FoldedUnique(x, {2, 4}, 1, true, 0);
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_THAT(*y, ElementsAre(0, 0, 1, 1, 2, 5));  // columns (0,1) (0,2) (1,5)
+  absl::StatusOr<std::vector<double>> inverse = FoldedUnique(x, {2, 4}, 1, true, 2);
+  ASSERT_TRUE(inverse.ok()) << inverse.status();
+  EXPECT_THAT(*inverse, ElementsAre(2, 1, 2, 0));
+}
+
+TEST(ValueShapeOpsTest, UniqueOverARunTimeInputIsUnimplemented) {
+  Graph g;
+  Node* in = g.AddInput("x", {DType::kFloat32, {4}});
+  g.AddOutput(testing::Op(g, "unique", {in}, UniqueAttrs{std::nullopt, true, 0, 2}));
+  absl::StatusOr<LoweredProgram> p = CompileGraph(std::move(g), CompileOptions{});
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kUnimplemented) << p.status();
 }
 
 }  // namespace
