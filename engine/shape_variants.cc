@@ -151,13 +151,7 @@ absl::Status ShapeVariants::Check(const std::vector<std::vector<int64_t>>& key) 
       const std::string named = symbol.empty() ? "" : absl::StrCat(" ('", symbol, "')");
       if (shape[d] < 0) {
         return absl::InvalidArgumentError(absl::StrCat("input '", in.name, "' dim ", d, named,
-                                                       " must be at least 1, got ", shape[d]));
-      }
-      if (shape[d] == 0 && !in.decides_shapes) {
-        // A valid tensor, but Kiln's kernels take no empty ones.
-        return absl::UnimplementedError(
-            absl::StrCat("input '", in.name, "' dim ", d, named,
-                         " is 0: zero-size tensors are not supported (dims must be at least 1)"));
+                                                       " must be at least 0, got ", shape[d]));
       }
       if (symbol.empty()) continue;
       const std::string where = absl::StrCat("input '", in.name, "' dim ", d);

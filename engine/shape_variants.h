@@ -124,7 +124,8 @@ class ShapeVariants : public std::enable_shared_from_this<ShapeVariants> {
   // The model for `shapes` (one per input, in the signature's order),
   // compiled now if no variant has them. InvalidArgument, naming the input
   // and the dim, when they cannot be the model's: another rank, a fixed dim
-  // that differs, a symbolic dim below 1, or one symbol bound two ways.
+  // that differs, a negative symbolic dim (0 is an empty tensor), or one
+  // symbol bound two ways.
   absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> Get(
       const std::vector<std::vector<int64_t>>& shapes);
 

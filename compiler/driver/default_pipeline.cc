@@ -5,6 +5,7 @@
 #include "compiler/passes/dead_code_elimination.h"
 #include "compiler/passes/eliminate_common_subexpr.h"
 #include "compiler/passes/fold_constant.h"
+#include "compiler/passes/fold_empty.h"
 #include "compiler/passes/fold_scale_axis.h"
 #include "compiler/passes/fuse_ops.h"
 #include "compiler/passes/infer_type.h"
@@ -17,6 +18,7 @@ namespace kiln {
 std::unique_ptr<Sequential> DefaultPipeline() {
   std::vector<std::unique_ptr<Pass>> passes;
   passes.push_back(CreateInferTypePass());
+  passes.push_back(CreateFoldEmptyPass());               // no kernel ever sees a zero-size tensor
   passes.push_back(CreateSimplifyInferencePass());       // batch_norm -> scale/shift, before folding
   passes.push_back(CreateFoldConstantPass());            // folds the scale/shift arithmetic too
   passes.push_back(CreateSimplifyFakeQuantPass());       // zero points folded to constants first
@@ -32,6 +34,7 @@ std::unique_ptr<Pass> CreatePassByName(const std::string& name) {
   if (name == "InferType") return CreateInferTypePass();
   if (name == "SimplifyInference") return CreateSimplifyInferencePass();
   if (name == "FoldConstant") return CreateFoldConstantPass();
+  if (name == "FoldEmpty") return CreateFoldEmptyPass();
   if (name == "SimplifyFakeQuant") return CreateSimplifyFakeQuantPass();
   if (name == "IntegerQdqConv") return CreateIntegerQdqConvPass();
   if (name == "FoldScaleAxis") return CreateFoldScaleAxisPass();

@@ -187,6 +187,17 @@ ConvertFn WithShapeOperand(const std::string& kiln_op) {
   return [kiln_op](Converter& c, const onnx::NodeProto& n) -> absl::Status {
     KILN_ASSIGN_OR_RETURN(Node* x, c.Value(n, 0));
     KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape, c.ConstantInts(n, 1));
+    if (n.op_type() == "Reshape" && IntAttr(n, "allowzero", 0) != 0 &&
+        std::count(shape.begin(), shape.end(), 0) > 0) {
+      // A literal 0 (Kiln's reshape copies the input's dim for a 0): the
+      // result is empty, an empty constant of that shape.
+      if (x->type.NumElements() != 0 || std::count(shape.begin(), shape.end(), -1) > 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "node '", n.name(), "' (Reshape, allowzero): cannot reshape ", x->type.ToString(),
+            " to ", ShapeToString(shape)));
+      }
+      return c.Define(n.output(0), c.Constant(n.name(), TensorType{x->type.dtype, shape}, ""));
+    }
     KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, kiln_op, {x}, ReshapeAttrs{shape}));
     return c.Define(n.output(0), y);
   };

@@ -82,6 +82,13 @@ TEST_F(ShapeVariantsTest, EveryBatchComputesWhatTheLoopDoes) {
   EXPECT_EQ(variants().compiles(), 3);
 }
 
+TEST_F(ShapeVariantsTest, AnEmptyBatchIsAVariantOfItsOwn) {
+  ASSERT_TRUE(Load(/*two_inputs=*/false).ok());
+  ExpectComputes(0);  // zero rows in, zero rows out (FoldEmpty: no kernel runs)
+  EXPECT_EQ(variants().compiles(), 1);
+  ExpectComputes(3);
+}
+
 TEST_F(ShapeVariantsTest, ConcurrentFirstRequestsCompileOnce) {
   ASSERT_TRUE(Load(/*two_inputs=*/false).ok());
   std::vector<std::thread> callers;
@@ -170,8 +177,9 @@ TEST_F(ShapeVariantsTest, ShapesThatCannotBeTheModelsAreInvalidArgument) {
   absl::Status fixed = status({{2, kWidth + 1}, {2, kWidth}});
   EXPECT_EQ(fixed.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(fixed.message()), HasSubstr("input 'a' dim 1 is 24 in the model"));
-  absl::Status zero = status({{0, kWidth}, {0, kWidth}});
-  EXPECT_THAT(std::string(zero.message()), HasSubstr("must be at least 1"));
+  absl::Status negative = status({{-1, kWidth}, {-1, kWidth}});
+  EXPECT_EQ(negative.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(negative.message()), HasSubstr("must be at least 0"));
   absl::Status disagree = status({{2, kWidth}, {3, kWidth}});
   EXPECT_EQ(disagree.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(disagree.message()), HasSubstr("'batch'"));

@@ -1,7 +1,8 @@
 """Writes ONNX node-test cases (model.onnx, test_data_set_0/*.pb) for the ops
 whose output shape depends on values, expected outputs from NumPy
-(np.nonzero, np.compress, np.unique): zero-size results, a NaN, a folded constant, and
-results that feed other ops. Usage: value_shape_cases.py OUT_DIR."""
+(np.nonzero, np.compress, np.unique): zero-size results, a NaN, a folded
+constant, results that feed other ops, and a request of zero rows.
+Usage: value_shape_cases.py OUT_DIR."""
 import os
 import sys
 
@@ -139,6 +140,15 @@ def main(out_dir):
            helper.make_node("Gather", ["counts", "inverse"], ["per_element"])],
           [("x", x)], [("weighted", y * counts.astype(np.float32)),
                        ("per_element", counts[inverse])], opset=11)
+
+    # A request of zero rows: the elementwise result is empty, the sum over
+    # the empty rows is zeros (a reduction over nothing).
+    x = np.zeros((0, 3), dtype=np.float32)
+    write(out_dir, "empty_rows_relu_and_sum",
+          [helper.make_node("Relu", ["x"], ["y"]),
+           helper.make_node("ReduceSum", ["x", "axes"], ["s"], keepdims=0)],
+          [("x", x)], [("y", np.maximum(x, 0)), ("s", x.sum(axis=0))],
+          [numpy_helper.from_array(np.array([0], dtype=np.int64), "axes")])
 
 
 if __name__ == "__main__":

@@ -77,8 +77,9 @@ TEST(SeedExampleTest, ReportListsEveryPassInPipelineOrder) {
     if (r.depth == 0 && !names.empty()) break;
     names.push_back(r.name);
   }
-  EXPECT_THAT(names, ::testing::ElementsAre("default", "InferType", "SimplifyInference",
-                                            "FoldConstant", "SimplifyFakeQuant", "IntegerQdqConv",
+  EXPECT_THAT(names, ::testing::ElementsAre("default", "InferType", "FoldEmpty",
+                                            "SimplifyInference", "FoldConstant",
+                                            "SimplifyFakeQuant", "IntegerQdqConv",
                                             "FoldScaleAxis", "EliminateCommonSubexpr",
                                             "DeadCodeElimination", "FuseOps"));
   EXPECT_EQ(p->record.passes[0].depth, 0);
