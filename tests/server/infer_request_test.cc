@@ -86,6 +86,40 @@ TEST(InferRequestTest, FloatValuesThatDecideShapesAreKeyedByTheirBits) {
   EXPECT_THAT(std::string(refused.message()), HasSubstr("FP32 or FP64"));
 }
 
+// A bool input that decides shapes (NonZero's, Compress's condition): BOOL,
+// raw (any nonzero byte is true) or typed, keyed as 0 and 1.
+TEST(InferRequestTest, BoolValuesThatDecideShapesAreKeyedAsZeroAndOne) {
+  ModelSignature signature = SignatureWithAValueInput();
+  signature.inputs[1].dtype = DType::kBool;
+
+  inference::ModelInferRequest typed = RequestWithShapeInput(3);
+  typed.mutable_inputs(1)->set_datatype("BOOL");
+  for (bool b : {true, false, true}) {
+    typed.mutable_inputs(1)->mutable_contents()->add_bool_contents(b);
+  }
+  absl::StatusOr<std::vector<std::vector<int64_t>>> key = RequestVariantKey(signature, typed);
+  ASSERT_TRUE(key.ok()) << key.status();
+  EXPECT_THAT(key->back(), ElementsAre(1, 0, 1));
+
+  inference::ModelInferRequest raw = RequestWithShapeInput(3);
+  raw.mutable_inputs(1)->set_datatype("BOOL");
+  raw.add_raw_input_contents(std::string(2 * 3 * sizeof(float), '\0'));  // x
+  raw.add_raw_input_contents(std::string("\0\x07\x01", 3));
+  key = RequestVariantKey(signature, raw);
+  ASSERT_TRUE(key.ok()) << key.status();
+  EXPECT_THAT(key->back(), ElementsAre(0, 1, 1));
+
+  raw.mutable_raw_input_contents()->at(1) = std::string(2, '\1');
+  absl::Status short_raw = RequestVariantKey(signature, raw).status();
+  EXPECT_EQ(short_raw.code(), absl::StatusCode::kInvalidArgument) << short_raw;
+
+  inference::ModelInferRequest ints = RequestWithShapeInput(3);
+  for (int v : {1, 0, 1}) ints.mutable_inputs(1)->mutable_contents()->add_int64_contents(v);
+  absl::Status refused = RequestVariantKey(signature, ints).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("BOOL"));
+}
+
 // Found by //fuzz:infer_request_fuzzer: the values were allocated at the size
 // the shape declared before the request's contents were counted.
 TEST(InferRequestTest, VariantKeyRefusesAHugeValueShapeWithoutAllocatingIt) {
