@@ -48,6 +48,7 @@
 #include "compiler/ops/value_shape_ops.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -193,7 +194,9 @@ struct UniqueSlices {
 };
 
 // Slices compare by their elements' values (as doubles), in row-major
-// order: sorted output is lexicographic, as NumPy's np.unique(axis=...).
+// order: sorted output is lexicographic, as NumPy's np.unique(axis=...);
+// NaNs are equal to each other and after every number, as NumPy sorts and
+// (equal_nan, its default) collapses them. That keeps the order total.
 // Distinct slices are found by sorting positions (stable: the first of
 // equal slices comes first), n log n slice comparisons.
 UniqueSlices FindUnique(const ConstantData& x, std::optional<int64_t> axis, bool sorted) {
@@ -206,6 +209,10 @@ UniqueSlices FindUnique(const ConstantData& x, std::optional<int64_t> axis, bool
     for (int64_t o = 0; o < v.outer; ++o) {
       for (int64_t i = 0; i < v.inner; ++i) {
         const double p = at(o, a, i), q = at(o, b, i);
+        if (std::isnan(p) || std::isnan(q)) {  // NaNs equal, after every number (NumPy's)
+          if (std::isnan(p) != std::isnan(q)) return std::isnan(p) ? 1 : -1;
+          continue;
+        }
         if (p < q) return -1;
         if (p > q) return 1;
       }

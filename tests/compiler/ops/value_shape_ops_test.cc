@@ -167,6 +167,20 @@ TEST(ValueShapeOpsTest, UniqueColumnsCompareLexicographically) {
   EXPECT_THAT(*inverse, ElementsAre(2, 1, 2, 0));
 }
 
+TEST(ValueShapeOpsTest, UniqueCollapsesNaNsAfterEveryNumber) {
+  // np.unique([nan, 1, nan, -2], return_counts=True): [-2, 1, nan], [1, 1, 2].
+  const std::vector<float> x = {NAN, 1, NAN, -2};
+  absl::StatusOr<std::vector<double>> y = FoldedUnique(x, {4}, std::nullopt, true, 0);
+  ASSERT_TRUE(y.ok()) << y.status();
+  ASSERT_EQ(y->size(), 3u);
+  EXPECT_EQ((*y)[0], -2);
+  EXPECT_EQ((*y)[1], 1);
+  EXPECT_TRUE(std::isnan((*y)[2]));
+  absl::StatusOr<std::vector<double>> counts = FoldedUnique(x, {4}, std::nullopt, true, 3);
+  ASSERT_TRUE(counts.ok()) << counts.status();
+  EXPECT_THAT(*counts, ElementsAre(1, 1, 2));
+}
+
 TEST(ValueShapeOpsTest, UniqueOverARunTimeInputIsUnimplemented) {
   Graph g;
   Node* in = g.AddInput("x", {DType::kFloat32, {4}});
