@@ -9,6 +9,7 @@
 #include "common/ms_since.h"
 #include "common/status_macros.h"
 #include "compiler/driver/default_pipeline.h"
+#include "compiler/ir/op_def.h"
 #include "compiler/pass/ir_printer_instrument.h"
 #include "compiler/lower/build_program.h"
 #include "compiler/lower/loop_pipeline.h"
@@ -63,11 +64,19 @@ absl::StatusOr<LoweredProgram> CompileGraph(Graph graph, const CompileOptions& o
   auto start = std::chrono::steady_clock::now();
   KILN_RETURN_IF_ERROR(RunPass(*pipeline, graph, ctx, 0).status());
   const double passes_ms = MsSince(start);
-  // InferType is opt_level 0 but may be disabled; lowering needs types.
+  // InferType and FoldEmpty are opt_level 0 but may be disabled; lowering
+  // needs types, and no kernel may see a zero-size tensor (fold_empty.cc).
   for (Node* n : graph.TopologicalOrder()) {
     if (!n->type_known) {
       return absl::FailedPreconditionError(
           absl::StrCat("node '", n->name, "' has no type: InferType must not be disabled"));
+    }
+    if (!n->is_op()) continue;
+    bool reads_empty = false;
+    for (const Node* in : n->inputs) reads_empty |= in->type.NumElements() == 0;
+    if (n->type.NumElements() == 0 || (reads_empty && n->op->pattern != OpPattern::kCommReduce)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "node '", n->name, "' has a zero-size operand: FoldEmpty must not be disabled"));
     }
   }
 

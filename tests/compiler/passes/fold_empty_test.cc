@@ -36,6 +36,16 @@ TEST(FoldEmptyTest, RunsBelowEveryOtherPassesOptLevel) {
   EXPECT_TRUE(p->program.kernels.empty());
 }
 
+TEST(FoldEmptyTest, DisabledItIsAFailedPreconditionNotAnEmptyKernel) {
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {0, 3}});
+  g.AddOutput(Op(g, "relu", {x}));
+  CompileOptions options;
+  options.disabled_passes = {"FoldEmpty"};
+  absl::StatusOr<LoweredProgram> p = CompileGraph(std::move(g), options);
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kFailedPrecondition) << p.status();
+}
+
 TEST(FoldEmptyTest, AReductionOverTheEmptyDimKeepsItsKernel) {
   Graph g;
   Node* x = g.AddInput("x", {DType::kFloat32, {0, 3}});
