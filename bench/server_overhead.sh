@@ -97,13 +97,13 @@ start_server busy "${on_cpus[@]}" bazel-bin/bench/grpc-echo --serve --output "$o
   --busy-us "$busy_us"
 busy_port=$server_port
 echo_client() {
-  bazel-bin/bench/grpc-echo --server "localhost:$1" --input "$input" --iterations "$iterations" \
+  bazel-bin/bench/grpc-echo --server "127.0.0.1:$1" --input "$input" --iterations "$iterations" \
     --warmup "$warmup" --json
 }
 for r in $(seq 1 "$rounds"); do
-  bazel-bin/client/kiln bench "$model" --server "localhost:$kiln_port" "${common[@]}" \
+  bazel-bin/client/kiln bench "$model" --server "127.0.0.1:$kiln_port" "${common[@]}" \
     >"$work/server.$r.json"
-  bazel-bin/client/kiln bench "$model" --server "localhost:$kiln_alt_port" "${common[@]}" \
+  bazel-bin/client/kiln bench "$model" --server "127.0.0.1:$kiln_alt_port" "${common[@]}" \
     >"$work/alt.$r.json"
   inproc >"$work/inproc.$r.json"
   echo_client "$echo_port" >"$work/echo.$r.json"

@@ -63,7 +63,7 @@ restart_server() {
   cat "$work/server.log" >&2
   exit 1
 }
-kiln() { bazel-bin/client/kiln "$@" --server "localhost:$port"; }
+kiln() { bazel-bin/client/kiln "$@" --server "127.0.0.1:$port"; }
 field() { /usr/bin/python3 -c 'import json,sys; print(json.loads(sys.stdin.read())[sys.argv[1]])' "$1"; }
 
 cpu=$(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)

@@ -50,10 +50,10 @@ for name in $names; do
   start_kiln_server "$log" || { echo "$name  CRASH  (kiln-server did not start)"; continue; }
   server_pid=$!
   compile_ms=$(timeout "$timeout_s" client/kiln compile "$case_dir/model.onnx" --name "zoo_$name" \
-                 --server "localhost:$port" 2>/dev/null | sed -n 's/^total \([0-9.]*\) ms.*/\1/p')
-  client/kiln unload "zoo_$name" --server "localhost:$port" >/dev/null 2>&1
+                 --server "127.0.0.1:$port" 2>/dev/null | sed -n 's/^total \([0-9.]*\) ms.*/\1/p')
+  client/kiln unload "zoo_$name" --server "127.0.0.1:$port" >/dev/null 2>&1
   result=$(timeout "$timeout_s" client/kiln onnx-test "$case_dir" --model-tolerance --json \
-             --server "localhost:$port" 2>&1)
+             --server "127.0.0.1:$port" 2>&1)
   status=$?
   if [ "$status" -eq 124 ]; then
     verdict=TIMEOUT detail="no verdict in ${timeout_s}s"

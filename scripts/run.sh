@@ -27,21 +27,21 @@ done
 echo "== $(head -1 "$log")"
 
 echo; echo "== kiln info"
-"$kiln" info --server "localhost:$port"
+"$kiln" info --server "127.0.0.1:$port"
 
 echo; echo "== kiln doctor   (reachable, versions, CPU, kernel cache health)"
-"$kiln" doctor --server "localhost:$port" || true
+"$kiln" doctor --server "127.0.0.1:$port" || true
 
 echo; echo "== kiln compile examples/mlp.pbtxt --name mlp"
-"$kiln" compile examples/mlp.pbtxt --name mlp --server "localhost:$port"
+"$kiln" compile examples/mlp.pbtxt --name mlp --server "127.0.0.1:$port"
 
 echo; echo "== kiln compile examples/mlp.pbtxt --name mlp_again   (every kernel from the cache)"
-"$kiln" compile examples/mlp.pbtxt --name mlp_again --server "localhost:$port"
+"$kiln" compile examples/mlp.pbtxt --name mlp_again --server "127.0.0.1:$port"
 
 echo; echo "== kiln infer mlp --input x=examples/x.npy --profile"
-"$kiln" infer mlp --input x=examples/x.npy --output-dir "$out_dir" --profile --server "localhost:$port"
+"$kiln" infer mlp --input x=examples/x.npy --output-dir "$out_dir" --profile --server "127.0.0.1:$port"
 
 echo; echo "== kiln stats cache"
-"$kiln" stats cache --server "localhost:$port"
+"$kiln" stats cache --server "127.0.0.1:$port"
 
 echo; echo "outputs written to $out_dir"

@@ -34,7 +34,7 @@ run=()
 for c in "$cases"/node/test_* "$cases"/extra/test_*; do
   grep -qx "$(basename "$c")" <<<"$diverging" || run+=("$c")
 done
-"$kiln" onnx-test "${run[@]}" --server "localhost:$port" | tee "$work/results.txt" | grep -E '^(FAIL|[0-9]+ passed)'
+"$kiln" onnx-test "${run[@]}" --server "127.0.0.1:$port" | tee "$work/results.txt" | grep -E '^(FAIL|[0-9]+ passed)'
 # And no supported case may quietly become unsupported: the count only grows.
 min_passed=842
 passed=$(sed -n 's/^\([0-9]*\) passed.*/\1/p' "$work/results.txt" | tail -1)
@@ -46,7 +46,7 @@ fi
 # --json: every unsupported case carries a reason category, and the tally
 # matches the cases.
 "$kiln" onnx-test "$cases"/node/test_add* "$cases"/node/test_adam "$cases"/node/test_loop11 \
-  "$cases"/node/test_cast_FLOAT_to_STRING --json --server "localhost:$port" > "$work/results.json"
+  "$cases"/node/test_cast_FLOAT_to_STRING --json --server "127.0.0.1:$port" > "$work/results.json"
 /usr/bin/python3 - "$work/results.json" <<'PY'
 import json, sys
 report = json.load(open(sys.argv[1]))

@@ -12,4 +12,4 @@ work="${TEST_TMPDIR:-$(mktemp -d)}"
 source tests/test_util/start_kiln_server.sh
 start_kiln_server "$work/server.log"
 client/kiln onnx-test "$work"/models/{mlp,resnet18,transformer} \
-  --model-tolerance --server "localhost:$port"
+  --model-tolerance --server "127.0.0.1:$port"

@@ -16,5 +16,5 @@ models=(unet lstm gru audio_conv1d video_conv3d grid_sampling bert_encoder gpt_d
 source tests/test_util/start_kiln_server.sh
 start_kiln_server "$work/server.log"
 client/kiln onnx-test "${models[@]/#/$work/models/}" --model-tolerance \
-  --server "localhost:$port" | tee "$work/result.txt"
+  --server "127.0.0.1:$port" | tee "$work/result.txt"
 grep -qx "${#models[@]} passed, 0 failed, 0 unsupported" "$work/result.txt"

@@ -109,7 +109,7 @@ class AuthTest : public ::testing::Test {
       ssl.pem_cert_chain = ReadText(*dir_ + "/" + client + ".pem");
       ssl.pem_private_key = ReadText(*dir_ + "/" + client + ".key");
     }
-    return grpc::CreateChannel("localhost:" + std::to_string(port), grpc::SslCredentials(ssl));
+    return grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::SslCredentials(ssl));
   }
 
   // A call of `method` ("/package.Service/Method") with an empty request.
@@ -255,7 +255,7 @@ TEST_F(AuthTest, ScopesDecideWhatATokenMayDo) {
 }
 
 TEST_F(AuthTest, APlainTextClientCannotTalkToATlsServer) {
-  auto plain = grpc::CreateChannel("localhost:" + std::to_string(tls_server_->port()),
+  auto plain = grpc::CreateChannel("127.0.0.1:" + std::to_string(tls_server_->port()),
                                    grpc::InsecureChannelCredentials());
   EXPECT_EQ(ServerLive(plain).error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_TRUE(ServerLive(TlsChannel(tls_server_->port())).ok());

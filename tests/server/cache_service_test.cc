@@ -36,7 +36,7 @@ class CacheServiceTest : public ::testing::Test {
 
   std::unique_ptr<KilnClient> Connect(const ServerProcess& server) {
     EXPECT_GT(server.port(), 0) << "kiln-server did not start";
-    auto c = KilnClient::Create("localhost:" + std::to_string(server.port()));
+    auto c = KilnClient::Create("127.0.0.1:" + std::to_string(server.port()));
     EXPECT_TRUE(c.ok());
     return c.ok() ? *std::move(c) : nullptr;
   }

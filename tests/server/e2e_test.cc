@@ -838,7 +838,7 @@ TEST_F(EndToEndTest, InferenceCpusBindTheThreadThatRunsTheModel) {
   options.inference_cpus = {cpu};
   absl::StatusOr<std::unique_ptr<server::KilnServer>> bound = server::StartKilnServer(options);
   ASSERT_TRUE(bound.ok()) << bound.status();
-  auto channel = grpc::CreateChannel("localhost:" + std::to_string((*bound)->port()),
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string((*bound)->port()),
                                      grpc::InsecureChannelCredentials());
   inference_ = inference::GRPCInferenceService::NewStub(channel);
   compiler_ = kiln::v1::Compiler::NewStub(channel);

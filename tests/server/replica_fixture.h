@@ -51,7 +51,7 @@ class ReplicaFixture : public ::testing::Test {
 
   std::unique_ptr<client::KilnClient> Connect(const ServerProcess& server) {
     EXPECT_GT(server.port(), 0) << "kiln-server did not start";
-    auto c = client::KilnClient::Create("localhost:" + std::to_string(server.port()));
+    auto c = client::KilnClient::Create("127.0.0.1:" + std::to_string(server.port()));
     EXPECT_TRUE(c.ok());
     return c.ok() ? *std::move(c) : nullptr;
   }

@@ -28,7 +28,7 @@ class ShutdownTest : public ::testing::Test {
 
   // Compiles the MLP on `server` and returns the key of its first kernel.
   std::string CompileAndPickAKernel(const ServerProcess& server) {
-    auto client = client::KilnClient::Create("localhost:" + std::to_string(server.port()));
+    auto client = client::KilnClient::Create("127.0.0.1:" + std::to_string(server.port()));
     EXPECT_TRUE(client.ok());
     auto graph = client::LoadGraphFile("examples/mlp.pbtxt");
     EXPECT_TRUE(graph.ok()) << graph.status();
@@ -41,7 +41,7 @@ class ShutdownTest : public ::testing::Test {
 
   // A benchmark asking for about 100 s, with `deadline_s` (0: none).
   grpc::Status LongBenchmark(int port, const std::string& key, double deadline_s) {
-    auto channel = grpc::CreateChannel("localhost:" + std::to_string(port),
+    auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
                                        grpc::InsecureChannelCredentials());
     auto stub = kiln::v1::Compiler::NewStub(channel);
     kiln::v1::BenchmarkKernelRequest request;
@@ -68,7 +68,7 @@ TEST_F(ShutdownTest, ALongBenchmarkStopsAtItsDeadline) {
   grpc::Status s = LongBenchmark(server.port(), key, 1.0);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << s.error_message();
   // The server is free again soon after: a second short call is answered.
-  auto client = client::KilnClient::Create("localhost:" + std::to_string(server.port()));
+  auto client = client::KilnClient::Create("127.0.0.1:" + std::to_string(server.port()));
   ASSERT_TRUE(client.ok());
   kiln::v1::BenchmarkKernelRequest quick;
   quick.set_key(key);

@@ -33,5 +33,5 @@ if [ -z "$tls_port" ] || [ -z "$mtls_port" ]; then
 fi
 
 export PYTHONPATH="$PWD/client/python" PYTHONDONTWRITEBYTECODE=1 CERTS="$certs"
-KILN_TLS_SERVER="localhost:$tls_port" KILN_MTLS_SERVER="localhost:$mtls_port" \
+KILN_TLS_SERVER="127.0.0.1:$tls_port" KILN_MTLS_SERVER="127.0.0.1:$mtls_port" \
   /usr/bin/python3 tests/client/python/tls_auth_test.py
