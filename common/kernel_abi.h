@@ -38,6 +38,7 @@ inline constexpr char kWorkspaceFree[] = "kiln_workspace_free";
 inline constexpr char kKernelFault[] = "kiln_kernel_fault";
 inline constexpr char kPadPlanes[] = "kiln_pad_planes";
 inline constexpr char kQConvU8S8[] = "kiln_qconv_u8s8";
+inline constexpr char kAttentionF32[] = "kiln_attention_f32";
 
 // kiln_qconv_u8s8's weight rows are K = channels * kh * kw int8 values padded
 // with zeros to a multiple of this (vpdpbusd sums four u8 x s8 products).
@@ -64,7 +65,7 @@ inline constexpr int kWorkspaceAlignment = 64;
 }  // namespace kiln::abi
 
 // Defined by the runtime (thread_pool.cc, workspace_pool.cc, kernel_fault.cc,
-// pad_planes.cc, qconv_u8s8.cc).
+// pad_planes.cc, qconv_u8s8.cc, attention_f32.cc).
 extern "C" {
 void kiln_parallel_for(kiln::abi::ParallelBody body, void* closure, int64_t extent);
 void* kiln_workspace_alloc(int64_t bytes);
@@ -96,6 +97,18 @@ void kiln_qconv_u8s8(float* out, const uint8_t* x, const int8_t* w, const int32_
                      int64_t w_in, int64_t co, int64_t kh, int64_t kw, int64_t sy, int64_t sx,
                      int64_t pt, int64_t pl, int64_t dy, int64_t dx, int64_t oh, int64_t ow,
                      int64_t x_zero);
+// Attention over n1 * n2 entries (heads): for entry n = n_1 * n2 + n_2,
+// query row i < s and column j < dv,
+//   out[(n * s + i) * dv + j] = sum_t softmax_t(scale * q_i . k_t + mask[i][t]) v[t][j]
+// over keys t < t_len, where row i of q is the d floats at q + n_1 * q_s1 +
+// n_2 * q_s2 + i * q_row, and likewise k's and v's rows (d and dv floats)
+// and the mask's (t_len floats, read only when has_mask). Strides may be 0.
+void kiln_attention_f32(float* out, const float* q, const float* k, const float* v,
+                        const float* mask, int64_t n1, int64_t n2, int64_t s, int64_t t_len,
+                        int64_t d, int64_t dv, int64_t q_s1, int64_t q_s2, int64_t q_row,
+                        int64_t k_s1, int64_t k_s2, int64_t k_row, int64_t v_s1, int64_t v_s2,
+                        int64_t v_row, int64_t m_s1, int64_t m_s2, int64_t m_row,
+                        int64_t has_mask, float scale);
 }
 
 #endif  // KILN_COMMON_KERNEL_ABI_H_

@@ -71,6 +71,7 @@ absl::StatusOr<std::shared_ptr<JitEngine>> JitEngine::Create() {
   define(abi::kKernelFault, &kiln_kernel_fault);
   define(abi::kPadPlanes, &kiln_pad_planes);
   define(abi::kQConvU8S8, &kiln_qconv_u8s8);
+  define(abi::kAttentionF32, &kiln_attention_f32);
   if (llvm::Error err = main.define(llvm::orc::absoluteSymbols(std::move(runtime_symbols)))) {
     return FromLlvmError(std::move(err), "defining runtime symbols");
   }
