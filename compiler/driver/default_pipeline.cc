@@ -7,6 +7,7 @@
 #include "compiler/passes/fold_constant.h"
 #include "compiler/passes/fold_empty.h"
 #include "compiler/passes/fold_scale_axis.h"
+#include "compiler/passes/fuse_attention.h"
 #include "compiler/passes/fuse_ops.h"
 #include "compiler/passes/infer_type.h"
 #include "compiler/passes/integer_qdq_conv.h"
@@ -25,6 +26,7 @@ std::unique_ptr<Sequential> DefaultPipeline() {
   passes.push_back(CreateIntegerQdqConvPass());          // reads SimplifyFakeQuant's selects
   passes.push_back(CreateFoldScaleAxisPass());           // needs folded per-channel constants
   passes.push_back(CreateEliminateCommonSubexprPass());  // after folding: equal constants look equal
+  passes.push_back(CreateFuseAttentionPass());           // needs the head split's slices folded
   passes.push_back(CreateDeadCodeEliminationPass());
   passes.push_back(CreateFuseOpsPass());                 // last: groups are what lowering compiles
   return std::make_unique<Sequential>("default", std::move(passes));
@@ -39,6 +41,7 @@ std::unique_ptr<Pass> CreatePassByName(const std::string& name) {
   if (name == "IntegerQdqConv") return CreateIntegerQdqConvPass();
   if (name == "FoldScaleAxis") return CreateFoldScaleAxisPass();
   if (name == "EliminateCommonSubexpr") return CreateEliminateCommonSubexprPass();
+  if (name == "FuseAttention") return CreateFuseAttentionPass();
   if (name == "DeadCodeElimination") return CreateDeadCodeEliminationPass();
   if (name == "FuseOps") return CreateFuseOpsPass();
   return nullptr;

@@ -85,6 +85,15 @@ struct Printer {
     return absl::StrCat("pads=", List(a.pads), ", value=", FloatBits(a.value),
                         ", mode=", kModes[static_cast<int>(a.mode)]);
   }
+  std::string operator()(const AttentionAttrs& a) const {
+    auto view = [](const AttentionView& v) {
+      return absl::StrCat("[", v.offset, ",", v.s1, ",", v.s2, ",", v.row, "]");
+    };
+    return absl::StrCat("scale=", FloatBits(a.scale), ", n=[", a.n1, ",", a.n2, "], s=", a.s,
+                        ", t=", a.t, ", d=", a.d, ", dv=", a.dv, ", out_shape=", List(a.out_shape),
+                        ", q=", view(a.q), ", k=", view(a.k), ", v=", view(a.v),
+                        ", mask=", view(a.mask));
+  }
   // Exact and readable: the shortest decimal plus the bit pattern.
   static std::string FloatBits(float f) {
     uint32_t bits;

@@ -217,6 +217,30 @@ struct UniqueAttrs {
   }
 };
 
+// attention (compiler/ops/attention_op.cc): softmax(q k^T * scale + mask) v
+// over n1 x n2 entries (batch, heads). Each operand is a strided view of its
+// input, in elements: entry (a, b)'s row r starts at offset + a * s1 + b * s2
+// + r * row, and a row's d (q, k), dv (v) or t (mask) elements are
+// contiguous. Strides may be 0 (broadcast). The output is out_shape, whose
+// elements are (n1 * n2, s, dv) in row-major order.
+struct AttentionView {
+  int64_t offset = 0, s1 = 0, s2 = 0, row = 0;
+  bool operator==(const AttentionView& o) const {
+    return offset == o.offset && s1 == o.s1 && s2 == o.s2 && row == o.row;
+  }
+};
+struct AttentionAttrs {
+  float scale = 1;
+  int64_t n1 = 1, n2 = 1, s = 1, t = 1, d = 1, dv = 1;
+  std::vector<int64_t> out_shape;
+  AttentionView q, k, v, mask;  // mask read only when the op has a fourth input
+  bool operator==(const AttentionAttrs& o) const {
+    return scale == o.scale && n1 == o.n1 && n2 == o.n2 && s == o.s && t == o.t && d == o.d &&
+           dv == o.dv && out_shape == o.out_shape && q == o.q && k == o.k && v == o.v &&
+           mask == o.mask;
+  }
+};
+
 // The attribute values above by their ONNX spellings ("add", "reflect",
 // "bicubic", ...): one place for the Kiln graph's parser and the ONNX
 // importer. Empty for a spelling that is none of them.
@@ -229,7 +253,7 @@ using Attrs = std::variant<NoAttrs, AxisAttrs, ReshapeAttrs, TransposeAttrs, Red
                            Conv2DAttrs, BatchNormAttrs, DropoutAttrs, ActivationAttrs, CastAttrs,
                            Pool2DAttrs, SliceAttrs, PadAttrs, ModAttrs, ScanAttrs, EinsumAttrs,
                            ScatterAttrs, TopKAttrs, GridSampleAttrs, ReverseSequenceAttrs,
-                           NonZeroAttrs, UniqueAttrs>;
+                           NonZeroAttrs, UniqueAttrs, AttentionAttrs>;
 
 // "axis=-1", "perm=[1,0]", "" for NoAttrs: the printed-IR form.
 std::string AttrsToString(const Attrs& attrs);

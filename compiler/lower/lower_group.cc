@@ -24,7 +24,8 @@
 //    with their epilogues) gets the packed, register-tiled schedule of
 //    contraction_schedule.cc instead of steps 3 and 5, a conv's input padded
 //    for it by conv_padding.cc; a lone qconv2d_u8s8 becomes a call of the
-//    runtime's VNNI kernel (qconv_call.cc).
+//    runtime's VNNI kernel (qconv_call.cc), a lone attention one of its
+//    attention kernel (attention_call.cc).
 // What the steps share (parameters, shapes, the builder, the inliner) is
 // the GroupContext (group_context.h). The loop passes (loop_pipeline.h) run
 // on the result later.
@@ -40,6 +41,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "compiler/ir/op_def.h"
+#include "compiler/lower/attention_call.h"
 #include "compiler/lower/contraction_schedule.h"
 #include "compiler/lower/conv_padding.h"
 #include "compiler/lower/group_context.h"
@@ -94,6 +96,14 @@ class GroupLowerer {
     if (std::optional<Stmt> call = QConvCall(g_, fn.num_params - 1)) {
       fn.body = *call;
       out.schedule = "qconv u8s8 (kiln_qconv_u8s8)";
+      out.scheduled = true;
+      out.builder = std::move(g_.builder);
+      return out;
+    }
+    // So is attention, on its streaming kernel.
+    if (std::optional<Stmt> call = AttentionCall(g_, fn.num_params - 1)) {
+      fn.body = *call;
+      out.schedule = "attention (kiln_attention_f32)";
       out.scheduled = true;
       out.builder = std::move(g_.builder);
       return out;

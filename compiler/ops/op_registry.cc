@@ -37,6 +37,7 @@ const OpRegistry& OpRegistry::Default() {
     RegisterConvTransposeOp(*r);
     RegisterQuantizedConvOp(*r);
     RegisterValueShapeOps(*r);
+    RegisterAttentionOp(*r);
     return r;
   }();
   return *registry;

@@ -32,6 +32,8 @@ void RegisterGridSampleOp(OpRegistry& registry);
 void RegisterQuantizedConvOp(OpRegistry& registry);
 // nonzero, unique (output shapes decided by values).
 void RegisterValueShapeOps(OpRegistry& registry);
+// attention (FuseAttention's op, a call of kiln_attention_f32).
+void RegisterAttentionOp(OpRegistry& registry);
 
 }  // namespace kiln
 

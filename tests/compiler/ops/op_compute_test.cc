@@ -69,6 +69,30 @@ TEST(OpComputeTest, SoftmaxNormalisesTheLastAxis) {
                                                 static_cast<float>(std::exp(3.0) / s)}));
 }
 
+// One query, two keys, all three operands views of one buffer [1, 0, ln 3,
+// 4, 8]: scores (0, ln 3) give weights (1/4, 3/4) and 1 + 6 = 7; masking
+// the second key leaves the first's value, 4.
+TEST(OpComputeTest, AttentionReadsItsViewsAndWeighsTheValues) {
+  for (bool masked : {false, true}) {
+    auto v = Fold([masked](Graph& g) {
+      Node* buffer = g.AddConstant("x", FloatValues({5}, {1, 0, std::log(3.0f), 4, 8}));
+      AttentionAttrs a;
+      a.t = 2;
+      a.out_shape = {1, 1, 1};
+      a.q = {0, 0, 0, 1};
+      a.k = {1, 0, 0, 1};
+      a.v = {3, 0, 0, 1};
+      std::vector<Node*> in{buffer, buffer, buffer};
+      if (masked) {
+        in.push_back(g.AddConstant("m", FloatValues({1, 2}, {0, -INFINITY})));
+        a.mask = {0, 0, 0, 2};
+      }
+      return testing::Op(g, "attention", in, a);
+    });
+    EXPECT_THAT(v, Pointwise(FloatNear(1e-5), {masked ? 4.0f : 7.0f}));
+  }
+}
+
 TEST(OpComputeTest, TransposeAndReshapeMoveElements) {
   auto t = Fold([](Graph& g) {
     return testing::Op(g, "transpose", {g.AddConstant("x", FloatValues({2, 3}, {0, 1, 2, 3, 4, 5}))},

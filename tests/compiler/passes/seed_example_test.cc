@@ -81,7 +81,7 @@ TEST(SeedExampleTest, ReportListsEveryPassInPipelineOrder) {
                                             "SimplifyInference", "FoldConstant",
                                             "SimplifyFakeQuant", "IntegerQdqConv",
                                             "FoldScaleAxis", "EliminateCommonSubexpr",
-                                            "DeadCodeElimination", "FuseOps"));
+                                            "FuseAttention", "DeadCodeElimination", "FuseOps"));
   EXPECT_EQ(p->record.passes[0].depth, 0);
   EXPECT_EQ(p->record.passes[1].depth, 1);
   // The pipeline's total covers its passes; its self time is what is left.
