@@ -2,10 +2,11 @@
 strided head views of a fused QKV projection (PyTorch's layout, the
 kernel's reason to take strides), masks broadcast over heads and rows
 (padding), a causal mask, a float mask, sequences that are not multiples
-of the kernel's tiles (4 query rows, 64 keys, 128-row chunks), head dims
-32 and 64 and value widths that are not multiples of 16, scores whose
-maximum rises from one key block to the next (the online rescaling), and a
-fully masked row (NaN, as softmax over nothing but -inf gives).
+of the kernel's tiles (4 query rows, 64 keys, 128-row chunks, 8 x 8 key
+packing), head dims 20, 32 and 64 and value widths that are not multiples
+of 16, scores whose maximum rises from one key block to the next (the
+online rescaling), and a fully masked row (NaN, as softmax over nothing but
+-inf gives).
 Tolerance per case: |kiln - numpy| <= 2e-6 * max(1, max |numpy|) * max(1,
 max |score| / 8): float32 scores carry a relative rounding error, which
 exp turns into an absolute one on the probabilities, growing with |score|.
@@ -120,6 +121,10 @@ def main():
         ok &= run(probe, tmp, "s=200 t=70 dv=80", 2, 1, s, t, d, dv,
                   contiguous(rng, 2, s, d), contiguous(rng, 2, t, d), contiguous(rng, 2, t, dv),
                   None, 0.2)
+        # A head dim off the 8 x 8 key-packing blocks, keys off them too.
+        s, t, d = 11, 29, 20
+        ok &= run(probe, tmp, "d=20 t=29", 1, 2, s, t, d, d, contiguous(rng, 2, s, d),
+                  contiguous(rng, 2, t, d), contiguous(rng, 2, t, d), None, 0.3)
         # Scores growing along the keys: each block's maximum exceeds the last's,
         # so earlier blocks' sums are rescaled (by up to e^-40) several times.
         s, t, d = 9, 256, 32
