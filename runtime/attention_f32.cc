@@ -21,20 +21,21 @@
 //        so that a vector holds 16 keys' values of one d; copy its value
 //        rows next to it (read in place, a fused QKV projection's rows are
 //        3 KB apart and the block's rows fell into a few L1 sets).
-//     2. For each tile of kR query rows: scores (kR x kBc, 16 accumulators)
+//     2. For each tile of kR query rows: scores (kR x kBc, 24 accumulators)
 //        = sum_d q[row][d] (broadcast) * kt[d] (4 vectors), times scale,
 //        plus the mask's row; keys past the end are -inf.
 //     3. Online softmax per row: m' = max(m, max of the row), alpha =
 //        exp(m - m'), p = exp(score - m'), l = l * alpha + sum p.
-//     4. out rows = out rows * alpha + p v, the output tile in 16
-//        accumulators (kR rows x 64 columns), v's rows read as they are.
+//     4. out rows = out rows * alpha + p v, the output tile in 24
+//        accumulators (kR rows x 64 columns).
 //   then out rows /= l.
 // Measured alone on one core of this project's Xeon (best of 200 calls),
 // the transformer benchmark's attention (4 heads, S = T = 128, d = 64, in
-// the fused QKV layout): 125 us, 135 GFLOPS; the matmul, softmax and matmul
+// the fused QKV layout): 118 us, 142 GFLOPS; the matmul, softmax and matmul
 // kernels it replaces took 174 us in kiln-bench. Steps: 150 us as first
 // written, 140 with the value rows copied, 133 with the rows' reductions
-// overlapped and no libm call, 125 with the 8 x 8 transposes.
+// overlapped and no libm call, 125 with the 8 x 8 transposes, 118 with
+// tiles of 6 rows instead of 4 (24 FMAs per 4 + 6 loads, not 16 per 4 + 4).
 // A row whose every key is masked (-inf) ends 0 / 0 = NaN, as PyTorch's
 // softmax gives; m' = -inf is taken as 0 in the exponents so that no
 // -inf - -inf makes a NaN before then.
@@ -53,7 +54,7 @@
 
 namespace {
 
-constexpr int kR = 4;                 // query rows per tile
+constexpr int kR = 6;                 // query rows per tile
 constexpr int64_t kBc = 64;           // keys per block (four vectors)
 constexpr int64_t kQueryChunk = 128;  // query rows per work item
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -264,6 +265,12 @@ __attribute__((target("avx512f"))) void ChunkAvx512(const Call& c, int64_t n, in
     int64_t i = i0;
     for (; i + kR <= i1; i += kR) Tile<kR>(c, q, vb, mask, out, kt, i, t0, tc, first, state.data());
     switch (i1 - i) {
+      case 5:
+        Tile<5>(c, q, vb, mask, out, kt, i, t0, tc, first, state.data());
+        break;
+      case 4:
+        Tile<4>(c, q, vb, mask, out, kt, i, t0, tc, first, state.data());
+        break;
       case 3:
         Tile<3>(c, q, vb, mask, out, kt, i, t0, tc, first, state.data());
         break;
