@@ -99,16 +99,18 @@ void kiln_qconv_u8s8(float* out, const uint8_t* x, const int8_t* w, const int32_
                      int64_t x_zero);
 // Attention over n1 * n2 entries (heads): for entry n = n_1 * n2 + n_2,
 // query row i < s and column j < dv,
-//   out[(n * s + i) * dv + j] = sum_t softmax_t(scale * q_i . k_t + mask[i][t]) v[t][j]
+//   out[n_1 * o_s1 + n_2 * o_s2 + i * o_row + j] =
+//       sum_t softmax_t(scale * q_i . k_t + mask[i][t]) v[t][j]
 // over keys t < t_len, where row i of q is the d floats at q + n_1 * q_s1 +
 // n_2 * q_s2 + i * q_row, and likewise k's and v's rows (d and dv floats)
-// and the mask's (t_len floats, read only when has_mask). Strides may be 0.
+// and the mask's (t_len floats, read only when has_mask). Input strides may
+// be 0; the output's rows must not overlap.
 void kiln_attention_f32(float* out, const float* q, const float* k, const float* v,
                         const float* mask, int64_t n1, int64_t n2, int64_t s, int64_t t_len,
                         int64_t d, int64_t dv, int64_t q_s1, int64_t q_s2, int64_t q_row,
                         int64_t k_s1, int64_t k_s2, int64_t k_row, int64_t v_s1, int64_t v_s2,
-                        int64_t v_row, int64_t m_s1, int64_t m_s2, int64_t m_row,
-                        int64_t has_mask, float scale);
+                        int64_t v_row, int64_t m_s1, int64_t m_s2, int64_t m_row, int64_t o_s1,
+                        int64_t o_s2, int64_t o_row, int64_t has_mask, float scale);
 }
 
 #endif  // KILN_COMMON_KERNEL_ABI_H_

@@ -13,7 +13,8 @@
 // behind the head split's slices, reshapes and transposes): entry n = n_1 *
 // n2 + n_2 of q starts at q + n_1 * q_s1 + n_2 * q_s2 and its rows are
 // q_row apart, each row contiguous; likewise k, v and the mask (strides 0
-// broadcast it). The output is contiguous (N, S, DV).
+// broadcast it). The output's rows are strided the same way (the pass
+// writes them where the head merge after attention would have put them).
 //
 // Per entry and chunk of query rows (a work item; threads share them):
 //   for each block of kBc keys:
@@ -66,6 +67,7 @@ struct View {
 
 struct Call {
   float* out;
+  int64_t o_s1, o_s2, o_row;
   View q, k, v, mask;
   bool has_mask;
   int64_t n2, s, t, d, dv;
@@ -73,6 +75,7 @@ struct Call {
   const float* At(const View& x, int64_t n) const {
     return x.base + (n / n2) * x.s1 + (n % n2) * x.s2;
   }
+  float* Out(int64_t n) const { return out + (n / n2) * o_s1 + (n % n2) * o_s2; }
 };
 
 // exp(x) to about 1 ulp for x in [-87.3, 88.7]: x = n ln2 + r, |r| <= ln2 / 2,
@@ -217,7 +220,7 @@ __attribute__((target("avx512f"))) void Tile(const Call& c, const float* q, cons
     for (int j = 0; j < 4; ++j) lanes[j] = Lanes(std::max<int64_t>(c.dv - j0 - 16 * j, 0));
     __m512 o[R][4];
     for (int r = 0; r < R; ++r) {
-      float* orow = out + (i + r) * c.dv + j0;
+      float* orow = out + (i + r) * c.o_row + j0;
       const __m512 a = _mm512_set1_ps(alpha[r]);
       for (int j = 0; j < 4; ++j) {
         o[r][j] = first ? _mm512_setzero_ps()
@@ -234,7 +237,7 @@ __attribute__((target("avx512f"))) void Tile(const Call& c, const float* q, cons
       }
     }
     for (int r = 0; r < R; ++r) {
-      float* orow = out + (i + r) * c.dv + j0;
+      float* orow = out + (i + r) * c.o_row + j0;
       for (int j = 0; j < 4; ++j) _mm512_mask_storeu_ps(orow + 16 * j, lanes[j], o[r][j]);
     }
   }
@@ -247,7 +250,7 @@ __attribute__((target("avx512f"))) void ChunkAvx512(const Call& c, int64_t n, in
   const float* k = c.At(c.k, n);
   const float* v = c.At(c.v, n);
   const float* mask = c.has_mask ? c.At(c.mask, n) : nullptr;
-  float* out = c.out + n * c.s * c.dv;
+  float* out = c.Out(n);
   thread_local std::vector<float> storage;
   storage.resize((c.d + c.dv) * kBc + 16);
   float* kt = storage.data();
@@ -286,7 +289,7 @@ __attribute__((target("avx512f"))) void ChunkAvx512(const Call& c, int64_t n, in
   }
   for (int64_t r = i0; r < i1; ++r) {
     const float inv = 1.0f / state[r].l;
-    float* orow = out + r * c.dv;
+    float* orow = out + r * c.o_row;
     for (int64_t j = 0; j < c.dv; ++j) orow[j] *= inv;
   }
 }
@@ -312,7 +315,7 @@ void ChunkScalar(const Call& c, int64_t n, int64_t i0, int64_t i1) {
       score[t] = std::exp(score[t] - m_use);
       l += score[t];
     }
-    float* orow = c.out + (n * c.s + i) * c.dv;
+    float* orow = c.Out(n) + i * c.o_row;
     for (int64_t j = 0; j < c.dv; ++j) {
       float sum = 0;
       for (int64_t t = 0; t < c.t; ++t) sum += score[t] * v[t * c.v.row + j];
@@ -351,9 +354,13 @@ extern "C" void kiln_attention_f32(float* out, const float* q, const float* k, c
                                    int64_t d, int64_t dv, int64_t q_s1, int64_t q_s2, int64_t q_row,
                                    int64_t k_s1, int64_t k_s2, int64_t k_row, int64_t v_s1,
                                    int64_t v_s2, int64_t v_row, int64_t m_s1, int64_t m_s2,
-                                   int64_t m_row, int64_t has_mask, float scale) {
+                                   int64_t m_row, int64_t o_s1, int64_t o_s2, int64_t o_row,
+                                   int64_t has_mask, float scale) {
   static const ChunkFn chunk = ForThisCpu();
   const Call call{out,
+                  o_s1,
+                  o_s2,
+                  o_row,
                   {q, q_s1, q_s2, q_row},
                   {k, k_s1, k_s2, k_row},
                   {v, v_s1, v_s2, v_row},

@@ -92,7 +92,7 @@ struct Printer {
     return absl::StrCat("scale=", FloatBits(a.scale), ", n=[", a.n1, ",", a.n2, "], s=", a.s,
                         ", t=", a.t, ", d=", a.d, ", dv=", a.dv, ", out_shape=", List(a.out_shape),
                         ", q=", view(a.q), ", k=", view(a.k), ", v=", view(a.v),
-                        ", mask=", view(a.mask));
+                        ", mask=", view(a.mask), ", out=", view(a.out));
   }
   // Exact and readable: the shortest decimal plus the bit pattern.
   static std::string FloatBits(float f) {

@@ -221,8 +221,10 @@ struct UniqueAttrs {
 // over n1 x n2 entries (batch, heads). Each operand is a strided view of its
 // input, in elements: entry (a, b)'s row r starts at offset + a * s1 + b * s2
 // + r * row, and a row's d (q, k), dv (v) or t (mask) elements are
-// contiguous. Strides may be 0 (broadcast). The output is out_shape, whose
-// elements are (n1 * n2, s, dv) in row-major order.
+// contiguous. Strides may be 0 (broadcast). The output, out_shape, holds
+// entry (a, b)'s row r at a * out.s1 + b * out.s2 + r * out.row (out.offset
+// is 0): every element once, (n1 * n2, s, dv) in row-major order or as a
+// head merge after attention would have placed them.
 struct AttentionView {
   int64_t offset = 0, s1 = 0, s2 = 0, row = 0;
   bool operator==(const AttentionView& o) const {
@@ -234,10 +236,11 @@ struct AttentionAttrs {
   int64_t n1 = 1, n2 = 1, s = 1, t = 1, d = 1, dv = 1;
   std::vector<int64_t> out_shape;
   AttentionView q, k, v, mask;  // mask read only when the op has a fourth input
+  AttentionView out;
   bool operator==(const AttentionAttrs& o) const {
     return scale == o.scale && n1 == o.n1 && n2 == o.n2 && s == o.s && t == o.t && d == o.d &&
            dv == o.dv && out_shape == o.out_shape && q == o.q && k == o.k && v == o.v &&
-           mask == o.mask;
+           mask == o.mask && out == o.out;
   }
 };
 

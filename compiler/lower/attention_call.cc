@@ -23,7 +23,7 @@ std::optional<Stmt> AttentionCall(GroupContext& g, int out_buffer) {
     args.push_back({it->second, b.Int(i < op->inputs.size() ? views[i]->offset : 0)});
   }
   for (int64_t v : {a.n1, a.n2, a.s, a.t, a.d, a.dv}) args.push_back({-1, b.Int(v)});
-  for (const AttentionView* v : views) {
+  for (const AttentionView* v : {&a.q, &a.k, &a.v, &a.mask, &a.out}) {
     for (int64_t x : {v->s1, v->s2, v->row}) args.push_back({-1, b.Int(x)});
   }
   args.push_back({-1, b.Int(op->inputs.size() == 4 ? 1 : 0)});

@@ -7,14 +7,20 @@
 //   inputs: q, k, v [, mask], float32 of any shape: each is read through its
 //           AttentionAttrs view, so the head split's slices, reshapes and
 //           transposes before it need no copy.
-//   output: float32 out_shape, elements (n1 * n2, s, dv) in row-major order.
+//   output: float32 out_shape, entry (a, b)'s row r at a * out.s1 + b *
+//           out.s2 + r * out.row: (n1 * n2, s, dv) in row-major order, or as
+//           the head merge after attention places them (the pass then makes
+//           the merge's transpose and reshape this op).
 // Pattern: opaque. The op is a call of a precompiled kernel, alone in its
 // group; OutEWiseFusable would let an elementwise epilogue join the group
 // and turn the call back into generated loops recomputing every score per
 // output element. Its readers (the head merge before the output
 // projection) fuse into that projection's operand instead.
+#include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -42,7 +48,7 @@ absl::StatusOr<AttentionView> ParseView(const RawAttrs& raw, const char* name) {
 
 absl::StatusOr<Attrs> ParseAttention(const RawAttrs& raw) {
   KILN_RETURN_IF_ERROR(CheckKnownAttrs(
-      raw, {"scale", "n", "s", "t", "d", "dv", "out_shape", "q", "k", "v", "mask"}));
+      raw, {"scale", "n", "s", "t", "d", "dv", "out_shape", "q", "k", "v", "mask", "out"}));
   AttentionAttrs a;
   KILN_ASSIGN_OR_RETURN(a.scale, GetFloatAttr(raw, "scale", 1));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> n, GetIntsAttr(raw, "n", {1, 1}));
@@ -58,7 +64,24 @@ absl::StatusOr<Attrs> ParseAttention(const RawAttrs& raw) {
   KILN_ASSIGN_OR_RETURN(a.k, ParseView(raw, "k"));
   KILN_ASSIGN_OR_RETURN(a.v, ParseView(raw, "v"));
   KILN_ASSIGN_OR_RETURN(a.mask, ParseView(raw, "mask"));
+  a.out = {0, a.n2 * a.s * a.dv, a.s * a.dv, a.dv};  // row-major unless given
+  if (HasAttr(raw, "out")) {
+    KILN_ASSIGN_OR_RETURN(a.out, ParseView(raw, "out"));
+  }
   return Attrs(a);
+}
+
+// The output's (size, stride) pairs for n1, n2, rows and columns, sizes
+// above 1 only, largest stride first.
+std::vector<std::pair<int64_t, int64_t>> OutputDims(const AttentionAttrs& a) {
+  std::vector<std::pair<int64_t, int64_t>> dims;
+  for (auto [size, stride] : {std::pair{a.n1, a.out.s1}, std::pair{a.n2, a.out.s2},
+                              std::pair{a.s, a.out.row}, std::pair{a.dv, int64_t{1}}}) {
+    if (size > 1) dims.push_back({size, stride});
+  }
+  std::sort(dims.begin(), dims.end(),
+            [](const auto& x, const auto& y) { return x.second > y.second; });
+  return dims;
 }
 
 // The largest element index `view` reaches with rows of `cols` elements.
@@ -95,12 +118,22 @@ absl::StatusOr<TensorType> AttentionRelation(const std::vector<TensorType>& in,
   }
   const int64_t elements = std::accumulate(a.out_shape.begin(), a.out_shape.end(), int64_t{1},
                                            [](int64_t x, int64_t y) { return x * y; });
-  if (a.out_shape.size() < 2 || a.out_shape.back() != a.dv ||
-      a.out_shape[a.out_shape.size() - 2] != a.s || elements != a.n1 * a.n2 * a.s * a.dv) {
+  if (elements != a.n1 * a.n2 * a.s * a.dv) {
     return absl::InvalidArgumentError(
-        absl::StrCat("attention's out_shape [", absl::StrJoin(a.out_shape, ","), "] is not (",
-                     a.n1 * a.n2, " entries, ", a.s, ", ", a.dv, ")"));
+        absl::StrCat("attention's out_shape [", absl::StrJoin(a.out_shape, ","), "] does not hold ",
+                     a.n1 * a.n2, " entries of ", a.s, " x ", a.dv));
   }
+  // Every output element once: the strides, largest first, step by the
+  // sizes inside them.
+  int64_t inner = 1;
+  const auto dims = OutputDims(a);
+  for (size_t i = dims.size(); i-- > 0;) {
+    if (dims[i].second != inner) {
+      return absl::InvalidArgumentError("attention's out view does not cover its output once");
+    }
+    inner *= dims[i].first;
+  }
+  if (a.out.offset != 0) return absl::InvalidArgumentError("attention's out view has an offset");
   return TensorType{DType::kFloat32, a.out_shape};
 }
 
@@ -120,12 +153,17 @@ Expr AttentionCompute(ComputeContext& ctx) {
   te::ExprBuilder& b = ctx.b();
   const AttentionAttrs& a = ctx.attrs<AttentionAttrs>();
   const std::vector<Expr>& o = ctx.out();
-  // The entry: the output's leading dims, flattened.
+  // The element's flat index, then its entry, row and column: each is the
+  // flat index over its stride, modulo its size (the out view is a
+  // permutation of dense dims).
   const std::vector<int64_t>& shape = a.out_shape;
-  Expr n = b.Int(0);
-  for (size_t d = 0; d + 2 < shape.size(); ++d) n = b.Add(b.Mul(n, b.Int(shape[d])), o[d]);
-  const Expr n1 = b.Div(n, b.Int(a.n2)), n2 = b.Mod(n, b.Int(a.n2));
-  const Expr row = o[o.size() - 2], col = o.back();
+  Expr flat = b.Int(0);
+  for (size_t d = 0; d < shape.size(); ++d) flat = b.Add(b.Mul(flat, b.Int(shape[d])), o[d]);
+  auto digit = [&](int64_t size, int64_t stride) {
+    return size == 1 ? b.Int(0) : b.Mod(b.Div(flat, b.Int(stride)), b.Int(size));
+  };
+  const Expr n1 = digit(a.n1, a.out.s1), n2 = digit(a.n2, a.out.s2);
+  const Expr row = digit(a.s, a.out.row), col = digit(a.dv, 1);
   auto element = [&](int input, const AttentionView& v, Expr r, Expr c) {
     Expr flat = b.Add(b.Int(v.offset), b.Add(b.Mul(n1, b.Int(v.s1)), b.Mul(n2, b.Int(v.s2))));
     flat = b.Add(flat, b.Add(b.Mul(r, b.Int(v.row)), c));

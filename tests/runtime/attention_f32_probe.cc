@@ -1,10 +1,11 @@
 // Runs kiln_attention_f32 on one case written by attention_f32_test.py:
 //   attention_f32_probe IN OUT
-// IN: 19 int64 (n1, n2, s, t, d, dv, q_s1, q_s2, q_row, k_s1, k_s2, k_row,
-// v_s1, v_s2, v_row, m_s1, m_s2, m_row, has_mask), the float32 scale, then
-// four int64 element counts and the float32 buffers q, k, v and mask they
-// count (the kernel reads each through its strides); OUT: the float32
-// output (n1 * n2, s, dv), raw.
+// IN: 22 int64 (n1, n2, s, t, d, dv, q_s1, q_s2, q_row, k_s1, k_s2, k_row,
+// v_s1, v_s2, v_row, m_s1, m_s2, m_row, o_s1, o_s2, o_row, has_mask), the
+// float32 scale, then five int64 element counts: of the float32 buffers q,
+// k, v and mask that follow (the kernel reads each through its strides)
+// and of the output buffer; OUT: that buffer (zeros where the kernel wrote
+// nothing), raw.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -22,9 +23,9 @@ int main(int argc, char** argv) {
   std::ifstream in(argv[1], std::ios::binary);
   const std::vector<char> bytes{std::istreambuf_iterator<char>(in),
                                 std::istreambuf_iterator<char>()};
-  int64_t v[19];
+  int64_t v[22];
   float scale = 0;
-  int64_t counts[4];
+  int64_t counts[5];
   const size_t header = sizeof(v) + sizeof(scale) + sizeof(counts);
   if (bytes.size() < header) return 2;
   std::memcpy(v, bytes.data(), sizeof(v));
@@ -43,10 +44,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "input is %zu bytes, expected %zu\n", bytes.size(), at);
     return 2;
   }
-  std::vector<float> out(v[0] * v[1] * v[2] * v[5]);
+  std::vector<float> out(counts[4]);
   kiln_attention_f32(out.data(), buffers[0].data(), buffers[1].data(), buffers[2].data(),
                      buffers[3].data(), v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9],
-                     v[10], v[11], v[12], v[13], v[14], v[15], v[16], v[17], v[18], scale);
+                     v[10], v[11], v[12], v[13], v[14], v[15], v[16], v[17], v[18], v[19], v[20],
+                     v[21], scale);
   std::ofstream(argv[2], std::ios::binary)
       .write(reinterpret_cast<const char*>(out.data()), out.size() * sizeof(float));
   return 0;

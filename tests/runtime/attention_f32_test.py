@@ -1,6 +1,7 @@
 """kiln_attention_f32 against NumPy in float64: contiguous heads, the
 strided head views of a fused QKV projection (PyTorch's layout, the
-kernel's reason to take strides), masks broadcast over heads and rows
+kernel's reason to take strides), output rows strided as a head merge
+wants them, masks broadcast over heads and rows
 (padding), a causal mask, a float mask, sequences that are not multiples
 of the kernel's tiles (4 query rows, 64 keys, 128-row chunks, 8 x 8 key
 packing), head dims 20, 32 and 64 and value widths that are not multiples
@@ -42,20 +43,23 @@ def reference(q, k, v, mask, scale):
     return np.einsum("abst,abtj->absj", p, v), largest
 
 
-def run(probe, tmp, name, n1, n2, s, t, d, dv, q, k, v, mask, scale):
-    """q, k, v, mask: (flat buffer, (s1, s2, row)); mask may be None."""
-    strides = [q[1], k[1], v[1], mask[1] if mask is not None else (0, 0, 0)]
+def run(probe, tmp, name, n1, n2, s, t, d, dv, q, k, v, mask, scale, out=None):
+    """q, k, v, mask: (flat buffer, (s1, s2, row)); mask may be None. out:
+    (elements, (s1, s2, row)), contiguous (n1 * n2, s, dv) when None."""
+    if out is None:
+        out = (n1 * n2 * s * dv, (n2 * s * dv, s * dv, dv))
+    strides = [q[1], k[1], v[1], mask[1] if mask is not None else (0, 0, 0), out[1]]
     header = [n1, n2, s, t, d, dv] + [x for st in strides for x in st] + [int(mask is not None)]
     buffers = [q[0], k[0], v[0], mask[0] if mask is not None else np.zeros(0, np.float32)]
     path_in, path_out = os.path.join(tmp, "in"), os.path.join(tmp, "out")
     with open(path_in, "wb") as f:
         f.write(np.array(header, np.int64).tobytes())
         f.write(np.array([scale], np.float32).tobytes())
-        f.write(np.array([b.size for b in buffers], np.int64).tobytes())
+        f.write(np.array([b.size for b in buffers] + [out[0]], np.int64).tobytes())
         for b in buffers:
             f.write(b.astype(np.float32).tobytes())
     subprocess.run([probe, path_in, path_out], check=True)
-    got = np.fromfile(path_out, np.float32).reshape(n1, n2, s, dv)
+    got = view(np.fromfile(path_out, np.float32), n1, n2, s, dv, *out[1])
     qv = view(q[0], n1, n2, s, d, *q[1])
     kv = view(k[0], n1, n2, t, d, *k[1])
     vv = view(v[0], n1, n2, t, dv, *v[1])
@@ -116,6 +120,12 @@ def main():
         ok &= run(probe, tmp, "float mask s=13 t=130 dv=40", 1, n2, s, t, d, dv,
                   contiguous(rng, n2, s, d), contiguous(rng, n2, t, d),
                   contiguous(rng, n2, t, dv), (fmask, (0, s * t, t)), 0.125)
+        # The output written as the head merge (S, B, H * dv) would hold it.
+        b, h, s, dh = 2, 3, 19, 16
+        ok &= run(probe, tmp, "output rows in (S, B, H*dv)", b, h, s, s, dh, dh,
+                  contiguous(rng, b * h, s, dh), contiguous(rng, b * h, s, dh),
+                  contiguous(rng, b * h, s, dh), None, 0.25,
+                  out=(s * b * h * dh, (h * dh, dh, b * h * dh)))
         # More rows than a work item's chunk; dv = 80 (a 64-wide block and a tail).
         s, t, d, dv = 200, 70, 32, 80
         ok &= run(probe, tmp, "s=200 t=70 dv=80", 2, 1, s, t, d, dv,

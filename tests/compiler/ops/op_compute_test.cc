@@ -93,6 +93,24 @@ TEST(OpComputeTest, AttentionReadsItsViewsAndWeighsTheValues) {
   }
 }
 
+// Two entries of two rows, q = 0 (even weights), values (1, 3) and (5, 7):
+// every row is the mean, 2 and 6, written entry-minor ([row][entry]) by the
+// out view, as a head merge places heads side by side.
+TEST(OpComputeTest, AttentionWritesThroughItsOutView) {
+  auto v = Fold([](Graph& g) {
+    Node* buffer = g.AddConstant("x", FloatValues({5}, {0, 1, 3, 5, 7}));
+    AttentionAttrs a;
+    a.n2 = 2;
+    a.s = 2;
+    a.t = 2;
+    a.out_shape = {2, 2};
+    a.v = {1, 0, 2, 1};
+    a.out = {0, 2, 1, 2};
+    return testing::Op(g, "attention", {buffer, buffer, buffer}, a);
+  });
+  EXPECT_THAT(v, Pointwise(FloatNear(1e-5), {2.0f, 6.0f, 2.0f, 6.0f}));
+}
+
 TEST(OpComputeTest, TransposeAndReshapeMoveElements) {
   auto t = Fold([](Graph& g) {
     return testing::Op(g, "transpose", {g.AddConstant("x", FloatValues({2, 3}, {0, 1, 2, 3, 4, 5}))},

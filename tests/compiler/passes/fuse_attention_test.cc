@@ -74,8 +74,10 @@ Graph HeadsGraph(const Case& c) {
 // PyTorch's nn.MultiheadAttention as it exports (sequence first): one input
 // (S, B, 3E), the fused QKV projection's output, sliced into q, k and v,
 // each reshaped to (S, B * H, Dh) and transposed to (B * H, S, Dh); q
-// divided by sqrt(Dh) before q k^T, k transposed to (B * H, Dh, S).
-Graph FusedQkvGraph(int64_t s, int64_t b, int64_t h, int64_t dh) {
+// divided by sqrt(Dh) before q k^T, k transposed to (B * H, Dh, S). With
+// `merge` the heads are merged back as PyTorch does before the output
+// projection: transposed to (S, B * H, Dh) and reshaped to (S * B, E).
+Graph FusedQkvGraph(int64_t s, int64_t b, int64_t h, int64_t dh, bool merge = false) {
   Graph g;
   const int64_t e = h * dh;
   Node* x = g.AddInput("qkv", {DType::kFloat32, {s, b, 3 * e}});
@@ -88,7 +90,12 @@ Graph FusedQkvGraph(int64_t s, int64_t b, int64_t h, int64_t dh) {
   Node* q = Op(g, "div", {head(0, {1, 0, 2}), Scalar(g, std::sqrt(static_cast<float>(dh)))});
   Node* scores = Op(g, "matmul", {q, head(1, {1, 2, 0})});
   Node* p = Op(g, "softmax", {scores}, AxisAttrs{-1});
-  g.AddOutput(Op(g, "matmul", {p, head(2, {1, 0, 2})}));
+  Node* y = Op(g, "matmul", {p, head(2, {1, 0, 2})});
+  if (merge) {
+    y = Op(g, "transpose", {y}, TransposeAttrs{{1, 0, 2}});
+    y = Op(g, "reshape", {y}, ReshapeAttrs{{s * b, e}});
+  }
+  g.AddOutput(y);
   EXPECT_TRUE(InferTypes(g).ok());
   return g;
 }
@@ -146,6 +153,26 @@ TEST(FuseAttentionTest, ReadsAFusedQkvProjectionInPlace) {
   for (const Node* n : g.TopologicalOrder()) {
     EXPECT_TRUE(!n->is_op() || n->op_name() == "attention") << n->op_name();
   }
+  // Row-major output.
+  EXPECT_EQ(a.out.s1, h * s * dh);
+  EXPECT_EQ(a.out.s2, s * dh);
+  EXPECT_EQ(a.out.row, dh);
+}
+
+TEST(FuseAttentionTest, WritesRowsWhereTheHeadMergePutsThem) {
+  const int64_t s = 10, b = 2, h = 4, dh = 8, e = h * dh;
+  Graph g = FusedQkvGraph(s, b, h, dh, /*merge=*/true);
+  absl::StatusOr<bool> changed = RunPass(g);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  ASSERT_TRUE(*changed);
+  const Node* att = g.outputs()[0];
+  ASSERT_EQ(att->op_name(), "attention") << PrintGraph(g);
+  EXPECT_EQ(att->type, (TensorType{DType::kFloat32, {s * b, e}}));
+  const AttentionAttrs& a = std::get<AttentionAttrs>(att->attrs);
+  // Head (bi, hi)'s row si lands at (si * b + bi, hi * dh).
+  EXPECT_EQ(a.out.s1, e);
+  EXPECT_EQ(a.out.s2, dh);
+  EXPECT_EQ(a.out.row, b * e);
 }
 
 TEST(FuseAttentionTest, CausalWhereBecomesAnAdditiveMask) {
@@ -307,8 +334,8 @@ TEST(FuseAttentionTest, CompiledAttentionMatchesAReference) {
   }
 }
 
-// The fused QKV layout end to end: heads read in place give what the
-// copies gave.
+// The fused QKV layout end to end, with and without the head merge: heads
+// read in place and rows written in place give what the copies gave.
 TEST(FuseAttentionTest, CompiledFusedQkvMatchesAReference) {
   auto manager = engine::ModelManager::Create({});
   ASSERT_TRUE(manager.ok()) << manager.status();
@@ -332,15 +359,31 @@ TEST(FuseAttentionTest, CompiledFusedQkvMatchesAReference) {
   const std::vector<float> want =
       Reference(heads[0], heads[1], heads[2], b * h, s, dh, 1 / std::sqrt(static_cast<double>(dh)),
                 [](int64_t, int64_t, int64_t) { return 0.0; });
-  auto compiled = (*manager)->Compile("qkv", FusedQkvGraph(s, b, h, dh), CompileOptions{});
-  ASSERT_TRUE(compiled.ok()) << compiled.status();
-  Tensor in = Make({DType::kFloat32, {s, b, 3 * e}}, x);
-  auto result = (*manager)->Find("qkv")->Run({&in});
-  ASSERT_TRUE(result.ok()) << result.status();
-  const float* got = static_cast<const float*>(result->outputs[0].data());
-  float worst = 0;
-  for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i]));
-  EXPECT_LE(worst, 2e-6f);
+  for (bool merge : {false, true}) {
+    SCOPED_TRACE(merge ? "merged" : "heads");
+    const std::string name = merge ? "merged" : "heads";
+    auto compiled = (*manager)->Compile(name, FusedQkvGraph(s, b, h, dh, merge), CompileOptions{});
+    ASSERT_TRUE(compiled.ok()) << compiled.status();
+    Tensor in = Make({DType::kFloat32, {s, b, 3 * e}}, x);
+    auto result = (*manager)->Find(name)->Run({&in});
+    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_EQ(result->outputs[0].type().NumElements(), static_cast<int64_t>(want.size()));
+    const float* got = static_cast<const float*>(result->outputs[0].data());
+    float worst = 0;
+    for (int64_t bi = 0; bi < b; ++bi) {
+      for (int64_t hi = 0; hi < h; ++hi) {
+        for (int64_t si = 0; si < s; ++si) {
+          for (int64_t j = 0; j < dh; ++j) {
+            const float w = want[((bi * h + hi) * s + si) * dh + j];
+            const int64_t at =
+                merge ? (si * b + bi) * e + hi * dh + j : ((bi * h + hi) * s + si) * dh + j;
+            worst = std::max(worst, std::fabs(got[at] - w));
+          }
+        }
+      }
+    }
+    EXPECT_LE(worst, 2e-6f);
+  }
 }
 
 }  // namespace
