@@ -222,14 +222,23 @@ std::optional<int64_t> SingleStride(const Parts& p) {
 
 struct Match {
   Node* softmax;
-  Node* pv;              // softmax(...) v
-  Node* qk;              // q k^T
-  Node* mask = nullptr;  // an added mask, times mask_scale where the scores' scale is 1
+  Node* pv;  // softmax(...) v
+  Node* qk;  // q k^T
+  // The mask: an added tensor, or where(where_cond, -inf, 0) for a where
+  // choosing -inf; times mask_scale (the scales after it) it joins q k^T *
+  // scale as the graph has it (-inf times a negative scale is +inf there too).
+  Node* mask = nullptr;
   double mask_scale = 1;
-  Node* where_cond = nullptr;   // or a where's condition
+  Node* where_cond = nullptr;
   bool where_inf_first = true;  // where(c, -inf, x) rather than where(c, x, -inf)
   double scale = 1;
 };
+
+// Whether `n` is a matmul behind scalar scales: the scores' side of an add.
+bool LeadsToMatmul(Node* n) {
+  while (std::optional<std::pair<Node*, double>> s = ScalarScale(n)) n = s->first;
+  return IsOp(n, "matmul");
+}
 
 bool IsMinusInf(const Node* n) {
   const std::optional<double> c = ScalarConstant(n);
@@ -265,7 +274,7 @@ std::optional<Match> MatchScores(Node* softmax,
     }
     if (m.mask != nullptr || m.where_cond != nullptr) return std::nullopt;
     if (IsOp(x, "add") && x->inputs.size() == 2) {
-      const int side = x->inputs[0]->type == x->type ? 0 : 1;
+      const int side = LeadsToMatmul(x->inputs[1]) && !LeadsToMatmul(x->inputs[0]) ? 1 : 0;
       Node* other = x->inputs[1 - side];
       if (x->inputs[side]->type != x->type || other->type.dtype != DType::kFloat32) {
         return std::nullopt;
@@ -283,6 +292,7 @@ std::optional<Match> MatchScores(Node* softmax,
       }
       m.where_cond = x->inputs[0];
       m.where_inf_first = inf_first;
+      m.mask_scale = after;
       x = scores;
       continue;
     }
@@ -293,7 +303,6 @@ std::optional<Match> MatchScores(Node* softmax,
   }
   m.qk = x;
   m.scale = after;
-  if (m.mask != nullptr && after < 0) return std::nullopt;  // would turn -inf into +inf
   return m;
 }
 

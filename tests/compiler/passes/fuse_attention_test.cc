@@ -386,5 +386,44 @@ TEST(FuseAttentionTest, CompiledFusedQkvMatchesAReference) {
   }
 }
 
+// A full-shaped float mask as the add's first operand, then a scale after
+// the add: softmax((mask + q k^T) * 0.5) v, so the mask joins at 0.5 too.
+TEST(FuseAttentionTest, AMaskBeforeTheScoresAndAScaleAfterIt) {
+  const int64_t n = 3, s = 21, d = 32;
+  Graph g;
+  const TensorType heads{DType::kFloat32, {n, s, d}};
+  Node* q = g.AddInput("q", heads);
+  Node* k = g.AddInput("k", heads);
+  Node* v = g.AddInput("v", heads);
+  Node* mask = g.AddInput("mask", {DType::kFloat32, {n, s, s}});
+  Node* scores = Op(g, "matmul", {q, Op(g, "transpose", {k}, TransposeAttrs{{0, 2, 1}})});
+  scores = Op(g, "mul", {Op(g, "add", {mask, scores}), Scalar(g, 0.5f)});
+  g.AddOutput(Op(g, "matmul", {Op(g, "softmax", {scores}, AxisAttrs{-1}), v}));
+  ASSERT_TRUE(InferTypes(g).ok());
+  Graph copy = g.Clone();
+  absl::StatusOr<bool> changed = RunPass(copy);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  ASSERT_TRUE(*changed);
+  ASSERT_EQ(copy.outputs()[0]->op_name(), "attention") << PrintGraph(copy);
+
+  const std::vector<float> qv = Random(n * s * d, 5), kv = Random(n * s * d, 6),
+                           vv = Random(n * s * d, 7), mv = Random(n * s * s, 8);
+  const std::vector<float> want =
+      Reference(qv, kv, vv, n, s, d, 0.5,
+                [&](int64_t e, int64_t i, int64_t t) { return 0.5 * mv[(e * s + i) * s + t]; });
+  auto manager = engine::ModelManager::Create({});
+  ASSERT_TRUE(manager.ok()) << manager.status();
+  auto compiled = (*manager)->Compile("m", std::move(g), CompileOptions{});
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  Tensor tq = Make(heads, qv), tk = Make(heads, kv), tv = Make(heads, vv),
+         tm = Make({DType::kFloat32, {n, s, s}}, mv);
+  auto result = (*manager)->Find("m")->Run({&tq, &tk, &tv, &tm});
+  ASSERT_TRUE(result.ok()) << result.status();
+  const float* got = static_cast<const float*>(result->outputs[0].data());
+  float worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i]));
+  EXPECT_LE(worst, 2e-6f);
+}
+
 }  // namespace
 }  // namespace kiln
