@@ -6,7 +6,7 @@
 
 namespace kiln {
 
-inline constexpr char kKilnVersion[] = "0.4.25";
+inline constexpr char kKilnVersion[] = "0.4.26";
 
 }  // namespace kiln
 
