@@ -35,12 +35,27 @@
 // whose every path ends in a dense or matmul joins that op in phase 1 as part
 // of its operand (FuseIntoOperand): attention's head split and merge stop
 // being copy kernels. TVM keeps them apart.
+// Last, a reduction group may also cross a second reduction on its way to its
+// ipdom when both reduce the same axes of tensors of one shape (FuseRowPair):
+// LayerNorm written out (mean, then the mean of the centred squares) and
+// softmax written out (max, then the sum of exps) are one group, and
+// lowering computes both row values for a row while the row is still in L1
+// (lower_group.cc, step 5).
+//
+//      x ---> mean ---> sub ---> pow ---> mean ---> add eps ---> sqrt
+//              (row 1)    \                (row 2)                 |
+//                          `-------------------------------------> div -> mul -> add
+//
+// TVM stops both reductions at their own groups: three kernels, the row
+// read three times from memory.
 // Inputs and constants are never fused: they become kernel parameters.
 #include "compiler/passes/fuse_ops.h"
 
 #include <algorithm>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
+#include <variant>
 #include <vector>
 
 #include "compiler/ir/op_def.h"
@@ -247,6 +262,7 @@ class Fuser {
     const int root = Find(nid);
     if (groups_[root].pattern != OpPattern::kCommReduce) return false;
     const DomNode& dom = dom_[nid];
+    if (dom.parent >= 0 && dom.pattern == OpPattern::kCommReduce) return FuseRowPair(nid);
     if (dom.parent < 0 || dom.pattern > OpPattern::kBroadcast) return false;
     const int sink = dom.parent;
     if (Find(sink) == root || CountFusedNodes(nid, sink) > max_depth_) return false;
@@ -315,6 +331,76 @@ class Fuser {
       return is_sink ? kind == OpPattern::kOutEWiseFusable : kind <= OpPattern::kInjective;
     };
     if (!CheckPath(nid, sink, cond)) return false;
+    CommitFuse(nid, sink);
+    return true;
+  }
+
+  // What a row reduction reduces: the shape of its input and the reduced
+  // axes (non-negative, sorted; every axis when none are named).
+  struct RowKey {
+    std::vector<int64_t> shape;
+    std::vector<int64_t> axes;
+    bool operator==(const RowKey& o) const { return shape == o.shape && axes == o.axes; }
+  };
+
+  // The RowKey of a reduce op (sum, mean, max, ...), nullopt for any other op.
+  static std::optional<RowKey> RowKeyOf(const Node* n) {
+    const auto* attrs = std::get_if<ReduceAttrs>(&n->attrs);
+    if (n->op->pattern != OpPattern::kCommReduce || attrs == nullptr) return std::nullopt;
+    RowKey key{n->inputs[0]->type.shape, {}};
+    const int64_t rank = static_cast<int64_t>(key.shape.size());
+    for (int64_t a : attrs->axes) key.axes.push_back(a < 0 ? a + rank : a);
+    if (attrs->axes.empty()) {
+      for (int64_t d = 0; d < rank; ++d) key.axes.push_back(d);
+    }
+    std::sort(key.axes.begin(), key.axes.end());
+    return key;
+  }
+
+  // Whether every op of `root`'s group is elementwise or broadcast, or a
+  // reduction of `key` (the first one met sets `key`).
+  bool GroupReducesRow(int root, std::optional<RowKey>& key) {
+    auto fits = [&](const Node* n) {
+      if (n->op->pattern <= OpPattern::kBroadcast) return true;
+      std::optional<RowKey> k = RowKeyOf(n);
+      if (!k) return false;
+      if (!key) key = k;
+      return *key == *k;
+    };
+    if (groups_[root].num_nodes == 1) return fits(fwd_[root].node);
+    for (int i = 0; i < static_cast<int>(fwd_.size()); ++i) {
+      if (Find(i) == root && !fits(fwd_[i].node)) return false;
+    }
+    return true;
+  }
+
+  // Kiln's row pair: a reduction group into its ipdom across other
+  // reductions of the same row (design note), when the source's output is a
+  // whole row tensor (what the second reduction reads, or an elementwise
+  // function of it) and every group on the way, the sink's too, holds only
+  // elementwise or broadcast ops and reductions of that row.
+  bool FuseRowPair(int nid) {
+    const int root = Find(nid);
+    const int sink = dom_[nid].parent;
+    const int sink_root = Find(sink);
+    if (sink_root == root || CountFusedNodes(nid, sink) > max_depth_) return false;
+    std::optional<RowKey> key;
+    if (!GroupReducesRow(root, key) || !key || fwd_[nid].node->type.shape != key->shape ||
+        !GroupReducesRow(sink_root, key)) {
+      return false;
+    }
+    std::unordered_set<int> seen_groups{root, sink_root}, seen_nodes;
+    std::vector<int> stack;
+    for (const Edge& e : fwd_[nid].outputs) stack.push_back(e.node);
+    while (!stack.empty()) {
+      const int n = stack.back();
+      stack.pop_back();
+      const int r = Find(n);
+      // Every path ends in the sink's group (it post-dominates nid).
+      if (r == sink_root || !seen_nodes.insert(n).second) continue;
+      if (seen_groups.insert(r).second && !GroupReducesRow(r, key)) return false;
+      for (const Edge& e : fwd_[n].outputs) stack.push_back(e.node);
+    }
     CommitFuse(nid, sink);
     return true;
   }

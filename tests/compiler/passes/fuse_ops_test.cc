@@ -112,6 +112,67 @@ TEST(FuseOpsTest, DenseNeverJoinsAReductionGroup) {
               ElementsAre(ElementsAre("dense"), ElementsAre("sum", "div")));
 }
 
+// LayerNorm over `axes` of `v`, as the ONNX importer writes it out: mean,
+// sub, mul (the square), mean, add eps, sqrt, div, mul scale, add bias
+// (scale and bias of shape `affine`).
+Node* LayerNorm(Graph& g, Node* v, const ReduceAttrs& axes, std::vector<int64_t> affine) {
+  Node* centered = Op(g, "sub", {v, Op(g, "mean", {v}, axes)});
+  Node* var = Op(g, "mean", {Op(g, "mul", {centered, centered})}, axes);
+  Node* eps = g.AddConstant("eps" + std::to_string(g.num_nodes()), FloatConstant({}, 1e-5f));
+  Node* std_dev = Op(g, "sqrt", {Op(g, "add", {var, eps})});
+  Node* scale = g.AddConstant("scale" + std::to_string(g.num_nodes()), FloatConstant(affine, 2));
+  Node* bias = g.AddConstant("bias" + std::to_string(g.num_nodes()), FloatConstant(affine, 1));
+  return Op(g, "add", {Op(g, "mul", {Op(g, "div", {centered, std_dev}), scale}), bias});
+}
+
+// TVM stops at each reduction: mean+sub, then the variance and the rest.
+// Kiln's row pair (fuse_ops.cc) makes the LayerNorm and the residual add
+// feeding it one group: both reductions reduce the same axis of [4, 96].
+TEST(FuseOpsTest, LayerNormWithItsResidualAddIsOneKernel) {
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {4, 96}});
+  Node* r = g.AddInput("r", {DType::kFloat32, {4, 96}});
+  g.AddOutput(LayerNorm(g, Op(g, "add", {x, r}), ReduceAttrs{{-1}, true}, {96}));
+  EXPECT_THAT(KernelOps(std::move(g)),
+              ElementsAre(ElementsAre("add", "mean", "sub", "mul", "mean", "add", "sqrt", "div",
+                                      "mul", "add")));
+}
+
+// A LayerNorm over columns (axis 0 of [4, 96]) feeding one over rows: the
+// second's reductions read other rows than the first's, so the pair rule
+// leaves them two kernels.
+TEST(FuseOpsTest, LayerNormsOverDifferentAxesAreTwoKernels) {
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {4, 96}});
+  Node* columns = LayerNorm(g, x, ReduceAttrs{{0}, true}, {4, 1});
+  g.AddOutput(LayerNorm(g, columns, ReduceAttrs{{-1}, true}, {96}));
+  auto ops = KernelOps(std::move(g));
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0].size(), 9u);
+  EXPECT_EQ(ops[1].size(), 9u);
+}
+
+// Softmax written out: max, sub, exp, then the sum of exps over the same row.
+TEST(FuseOpsTest, SoftmaxWrittenOutIsOneKernel) {
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {4, 16}});
+  Node* e = Op(g, "exp", {Op(g, "sub", {x, Op(g, "max", {x}, ReduceAttrs{{-1}, true})})});
+  g.AddOutput(Op(g, "div", {e, Op(g, "sum", {e}, ReduceAttrs{{-1}, true})}));
+  EXPECT_THAT(KernelOps(std::move(g)), ElementsAre(ElementsAre("max", "sub", "exp", "sum", "div")));
+}
+
+// The second reduction sums columns, not rows: the pair rule does not apply
+// and the first group stops where TVM's would.
+TEST(FuseOpsTest, ReductionsOverDifferentAxesStayApart) {
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {4, 16}});
+  Node* centered = Op(g, "sub", {x, Op(g, "mean", {x}, ReduceAttrs{{-1}, true})});
+  Node* cols = Op(g, "sum", {Op(g, "mul", {centered, centered})}, ReduceAttrs{{0}, true});
+  g.AddOutput(Op(g, "div", {centered, cols}));
+  EXPECT_THAT(KernelOps(std::move(g)),
+              ElementsAre(ElementsAre("mean", "sub"), ElementsAre("mul", "sum", "div")));
+}
+
 // Kiln beyond TVM: an injective chain whose every path ends in a dense or
 // matmul becomes part of that op's operand (attention's head split), while
 // a conv2d keeps its producers apart.
