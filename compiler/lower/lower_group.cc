@@ -19,7 +19,10 @@
 // 5. Schedule: each loop nest's outer loop is parallel when the work is
 //    large enough, and its innermost loop is vectorized. A reduction along
 //    the innermost output dim is turned inside out (row_reduction.cc); a
-//    lone pool prefetches its next input plane (plane_prefetch.cc).
+//    lone pool prefetches its next input plane (plane_prefetch.cc). When
+//    every temporary of step 3 is a value of an output row (LayerNorm's mean
+//    and variance, softmax's max and sum), the stages become one nest over
+//    the rows instead (RowStages): each row's values, then its outputs.
 // 6. A group whose value is a single sum of products (dense, matmul, conv2d
 //    with their epilogues) gets the packed, register-tiled schedule of
 //    contraction_schedule.cc instead of steps 3 and 5, a conv's input padded
@@ -140,7 +143,13 @@ class GroupLowerer {
     // Temp loads were created with placeholder ids; shift them past the params.
     g_.temp_base = first_temp;
 
-    // 4 and 5. Each stage's loop nest, flattened and scheduled.
+    // 4 and 5. Each stage's loop nest, flattened and scheduled; row values
+    // computed row by row where they allow it.
+    if (Stmt rows = RowStages(out_vars, value, fn, first_temp)) {
+      fn.body = rows;
+      out.builder = std::move(g_.builder);
+      return out;
+    }
     std::vector<Stmt> stages;
     for (size_t t = 0; t < temps_.size(); ++t) {
       stages.push_back(LoopNest(temps_[t].vars, first_temp + static_cast<int>(t),
@@ -333,6 +342,76 @@ class GroupLowerer {
     }
     memo.emplace(e.get(), result);
     return result;
+  }
+
+  // Step 5 for a group whose hoisted reductions are all values of a row:
+  // each temporary depends on every output loop but the innermost x, the
+  // main value holds no reduction. Then one nest over the rows computes,
+  // for each row, its temporaries in order (LayerNorm's mean, then its
+  // variance, which reads the mean; softmax's max, then its sum of exps)
+  // and then the row's outputs in a vectorised x loop:
+  //
+  //   parallel for i:             instead of   for i: t0[i] = sum(row i)
+  //     t0[i] = sum(row i)                     for i: t1[i] = sum(f(row i, t0[i]))
+  //     t1[i] = sum(f(row i, t0[i]))           parallel for i, x: out = g(...)
+  //     vectorized for x: out[i, x] = g(row i, t0[i], t1[i])
+  //
+  // so a row comes from memory once and the later passes over it hit L1
+  // (a 768-float row is 3 KiB), and the row values are computed in
+  // parallel too, where the separate nests ran them on one thread.
+  // Null when the temporaries do not have that shape.
+  Stmt RowStages(const std::vector<Var>& out_vars, const Expr& value, LoopFunction& fn,
+                 int first_temp) {
+    std::vector<Var> loops;
+    for (const Var& v : out_vars) {
+      if (v->extent != 1) loops.push_back(v);
+    }
+    if (temps_.empty() || loops.size() < 2 || ContainsReduce(value)) return nullptr;
+    const std::vector<Var> rows(loops.begin(), loops.end() - 1);
+    int64_t num_rows = 1;
+    for (const Var& v : rows) num_rows *= v->extent;
+    std::vector<Stmt> per_row;
+    std::unordered_set<const te::ExprNode*> seen;
+    int64_t work = num_rows * loops.back()->extent;
+    for (size_t t = 0; t < temps_.size(); ++t) {
+      std::vector<Var> looped;
+      std::vector<int64_t> shape;
+      std::vector<Expr> idx;
+      for (const Var& v : temps_[t].vars) {
+        if (v->extent != 1) looped.push_back(v);
+        shape.push_back(v->extent);
+        idx.push_back(b_.Ref(v));
+      }
+      if (looped != rows) return nullptr;
+      work += num_rows * ReduceWork(temps_[t].value, seen);
+      per_row.push_back(MakeStore(first_temp + static_cast<int>(t), g_.FlatIndex(shape, idx),
+                                  g_.Flatten(temps_[t].value)));
+    }
+    std::vector<Expr> idx;
+    for (const Var& v : out_vars) idx.push_back(b_.Ref(v));
+    per_row.push_back(
+        MakeFor(loops.back(), ForKind::kVectorized,
+                MakeStore(fn.num_params - 1, g_.FlatIndex(g_.shapes[fn.num_params - 1], idx),
+                          g_.Flatten(value))));
+    Stmt body = MakeSeq(std::move(per_row));
+    for (int d = static_cast<int>(rows.size()) - 1; d >= 0; --d) {
+      const bool parallel = d == 0 && work >= kParallelWorkThreshold;
+      body = MakeFor(rows[d], parallel ? ForKind::kParallel : ForKind::kSerial, body);
+    }
+    return body;
+  }
+
+  static bool ContainsReduce(const Expr& e) {
+    std::unordered_set<const te::ExprNode*> seen;
+    std::vector<const te::ExprNode*> stack{e.get()};
+    while (!stack.empty()) {
+      const te::ExprNode* n = stack.back();
+      stack.pop_back();
+      if (!seen.insert(n).second) continue;
+      if (n->kind == ExprKind::kReduce) return true;
+      for (const Expr& o : n->operands) stack.push_back(o.get());
+    }
+    return false;
   }
 
   // The shared_ptr for a VarNode found free in `e` (VarSets hold raw pointers).
