@@ -47,7 +47,13 @@
 //                          `-------------------------------------> div -> mul -> add
 //
 // TVM stops both reductions at their own groups: three kernels, the row
-// read three times from memory.
+// read three times from memory. Why a fusion rule and not a layer_norm op
+// (issue 23): PyTorch exports LayerNorm decomposed at opset < 17, so an op
+// would need a pattern matcher beside the importer's own decomposition, and
+// it would cover LayerNorm only. The rule takes both forms, softmax and
+// MeanVarianceNormalization written out, and the residual add in front
+// (an elementwise producer, phase 0), with lowering unchanged but for the
+// one row-by-row schedule it needed anyway.
 // Inputs and constants are never fused: they become kernel parameters.
 #include "compiler/passes/fuse_ops.h"
 
