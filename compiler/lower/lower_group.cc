@@ -35,6 +35,7 @@
 #include "compiler/lower/lower_group.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -383,9 +384,11 @@ class GroupLowerer {
         idx.push_back(b_.Ref(v));
       }
       if (looped != rows) return nullptr;
+      Expr flat = g_.Flatten(temps_[t].value);
+      if (!ReadsAlongRows(flat)) return nullptr;
       work += num_rows * ReduceWork(temps_[t].value, seen);
-      per_row.push_back(MakeStore(first_temp + static_cast<int>(t), g_.FlatIndex(shape, idx),
-                                  g_.Flatten(temps_[t].value)));
+      per_row.push_back(
+          MakeStore(first_temp + static_cast<int>(t), g_.FlatIndex(shape, idx), std::move(flat)));
     }
     std::vector<Expr> idx;
     for (const Var& v : out_vars) idx.push_back(b_.Ref(v));
@@ -399,6 +402,46 @@ class GroupLowerer {
       body = MakeFor(rows[d], parallel ? ForKind::kParallel : ForKind::kSerial, body);
     }
     return body;
+  }
+
+  // Whether every reduction in `flat` (loads flattened) reads memory in
+  // order along its innermost reduction variable: each load's element index
+  // steps by at most one as that variable does. A row value that reads a
+  // column instead (a sum over the outer axis) keeps its own nest, where
+  // row_reduction.cc can turn it inside out.
+  bool ReadsAlongRows(const Expr& flat) {
+    std::unordered_set<const te::ExprNode*> seen;
+    std::vector<const te::ExprNode*> stack{flat.get()};
+    while (!stack.empty()) {
+      const te::ExprNode* n = stack.back();
+      stack.pop_back();
+      if (!seen.insert(n).second) continue;
+      for (const Expr& o : n->operands) stack.push_back(o.get());
+      if (n->kind != ExprKind::kReduce || n->reduce_vars.empty()) continue;
+      const Expr& body = n->operands[0];
+      std::vector<Var> vars;
+      for (const te::VarNode* v : g_.FreeVars(body)) vars.push_back(VarHandle(v, body));
+      std::vector<Expr> here(vars.size(), b_.Int(0)), next = here;
+      for (size_t i = 0; i < vars.size(); ++i) {
+        if (vars[i] == n->reduce_vars.back()) next[i] = b_.Int(1);
+      }
+      std::vector<const te::ExprNode*> loads{body.get()};
+      std::unordered_set<const te::ExprNode*> seen_loads;
+      while (!loads.empty()) {
+        const te::ExprNode* l = loads.back();
+        loads.pop_back();
+        if (!seen_loads.insert(l).second) continue;
+        for (const Expr& o : l->operands) loads.push_back(o.get());
+        if (l->kind != ExprKind::kLoad) continue;
+        Expr a = b_.Substitute(l->operands[0], vars, here);
+        Expr b = b_.Substitute(l->operands[0], vars, next);
+        if (a->kind != ExprKind::kIntImm || b->kind != ExprKind::kIntImm ||
+            std::abs(b->int_value - a->int_value) > 1) {
+          return false;
+        }
+      }
+    }
+    return true;
   }
 
   static bool ContainsReduce(const Expr& e) {
