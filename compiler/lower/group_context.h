@@ -26,6 +26,13 @@ using VarSet = std::set<const te::VarNode*>;
 // Work (elements times reduction length) above which an outer loop goes parallel.
 inline constexpr int64_t kParallelWorkThreshold = 1 << 15;
 
+// A reduction hoisted out of the loops around it (lower_group.cc, step 3):
+// its value, stored in a temporary indexed by the variables it depends on.
+struct HoistedTemp {
+  std::vector<te::Var> vars;
+  te::Expr value;
+};
+
 struct GroupContext {
   // `members`: the group's op nodes in topological order; the last is the root.
   explicit GroupContext(const std::vector<const Node*>& members);

@@ -35,7 +35,6 @@
 #include "compiler/lower/lower_group.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -52,6 +51,7 @@
 #include "compiler/lower/plane_prefetch.h"
 #include "compiler/lower/qconv_call.h"
 #include "compiler/lower/row_reduction.h"
+#include "compiler/lower/row_stages.h"
 #include "compiler/te/compute_context.h"
 #include "compiler/te/expr_builder.h"
 
@@ -146,7 +146,8 @@ class GroupLowerer {
 
     // 4 and 5. Each stage's loop nest, flattened and scheduled; row values
     // computed row by row where they allow it.
-    if (Stmt rows = RowStages(out_vars, value, fn, first_temp)) {
+    if (Stmt rows = RowStages(g_, out_vars, fn.num_params - 1, temps_, first_temp, value,
+                              fn.buffers)) {
       fn.body = rows;
       out.builder = std::move(g_.builder);
       return out;
@@ -163,11 +164,6 @@ class GroupLowerer {
     return out;
   }
  private:
-  struct Temp {
-    std::vector<Var> vars;
-    Expr value;
-  };
-
   // The register-tiled schedule (contraction_schedule.h) when it applies.
   // A param's buffer: its compute type, and its element type in memory where
   // that is narrower.
@@ -317,7 +313,7 @@ class GroupLowerer {
         if (t != temp_of_.end()) {
           index = t->second;
         } else {
-          Temp temp;
+          HoistedTemp temp;
           for (const te::VarNode* v : free) temp.vars.push_back(VarHandle(v, r));
           std::sort(temp.vars.begin(), temp.vars.end(),
                     [](const Var& a, const Var& b) { return a->id < b->id; });
@@ -343,118 +339,6 @@ class GroupLowerer {
     }
     memo.emplace(e.get(), result);
     return result;
-  }
-
-  // Step 5 for a group whose hoisted reductions are all values of a row:
-  // each temporary depends on every output loop but the innermost x, the
-  // main value holds no reduction. Then one nest over the rows computes,
-  // for each row, its temporaries in order (LayerNorm's mean, then its
-  // variance, which reads the mean; softmax's max, then its sum of exps)
-  // and then the row's outputs in a vectorised x loop:
-  //
-  //   parallel for i:             instead of   for i: t0[i] = sum(row i)
-  //     t0[i] = sum(row i)                     for i: t1[i] = sum(f(row i, t0[i]))
-  //     t1[i] = sum(f(row i, t0[i]))           parallel for i, x: out = g(...)
-  //     vectorized for x: out[i, x] = g(row i, t0[i], t1[i])
-  //
-  // so a row comes from memory once and the later passes over it hit L1
-  // (a 768-float row is 3 KiB), and the row values are computed in
-  // parallel too, where the separate nests ran them on one thread.
-  // Null when the temporaries do not have that shape.
-  Stmt RowStages(const std::vector<Var>& out_vars, const Expr& value, LoopFunction& fn,
-                 int first_temp) {
-    std::vector<Var> loops;
-    for (const Var& v : out_vars) {
-      if (v->extent != 1) loops.push_back(v);
-    }
-    if (temps_.empty() || loops.size() < 2 || ContainsReduce(value)) return nullptr;
-    const std::vector<Var> rows(loops.begin(), loops.end() - 1);
-    int64_t num_rows = 1;
-    for (const Var& v : rows) num_rows *= v->extent;
-    std::vector<Stmt> per_row;
-    std::unordered_set<const te::ExprNode*> seen;
-    int64_t work = num_rows * loops.back()->extent;
-    for (size_t t = 0; t < temps_.size(); ++t) {
-      std::vector<Var> looped;
-      std::vector<int64_t> shape;
-      std::vector<Expr> idx;
-      for (const Var& v : temps_[t].vars) {
-        if (v->extent != 1) looped.push_back(v);
-        shape.push_back(v->extent);
-        idx.push_back(b_.Ref(v));
-      }
-      if (looped != rows) return nullptr;
-      Expr flat = g_.Flatten(temps_[t].value);
-      if (!ReadsAlongRows(flat)) return nullptr;
-      work += num_rows * ReduceWork(temps_[t].value, seen);
-      per_row.push_back(
-          MakeStore(first_temp + static_cast<int>(t), g_.FlatIndex(shape, idx), std::move(flat)));
-    }
-    std::vector<Expr> idx;
-    for (const Var& v : out_vars) idx.push_back(b_.Ref(v));
-    per_row.push_back(
-        MakeFor(loops.back(), ForKind::kVectorized,
-                MakeStore(fn.num_params - 1, g_.FlatIndex(g_.shapes[fn.num_params - 1], idx),
-                          g_.Flatten(value))));
-    Stmt body = MakeSeq(std::move(per_row));
-    for (int d = static_cast<int>(rows.size()) - 1; d >= 0; --d) {
-      const bool parallel = d == 0 && work >= kParallelWorkThreshold;
-      body = MakeFor(rows[d], parallel ? ForKind::kParallel : ForKind::kSerial, body);
-    }
-    return body;
-  }
-
-  // Whether every reduction in `flat` (loads flattened) reads memory in
-  // order along its innermost reduction variable: each load's element index
-  // steps by at most one as that variable does. A row value that reads a
-  // column instead (a sum over the outer axis) keeps its own nest, where
-  // row_reduction.cc can turn it inside out.
-  bool ReadsAlongRows(const Expr& flat) {
-    std::unordered_set<const te::ExprNode*> seen;
-    std::vector<const te::ExprNode*> stack{flat.get()};
-    while (!stack.empty()) {
-      const te::ExprNode* n = stack.back();
-      stack.pop_back();
-      if (!seen.insert(n).second) continue;
-      for (const Expr& o : n->operands) stack.push_back(o.get());
-      if (n->kind != ExprKind::kReduce || n->reduce_vars.empty()) continue;
-      const Expr& body = n->operands[0];
-      std::vector<Var> vars;
-      for (const te::VarNode* v : g_.FreeVars(body)) vars.push_back(VarHandle(v, body));
-      std::vector<Expr> here(vars.size(), b_.Int(0)), next = here;
-      for (size_t i = 0; i < vars.size(); ++i) {
-        if (vars[i] == n->reduce_vars.back()) next[i] = b_.Int(1);
-      }
-      std::vector<const te::ExprNode*> loads{body.get()};
-      std::unordered_set<const te::ExprNode*> seen_loads;
-      while (!loads.empty()) {
-        const te::ExprNode* l = loads.back();
-        loads.pop_back();
-        if (!seen_loads.insert(l).second) continue;
-        for (const Expr& o : l->operands) loads.push_back(o.get());
-        if (l->kind != ExprKind::kLoad) continue;
-        Expr a = b_.Substitute(l->operands[0], vars, here);
-        Expr b = b_.Substitute(l->operands[0], vars, next);
-        if (a->kind != ExprKind::kIntImm || b->kind != ExprKind::kIntImm ||
-            std::abs(b->int_value - a->int_value) > 1) {
-          return false;
-        }
-      }
-    }
-    return true;
-  }
-
-  static bool ContainsReduce(const Expr& e) {
-    std::unordered_set<const te::ExprNode*> seen;
-    std::vector<const te::ExprNode*> stack{e.get()};
-    while (!stack.empty()) {
-      const te::ExprNode* n = stack.back();
-      stack.pop_back();
-      if (!seen.insert(n).second) continue;
-      if (n->kind == ExprKind::kReduce) return true;
-      for (const Expr& o : n->operands) stack.push_back(o.get());
-    }
-    return false;
   }
 
   // The shared_ptr for a VarNode found free in `e` (VarSets hold raw pointers).
@@ -515,7 +399,7 @@ class GroupLowerer {
   }
   GroupContext g_;
   te::ExprBuilder& b_ = g_.b;
-  std::vector<Temp> temps_;
+  std::vector<HoistedTemp> temps_;
   std::unordered_map<const te::ExprNode*, size_t> temp_of_;
   std::optional<ScheduleOverride> override_;  // for this group's contraction
 };
