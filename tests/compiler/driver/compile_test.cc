@@ -108,11 +108,15 @@ TEST(CompileTest, SoftmaxRowStatisticsAreHoistedIntoTemporaries) {
   absl::StatusOr<LoweredProgram> program = CompileGraph(*std::move(graph), CompileOptions{});
   ASSERT_TRUE(program.ok());
   const lower::LoopFunction& fn = program->kernels[3].function;
-  // Row max and row sum: two temporaries of one element per row (4 rows).
-  ASSERT_EQ(fn.buffers.size(), static_cast<size_t>(fn.num_params + 2))
+  // Row max and row sum: two temporaries of one element per row (4 rows);
+  // then the row of exps the sum and the output share, local to a thread
+  // (row_stages.cc).
+  ASSERT_EQ(fn.buffers.size(), static_cast<size_t>(fn.num_params + 3))
       << lower::LoopFunctionToString(fn);
   EXPECT_EQ(fn.buffers[fn.num_params].num_elements, 4);
   EXPECT_EQ(fn.buffers[fn.num_params + 1].num_elements, 4);
+  EXPECT_EQ(fn.buffers[fn.num_params + 2].num_elements, 10);
+  EXPECT_TRUE(fn.buffers[fn.num_params + 2].local);
 }
 
 TEST(CompileTest, ShapeMismatchNamesTheNode) {

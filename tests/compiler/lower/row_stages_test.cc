@@ -1,6 +1,8 @@
-// The loop nest lower_group.cc's RowStages gives a group whose hoisted
+// The loop nest RowStages (row_stages.cc) gives a group whose hoisted
 // reductions are values of an output row: one nest over the rows, each row's
-// values computed before its outputs.
+// values computed before its outputs, what two passes share computed once.
+#include <string>
+
 #include "compiler/driver/compile.h"
 #include "compiler/lower/loop_ir.h"
 #include "gtest/gtest.h"
@@ -25,23 +27,35 @@ lower::LoopFunction OneKernel(Graph g) {
   return program->kernels[0].function;
 }
 
-// The statements of a row: `num_values` stores into temporaries (the
-// function's buffers past its params), then a vectorised loop over the row
-// storing the output.
-void ExpectRowBody(const lower::LoopFunction& fn, const Stmt& row, size_t num_values,
-                   int64_t row_length) {
-  ASSERT_EQ(row->kind, StmtKind::kSeq) << lower::LoopFunctionToString(fn);
-  ASSERT_EQ(row->children.size(), num_values + 1) << lower::LoopFunctionToString(fn);
-  for (size_t i = 0; i < num_values; ++i) {
-    EXPECT_EQ(row->children[i]->kind, StmtKind::kStore);
-    EXPECT_GE(row->children[i]->buffer, fn.num_params) << "a temporary";
-  }
-  const Stmt& out = row->children.back();
-  ASSERT_EQ(out->kind, StmtKind::kFor);
-  EXPECT_EQ(out->for_kind, ForKind::kVectorized);
-  EXPECT_EQ(out->var->extent, row_length);
-  ASSERT_EQ(out->children[0]->kind, StmtKind::kStore);
-  EXPECT_EQ(out->children[0]->buffer, fn.num_params - 1) << "the output";
+// The statements of a row: the first row value, stored into a temporary
+// (the function's buffers past its params); a vectorised loop filling a
+// row of local scratch with what the second value's pass and the output's
+// pass share; the second value, reading that row; then a vectorised loop
+// over the row storing the output, reading that row too.
+void ExpectRowBody(const lower::LoopFunction& fn, const Stmt& row, int64_t row_length) {
+  const std::string ir = lower::LoopFunctionToString(fn);
+  ASSERT_EQ(row->kind, StmtKind::kSeq) << ir;
+  ASSERT_EQ(row->children.size(), 4u) << ir;
+  EXPECT_EQ(row->children[0]->kind, StmtKind::kStore) << ir;
+  EXPECT_GE(row->children[0]->buffer, fn.num_params) << ir;
+  const Stmt& fill = row->children[1];
+  ASSERT_EQ(fill->kind, StmtKind::kFor) << ir;
+  EXPECT_EQ(fill->for_kind, ForKind::kVectorized) << ir;
+  ASSERT_EQ(fill->children[0]->kind, StmtKind::kStore) << ir;
+  const int scratch = fill->children[0]->buffer;
+  ASSERT_GE(scratch, fn.num_params) << ir;
+  EXPECT_TRUE(fn.buffers[scratch].local) << ir;
+  EXPECT_EQ(fn.buffers[scratch].num_elements, row_length) << ir;
+  ASSERT_EQ(row->children[2]->kind, StmtKind::kStore) << ir;
+  EXPECT_GE(row->children[2]->buffer, fn.num_params) << ir;
+  EXPECT_TRUE(lower::LoadsBuffer(row->children[2]->value, scratch)) << ir;
+  const Stmt& out = row->children[3];
+  ASSERT_EQ(out->kind, StmtKind::kFor) << ir;
+  EXPECT_EQ(out->for_kind, ForKind::kVectorized) << ir;
+  EXPECT_EQ(out->var->extent, row_length) << ir;
+  ASSERT_EQ(out->children[0]->kind, StmtKind::kStore) << ir;
+  EXPECT_EQ(out->children[0]->buffer, fn.num_params - 1) << "the output\n" << ir;
+  EXPECT_TRUE(lower::LoadsBuffer(out->children[0]->value, scratch)) << ir;
 }
 
 // add, then LayerNorm over the last axis of [128, 256] (the transformer's).
@@ -61,7 +75,7 @@ TEST(RowStagesTest, LayerNormRowsRunInOneParallelLoop) {
   ASSERT_EQ(fn.body->kind, StmtKind::kFor) << lower::LoopFunctionToString(fn);
   EXPECT_EQ(fn.body->for_kind, ForKind::kParallel);
   EXPECT_EQ(fn.body->var->extent, 128);
-  ExpectRowBody(fn, fn.body->children[0], 2, 256);
+  ExpectRowBody(fn, fn.body->children[0], 256);
 }
 
 // softmax over the last axis of [4, 128, 128] (attention's scores): rows
@@ -79,7 +93,7 @@ TEST(RowStagesTest, SoftmaxRowsNestUnderTheHeadLoop) {
   ASSERT_EQ(query->kind, StmtKind::kFor);
   EXPECT_EQ(query->for_kind, ForKind::kSerial);
   EXPECT_EQ(query->var->extent, 128);
-  ExpectRowBody(fn, query->children[0], 2, 128);
+  ExpectRowBody(fn, query->children[0], 128);
 }
 
 // softmax over the middle axis: its values are per (n, w), not per row of
