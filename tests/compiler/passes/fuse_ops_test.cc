@@ -141,6 +141,17 @@ TEST(FuseOpsTest, LayerNormWithItsResidualAddIsOneKernel) {
 // A LayerNorm over columns (axis 0 of [4, 96]) feeding one over rows: the
 // second's reductions read other rows than the first's, so the pair rule
 // leaves them two kernels.
+TEST(FuseOpsTest, LayerNormKernelIsNamedAfterAllItsOps) {
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {4, 96}});
+  Node* r = g.AddInput("r", {DType::kFloat32, {4, 96}});
+  g.AddOutput(LayerNorm(g, Op(g, "add", {x, r}), ReduceAttrs{{-1}, true}, {96}));
+  absl::StatusOr<LoweredProgram> program = CompileGraph(std::move(g), {});
+  ASSERT_TRUE(program.ok()) << program.status();
+  ASSERT_EQ(program->kernels.size(), 1u);
+  EXPECT_EQ(program->kernels[0].name, "fused_add_mean_sub_mul_mean_add_sqrt_div_mul_add_0");
+}
+
 TEST(FuseOpsTest, LayerNormsOverDifferentAxesAreTwoKernels) {
   Graph g;
   Node* x = g.AddInput("x", {DType::kFloat32, {4, 96}});
