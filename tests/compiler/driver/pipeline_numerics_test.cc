@@ -169,6 +169,32 @@ TEST_F(PipelineNumericsTest, DiamondFusedIntoOneKernelMatchesReference) {
   ExpectClose(got, want, 1e-5);
 }
 
+// Softmax written out (max, sub, exp, sum, div) over rows of 37: one kernel
+// computing each row's max and sum of exps row by row, the exps once
+// (fuse_ops.cc's row pair, row_stages.cc), against the reference loop.
+TEST_F(PipelineNumericsTest, SoftmaxWrittenOutIsOneKernelMatchingTheReference) {
+  const int64_t rows = 6, cols = 37;
+  auto build = [&] {
+    Graph g;
+    Node* x = g.AddInput("x", {DType::kFloat32, {rows, cols}});
+    const ReduceAttrs row{{-1}, true};
+    Node* e = Op(g, "exp", {Op(g, "sub", {x, Op(g, "max", {x}, row)})});
+    g.AddOutput(Op(g, "div", {e, Op(g, "sum", {e}, row)}));
+    return g;
+  };
+  auto x = Pseudorandom(rows * cols, 71);
+  // Rows far from 0 (up to 80): exp without the max subtracted would overflow.
+  for (int64_t i = 0; i < rows * cols; ++i) x[i] = x[i] * 4 + 16.0f * static_cast<float>(i / cols);
+  const std::vector<float> want = kiln::testing::RefSoftmaxRows(x, rows, cols);
+  CompileResult report;
+  ExpectClose(CompileAndRun(build(), CompileOptions{}, x, &report), want, 1e-5);
+  EXPECT_EQ(report.kernels.size(), 1u);
+  CompileOptions o0;
+  o0.opt_level = 0;
+  ExpectClose(CompileAndRun(build(), o0, x, &report), want, 1e-5);
+  EXPECT_EQ(report.kernels.size(), 5u);
+}
+
 TEST_F(PipelineNumericsTest, ThreeHundredAddChainIsRightWithEitherFuseDepth) {
   Graph g;
   auto build = [] {
