@@ -12,10 +12,11 @@
 namespace kiln::lower {
 
 // The group's whole body when every temporary in `temps` (stored in buffers
-// `first_temp`, ...) depends on every output loop of `out_vars` but the
-// innermost, reads its rows in order, and `value`, the output element stored
-// in `out_buffer`, holds no reduction: one nest over the rows computing each
-// row's temporaries, then its outputs. Null when that does not apply.
+// `first_temp`, ...) depends on the same leading output loops of `out_vars`
+// (the rows) and reads its rows in order, and `value`, the output element
+// stored in `out_buffer`, holds no reduction: one nest over the rows
+// computing each row's temporaries, then its outputs. Null when that does
+// not apply.
 Stmt RowStages(GroupContext& g, const std::vector<te::Var>& out_vars, int out_buffer,
                const std::vector<HoistedTemp>& temps, int first_temp, const te::Expr& value,
                std::vector<BufferDecl>& buffers);

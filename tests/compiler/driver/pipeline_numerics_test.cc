@@ -195,6 +195,34 @@ TEST_F(PipelineNumericsTest, SoftmaxWrittenOutIsOneKernelMatchingTheReference) {
   EXPECT_EQ(report.kernels.size(), 5u);
 }
 
+// Instance norm written out over [2, 3, 5, 7]'s planes: one kernel, the
+// planes its rows (row_stages.cc), against the formula computed here.
+TEST_F(PipelineNumericsTest, InstanceNormWrittenOutIsOneKernelMatchingTheFormula) {
+  const int64_t planes = 6, plane = 35;
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {2, 3, 5, 7}});
+  const ReduceAttrs axes{{2, 3}, true};
+  Node* centered = Op(g, "sub", {x, Op(g, "mean", {x}, axes)});
+  Node* var = Op(g, "mean", {Op(g, "mul", {centered, centered})}, axes);
+  Node* eps = g.AddConstant("eps", FloatValues({}, {1e-5f}));
+  g.AddOutput(Op(g, "div", {centered, Op(g, "sqrt", {Op(g, "add", {var, eps})})}));
+  auto x_values = Pseudorandom(planes * plane, 81);
+  for (int64_t i = 0; i < planes * plane; ++i) x_values[i] += static_cast<float>(i / plane);
+  std::vector<float> want(x_values.size());
+  for (int64_t p = 0; p < planes; ++p) {
+    double mean = 0, sq = 0;
+    for (int64_t i = 0; i < plane; ++i) mean += x_values[p * plane + i];
+    mean /= plane;
+    for (int64_t i = 0; i < plane; ++i) sq += std::pow(x_values[p * plane + i] - mean, 2);
+    for (int64_t i = 0; i < plane; ++i) {
+      want[p * plane + i] = (x_values[p * plane + i] - mean) / std::sqrt(sq / plane + 1e-5);
+    }
+  }
+  CompileResult report;
+  ExpectClose(CompileAndRun(std::move(g), CompileOptions{}, x_values, &report), want, 1e-5);
+  EXPECT_EQ(report.kernels.size(), 1u);
+}
+
 TEST_F(PipelineNumericsTest, ThreeHundredAddChainIsRightWithEitherFuseDepth) {
   Graph g;
   auto build = [] {

@@ -96,6 +96,41 @@ TEST(RowStagesTest, SoftmaxRowsNestUnderTheHeadLoop) {
   ExpectRowBody(fn, query->children[0], 128);
 }
 
+// Instance norm of [2, 4, 6, 10] written out (mean and variance over the
+// last two axes): the rows are the (n, c) planes, each plane's two values
+// then its outputs in an (h, w) nest, w vectorised.
+TEST(RowStagesTest, InstanceNormPlanesAreTheRows) {
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {2, 4, 6, 10}});
+  const ReduceAttrs plane{{2, 3}, true};
+  Node* centered = Op(g, "sub", {x, Op(g, "mean", {x}, plane)});
+  Node* var = Op(g, "mean", {Op(g, "mul", {centered, centered})}, plane);
+  Node* eps = g.AddConstant("eps", FloatConstant({}, 1e-5f));
+  g.AddOutput(Op(g, "div", {centered, Op(g, "sqrt", {Op(g, "add", {var, eps})})}));
+  const lower::LoopFunction fn = OneKernel(std::move(g));
+  ASSERT_NE(fn.body, nullptr);
+  const std::string ir = lower::LoopFunctionToString(fn);
+  ASSERT_EQ(fn.body->kind, StmtKind::kFor) << ir;
+  EXPECT_EQ(fn.body->var->extent, 2);
+  const Stmt& channel = fn.body->children[0];
+  ASSERT_EQ(channel->kind, StmtKind::kFor) << ir;
+  EXPECT_EQ(channel->var->extent, 4);
+  const Stmt& row = channel->children[0];
+  ASSERT_EQ(row->kind, StmtKind::kSeq) << ir;
+  ASSERT_EQ(row->children.size(), 3u) << ir;
+  EXPECT_EQ(row->children[0]->kind, StmtKind::kStore) << ir;
+  EXPECT_EQ(row->children[1]->kind, StmtKind::kStore) << ir;
+  const Stmt& h = row->children[2];
+  ASSERT_EQ(h->kind, StmtKind::kFor) << ir;
+  EXPECT_EQ(h->var->extent, 6);
+  const Stmt& w = h->children[0];
+  ASSERT_EQ(w->kind, StmtKind::kFor) << ir;
+  EXPECT_EQ(w->for_kind, ForKind::kVectorized);
+  EXPECT_EQ(w->var->extent, 10);
+  ASSERT_EQ(w->children[0]->kind, StmtKind::kStore) << ir;
+  EXPECT_EQ(w->children[0]->buffer, fn.num_params - 1) << ir;
+}
+
 // softmax over the middle axis: its values are per (n, w), not per row of
 // the innermost loop, so the stages stay separate nests.
 TEST(RowStagesTest, SoftmaxOverAMiddleAxisKeepsSeparateStages) {
