@@ -39,10 +39,16 @@ inline constexpr char kKernelFault[] = "kiln_kernel_fault";
 inline constexpr char kPadPlanes[] = "kiln_pad_planes";
 inline constexpr char kQConvU8S8[] = "kiln_qconv_u8s8";
 inline constexpr char kAttentionF32[] = "kiln_attention_f32";
+inline constexpr char kQMatMulU8S8[] = "kiln_qmatmul_u8s8";
 
 // kiln_qconv_u8s8's weight rows are K = channels * kh * kw int8 values padded
 // with zeros to a multiple of this (vpdpbusd sums four u8 x s8 products).
 inline constexpr int kQConvKGroup = 4;
+
+// kiln_qmatmul_u8s8's packed weight: blocks of this many output columns,
+// each K rounded up to kQMatMulKGroup rows (see the function below).
+inline constexpr int kQMatMulColumnBlock = 16;
+inline constexpr int kQMatMulKGroup = 4;
 
 // The first out-of-bounds access of one call. Parallel loop bodies may fault
 // at once on several threads: the first to set `faulted` writes the rest.
@@ -65,7 +71,7 @@ inline constexpr int kWorkspaceAlignment = 64;
 }  // namespace kiln::abi
 
 // Defined by the runtime (thread_pool.cc, workspace_pool.cc, kernel_fault.cc,
-// pad_planes.cc, qconv_u8s8.cc, attention_f32.cc).
+// pad_planes.cc, qconv_u8s8.cc, attention_f32.cc, qmatmul_u8s8.cc).
 extern "C" {
 void kiln_parallel_for(kiln::abi::ParallelBody body, void* closure, int64_t extent);
 void* kiln_workspace_alloc(int64_t bytes);
@@ -111,6 +117,19 @@ void kiln_attention_f32(float* out, const float* q, const float* k, const float*
                         int64_t k_s1, int64_t k_s2, int64_t k_row, int64_t v_s1, int64_t v_s2,
                         int64_t v_row, int64_t m_s1, int64_t m_s2, int64_t m_row, int64_t o_s1,
                         int64_t o_s2, int64_t o_row, int64_t has_mask, float scale);
+
+// A quantised matrix product in exact int32: for row m < rows and column
+// n < cols,
+//   out[m * cols + n] =
+//       fma(float(sum_k x[m * depth + k] * w(k, n) + correction[n]), scale[n], bias[n])
+// over k < depth, where w(k, n) = w[((n / 16 * kq + k / 4) * 16 + n % 16) * 4 + k % 4]
+// (kq = depth rounded up to kQMatMulKGroup, / 4; 16 = kQMatMulColumnBlock):
+// blocks of 16 columns, each K group's 4 values of a column adjacent, zero
+// past depth and cols. With correction[n] = -x_zero * sum_k w(k, n) the sum
+// is that of (x - x_zero) * w. correction, scale and bias hold cols values.
+void kiln_qmatmul_u8s8(float* out, const uint8_t* x, const int8_t* w, const int32_t* correction,
+                       const float* scale, const float* bias, int64_t rows, int64_t depth,
+                       int64_t cols);
 }
 
 #endif  // KILN_COMMON_KERNEL_ABI_H_

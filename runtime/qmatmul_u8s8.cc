@@ -1,0 +1,284 @@
+// kiln_qmatmul_u8s8 (common/kernel_abi.h): a QDQ matrix product (MatMul,
+// Gemm, QLinearMatMul) as uint8 x int8 in exact int32, on AVX512-VNNI.
+//
+// Design: a precompiled runtime microkernel, for the reasons
+// runtime/qconv_u8s8.cc gives (vpdpbusd's K groups of four change the
+// packing, the reduction step and the accumulator type of every schedule).
+// Its layout differs from the conv's: a matmul's activation x (M, K) is
+// row-major with K contiguous, so four consecutive K values of one row are
+// already the 32-bit word vpdpbusd wants, and x needs no packing at all. The
+// weight, a constant, is packed at compile time (IntegerQdqMatMul) as
+//   wp[n / 16][k / 4][n % 16][k % 4]   (int8, zero past K and N)
+// so each 64-byte vector holds 16 output columns x 4 K values, and the
+// output's rows are stored along N, as the graph lays them out.
+//
+//   1. Tiles of MR = 6 rows x NV = 4 column vectors (64 columns): 24 int32
+//      accumulators, and per K group NV weight loads, MR broadcasts of a
+//      row's 4 bytes and 24 vpdpbusd (29 of the 32 zmm registers).
+//   2. The last K group, when K is no multiple of 4, builds each row's word
+//      from the bytes that exist: the last row may end at a page's end.
+//   3. Epilogue: + correction[n] (the zero point's term and an integer bias,
+//      constants), to float, * scale[n] + bias[n] in one FMA (rounded once,
+//      as the float matmul's fused epilogue was), a masked store past N.
+//   Work items are a 64-column panel x a block of row tiles, panel-major, so
+//   a thread's contiguous range of items reuses a panel's weights from cache.
+// vpdpbusd does not saturate; each four-product sum is below 2^17 and the
+// compiler only uses this kernel when K * 255 * 128 < 2^31, so every int32
+// sum is exact.
+// Measured through tests/runtime/qmatmul_u8s8_probe (2 threads of this
+// project's shared Xeon, best of 50): x (128, 768) by w (768, 768) 0.13 ms
+// (581 int8 GMAC/s), (128, 768) by (768, 3072) 597, (128, 3072) by
+// (3072, 768) 307 (a panel's 196 KB of weights no longer stay in L1),
+// (1, 768) by (768, 3072) 56 (one row: bound by reading the weights).
+// Hosts without VNNI get plain loops on the same packing: correct but slow,
+// which is why the compiler only uses this kernel where the host has VNNI.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "common/kernel_abi.h"
+
+namespace {
+
+constexpr int kGroup = kiln::abi::kQMatMulKGroup;
+constexpr int kLanes = kiln::abi::kQMatMulColumnBlock;  // int32 lanes of a zmm
+constexpr int kMr = 6;                                  // rows per tile
+constexpr int kNv = 4;                                  // column vectors per tile
+constexpr int64_t kRowTilesPerItem = 8;                 // 48 rows per work item
+
+struct Gemm {
+  const uint8_t* x;
+  const int8_t* w;
+  const int32_t* correction;
+  const float* scale;
+  const float* bias;
+  float* out;
+  int64_t rows, depth, cols;
+  int64_t kq() const { return (depth + kGroup - 1) / kGroup; }
+  int64_t blocks() const { return (cols + kLanes - 1) / kLanes; }
+  // Bytes of one 16-column block of the packed weight.
+  int64_t block_bytes() const { return kq() * kGroup * kLanes; }
+};
+
+int32_t Word(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// Step 2: the first `n` < 4 bytes at p, zero above.
+int32_t PartialWord(const uint8_t* p, int64_t n) {
+  int32_t v = 0;
+  std::memcpy(&v, p, n);
+  return v;
+}
+
+// Steps 1 and 2 for the full tile, its 24 accumulators in named variables,
+// as in qconv_u8s8.cc's FullTileSums: in an array, or in a struct updated by
+// an inlined helper, GCC 12 stored every one of them to the stack each K
+// group (128 x 768 x 768 ran at 178 int8 GMAC/s on 2 threads of this
+// project's Xeon, 581 without). The K loop runs twice: over x's whole
+// groups, then once over a copy of the partial last group (zeros above K),
+// so one copy of the body serves both.
+__attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) void FullTileSums(
+    const uint8_t* const* x, const int8_t* w, int64_t block_bytes, int64_t depth,
+    __m512i (*acc)[kNv]) {
+  __m512i c00 = _mm512_setzero_si512(), c01 = c00, c02 = c00, c03 = c00;
+  __m512i c10 = c00, c11 = c00, c12 = c00, c13 = c00, c20 = c00, c21 = c00, c22 = c00, c23 = c00;
+  __m512i c30 = c00, c31 = c00, c32 = c00, c33 = c00, c40 = c00, c41 = c00, c42 = c00, c43 = c00;
+  __m512i c50 = c00, c51 = c00, c52 = c00, c53 = c00;
+  const int64_t full = depth / kGroup, tail = depth % kGroup;
+  const uint8_t *x0 = x[0], *x1 = x[1], *x2 = x[2], *x3 = x[3], *x4 = x[4], *x5 = x[5];
+  const int8_t* wq = w;
+  int64_t groups = full;
+  uint8_t last[kMr][kGroup] = {};
+  for (int round = 0; round < 2; ++round) {
+    for (int64_t q = 0; q < groups; ++q) {
+      const int64_t at = q * kGroup;
+      const int8_t* wg = wq + q * 64;
+      const __m512i w0 = _mm512_loadu_si512(wg), w1 = _mm512_loadu_si512(wg + block_bytes);
+      const __m512i w2 = _mm512_loadu_si512(wg + 2 * block_bytes);
+      const __m512i w3 = _mm512_loadu_si512(wg + 3 * block_bytes);
+      __m512i a = _mm512_set1_epi32(Word(x0 + at));
+      c00 = _mm512_dpbusd_epi32(c00, a, w0);
+      c01 = _mm512_dpbusd_epi32(c01, a, w1);
+      c02 = _mm512_dpbusd_epi32(c02, a, w2);
+      c03 = _mm512_dpbusd_epi32(c03, a, w3);
+      a = _mm512_set1_epi32(Word(x1 + at));
+      c10 = _mm512_dpbusd_epi32(c10, a, w0);
+      c11 = _mm512_dpbusd_epi32(c11, a, w1);
+      c12 = _mm512_dpbusd_epi32(c12, a, w2);
+      c13 = _mm512_dpbusd_epi32(c13, a, w3);
+      a = _mm512_set1_epi32(Word(x2 + at));
+      c20 = _mm512_dpbusd_epi32(c20, a, w0);
+      c21 = _mm512_dpbusd_epi32(c21, a, w1);
+      c22 = _mm512_dpbusd_epi32(c22, a, w2);
+      c23 = _mm512_dpbusd_epi32(c23, a, w3);
+      a = _mm512_set1_epi32(Word(x3 + at));
+      c30 = _mm512_dpbusd_epi32(c30, a, w0);
+      c31 = _mm512_dpbusd_epi32(c31, a, w1);
+      c32 = _mm512_dpbusd_epi32(c32, a, w2);
+      c33 = _mm512_dpbusd_epi32(c33, a, w3);
+      a = _mm512_set1_epi32(Word(x4 + at));
+      c40 = _mm512_dpbusd_epi32(c40, a, w0);
+      c41 = _mm512_dpbusd_epi32(c41, a, w1);
+      c42 = _mm512_dpbusd_epi32(c42, a, w2);
+      c43 = _mm512_dpbusd_epi32(c43, a, w3);
+      a = _mm512_set1_epi32(Word(x5 + at));
+      c50 = _mm512_dpbusd_epi32(c50, a, w0);
+      c51 = _mm512_dpbusd_epi32(c51, a, w1);
+      c52 = _mm512_dpbusd_epi32(c52, a, w2);
+      c53 = _mm512_dpbusd_epi32(c53, a, w3);
+    }
+    if (tail == 0 || round == 1) break;
+    for (int r = 0; r < kMr; ++r) std::memcpy(last[r], x[r] + full * kGroup, tail);
+    x0 = last[0], x1 = last[1], x2 = last[2], x3 = last[3], x4 = last[4], x5 = last[5];
+    wq = w + full * 64;
+    groups = 1;
+  }
+  acc[0][0] = c00, acc[0][1] = c01, acc[0][2] = c02, acc[0][3] = c03;
+  acc[1][0] = c10, acc[1][1] = c11, acc[1][2] = c12, acc[1][3] = c13;
+  acc[2][0] = c20, acc[2][1] = c21, acc[2][2] = c22, acc[2][3] = c23;
+  acc[3][0] = c30, acc[3][1] = c31, acc[3][2] = c32, acc[3][3] = c33;
+  acc[4][0] = c40, acc[4][1] = c41, acc[4][2] = c42, acc[4][3] = c43;
+  acc[5][0] = c50, acc[5][1] = c51, acc[5][2] = c52, acc[5][3] = c53;
+}
+
+// Steps 1 to 3 for MR rows from m0 and NV column blocks from block b0.
+template <int MR, int NV>
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void VnniTile(const Gemm& g, int64_t m0,
+                                                                     int64_t b0) {
+  const int64_t full = g.depth / kGroup, tail = g.depth % kGroup;
+  const int8_t* w = g.w + b0 * g.block_bytes();
+  const uint8_t* x[MR];
+  for (int r = 0; r < MR; ++r) x[r] = g.x + (m0 + r) * g.depth;
+  __m512i acc[MR][NV];
+  if constexpr (MR == kMr && NV == kNv) {
+    FullTileSums(x, w, g.block_bytes(), g.depth, acc);
+  } else {
+    for (int r = 0; r < MR; ++r) {
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_si512();
+    }
+    for (int64_t q = 0; q <= full; ++q) {
+      if (q == full && tail == 0) break;
+      __m512i wv[NV];
+      for (int v = 0; v < NV; ++v) wv[v] = _mm512_loadu_si512(w + v * g.block_bytes() + q * 64);
+      for (int r = 0; r < MR; ++r) {
+        const uint8_t* p = x[r] + q * kGroup;
+        const __m512i a = _mm512_set1_epi32(q < full ? Word(p) : PartialWord(p, tail));
+        for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], a, wv[v]);
+      }
+    }
+  }
+  for (int v = 0; v < NV; ++v) {
+    const int64_t n = (b0 + v) * kLanes;
+    const int64_t left = g.cols - n;
+    const __mmask16 mask = left >= kLanes ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
+    const __m512i corr = _mm512_maskz_loadu_epi32(mask, g.correction + n);
+    const __m512 scale = _mm512_maskz_loadu_ps(mask, g.scale + n);
+    const __m512 bias = _mm512_maskz_loadu_ps(mask, g.bias + n);
+    for (int r = 0; r < MR; ++r) {
+      const __m512 f =
+          _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(acc[r][v], corr)), scale, bias);
+      _mm512_mask_storeu_ps(g.out + (m0 + r) * g.cols + n, mask, f);
+    }
+  }
+}
+
+template <int MR>
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void VnniRows(const Gemm& g, int64_t m0,
+                                                                     int64_t b0, int64_t nv) {
+  switch (nv) {
+    case 4:
+      return VnniTile<MR, 4>(g, m0, b0);
+    case 3:
+      return VnniTile<MR, 3>(g, m0, b0);
+    case 2:
+      return VnniTile<MR, 2>(g, m0, b0);
+    default:
+      return VnniTile<MR, 1>(g, m0, b0);
+  }
+}
+
+// Rows [m_begin, m_end) of the panel of `nv` column blocks from b0.
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void VnniItem(const Gemm& g, int64_t m_begin,
+                                                                     int64_t m_end, int64_t b0,
+                                                                     int64_t nv) {
+  int64_t m = m_begin;
+  for (; m + kMr <= m_end; m += kMr) VnniRows<kMr>(g, m, b0, nv);
+  switch (m_end - m) {
+    case 5:
+      return VnniRows<5>(g, m, b0, nv);
+    case 4:
+      return VnniRows<4>(g, m, b0, nv);
+    case 3:
+      return VnniRows<3>(g, m, b0, nv);
+    case 2:
+      return VnniRows<2>(g, m, b0, nv);
+    case 1:
+      return VnniRows<1>(g, m, b0, nv);
+    default:
+      return;
+  }
+}
+
+// The same sums from the same packing, one at a time.
+void GenericItem(const Gemm& g, int64_t m_begin, int64_t m_end, int64_t b0, int64_t nv) {
+  for (int64_t m = m_begin; m < m_end; ++m) {
+    for (int64_t n = b0 * kLanes; n < std::min((b0 + nv) * kLanes, g.cols); ++n) {
+      const int8_t* block = g.w + n / kLanes * g.block_bytes();
+      int32_t sum = 0;
+      for (int64_t k = 0; k < g.depth; ++k) {
+        const int8_t wk = block[(k / kGroup * kLanes + n % kLanes) * kGroup + k % kGroup];
+        sum += int32_t{g.x[m * g.depth + k]} * int32_t{wk};
+      }
+      g.out[m * g.cols + n] =
+          std::fma(static_cast<float>(sum + g.correction[n]), g.scale[n], g.bias[n]);
+    }
+  }
+}
+
+using ItemFn = void (*)(const Gemm&, int64_t, int64_t, int64_t, int64_t);
+
+ItemFn ForThisCpu() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni")) {
+    return VnniItem;
+  }
+  return GenericItem;
+}
+
+struct Work {
+  const Gemm* g;
+  ItemFn item;
+  int64_t row_items;  // per panel
+};
+
+void RunWork(void* closure, int64_t begin, int64_t end) {
+  const Work& work = *static_cast<const Work*>(closure);
+  const Gemm& g = *work.g;
+  constexpr int64_t kItemRows = kRowTilesPerItem * kMr;
+  for (int64_t i = begin; i < end; ++i) {
+    const int64_t b0 = i / work.row_items * kNv;
+    const int64_t m0 = i % work.row_items * kItemRows;
+    work.item(g, m0, std::min(m0 + kItemRows, g.rows), b0, std::min<int64_t>(kNv, g.blocks() - b0));
+  }
+}
+
+}  // namespace
+
+extern "C" void kiln_qmatmul_u8s8(float* out, const uint8_t* x, const int8_t* w,
+                                  const int32_t* correction, const float* scale, const float* bias,
+                                  int64_t rows, int64_t depth, int64_t cols) {
+  static const ItemFn item = ForThisCpu();
+  if (rows <= 0 || cols <= 0) return;
+  const Gemm g{x, w, correction, scale, bias, out, rows, depth, cols};
+  constexpr int64_t kItemRows = kRowTilesPerItem * kMr;
+  const int64_t panels = (g.blocks() + kNv - 1) / kNv;
+  Work work{&g, item, (rows + kItemRows - 1) / kItemRows};
+  kiln_parallel_for(RunWork, &work, panels * work.row_items);
+}

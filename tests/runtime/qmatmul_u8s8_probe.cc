@@ -1,0 +1,71 @@
+// Runs kiln_qmatmul_u8s8 on one case written by qmatmul_u8s8_test.py:
+//   qmatmul_u8s8_probe IN OUT [REPEATS]
+// IN: 3 int64 (rows, depth, cols), then x (uint8, rows x depth), the packed
+// weight (int8, see common/kernel_abi.h), correction (int32, cols), scale and
+// bias (float32, cols each); OUT: the float32 output, raw. With REPEATS the
+// call is timed that many times and the best time printed (a measurement aid).
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <vector>
+
+#include "common/kernel_abi.h"
+
+int main(int argc, char** argv) {
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: qmatmul_u8s8_probe IN OUT [REPEATS]\n");
+    return 2;
+  }
+  std::ifstream in(argv[1], std::ios::binary);
+  const std::vector<char> bytes{std::istreambuf_iterator<char>(in),
+                                std::istreambuf_iterator<char>()};
+  int64_t v[3];
+  if (bytes.size() < sizeof(v)) return 2;
+  std::copy(bytes.data(), bytes.data() + sizeof(v), reinterpret_cast<char*>(v));
+  const int64_t rows = v[0], depth = v[1], cols = v[2];
+  constexpr int64_t kGroup = kiln::abi::kQMatMulKGroup, kBlock = kiln::abi::kQMatMulColumnBlock;
+  const int64_t packed =
+      (cols + kBlock - 1) / kBlock * kBlock * ((depth + kGroup - 1) / kGroup) * kGroup;
+  const char* at = bytes.data() + sizeof(v);
+  // Copied so that a read past the end of x, which may lie at a page's end
+  // in a real tensor, shows under sanitizers.
+  std::vector<uint8_t> x(at, at + rows * depth);
+  at += rows * depth;
+  const auto* weights = reinterpret_cast<const int8_t*>(at);
+  at += packed;
+  std::vector<int32_t> correction(cols);
+  std::copy(at, at + cols * 4, reinterpret_cast<char*>(correction.data()));
+  at += cols * 4;
+  std::vector<float> scale(cols);
+  std::copy(at, at + cols * 4, reinterpret_cast<char*>(scale.data()));
+  at += cols * 4;
+  std::vector<float> bias(cols);
+  std::copy(at, at + cols * 4, reinterpret_cast<char*>(bias.data()));
+  at += cols * 4;
+  if (at != bytes.data() + bytes.size()) {
+    std::fprintf(stderr, "input is %zu bytes, expected %td\n", bytes.size(), at - bytes.data());
+    return 2;
+  }
+  std::vector<float> out(rows * cols);
+  const int repeats = argc == 4 ? std::atoi(argv[3]) : 1;
+  double best = 1e30;
+  for (int i = 0; i < repeats; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    kiln_qmatmul_u8s8(out.data(), x.data(), weights, correction.data(), scale.data(), bias.data(),
+                      rows, depth, cols);
+    best = std::min(
+        best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                  .count());
+  }
+  if (argc == 4) {
+    std::printf("%.4f ms, %.1f int8 GMAC/s\n", best,
+                static_cast<double>(rows * depth * cols) / best * 1e-6);
+  }
+  std::ofstream(argv[2], std::ios::binary)
+      .write(reinterpret_cast<const char*>(out.data()), out.size() * sizeof(float));
+  return 0;
+}
