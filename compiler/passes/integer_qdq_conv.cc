@@ -1,12 +1,8 @@
 // IntegerQdqConv, for each conv2d of groups 1:
-//   1. The activation: the conv's input is a, or a minus a constant zero
-//      point za in [0, 255], where a is
-//        - where(c == c, c, 0), c a float clip to bounds inside [0, 255] of
-//          an integral value (SimplifyFakeQuant's result for QDQ): then
-//          cast<u8>(c) holds the same integers, NaN included (the cast
-//          makes it 0, as the select did);
-//        - cast<f32>(u) of a uint8 tensor u (QLinearConv, ConvInteger, a
-//          DequantizeLinear of a uint8 input): then u itself.
+//   1. The activation: the conv's input is uint8 integers minus a constant
+//      zero point za (MatchQuantizedActivation, qdq_operands.h): a select of
+//      SimplifyFakeQuant's float clip, read as cast<u8>(c), or cast<f32>(u)
+//      of a uint8 tensor u (QLinearConv, ConvInteger), read as u.
 //   2. The weight: a float constant (O, C, KH, KW) of integers in
 //      [-128, 127], packed at compile time as int8 rows of C * KH * KW
 //      values zero-padded to a multiple of 4 (kiln_qconv_u8s8's K groups).
@@ -24,9 +20,8 @@
 //      rounding before requantisation is the same.
 //   6. Every other reader of an activation made uint8 here, a select of
 //      SimplifyFakeQuant (a residual branch's DequantizeLinear), reads
-//      cast<f32>(cast<u8>(c)) instead: the same values, and c's only reader
-//      is then the cast to uint8, which fuses into c's kernel, so the
-//      activation is stored once, as uint8.
+//      cast<f32>(cast<u8>(c)) instead (Uint8Activations::RewireSelects), so
+//      the activation is stored once, as uint8.
 // Every int32 sum is exact (C * KH * KW < 2^31 / (255 * 128) is checked);
 // the float path before summed the same integers in float32, exact below
 // 2^24, so results agree wherever that one was exact.
@@ -37,7 +32,6 @@
 #include <cstring>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "common/status_macros.h"
@@ -46,64 +40,12 @@
 #include "compiler/ops/op_registry.h"
 #include "compiler/passes/infer_type.h"
 #include "compiler/passes/integral_values.h"
+#include "compiler/passes/qdq_operands.h"
 
 namespace kiln {
 namespace {
 
 constexpr int64_t kGroup = 4;  // abi::kQConvKGroup
-constexpr int kMaxDepth = 8;
-
-bool IsOp(const Node* n, const char* name) { return n->is_op() && n->op->name == name; }
-
-// The single value of a constant with one element.
-std::optional<double> ScalarConstant(const Node* n) {
-  if (!n->is_constant() || n->type.NumElements() != 1) return std::nullopt;
-  return ReadElementAsDouble(n->type.dtype, n->value->bytes.data(), 0);
-}
-
-struct Activation {
-  Node* clip = nullptr;   // a float clip to cast to uint8,
-  Node* uint8 = nullptr;  // or a uint8 tensor as it is
-  int64_t zero = 0;
-};
-
-// c when `n` is where(c == c, c, 0) of a float32 clip c to bounds inside
-// [0, 255] of an integral value: what SimplifyFakeQuant makes of a
-// cast<f32>(cast<u8>(c)), and equal to it.
-Node* SelectedClip(Node* n) {
-  if (!IsOp(n, "where")) return nullptr;
-  Node* is_number = n->inputs[0];
-  Node* c = n->inputs[1];
-  const std::optional<double> nan_as = ScalarConstant(n->inputs[2]);
-  if (!IsOp(is_number, "equal") || is_number->inputs[0] != c || is_number->inputs[1] != c ||
-      !nan_as || *nan_as != 0 || !IsOp(c, "clip") || c->type.dtype != DType::kFloat32 ||
-      n->type != c->type) {
-    return nullptr;
-  }
-  const ActivationAttrs& bounds = std::get<ActivationAttrs>(c->attrs);
-  if (!(bounds.alpha >= 0 && bounds.beta <= 255) || !IsIntegral(c, kMaxDepth)) return nullptr;
-  return c;
-}
-
-// Step 1.
-std::optional<Activation> QuantizedActivation(Node* a) {
-  Activation out;
-  if (IsOp(a, "sub")) {
-    const std::optional<double> zp = ScalarConstant(a->inputs[1]);
-    if (!zp || !(*zp >= 0 && *zp <= 255) || !IsIntegerValue(*zp)) return std::nullopt;
-    out.zero = static_cast<int64_t>(*zp);
-    a = a->inputs[0];
-  }
-  if (IsOp(a, "cast") && a->type.dtype == DType::kFloat32 &&
-      a->inputs[0]->type.dtype == DType::kUInt8) {
-    out.uint8 = a->inputs[0];
-    return out;
-  }
-  Node* c = SelectedClip(a);
-  if (c == nullptr) return std::nullopt;
-  out.clip = c;
-  return out;
-}
 
 struct PackedWeight {
   std::shared_ptr<ConstantData> rows;        // int8 (O, KP)
@@ -171,49 +113,17 @@ std::optional<std::vector<float>> ChannelValues(const Node* s, int64_t channels)
   return std::vector<float>(v, v + channels);
 }
 
-using Readers = std::unordered_map<const Node*, std::vector<Node*>>;
-
-// The one reader of `n` when it is an `op` of n and a second operand, of
-// n's type, and n is no graph output.
-Node* OnlyReader(const Readers& readers, const std::unordered_map<const Node*, bool>& is_output,
-                 const Node* n, const char* op) {
-  auto it = readers.find(n);
-  if (it == readers.end() || it->second.size() != 1 || is_output.count(n)) return nullptr;
-  Node* r = it->second[0];
-  if (!IsOp(r, op) || r->inputs.size() != 2 || r->inputs[0] != n || r->type != n->type) {
-    return nullptr;
-  }
-  return r;
-}
-
-std::shared_ptr<ConstantData> Constant(DType dtype, std::vector<int64_t> shape,
-                                       const std::vector<double>& values) {
-  auto data = std::make_shared<ConstantData>();
-  data->type = TensorType{dtype, std::move(shape)};
-  std::string bytes(data->type.ByteSize(), '\0');
-  for (size_t i = 0; i < values.size(); ++i) {
-    WriteElementFromDouble(dtype, bytes.data(), static_cast<int64_t>(i), values[i]);
-  }
-  data->bytes = ConstantBytes(std::move(bytes));
-  return data;
-}
-
 absl::StatusOr<bool> IntegerQdqConv(Graph& graph, bool host_has_vnni) {
   if (!host_has_vnni) return false;
   const OpRegistry& ops = OpRegistry::Default();
-  Readers readers;
-  for (Node* n : graph.AllNodes()) {
-    for (Node* in : n->inputs) readers[in].push_back(n);
-  }
-  std::unordered_map<const Node*, bool> is_output;
-  for (const Node* n : graph.outputs()) is_output[n] = true;
+  const Readers readers(graph);
   bool changed = false;
-  std::unordered_map<const Node*, Node*> uint8_of;  // clip -> its cast<u8>
+  Uint8Activations uint8;
   for (Node* conv : graph.TopologicalOrder()) {
     if (!IsOp(conv, "conv2d")) continue;
     const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv->attrs);
     if (a.groups != 1) continue;
-    const std::optional<Activation> x = QuantizedActivation(conv->inputs[0]);
+    const std::optional<QuantizedActivation> x = MatchQuantizedActivation(conv->inputs[0]);
     if (!x) continue;
     const Node* conv_bias = conv->inputs.size() == 3 ? conv->inputs[2] : nullptr;
     const std::optional<PackedWeight> w = PackWeight(conv->inputs[1], x->zero, conv_bias);
@@ -221,11 +131,11 @@ absl::StatusOr<bool> IntegerQdqConv(Graph& graph, bool host_has_vnni) {
     const int64_t channels = conv->type.shape[1];
     Node* replaced = conv;
     std::vector<double> scale(channels, 1.0), bias(channels, 0.0);
-    if (Node* mul = OnlyReader(readers, is_output, conv, "mul")) {
+    if (Node* mul = readers.OnlyBinaryReader(conv, "mul")) {
       if (std::optional<std::vector<float>> s = ChannelValues(mul->inputs[1], channels)) {
         scale.assign(s->begin(), s->end());
         replaced = mul;
-        if (Node* add = OnlyReader(readers, is_output, mul, "add")) {
+        if (Node* add = readers.OnlyBinaryReader(mul, "add")) {
           if (std::optional<std::vector<float>> b = ChannelValues(add->inputs[1], channels)) {
             bias.assign(b->begin(), b->end());
             replaced = add;
@@ -234,21 +144,15 @@ absl::StatusOr<bool> IntegerQdqConv(Graph& graph, bool host_has_vnni) {
       }
     }
     const std::string& name = conv->name;
-    Node* u8 = x->uint8;
-    if (u8 == nullptr) {
-      Node*& cast = uint8_of[x->clip];
-      if (cast == nullptr) {
-        cast = graph.AddOp(x->clip->name + "/u8", ops.Find("cast"), {x->clip},
-                           CastAttrs{DType::kUInt8});
-      }
-      u8 = cast;
-    }
+    Node* u8 = uint8.Get(graph, *x);
     Node* rows = graph.AddConstant(name + "/w_s8", w->rows);
     Node* correction = graph.AddConstant(name + "/zero_point_correction", w->correction);
-    Node* scales = graph.AddConstant(name + "/scale", Constant(DType::kFloat32, {channels}, scale));
-    Node* biases = graph.AddConstant(name + "/bias", Constant(DType::kFloat32, {channels}, bias));
-    Node* zero = graph.AddConstant(name + "/x_zero",
-                                   Constant(DType::kUInt8, {}, {static_cast<double>(x->zero)}));
+    Node* scales =
+        graph.AddConstant(name + "/scale", MakeConstant(DType::kFloat32, {channels}, scale));
+    Node* biases =
+        graph.AddConstant(name + "/bias", MakeConstant(DType::kFloat32, {channels}, bias));
+    Node* zero = graph.AddConstant(
+        name + "/x_zero", MakeConstant(DType::kUInt8, {}, {static_cast<double>(x->zero)}));
     Pool2DAttrs window;
     window.kernel = {conv->inputs[1]->type.shape[2], conv->inputs[1]->type.shape[3]};
     window.strides = a.strides;
@@ -260,26 +164,10 @@ absl::StatusOr<bool> IntegerQdqConv(Graph& graph, bool host_has_vnni) {
     changed = true;
   }
   if (!changed) return false;
-  // Step 6.
-  for (const auto& [clip, u8] : uint8_of) {
-    Node* wide = nullptr;
-    for (Node* r : readers[clip]) {
-      if (SelectedClip(r) != clip) continue;
-      if (wide == nullptr) {
-        wide = graph.AddOp(u8->name + "/f32", ops.Find("cast"), {u8}, CastAttrs{DType::kFloat32});
-      }
-      graph.ReplaceAllUses(r, wide);
-    }
-  }
+  uint8.RewireSelects(graph, readers);  // step 6
   graph.RemoveDeadNodes();
   KILN_RETURN_IF_ERROR(InferTypes(graph).status());
   return true;
-}
-
-bool HostHasVnni() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 }
 
 class IntegerQdqConvPass final : public Pass {

@@ -1,0 +1,127 @@
+#include "compiler/passes/qdq_operands.h"
+
+#include <string>
+
+#include "compiler/ir/element_access.h"
+#include "compiler/ir/op_def.h"
+#include "compiler/ops/op_registry.h"
+#include "compiler/passes/integral_values.h"
+
+namespace kiln {
+namespace {
+
+constexpr int kMaxDepth = 8;
+
+// c when `n` is where(c == c, c, 0) of a float32 clip c to bounds inside
+// [0, 255] of an integral value: what SimplifyFakeQuant makes of a
+// cast<f32>(cast<u8>(c)), and equal to it.
+Node* SelectedClip(Node* n) {
+  if (!IsOp(n, "where")) return nullptr;
+  Node* is_number = n->inputs[0];
+  Node* c = n->inputs[1];
+  const std::optional<double> nan_as = ScalarConstant(n->inputs[2]);
+  if (!IsOp(is_number, "equal") || is_number->inputs[0] != c || is_number->inputs[1] != c ||
+      !nan_as || *nan_as != 0 || !IsOp(c, "clip") || c->type.dtype != DType::kFloat32 ||
+      n->type != c->type) {
+    return nullptr;
+  }
+  const ActivationAttrs& bounds = std::get<ActivationAttrs>(c->attrs);
+  if (!(bounds.alpha >= 0 && bounds.beta <= 255) || !IsIntegral(c, kMaxDepth)) return nullptr;
+  return c;
+}
+
+}  // namespace
+
+bool IsOp(const Node* n, const char* name) { return n->is_op() && n->op->name == name; }
+
+std::optional<double> ScalarConstant(const Node* n) {
+  if (!n->is_constant() || n->type.NumElements() != 1) return std::nullopt;
+  return ReadElementAsDouble(n->type.dtype, n->value->bytes.data(), 0);
+}
+
+std::optional<QuantizedActivation> MatchQuantizedActivation(Node* a) {
+  QuantizedActivation out;
+  if (IsOp(a, "sub")) {
+    const std::optional<double> zp = ScalarConstant(a->inputs[1]);
+    if (!zp || !(*zp >= 0 && *zp <= 255) || !IsIntegerValue(*zp)) return std::nullopt;
+    out.zero = static_cast<int64_t>(*zp);
+    a = a->inputs[0];
+  }
+  if (IsOp(a, "cast") && (a->type.dtype == DType::kFloat32 || a->type.dtype == DType::kInt32) &&
+      a->inputs[0]->type.dtype == DType::kUInt8) {
+    out.uint8 = a->inputs[0];
+    return out;
+  }
+  Node* c = SelectedClip(a);
+  if (c == nullptr) return std::nullopt;
+  out.clip = c;
+  return out;
+}
+
+Readers::Readers(const Graph& graph) {
+  for (Node* n : graph.AllNodes()) {
+    for (Node* in : n->inputs) of[in].push_back(n);
+  }
+  for (const Node* n : graph.outputs()) is_output[n] = true;
+}
+
+Node* Readers::OnlyReader(const Node* n) const {
+  auto it = of.find(n);
+  if (it == of.end() || it->second.size() != 1 || is_output.count(n)) return nullptr;
+  return it->second[0];
+}
+
+Node* Readers::OnlyBinaryReader(const Node* n, const char* op) const {
+  Node* r = OnlyReader(n);
+  if (r == nullptr || !IsOp(r, op) || r->inputs.size() != 2 || r->inputs[0] != n ||
+      r->type != n->type) {
+    return nullptr;
+  }
+  return r;
+}
+
+std::shared_ptr<ConstantData> MakeConstant(DType dtype, std::vector<int64_t> shape,
+                                           const std::vector<double>& values) {
+  auto data = std::make_shared<ConstantData>();
+  data->type = TensorType{dtype, std::move(shape)};
+  std::string bytes(data->type.ByteSize(), '\0');
+  for (size_t i = 0; i < values.size(); ++i) {
+    WriteElementFromDouble(dtype, bytes.data(), static_cast<int64_t>(i), values[i]);
+  }
+  data->bytes = ConstantBytes(std::move(bytes));
+  return data;
+}
+
+Node* Uint8Activations::Get(Graph& graph, const QuantizedActivation& x) {
+  if (x.uint8 != nullptr) return x.uint8;
+  Node*& cast = uint8_of_[x.clip];
+  if (cast == nullptr) {
+    cast = graph.AddOp(x.clip->name + "/u8", OpRegistry::Default().Find("cast"), {x.clip},
+                       CastAttrs{DType::kUInt8});
+  }
+  return cast;
+}
+
+void Uint8Activations::RewireSelects(Graph& graph, const Readers& readers) const {
+  for (const auto& [clip, u8] : uint8_of_) {
+    auto it = readers.of.find(clip);
+    if (it == readers.of.end()) continue;
+    Node* wide = nullptr;
+    for (Node* r : it->second) {
+      if (SelectedClip(r) != clip) continue;
+      if (wide == nullptr) {
+        wide = graph.AddOp(u8->name + "/f32", OpRegistry::Default().Find("cast"), {u8},
+                           CastAttrs{DType::kFloat32});
+      }
+      graph.ReplaceAllUses(r, wide);
+    }
+  }
+}
+
+bool HostHasVnni() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+}
+
+}  // namespace kiln
