@@ -6,7 +6,7 @@
 
 namespace kiln {
 
-inline constexpr char kKilnVersion[] = "0.4.27";
+inline constexpr char kKilnVersion[] = "0.4.28";
 
 }  // namespace kiln
 

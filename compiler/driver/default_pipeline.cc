@@ -11,6 +11,7 @@
 #include "compiler/passes/fuse_ops.h"
 #include "compiler/passes/infer_type.h"
 #include "compiler/passes/integer_qdq_conv.h"
+#include "compiler/passes/integer_qdq_matmul.h"
 #include "compiler/passes/simplify_fake_quant.h"
 #include "compiler/passes/simplify_inference.h"
 
@@ -24,6 +25,7 @@ std::unique_ptr<Sequential> DefaultPipeline() {
   passes.push_back(CreateFoldConstantPass());            // folds the scale/shift arithmetic too
   passes.push_back(CreateSimplifyFakeQuantPass());       // zero points folded to constants first
   passes.push_back(CreateIntegerQdqConvPass());          // reads SimplifyFakeQuant's selects
+  passes.push_back(CreateIntegerQdqMatMulPass());        // the same, for matmul and dense
   passes.push_back(CreateFoldScaleAxisPass());           // needs folded per-channel constants
   passes.push_back(CreateEliminateCommonSubexprPass());  // after folding: equal constants look equal
   passes.push_back(CreateFuseAttentionPass());           // needs the head split's slices folded
@@ -39,6 +41,7 @@ std::unique_ptr<Pass> CreatePassByName(const std::string& name) {
   if (name == "FoldEmpty") return CreateFoldEmptyPass();
   if (name == "SimplifyFakeQuant") return CreateSimplifyFakeQuantPass();
   if (name == "IntegerQdqConv") return CreateIntegerQdqConvPass();
+  if (name == "IntegerQdqMatMul") return CreateIntegerQdqMatMulPass();
   if (name == "FoldScaleAxis") return CreateFoldScaleAxisPass();
   if (name == "EliminateCommonSubexpr") return CreateEliminateCommonSubexprPass();
   if (name == "FuseAttention") return CreateFuseAttentionPass();

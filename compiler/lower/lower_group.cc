@@ -26,9 +26,9 @@
 // 6. A group whose value is a single sum of products (dense, matmul, conv2d
 //    with their epilogues) gets the packed, register-tiled schedule of
 //    contraction_schedule.cc instead of steps 3 and 5, a conv's input padded
-//    for it by conv_padding.cc; a lone qconv2d_u8s8 becomes a call of the
-//    runtime's VNNI kernel (qconv_call.cc), a lone attention one of its
-//    attention kernel (attention_call.cc).
+//    for it by conv_padding.cc; a lone qconv2d_u8s8 or qmatmul_u8s8 becomes a
+//    call of the runtime's VNNI kernel (qconv_call.cc, qmatmul_call.cc), a
+//    lone attention one of its attention kernel (attention_call.cc).
 // What the steps share (parameters, shapes, the builder, the inliner) is
 // the GroupContext (group_context.h). The loop passes (loop_pipeline.h) run
 // on the result later.
@@ -50,6 +50,7 @@
 #include "compiler/lower/group_context.h"
 #include "compiler/lower/plane_prefetch.h"
 #include "compiler/lower/qconv_call.h"
+#include "compiler/lower/qmatmul_call.h"
 #include "compiler/lower/row_reduction.h"
 #include "compiler/lower/row_stages.h"
 #include "compiler/te/compute_context.h"
@@ -108,6 +109,13 @@ class GroupLowerer {
     if (std::optional<Stmt> call = AttentionCall(g_, fn.num_params - 1)) {
       fn.body = *call;
       out.schedule = "attention (kiln_attention_f32)";
+      out.scheduled = true;
+      out.builder = std::move(g_.builder);
+      return out;
+    }
+    if (std::optional<Stmt> call = QMatMulCall(g_, fn.num_params - 1)) {
+      fn.body = *call;
+      out.schedule = "qmatmul u8s8 (kiln_qmatmul_u8s8)";
       out.scheduled = true;
       out.builder = std::move(g_.builder);
       return out;

@@ -38,6 +38,7 @@ const OpRegistry& OpRegistry::Default() {
     RegisterQuantizedConvOp(*r);
     RegisterValueShapeOps(*r);
     RegisterAttentionOp(*r);
+    RegisterQuantizedMatMulOp(*r);
     return r;
   }();
   return *registry;

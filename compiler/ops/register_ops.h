@@ -34,6 +34,8 @@ void RegisterQuantizedConvOp(OpRegistry& registry);
 void RegisterValueShapeOps(OpRegistry& registry);
 // attention (FuseAttention's op, a call of kiln_attention_f32).
 void RegisterAttentionOp(OpRegistry& registry);
+// qmatmul_u8s8.
+void RegisterQuantizedMatMulOp(OpRegistry& registry);
 
 }  // namespace kiln
 

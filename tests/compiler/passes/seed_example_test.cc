@@ -80,8 +80,9 @@ TEST(SeedExampleTest, ReportListsEveryPassInPipelineOrder) {
   EXPECT_THAT(names, ::testing::ElementsAre("default", "InferType", "FoldEmpty",
                                             "SimplifyInference", "FoldConstant",
                                             "SimplifyFakeQuant", "IntegerQdqConv",
-                                            "FoldScaleAxis", "EliminateCommonSubexpr",
-                                            "FuseAttention", "DeadCodeElimination", "FuseOps"));
+                                            "IntegerQdqMatMul", "FoldScaleAxis",
+                                            "EliminateCommonSubexpr", "FuseAttention",
+                                            "DeadCodeElimination", "FuseOps"));
   EXPECT_EQ(p->record.passes[0].depth, 0);
   EXPECT_EQ(p->record.passes[1].depth, 1);
   // The pipeline's total covers its passes; its self time is what is left.

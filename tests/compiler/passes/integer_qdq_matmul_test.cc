@@ -1,0 +1,309 @@
+#include "compiler/passes/integer_qdq_matmul.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "compiler/passes/infer_type.h"
+#include "compiler/passes/simplify_fake_quant.h"
+#include "engine/model_manager.h"
+#include "gtest/gtest.h"
+#include "tests/test_util/graph_building.h"
+
+namespace kiln {
+namespace {
+
+using ::kiln::testing::FloatValues;
+using ::kiln::testing::Op;
+using runtime::Tensor;
+
+struct MatMulCase {
+  std::vector<int64_t> rows{2, 5};  // x's leading dims
+  int64_t k = 37, n = 21;
+  bool transposed = false;  // dense: w is (n, k)
+  float x_scale = 0.1f;
+  float zero = 128;            // the activation's zero point
+  std::vector<float> weights;  // integers, (k, n), or (n, k) when transposed
+  std::vector<float> scale;    // per column: x_scale * w_scale
+  std::vector<float> bias;
+  float w(int64_t kk, int64_t j) const {
+    return transposed ? weights[j * k + kk] : weights[kk * n + j];
+  }
+};
+
+// Random weights, scales and biases for the sizes of `m`.
+MatMulCase RandomCase(uint32_t seed, float zero, MatMulCase m = {}) {
+  m.zero = zero;
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> weight(-128, 127);
+  for (int64_t i = 0; i < m.k * m.n; ++i) m.weights.push_back(weight(rng));
+  std::uniform_real_distribution<float> u(0.001f, 0.01f);
+  for (int64_t i = 0; i < m.n; ++i) {
+    m.scale.push_back(u(rng));
+    m.bias.push_back(u(rng) * 100 - 0.5f);
+  }
+  return m;
+}
+
+std::vector<int64_t> XShape(const MatMulCase& m) {
+  std::vector<int64_t> shape = m.rows;
+  shape.push_back(m.k);
+  return shape;
+}
+
+int64_t Rows(const MatMulCase& m) {
+  int64_t r = 1;
+  for (int64_t d : m.rows) r *= d;
+  return r;
+}
+
+// A QDQ MatMul (or Gemm with transB) as the ONNX importer builds it
+// (QuantizeLinear, DequantizeLinear, the centered weight folded, the
+// accumulator scaled per column, the bias added), then SimplifyFakeQuant, as
+// the pipeline runs it before the pass.
+Graph QdqMatMul(const MatMulCase& m) {
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, XShape(m)});
+  Node* q = Op(g, "round", {Op(g, "div", {x, g.AddConstant("xs", FloatValues({}, {m.x_scale}))})});
+  q = Op(g, "add", {q, g.AddConstant("zp", FloatValues({}, {m.zero}))});
+  q = Op(g, "clip", {q}, ActivationAttrs{0, 255});
+  Node* back =
+      Op(g, "cast", {Op(g, "cast", {q}, CastAttrs{DType::kUInt8})}, CastAttrs{DType::kFloat32});
+  Node* centered = Op(g, "sub", {back, g.AddConstant("zp2", FloatValues({}, {m.zero}))});
+  const std::vector<int64_t> w_shape =
+      m.transposed ? std::vector<int64_t>{m.n, m.k} : std::vector<int64_t>{m.k, m.n};
+  Node* w = g.AddConstant("w", FloatValues(w_shape, m.weights));
+  Node* acc = Op(g, m.transposed ? "dense" : "matmul", {centered, w});
+  Node* y = Op(g, "mul", {acc, g.AddConstant("s", FloatValues({m.n}, m.scale))});
+  g.AddOutput(Op(g, "add", {y, g.AddConstant("b", FloatValues({m.n}, m.bias))}));
+  EXPECT_TRUE(InferTypes(g).ok());
+  absl::StatusOr<bool> simplified = CreateSimplifyFakeQuantPass()->Run(g, PassContext{});
+  EXPECT_TRUE(simplified.ok() && *simplified);
+  return g;
+}
+
+bool HostHasVnni() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+}
+
+absl::StatusOr<bool> RunPass(Graph& g, bool vnni) {
+  return CreateIntegerQdqMatMulPassForTest(vnni)->Run(g, PassContext{});
+}
+
+TEST(IntegerQdqMatMulTest, MakesABatchedMatMulAndItsEpilogueOneIntegerOp) {
+  Graph g = QdqMatMul(RandomCase(1, 128));
+  absl::StatusOr<bool> changed = RunPass(g, /*vnni=*/true);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_TRUE(*changed);
+  const Node* q = g.outputs()[0];
+  ASSERT_EQ(q->op_name(), "qmatmul_u8s8");
+  EXPECT_EQ(q->inputs[0]->op_name(), "cast");
+  EXPECT_EQ(q->inputs[0]->type.dtype, DType::kUInt8);
+  EXPECT_EQ(q->inputs[0]->inputs[0]->op_name(), "clip");
+  // 21 columns: 2 blocks of 16; K = 37 padded to 40, times 16 columns.
+  EXPECT_EQ(q->inputs[1]->type, (TensorType{DType::kInt8, {2, 640}}));
+  EXPECT_EQ(q->type, (TensorType{DType::kFloat32, {2, 5, 21}}));
+}
+
+TEST(IntegerQdqMatMulTest, PacksDenseWeightsTransposed) {
+  MatMulCase m = RandomCase(4, 3);
+  m.transposed = true;
+  m.rows = {9};
+  Graph g = QdqMatMul(m);
+  absl::StatusOr<bool> changed = RunPass(g, /*vnni=*/true);
+  ASSERT_TRUE(changed.ok() && *changed);
+  const Node* q = g.outputs()[0];
+  ASSERT_EQ(q->op_name(), "qmatmul_u8s8");
+  // The packed element of (k, n) = (5, 17): block 1, group 1, lane 1, byte 1.
+  const int8_t* packed = reinterpret_cast<const int8_t*>(q->inputs[1]->value->bytes.data());
+  EXPECT_EQ(packed[((1 * 10 + 1) * 16 + 1) * 4 + 1], static_cast<int8_t>(m.w(5, 17)));
+  // The zero point's correction: -3 * the column's sum.
+  int64_t sum = 0;
+  for (int64_t kk = 0; kk < m.k; ++kk) sum += static_cast<int64_t>(m.w(kk, 17));
+  const int32_t* correction = reinterpret_cast<const int32_t*>(q->inputs[2]->value->bytes.data());
+  EXPECT_EQ(correction[17], -3 * sum);
+}
+
+TEST(IntegerQdqMatMulTest, LeavesTheGraphWithoutVnni) {
+  Graph g = QdqMatMul(RandomCase(1, 128));
+  absl::StatusOr<bool> changed = RunPass(g, /*vnni=*/false);
+  ASSERT_TRUE(changed.ok());
+  EXPECT_FALSE(*changed);
+  EXPECT_EQ(g.outputs()[0]->op_name(), "add");
+}
+
+TEST(IntegerQdqMatMulTest, LeavesWeightsThatAreNotInt8) {
+  for (float bad : {0.5f, 128.0f, -129.0f}) {
+    SCOPED_TRACE(bad);
+    MatMulCase m = RandomCase(2, 0);
+    m.weights[7] = bad;
+    Graph g = QdqMatMul(m);
+    absl::StatusOr<bool> changed = RunPass(g, /*vnni=*/true);
+    ASSERT_TRUE(changed.ok());
+    EXPECT_FALSE(*changed);
+  }
+}
+
+// A product of two activations (attention's Q x K^T) has no weight to pack.
+TEST(IntegerQdqMatMulTest, LeavesProductsOfTwoActivations) {
+  Graph g;
+  Node* a = g.AddInput("a", {DType::kUInt8, {4, 8}});
+  Node* b = g.AddInput("b", {DType::kFloat32, {8, 3}});
+  Node* wide = Op(g, "cast", {a}, CastAttrs{DType::kFloat32});
+  g.AddOutput(Op(g, "matmul", {wide, b}));
+  ASSERT_TRUE(InferTypes(g).ok());
+  absl::StatusOr<bool> changed = RunPass(g, /*vnni=*/true);
+  ASSERT_TRUE(changed.ok());
+  EXPECT_FALSE(*changed);
+}
+
+// The float x of the case, the reference's quantised value of each element.
+float Quantised(const MatMulCase& m, float v) {
+  return std::fmin(std::fmax(std::nearbyint(v / m.x_scale) + m.zero, 0), 255);
+}
+
+// The compiled model against the integers summed here in int64: y =
+// fma(float(sum (q - zero) * w), scale, bias), q the quantised input. The
+// float32 path (pass disabled) must agree too, while its sums stay exact.
+TEST(IntegerQdqMatMulTest, KernelsMatchAnIntegerReference) {
+  auto manager = engine::ModelManager::Create({});
+  ASSERT_TRUE(manager.ok()) << manager.status();
+  int models = 0;
+  struct Shape {
+    std::vector<int64_t> rows;
+    int64_t k, n;
+    bool transposed;
+  };
+  for (const Shape& shape : {Shape{{2, 7}, 37, 70, false}, Shape{{13}, 64, 16, false},
+                             Shape{{3, 4, 5}, 30, 33, false}, Shape{{11}, 75, 129, true}}) {
+    for (float zero : {0.0f, 128.0f, 255.0f, 37.0f}) {
+      MatMulCase sizes;
+      sizes.rows = shape.rows;
+      sizes.k = shape.k;
+      sizes.n = shape.n;
+      sizes.transposed = shape.transposed;
+      const MatMulCase m = RandomCase(3 + models, zero, sizes);
+      const int64_t rows = Rows(m);
+      std::vector<float> x(rows * m.k);
+      std::mt19937 rng(models);
+      std::uniform_real_distribution<float> u(-15, 15);
+      for (float& v : x) v = u(rng);
+      std::vector<float> want(rows * m.n);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t j = 0; j < m.n; ++j) {
+          int64_t sum = 0;
+          for (int64_t kk = 0; kk < m.k; ++kk) {
+            sum += static_cast<int64_t>(Quantised(m, x[r * m.k + kk]) - zero) *
+                   static_cast<int64_t>(m.w(kk, j));
+          }
+          want[r * m.n + j] = std::fma(static_cast<float>(sum), m.scale[j], m.bias[j]);
+        }
+      }
+      for (bool integer : {true, false}) {
+        SCOPED_TRACE(absl::StrCat("rows ", rows, " k ", m.k, " n ", m.n, " zero point ", zero,
+                                  integer ? ", integer" : ", float"));
+        CompileOptions options;
+        if (!integer) options.disabled_passes = {"IntegerQdqMatMul"};
+        const std::string name = "m" + std::to_string(models++);
+        auto compiled = (*manager)->Compile(name, QdqMatMul(m), options);
+        ASSERT_TRUE(compiled.ok()) << compiled.status();
+        bool on_vnni = false;
+        for (const engine::KernelCompileReport& kernel : compiled->kernels) {
+          on_vnni |= kernel.schedule.rfind("qmatmul u8s8", 0) == 0;
+        }
+        EXPECT_EQ(on_vnni, integer && HostHasVnni());
+        const TensorType type{DType::kFloat32, XShape(m)};
+        auto in = Tensor::FromBytes(
+            type, absl::string_view(reinterpret_cast<const char*>(x.data()), x.size() * 4));
+        ASSERT_TRUE(in.ok());
+        auto result = (*manager)->Find(name)->Run({&*in});
+        ASSERT_TRUE(result.ok()) << result.status();
+        ASSERT_EQ(result->outputs[0].type().NumElements(), static_cast<int64_t>(want.size()));
+        const float* got = static_cast<const float*>(result->outputs[0].data());
+        for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "at " << i;
+      }
+    }
+  }
+}
+
+std::shared_ptr<ConstantData> Int32Values(std::vector<int64_t> shape,
+                                          const std::vector<int32_t>& values) {
+  auto data = std::make_shared<ConstantData>();
+  data->type = TensorType{DType::kInt32, std::move(shape)};
+  std::string bytes(values.size() * 4, '\0');
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  data->bytes = ConstantBytes(std::move(bytes));
+  return data;
+}
+
+// QLinearMatMul's form as the importer leaves it after folding: a uint8
+// input widened to int32 and centered, an int32 product with the centered
+// int32 weight, converted to float32 and scaled per column. The input is used
+// as it is; MatMulInteger's form (the int32 product read as int32) is left.
+TEST(IntegerQdqMatMulTest, QLinearMatMulFormMatchesAnIntegerReference) {
+  const int64_t m = 10, k = 45, n = 19;
+  const int32_t zero = 131;
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> byte(0, 255), weight(-128, 127);
+  std::vector<int32_t> weights(k * n);
+  for (int32_t& v : weights) v = weight(rng);
+  std::vector<float> scale(n);
+  for (int64_t i = 0; i < n; ++i) scale[i] = 0.001f * static_cast<float>(i + 1);
+  std::vector<uint8_t> x(m * k);
+  for (uint8_t& v : x) v = static_cast<uint8_t>(byte(rng));
+  auto build = [&](bool to_float) {
+    Graph g;
+    Node* in = g.AddInput("x", {DType::kUInt8, {m, k}});
+    Node* wide = Op(g, "cast", {in}, CastAttrs{DType::kInt32});
+    Node* centered = Op(g, "sub", {wide, g.AddConstant("zp", Int32Values({}, {zero}))});
+    Node* acc = Op(g, "matmul", {centered, g.AddConstant("w", Int32Values({k, n}, weights))});
+    if (to_float) {
+      Node* real = Op(g, "cast", {acc}, CastAttrs{DType::kFloat32});
+      g.AddOutput(Op(g, "mul", {real, g.AddConstant("s", FloatValues({n}, scale))}));
+    } else {
+      g.AddOutput(acc);
+    }
+    EXPECT_TRUE(InferTypes(g).ok());
+    return g;
+  };
+  Graph integer = build(/*to_float=*/false);
+  absl::StatusOr<bool> changed = RunPass(integer, /*vnni=*/true);
+  ASSERT_TRUE(changed.ok());
+  EXPECT_FALSE(*changed);
+
+  Graph g = build(/*to_float=*/true);
+  changed = RunPass(g, /*vnni=*/true);
+  ASSERT_TRUE(changed.ok() && *changed);
+  ASSERT_EQ(g.outputs()[0]->op_name(), "qmatmul_u8s8");
+  EXPECT_TRUE(g.outputs()[0]->inputs[0]->is_input());
+
+  std::vector<float> want(m * n);
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t sum = 0;
+      for (int64_t kk = 0; kk < k; ++kk) {
+        sum += (int64_t{x[r * k + kk]} - zero) * int64_t{weights[kk * n + j]};
+      }
+      want[r * n + j] = static_cast<float>(sum) * scale[j];
+    }
+  }
+  auto manager = engine::ModelManager::Create({});
+  ASSERT_TRUE(manager.ok()) << manager.status();
+  auto compiled = (*manager)->Compile("qlinear", build(/*to_float=*/true), CompileOptions{});
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  auto in = Tensor::FromBytes({DType::kUInt8, {m, k}},
+                              absl::string_view(reinterpret_cast<const char*>(x.data()), x.size()));
+  ASSERT_TRUE(in.ok());
+  auto result = (*manager)->Find("qlinear")->Run({&*in});
+  ASSERT_TRUE(result.ok()) << result.status();
+  const float* got = static_cast<const float*>(result->outputs[0].data());
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "at " << i;
+}
+
+}  // namespace
+}  // namespace kiln
