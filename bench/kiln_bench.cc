@@ -5,7 +5,7 @@
 // inferences give perf_analyzer-style latency percentiles and throughput.
 //
 //   kiln-bench MODEL [--batch B] [--threads T] [--iterations N] [--warmup W]
-//              [--compile-threads C] [--top K] [--json]
+//              [--compile-threads C] [--top K] [--disable-passes P,Q] [--json]
 //   kiln-bench MODEL --dump-objects DIR
 //
 // MODEL is an ONNX model (.onnx) or a kiln.v1.Graph (.pbtxt text or binary).
@@ -28,6 +28,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "bench/bench_util.h"
 #include "client/cli_app.h"
 #include "client/model_file.h"
@@ -254,6 +255,9 @@ int Main(int argc, char** argv) {
   client::AddValue(cli.get(), "tuning-dir", "DIR",
                    "Follow the tuning records in DIR (a server's --cache-dir after kiln tune); "
                    "kernels still compile here");
+  client::AddValue(cli.get(), "disable-passes", "P,Q",
+                   "Compile without these graph passes (by name, comma-separated): a before/after "
+                   "measurement of one pass on the same build");
   client::AddSwitch(cli.get(), "json", "Print the result as one JSON object");
   client::SetExample(cli.get(), "kiln-bench resnet18.onnx --batch 8 --threads 2 --top 5");
   client::CliArgs parsed;
@@ -274,6 +278,10 @@ int Main(int argc, char** argv) {
   }
   const std::string& path = args->positional[0];
   runtime::SetParallelThreads(*threads);
+  CompileOptions compile_options;
+  if (const std::string disabled = args->Get("disable-passes"); !disabled.empty()) {
+    compile_options.disabled_passes = absl::StrSplit(disabled, ',');
+  }
 
   // A fresh manager with a memory-only cache: every kernel is compiled here.
   engine::ModelManagerOptions options;
@@ -294,13 +302,13 @@ int Main(int argc, char** argv) {
                     dump_objects = args->Get("dump-objects");
   if (!dump_kernel.empty() || !dump_objects.empty()) {
     // The compiler's own output, as the engine would hand it to codegen.
-    absl::StatusOr<LoweredProgram> lowered = CompileGraph(*std::move(graph), CompileOptions{});
+    absl::StatusOr<LoweredProgram> lowered = CompileGraph(*std::move(graph), compile_options);
     if (!lowered.ok()) return Fail(lowered.status());
     return dump_kernel.empty() ? DumpObjects(lowered->kernels, dump_objects)
                                : DumpKernel(lowered->kernels, dump_kernel);
   }
   absl::StatusOr<engine::CompileResult> compiled =
-      (*manager)->Compile("bench", *std::move(graph), CompileOptions{});
+      (*manager)->Compile("bench", *std::move(graph), compile_options);
   if (!compiled.ok()) return Fail(compiled.status());
   std::shared_ptr<runtime::CompiledModel> model = (*manager)->Find("bench");
   const Program& program = model->program();

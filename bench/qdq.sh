@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# The quantised resnet18 (issue 21): Kiln on the QDQ file against Kiln on the
-# float32 resnet18 of the same size, and ONNX Runtime on both files, p50 at
-# batch 1 on 1 and 2 threads. The QDQ model is the model zoo's qdq_resnet18
-# (torchvision's quantisable resnet18, qnnpack, 112x112); the float32 one is
-# the same network unquantised, exported at the same size.
+# The quantised models of issue 21, p50 at batch 1 on 1 and 2 threads, Kiln and
+# ONNX Runtime on the same files:
+#   - resnet18: the model zoo's qdq_resnet18 (torchvision's quantisable
+#     resnet18, qnnpack, 112x112) against the same network unquantised;
+#   - a transformer's MLP: bench/qdq_mlp.py's 4 BERT-base feed-forward blocks
+#     on (1, 128, 768), statically quantised by that script (uint8
+#     activations, int8 per-column weights), against its float32 twin.
+# "kiln -int" is Kiln with the integer QDQ passes (IntegerQdqConv,
+# IntegerQdqMatMul) disabled: the float32 path they replace on VNNI hosts.
 #   bench/qdq.sh [--iterations N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,16 +26,24 @@ model = torchvision.models.resnet18(weights=None).eval()
 torch.onnx.export(model, (torch.randn(1, 3, 112, 112),), os.path.join(out, "model.onnx"),
                   opset_version=13, input_names=["input_0"], output_names=["output_0"])
 PY
+/usr/bin/python3 bench/qdq_mlp.py "$work" >/dev/null 2>&1
 cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 echo "CPU: $cpu; batch 1; p50 ms over $iterations iterations"
-printf '%-16s %-8s %10s %10s\n' model threads kiln ort
-for name in fp32_resnet18 qdq_resnet18; do
+p50='import json,sys; print("%.3f" % json.load(sys.stdin)["p50_ms"])'
+printf '%-16s %-8s %10s %10s %10s\n' model threads kiln "kiln -int" ort
+for name in fp32_resnet18 qdq_resnet18 fp32_mlp qdq_mlp; do
   for threads in 1 2; do
     k=$(bazel-bin/bench/kiln-bench "$work/$name/model.onnx" --threads "$threads" \
-          --iterations "$iterations" --json | /usr/bin/python3 -c 'import json,sys; print("%.3f" % json.load(sys.stdin)["p50_ms"])')
+          --iterations "$iterations" --json | /usr/bin/python3 -c "$p50")
+    f=-
+    if [[ $name == qdq_* ]]; then
+      f=$(bazel-bin/bench/kiln-bench "$work/$name/model.onnx" --threads "$threads" \
+            --iterations "$iterations" --disable-passes IntegerQdqConv,IntegerQdqMatMul \
+            --json | /usr/bin/python3 -c "$p50")
+    fi
     o=$(node bench/ort_bench.js "$work/$name/model.onnx" --threads "$threads" \
-          --iterations "$iterations" --json | /usr/bin/python3 -c 'import json,sys; print("%.3f" % json.load(sys.stdin)["p50_ms"])')
-    printf '%-16s %-8s %10s %10s\n' "$name" "$threads" "$k" "$o"
+          --iterations "$iterations" --json | /usr/bin/python3 -c "$p50")
+    printf '%-16s %-8s %10s %10s %10s\n' "$name" "$threads" "$k" "$f" "$o"
   done
 done
 rm -rf "$work"
