@@ -3,6 +3,7 @@
 #include "compiler/codegen/codegen.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -272,6 +273,77 @@ TEST_F(CodegenTest, Int64ArithmeticAndCasts) {
   void* args[] = {av.data(), f.data()};
   kernel->fn()(args);
   for (int64_t q = 0; q < n; ++q) EXPECT_EQ(f[q], static_cast<float>((av[q] * 3) % 7) / 2);
+}
+
+// A requantising store, uint8 of clip(round(x), lo, hi): the clip's bounds
+// inside int32 let the conversion be a plain int32 one of 16 lanes (LLVM
+// scalarises the saturating one), and it must equal the int64 conversion
+// (truncate, NaN to 0) then the byte's wrap for every float, NaN and
+// infinities included. Bounds beyond int32 keep the saturating int64
+// conversion.
+TEST_F(CodegenTest, ClippedFloatToIntegerStoresMatchTheInt64Conversion) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x = {std::nanf(""), -inf, inf, -1e10f, 1e10f, -3e9f, 3e9f, -0.5f, 0.5f, -1,
+                          0, 1, 127.5f, 128.5f, 254.5f, 255, 255.5f, 256, 300, -129, 2147483520.0f};
+  for (int i = 0; i < 200; ++i) x.push_back(static_cast<float>(i * 37 % 601) * 0.75f - 150);
+  const int64_t n = static_cast<int64_t>(x.size());
+  struct Case {
+    double low, high;
+    DType storage;
+    const char* conversion;  // in the optimised IR: 16 lanes, or 8 of int64
+  };
+  for (const Case& c : {Case{0, 255, DType::kUInt8, "fptosi <16 x float>"},
+                        Case{-128, 127, DType::kInt8, "fptosi <16 x float>"},
+                        Case{-4e9, 4e9, DType::kInt64, "fptosi.sat.v8i64.v8f32"}}) {
+    SCOPED_TRACE(c.high);
+    LoopFunction fn;
+    fn.name = "requantise";
+    fn.buffers = {{"x", ScalarType::kF32, n}, {"q", ScalarType::kI64, n}};
+    if (c.storage != DType::kInt64) fn.buffers[1].storage = c.storage;
+    fn.num_params = 2;
+    te::Var i = b_.NewVar("i", n);
+    Expr v = b_.Unary(te::UnaryOp::kRound, b_.Load(0, ScalarType::kF32, {b_.Ref(i)}));
+    v = b_.Min(b_.Max(v, b_.Float(c.low)), b_.Float(c.high));
+    fn.body = lower::MakeFor(i, ForKind::kVectorized,
+                             lower::MakeStore(1, b_.Ref(i), b_.Cast(ScalarType::kI64, v)));
+    bool avx512 = false;
+    for (const std::string& f : codegen::GetHostTarget().features) avx512 |= f == "+avx512f";
+    if (avx512) {
+      auto ir = codegen::EmitOptimizedIR(fn, codegen::CodegenOptions{});
+      ASSERT_TRUE(ir.ok()) << ir.status();
+      EXPECT_THAT(*ir, ::testing::HasSubstr(c.conversion));
+      if (c.storage != DType::kInt64) {
+        EXPECT_THAT(*ir, ::testing::Not(::testing::HasSubstr("fptosi.sat")));
+      }
+    }
+    auto kernel = Build(fn);
+    ASSERT_NE(kernel, nullptr);
+    std::vector<int64_t> q(n, -7);
+    void* args[] = {x.data(), q.data()};
+    kernel->fn()(args);
+    // The int64 conversion of the clipped value, then the storage's wrap.
+    for (int64_t k = 0; k < n; ++k) {
+      const double clipped =
+          std::isnan(x[k]) ? 0 : std::fmin(std::fmax(std::nearbyint(x[k]), c.low), c.high);
+      const int64_t want = static_cast<int64_t>(clipped);
+      switch (c.storage) {
+        case DType::kUInt8: {
+          uint8_t got;
+          std::memcpy(&got, reinterpret_cast<const uint8_t*>(q.data()) + k, 1);
+          ASSERT_EQ(got, static_cast<uint8_t>(want)) << x[k];
+          break;
+        }
+        case DType::kInt8: {
+          int8_t got;
+          std::memcpy(&got, reinterpret_cast<const uint8_t*>(q.data()) + k, 1);
+          ASSERT_EQ(got, static_cast<int8_t>(want)) << x[k];
+          break;
+        }
+        default:
+          ASSERT_EQ(q[k], want) << x[k];
+      }
+    }
+  }
 }
 
 TEST_F(CodegenTest, VectorizedLoopUses512BitVectorsOnAvx512) {
