@@ -40,6 +40,7 @@ inline constexpr char kPadPlanes[] = "kiln_pad_planes";
 inline constexpr char kQConvU8S8[] = "kiln_qconv_u8s8";
 inline constexpr char kAttentionF32[] = "kiln_attention_f32";
 inline constexpr char kQMatMulU8S8[] = "kiln_qmatmul_u8s8";
+inline constexpr char kQMatMulU8S8I32[] = "kiln_qmatmul_u8s8_i32";
 
 // kiln_qconv_u8s8's weight rows are K = channels * kh * kw int8 values padded
 // with zeros to a multiple of this (vpdpbusd sums four u8 x s8 products).
@@ -130,6 +131,9 @@ void kiln_attention_f32(float* out, const float* q, const float* k, const float*
 void kiln_qmatmul_u8s8(float* out, const uint8_t* x, const int8_t* w, const int32_t* correction,
                        const float* scale, const float* bias, int64_t rows, int64_t depth,
                        int64_t cols);
+// The same sums stored as int32: out[m * cols + n] = sum_k x * w(k, n) + correction[n].
+void kiln_qmatmul_u8s8_i32(int32_t* out, const uint8_t* x, const int8_t* w,
+                           const int32_t* correction, int64_t rows, int64_t depth, int64_t cols);
 }
 
 #endif  // KILN_COMMON_KERNEL_ABI_H_

@@ -17,9 +17,10 @@
 //      row's 4 bytes and 24 vpdpbusd (29 of the 32 zmm registers).
 //   2. The last K group, when K is no multiple of 4, builds each row's word
 //      from the bytes that exist: the last row may end at a page's end.
-//   3. Epilogue: + correction[n] (the zero point's term and an integer bias,
-//      constants), to float, * scale[n] + bias[n] in one FMA (rounded once,
-//      as the float matmul's fused epilogue was), a masked store past N.
+//   3. Epilogue: + correction[n] (the zero point's term and an integer bias),
+//      to float, * scale[n] + bias[n] in one FMA (rounded once, as the float
+//      matmul's fused epilogue was), a masked store past N; or, for
+//      kiln_qmatmul_u8s8_i32 (MatMulInteger), the int32 sum stored as it is.
 //   Work items are a 64-column panel x a block of row tiles, panel-major, so
 //   a thread's contiguous range of items reuses a panel's weights from cache.
 // vpdpbusd does not saturate; each four-product sum is below 2^17 and the
@@ -56,6 +57,7 @@ struct Gemm {
   const float* scale;
   const float* bias;
   float* out;
+  int32_t* out_i32;  // instead of out, for kiln_qmatmul_u8s8_i32
   int64_t rows, depth, cols;
   int64_t kq() const { return (depth + kGroup - 1) / kGroup; }
   int64_t blocks() const { return (cols + kLanes - 1) / kLanes; }
@@ -178,6 +180,13 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void VnniTile(const Gemm&
     const int64_t left = g.cols - n;
     const __mmask16 mask = left >= kLanes ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
     const __m512i corr = _mm512_maskz_loadu_epi32(mask, g.correction + n);
+    if (g.out_i32 != nullptr) {
+      for (int r = 0; r < MR; ++r) {
+        _mm512_mask_storeu_epi32(g.out_i32 + (m0 + r) * g.cols + n, mask,
+                                 _mm512_add_epi32(acc[r][v], corr));
+      }
+      continue;
+    }
     const __m512 scale = _mm512_maskz_loadu_ps(mask, g.scale + n);
     const __m512 bias = _mm512_maskz_loadu_ps(mask, g.bias + n);
     for (int r = 0; r < MR; ++r) {
@@ -235,8 +244,12 @@ void GenericItem(const Gemm& g, int64_t m_begin, int64_t m_end, int64_t b0, int6
         const int8_t wk = block[(k / kGroup * kLanes + n % kLanes) * kGroup + k % kGroup];
         sum += int32_t{g.x[m * g.depth + k]} * int32_t{wk};
       }
-      g.out[m * g.cols + n] =
-          std::fma(static_cast<float>(sum + g.correction[n]), g.scale[n], g.bias[n]);
+      if (g.out_i32 != nullptr) {
+        g.out_i32[m * g.cols + n] = sum + g.correction[n];
+      } else {
+        g.out[m * g.cols + n] =
+            std::fma(static_cast<float>(sum + g.correction[n]), g.scale[n], g.bias[n]);
+      }
     }
   }
 }
@@ -269,16 +282,25 @@ void RunWork(void* closure, int64_t begin, int64_t end) {
   }
 }
 
+void Run(const Gemm& g) {
+  static const ItemFn item = ForThisCpu();
+  if (g.rows <= 0 || g.cols <= 0) return;
+  constexpr int64_t kItemRows = kRowTilesPerItem * kMr;
+  const int64_t panels = (g.blocks() + kNv - 1) / kNv;
+  Work work{&g, item, (g.rows + kItemRows - 1) / kItemRows};
+  kiln_parallel_for(RunWork, &work, panels * work.row_items);
+}
+
 }  // namespace
 
 extern "C" void kiln_qmatmul_u8s8(float* out, const uint8_t* x, const int8_t* w,
                                   const int32_t* correction, const float* scale, const float* bias,
                                   int64_t rows, int64_t depth, int64_t cols) {
-  static const ItemFn item = ForThisCpu();
-  if (rows <= 0 || cols <= 0) return;
-  const Gemm g{x, w, correction, scale, bias, out, rows, depth, cols};
-  constexpr int64_t kItemRows = kRowTilesPerItem * kMr;
-  const int64_t panels = (g.blocks() + kNv - 1) / kNv;
-  Work work{&g, item, (rows + kItemRows - 1) / kItemRows};
-  kiln_parallel_for(RunWork, &work, panels * work.row_items);
+  Run(Gemm{x, w, correction, scale, bias, out, nullptr, rows, depth, cols});
+}
+
+extern "C" void kiln_qmatmul_u8s8_i32(int32_t* out, const uint8_t* x, const int8_t* w,
+                                      const int32_t* correction, int64_t rows, int64_t depth,
+                                      int64_t cols) {
+  Run(Gemm{x, w, correction, nullptr, nullptr, nullptr, out, rows, depth, cols});
 }

@@ -5,10 +5,14 @@
 //   inputs: x uint8 (..., K); w int8 (NB, KP * 16): the weight (K, N) packed
 //           as [n / 16][k / 4][n % 16][k % 4], NB = N / 16 and KP = K / 4
 //           rounded up, zero past K and N (kiln_qmatmul_u8s8's packing);
-//           correction int32 (N); scale and bias float32 (N).
+//           correction int32 (N); scale and bias float32 (N), or neither.
 //   output: float32 (..., N) =
-//           (sum over k of x[..., k] * w(k, n) + correction[n]) * scale[n] + bias[n].
+//           (sum over k of x[..., k] * w(k, n) + correction[n]) * scale[n] + bias[n],
+//           or without scale and bias (MatMulInteger) int32 (..., N) = the sum
+//           plus correction[n] (kiln_qmatmul_u8s8_i32).
 // With correction = -x_zero * the column's sum this is scale * sum (x - x_zero) * w.
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "common/kernel_abi.h"
 #include "common/status_macros.h"
@@ -28,17 +32,21 @@ constexpr int64_t kGroup = abi::kQMatMulKGroup;
 constexpr int64_t kBlock = abi::kQMatMulColumnBlock;
 
 absl::StatusOr<TensorType> QMatMulRelation(const std::vector<TensorType>& in, const Attrs&) {
-  const TensorType &x = in[0], &w = in[1], &corr = in[2], &scale = in[3], &bias = in[4];
-  const bool types_ok = x.dtype == DType::kUInt8 && w.dtype == DType::kInt8 &&
-                        corr.dtype == DType::kInt32 && scale.dtype == DType::kFloat32 &&
-                        bias.dtype == DType::kFloat32;
-  if (!types_ok || x.rank() < 1 || w.rank() != 2 || corr.rank() != 1 || scale.shape != corr.shape ||
-      bias.shape != corr.shape) {
+  const TensorType &x = in[0], &w = in[1], &corr = in[2];
+  const bool scaled = in.size() == 5;
+  bool types_ok = x.dtype == DType::kUInt8 && w.dtype == DType::kInt8 &&
+                  corr.dtype == DType::kInt32 && x.rank() >= 1 && w.rank() == 2 &&
+                  corr.rank() == 1 && (scaled || in.size() == 3);
+  for (size_t i = 3; types_ok && i < in.size(); ++i) {
+    types_ok = in[i].dtype == DType::kFloat32 && in[i].shape == corr.shape;
+  }
+  if (!types_ok) {
+    std::string got;
+    for (const TensorType& t : in) absl::StrAppend(&got, got.empty() ? "" : ", ", t.ToString());
     return absl::InvalidArgumentError(absl::StrCat(
         "qmatmul_u8s8 wants uint8 x (..., K), int8 w (NB, KP * 16), int32 correction (N) and "
-        "float32 scale and bias (N); got ",
-        x.ToString(), ", ", w.ToString(), ", ", corr.ToString(), ", ", scale.ToString(), ", ",
-        bias.ToString()));
+        "float32 scale and bias (N) or neither; got ",
+        got));
   }
   const int64_t k = x.shape.back(), n = corr.shape[0];
   const std::vector<int64_t> packed{(n + kBlock - 1) / kBlock,
@@ -50,10 +58,10 @@ absl::StatusOr<TensorType> QMatMulRelation(const std::vector<TensorType>& in, co
   }
   std::vector<int64_t> out = x.shape;
   out.back() = n;
-  return TensorType{DType::kFloat32, out};
+  return TensorType{scaled ? DType::kFloat32 : DType::kInt32, out};
 }
 
-// The sum in int64, exact, then the epilogue in float32.
+// The sum in int64, exact, then the epilogue in float32 (or none).
 Expr QMatMulCompute(ComputeContext& ctx) {
   te::ExprBuilder& b = ctx.b();
   te::Var k = ctx.ReduceVar("k", ctx.input_type(0).shape.back());
@@ -68,6 +76,7 @@ Expr QMatMulCompute(ComputeContext& ctx) {
   const Expr x = b.Cast(te::ScalarType::kI64, ctx.Input(0, x_idx));
   Expr sum = b.Reduce(te::ReduceOp::kSum, {k}, b.Mul(x, w));
   sum = b.Add(sum, b.Cast(te::ScalarType::kI64, ctx.Input(2, {n})));
+  if (ctx.num_inputs() == 3) return sum;
   return b.Add(b.Mul(b.Cast(te::ScalarType::kF32, sum), ctx.Input(3, {n})), ctx.Input(4, {n}));
 }
 
@@ -77,8 +86,10 @@ void RegisterQuantizedMatMulOp(OpRegistry& r) {
   OpDef def;
   def.name = "qmatmul_u8s8";
   def.pattern = OpPattern::kOpaque;
-  def.min_inputs = def.max_inputs = 5;
-  def.summary = "a QDQ matmul's uint8 x int8 products in int32, scaled per column (float32)";
+  def.min_inputs = 3;
+  def.max_inputs = 5;
+  def.summary =
+      "a QDQ matmul's uint8 x int8 products in int32, scaled per column (float32) or not (int32)";
   def.parse_attrs = ParseNoAttrs;
   def.infer_type = QMatMulRelation;
   def.compute = QMatMulCompute;

@@ -1,6 +1,7 @@
 // IntegerQdqConv, for each conv2d of groups 1:
 //   1. The activation: the conv's input is uint8 integers minus a constant
-//      zero point za (MatchQuantizedActivation, qdq_operands.h): a select of
+//      zero point za (MatchQuantizedActivation, qdq_operands.h; a computed
+//      one is left: the padding holds its value): a select of
 //      SimplifyFakeQuant's float clip, read as cast<u8>(c), or cast<f32>(u)
 //      of a uint8 tensor u (QLinearConv, ConvInteger), read as u.
 //   2. The weight: a float constant (O, C, KH, KW) of integers in
@@ -124,7 +125,7 @@ absl::StatusOr<bool> IntegerQdqConv(Graph& graph, bool host_has_vnni) {
     const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv->attrs);
     if (a.groups != 1) continue;
     const std::optional<QuantizedActivation> x = MatchQuantizedActivation(conv->inputs[0]);
-    if (!x) continue;
+    if (!x || x->zero_tensor != nullptr) continue;  // the padding needs the zero point's value
     const Node* conv_bias = conv->inputs.size() == 3 ? conv->inputs[2] : nullptr;
     const std::optional<PackedWeight> w = PackWeight(conv->inputs[1], x->zero, conv_bias);
     if (!w) continue;

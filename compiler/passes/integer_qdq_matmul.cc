@@ -1,6 +1,6 @@
 // IntegerQdqMatMul, for each matmul or dense whose weight is a 2-D constant:
-//   1. The activation x (..., K): uint8 integers minus a constant zero point
-//      za (MatchQuantizedActivation, qdq_operands.h), read as cast<u8>(c) of
+//   1. The activation x (..., K): uint8 integers minus a zero point za
+//      (MatchQuantizedActivation, qdq_operands.h), read as cast<u8>(c) of
 //      SimplifyFakeQuant's clip or as the uint8 tensor itself. Any batch
 //      dims of x are rows of one (M, K) product: the weight is shared.
 //   2. The weight: a float32 or int32 constant of integers in [-128, 127]
@@ -9,17 +9,20 @@
 //      kernel_abi.h): [n / 16][k / 4][n % 16][k % 4] int8, zero past K and N.
 //   3. The zero point: sum (x - za) * w = sum x * w - za * sum w, so the
 //      correction -za * colsum(w) per output column is a constant; a bias
-//      operand of integers adds to it, still in int32.
+//      operand of integers adds to it, still in int32. A computed za
+//      (DynamicQuantizeLinear's, before MatMulInteger) makes it a small
+//      int32 op on that constant and colsum(w), run per inference.
 //   4. The product's type: a float32 product (QDQ MatMul and Gemm) is
-//      replaced itself; an int32 one (QLinearMatMul) only when its one
-//      reader converts it to float32, which is then what is replaced (the
-//      kernel rounds the exact int32 sum to float32 the same way).
-//      MatMulInteger's int32 output, read as int32, keeps its int32 matmul.
-//   5. The epilogue: the replaced node's only reader, a multiply by a
-//      constant with one value or one per column (x_scale * w_scale), and
-//      that one's only reader, an add of such a constant (the bias), become
-//      the kernel's scale and bias (1 and 0 otherwise), applied in one FMA
-//      as the float product's fused epilogue did.
+//      replaced itself; an int32 one (MatMulInteger, QLinearMatMul) whose one
+//      reader converts it to float32 has that conversion replaced (the
+//      kernel rounds the exact int32 sum to float32 the same way); any other
+//      int32 product becomes the op's int32 form (no scale and bias operands,
+//      kiln_qmatmul_u8s8_i32).
+//   5. The epilogue (float32 form): the replaced node's only reader, a
+//      multiply by a constant with one value or one per column (x_scale *
+//      w_scale), and that one's only reader, an add of such a constant (the
+//      bias), become the kernel's scale and bias (1 and 0 otherwise),
+//      applied in one FMA as the float product's fused epilogue did.
 //   6. Other readers of an activation made uint8 read it widened
 //      (Uint8Activations::RewireSelects), as in IntegerQdqConv.
 // Every int32 sum is exact (K < 2^31 / (255 * 128) is checked); the float
@@ -55,6 +58,7 @@ constexpr int64_t kBlock = abi::kQMatMulColumnBlock;
 struct PackedWeight {
   std::shared_ptr<ConstantData> packed;      // int8 (NB, KP * 16)
   std::shared_ptr<ConstantData> correction;  // int32 (N)
+  std::vector<double> sums;                  // each column's
 };
 
 bool IsInt8(float v) {
@@ -77,9 +81,10 @@ std::optional<std::vector<int8_t>> Int8Values(const T* v, int64_t k, int64_t n, 
   return out;
 }
 
-// Steps 2 and 3 (`bias` may be null). `transposed`: w is (N, K).
+// Steps 2 and 3 (`bias` may be null). `transposed`: w is (N, K). With a
+// computed zero point (`zero` 0 here) the correction must hold any of them.
 std::optional<PackedWeight> PackWeight(const Node* w, bool transposed, int64_t zero,
-                                       const Node* bias) {
+                                       bool computed_zero, const Node* bias) {
   if (!w->is_constant() || w->type.rank() != 2 ||
       (w->type.dtype != DType::kFloat32 && w->type.dtype != DType::kInt32)) {
     return std::nullopt;
@@ -117,7 +122,8 @@ std::optional<PackedWeight> PackWeight(const Node* w, bool transposed, int64_t z
       if (!(std::fabs(b) < 2147483648.0) || b != std::nearbyint(b)) return std::nullopt;
       c += static_cast<int64_t>(b);
     }
-    if (c < INT32_MIN || c > INT32_MAX) return std::nullopt;
+    const int64_t reach = computed_zero ? 255 * std::abs(sums[j]) : 0;
+    if (c - reach < INT32_MIN || c + reach > INT32_MAX) return std::nullopt;
     correction[j] = static_cast<int32_t>(c);
   }
   PackedWeight out;
@@ -129,6 +135,7 @@ std::optional<PackedWeight> PackWeight(const Node* w, bool transposed, int64_t z
   std::string corr(n * sizeof(int32_t), '\0');
   std::memcpy(corr.data(), correction.data(), corr.size());
   out.correction->bytes = ConstantBytes(std::move(corr));
+  out.sums.assign(sums.begin(), sums.end());
   return out;
 }
 
@@ -158,21 +165,23 @@ absl::StatusOr<bool> IntegerQdqMatMul(Graph& graph, bool host_has_vnni) {
     const std::optional<QuantizedActivation> x = MatchQuantizedActivation(product->inputs[0]);
     if (!x || (x->clip != nullptr && dtype != DType::kFloat32)) continue;
     const Node* product_bias = product->inputs.size() == 3 ? product->inputs[2] : nullptr;
-    const std::optional<PackedWeight> w =
-        PackWeight(product->inputs[1], transposed, x->zero, product_bias);
+    const std::optional<PackedWeight> w = PackWeight(product->inputs[1], transposed, x->zero,
+                                                     x->zero_tensor != nullptr, product_bias);
     if (!w) continue;
     // Step 4.
     Node* replaced = product;
+    bool scaled = true;
     if (dtype == DType::kInt32) {
-      replaced = readers.OnlyReader(product);
-      if (replaced == nullptr || !IsOp(replaced, "cast") ||
-          replaced->type.dtype != DType::kFloat32) {
-        continue;
+      Node* reader = readers.OnlyReader(product);
+      if (reader != nullptr && IsOp(reader, "cast") && reader->type.dtype == DType::kFloat32) {
+        replaced = reader;
+      } else {
+        scaled = false;
       }
     }
     const int64_t columns = product->type.shape.back();
     std::vector<double> scale(columns, 1.0), bias(columns, 0.0);
-    if (Node* mul = readers.OnlyBinaryReader(replaced, "mul")) {
+    if (Node* mul = scaled ? readers.OnlyBinaryReader(replaced, "mul") : nullptr) {
       if (std::optional<std::vector<float>> s = ColumnValues(mul->inputs[1], columns)) {
         scale.assign(s->begin(), s->end());
         replaced = mul;
@@ -188,12 +197,25 @@ absl::StatusOr<bool> IntegerQdqMatMul(Graph& graph, bool host_has_vnni) {
     Node* u8 = uint8.Get(graph, *x);
     Node* packed = graph.AddConstant(name + "/w_s8", w->packed);
     Node* correction = graph.AddConstant(name + "/zero_point_correction", w->correction);
-    Node* scales =
-        graph.AddConstant(name + "/scale", MakeConstant(DType::kFloat32, {columns}, scale));
-    Node* biases =
-        graph.AddConstant(name + "/bias", MakeConstant(DType::kFloat32, {columns}, bias));
-    Node* q = graph.AddOp(name + "/u8s8", ops.Find("qmatmul_u8s8"),
-                          {u8, packed, correction, scales, biases}, NoAttrs{});
+    if (Node* z = x->zero_tensor) {  // step 3 at run time: - z * colsum(w)
+      if (z->type.rank() != 0) {
+        z = graph.AddOp(name + "/x_zero", ops.Find("reshape"), {z}, ReshapeAttrs{{}});
+      }
+      z = graph.AddOp(name + "/x_zero_i32", ops.Find("cast"), {z}, CastAttrs{DType::kInt32});
+      Node* sums =
+          graph.AddConstant(name + "/column_sums", MakeConstant(DType::kInt32, {columns}, w->sums));
+      Node* term = graph.AddOp(name + "/zero_term", ops.Find("mul"), {z, sums}, NoAttrs{});
+      correction = graph.AddOp(name + "/zero_point_correction_computed", ops.Find("sub"),
+                               {correction, term}, NoAttrs{});
+    }
+    std::vector<Node*> operands{u8, packed, correction};
+    if (scaled) {
+      operands.push_back(
+          graph.AddConstant(name + "/scale", MakeConstant(DType::kFloat32, {columns}, scale)));
+      operands.push_back(
+          graph.AddConstant(name + "/bias", MakeConstant(DType::kFloat32, {columns}, bias)));
+    }
+    Node* q = graph.AddOp(name + "/u8s8", ops.Find("qmatmul_u8s8"), operands, NoAttrs{});
     graph.ReplaceAllUses(replaced, q);
     changed = true;
   }

@@ -30,6 +30,12 @@ Node* SelectedClip(Node* n) {
   return c;
 }
 
+// Whether `n` is cast<f32>(u) or cast<i32>(u) of a uint8 u.
+bool WidenedUint8(const Node* n) {
+  return IsOp(n, "cast") && (n->type.dtype == DType::kFloat32 || n->type.dtype == DType::kInt32) &&
+         n->inputs[0]->type.dtype == DType::kUInt8;
+}
+
 }  // namespace
 
 bool IsOp(const Node* n, const char* name) { return n->is_op() && n->op->name == name; }
@@ -42,13 +48,17 @@ std::optional<double> ScalarConstant(const Node* n) {
 std::optional<QuantizedActivation> MatchQuantizedActivation(Node* a) {
   QuantizedActivation out;
   if (IsOp(a, "sub")) {
-    const std::optional<double> zp = ScalarConstant(a->inputs[1]);
-    if (!zp || !(*zp >= 0 && *zp <= 255) || !IsIntegerValue(*zp)) return std::nullopt;
-    out.zero = static_cast<int64_t>(*zp);
+    Node* z = a->inputs[1];
+    if (WidenedUint8(z) && z->type.NumElements() == 1 && !z->inputs[0]->is_constant()) {
+      out.zero_tensor = z->inputs[0];
+    } else {
+      const std::optional<double> zp = ScalarConstant(z);
+      if (!zp || !(*zp >= 0 && *zp <= 255) || !IsIntegerValue(*zp)) return std::nullopt;
+      out.zero = static_cast<int64_t>(*zp);
+    }
     a = a->inputs[0];
   }
-  if (IsOp(a, "cast") && (a->type.dtype == DType::kFloat32 || a->type.dtype == DType::kInt32) &&
-      a->inputs[0]->type.dtype == DType::kUInt8) {
+  if (WidenedUint8(a)) {
     out.uint8 = a->inputs[0];
     return out;
   }

@@ -24,9 +24,13 @@ struct QuantizedActivation {
   Node* clip = nullptr;   // a float clip to cast to uint8,
   Node* uint8 = nullptr;  // or a uint8 tensor as it is
   int64_t zero = 0;
+  // Or the zero point computed, a uint8 tensor of one element
+  // (DynamicQuantizeLinear's); `zero` is then 0.
+  Node* zero_tensor = nullptr;
 };
 
-// `a`, or `a` minus a constant zero point in [0, 255], when `a` is
+// `a`, or `a` minus a zero point in [0, 255] (a constant, or a one-element
+// uint8 tensor widened as `a` is), when `a` is
 //   - where(c == c, c, 0), c a float32 clip to bounds inside [0, 255] of an
 //     integral value (SimplifyFakeQuant's result for QDQ): then cast<u8>(c)
 //     holds the same integers, NaN included (the cast makes it 0, as the

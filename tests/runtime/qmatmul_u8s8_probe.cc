@@ -1,9 +1,11 @@
 // Runs kiln_qmatmul_u8s8 on one case written by qmatmul_u8s8_test.py:
 //   qmatmul_u8s8_probe IN OUT [REPEATS]
-// IN: 3 int64 (rows, depth, cols), then x (uint8, rows x depth), the packed
-// weight (int8, see common/kernel_abi.h), correction (int32, cols), scale and
-// bias (float32, cols each); OUT: the float32 output, raw. With REPEATS the
-// call is timed that many times and the best time printed (a measurement aid).
+// IN: 4 int64 (rows, depth, cols, int32 output or not), then x (uint8, rows
+// x depth), the packed weight (int8, see common/kernel_abi.h), correction
+// (int32, cols), and for float32 output scale and bias (float32, cols each);
+// OUT: the output (kiln_qmatmul_u8s8's float32 or kiln_qmatmul_u8s8_i32's
+// int32), raw. With REPEATS the call is timed that many times and the best
+// time printed (a measurement aid).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -23,10 +25,11 @@ int main(int argc, char** argv) {
   std::ifstream in(argv[1], std::ios::binary);
   const std::vector<char> bytes{std::istreambuf_iterator<char>(in),
                                 std::istreambuf_iterator<char>()};
-  int64_t v[3];
+  int64_t v[4];
   if (bytes.size() < sizeof(v)) return 2;
   std::copy(bytes.data(), bytes.data() + sizeof(v), reinterpret_cast<char*>(v));
   const int64_t rows = v[0], depth = v[1], cols = v[2];
+  const bool int32_out = v[3] != 0;
   constexpr int64_t kGroup = kiln::abi::kQMatMulKGroup, kBlock = kiln::abi::kQMatMulColumnBlock;
   const int64_t packed =
       (cols + kBlock - 1) / kBlock * kBlock * ((depth + kGroup - 1) / kGroup) * kGroup;
@@ -40,23 +43,29 @@ int main(int argc, char** argv) {
   std::vector<int32_t> correction(cols);
   std::copy(at, at + cols * 4, reinterpret_cast<char*>(correction.data()));
   at += cols * 4;
-  std::vector<float> scale(cols);
-  std::copy(at, at + cols * 4, reinterpret_cast<char*>(scale.data()));
-  at += cols * 4;
-  std::vector<float> bias(cols);
-  std::copy(at, at + cols * 4, reinterpret_cast<char*>(bias.data()));
-  at += cols * 4;
+  std::vector<float> scale(cols), bias(cols);
+  if (!int32_out) {
+    std::copy(at, at + cols * 4, reinterpret_cast<char*>(scale.data()));
+    at += cols * 4;
+    std::copy(at, at + cols * 4, reinterpret_cast<char*>(bias.data()));
+    at += cols * 4;
+  }
   if (at != bytes.data() + bytes.size()) {
     std::fprintf(stderr, "input is %zu bytes, expected %td\n", bytes.size(), at - bytes.data());
     return 2;
   }
-  std::vector<float> out(rows * cols);
+  std::vector<float> out(rows * cols);  // or int32s, of the same size
   const int repeats = argc == 4 ? std::atoi(argv[3]) : 1;
   double best = 1e30;
   for (int i = 0; i < repeats; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    kiln_qmatmul_u8s8(out.data(), x.data(), weights, correction.data(), scale.data(), bias.data(),
-                      rows, depth, cols);
+    if (int32_out) {
+      kiln_qmatmul_u8s8_i32(reinterpret_cast<int32_t*>(out.data()), x.data(), weights,
+                            correction.data(), rows, depth, cols);
+    } else {
+      kiln_qmatmul_u8s8(out.data(), x.data(), weights, correction.data(), scale.data(),
+                        bias.data(), rows, depth, cols);
+    }
     best = std::min(
         best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
                   .count());

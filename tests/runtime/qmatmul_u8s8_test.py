@@ -4,7 +4,8 @@ the 6 x 64 tile, a batch of rows (B, S, K) flattened, extreme values. The
 reference sums the centered integers (x - x_zero) * w in int64; the kernel's
 float32 output must equal fma(float32(sum), scale, bias) exactly (scales and
 biases have few mantissa bits, so that float64 computes that product and sum
-exactly and one rounding to float32 remains).
+exactly and one rounding to float32 remains), and kiln_qmatmul_u8s8_i32's
+int32 output the sum itself.
   qmatmul_u8s8_test.py PROBE
 """
 import os
@@ -29,7 +30,8 @@ def pack(w):
     return padded.reshape(kp // GROUP, GROUP, np_ // BLOCK, BLOCK).transpose(2, 0, 3, 1).copy()
 
 
-def run_case(probe, rng, tmp, shape, k, n, x_zero, extreme=False, unit_scale=False):
+def run_case(probe, rng, tmp, shape, k, n, x_zero, extreme=False, unit_scale=False,
+             int32_out=False):
     rows = int(np.prod(shape))
     if extreme:  # the largest products: no 16-bit intermediate may saturate
         x = np.full(shape + (k,), 255, np.uint8)
@@ -44,18 +46,22 @@ def run_case(probe, rng, tmp, shape, k, n, x_zero, extreme=False, unit_scale=Fal
     else:
         scale = (rng.integers(1, 1024, n) * 2.0**-16).astype(np.float32)
         bias = (rng.integers(-2**20, 2**20, n) * 2.0**-16).astype(np.float32)
-    header = np.array([rows, k, n], np.int64)
+    header = np.array([rows, k, n, int32_out], np.int64)
     path_in, path_out = os.path.join(tmp, "in"), os.path.join(tmp, "out")
     with open(path_in, "wb") as f:
-        for a in (header, x, pack(w), correction, scale, bias):
+        for a in (header, x, pack(w), correction) + (() if int32_out else (scale, bias)):
             f.write(a.tobytes())
     subprocess.run([probe, path_in, path_out], check=True)
-    got = np.fromfile(path_out, np.float32).reshape(shape + (n,))
+    got = np.fromfile(path_out, np.int32 if int32_out else np.float32).reshape(shape + (n,))
     acc = (x.astype(np.int64) - x_zero) @ w.astype(np.int64)
     assert np.abs(acc).max() < 2**31
-    product = acc.astype(np.float32).astype(np.float64) * scale.astype(np.float64)
-    want = (product + bias.astype(np.float64)).astype(np.float32)
-    name = f"x{shape}x{k} w{k}x{n} zp{x_zero}{' extreme' if extreme else ''}"
+    if int32_out:
+        want = acc.astype(np.int32)
+    else:
+        product = acc.astype(np.float32).astype(np.float64) * scale.astype(np.float64)
+        want = (product + bias.astype(np.float64)).astype(np.float32)
+    name = (f"x{shape}x{k} w{k}x{n} zp{x_zero}{' extreme' if extreme else ''}"
+            f"{' int32' if int32_out else ''}")
     if not np.array_equal(got, want):
         bad = np.argwhere(got != want)
         i = tuple(bad[0])
@@ -82,6 +88,10 @@ def main():
         ok &= run_case(probe, rng, tmp, (7,), 301, 37, x_zero=0, unit_scale=True)
         ok &= run_case(probe, rng, tmp, (5,), 513, 20, x_zero=255, extreme=True, unit_scale=True)
         ok &= run_case(probe, rng, tmp, (8,), 64, 16, x_zero=0, extreme=True, unit_scale=True)
+        # int32 output (MatMulInteger): sums beyond 2^24, which float32 would round.
+        ok &= run_case(probe, rng, tmp, (5,), 1027, 20, x_zero=0, extreme=True, int32_out=True)
+        ok &= run_case(probe, rng, tmp, (2, 9), 301, 70, x_zero=128, int32_out=True)
+        ok &= run_case(probe, rng, tmp, (1,), 3, 1, x_zero=0, int32_out=True)
     sys.exit(0 if ok else 1)
 
 

@@ -244,7 +244,7 @@ std::shared_ptr<ConstantData> Int32Values(std::vector<int64_t> shape,
 // QLinearMatMul's form as the importer leaves it after folding: a uint8
 // input widened to int32 and centered, an int32 product with the centered
 // int32 weight, converted to float32 and scaled per column. The input is used
-// as it is; MatMulInteger's form (the int32 product read as int32) is left.
+// as it is.
 TEST(IntegerQdqMatMulTest, QLinearMatMulFormMatchesAnIntegerReference) {
   const int64_t m = 10, k = 45, n = 19;
   const int32_t zero = 131;
@@ -256,28 +256,19 @@ TEST(IntegerQdqMatMulTest, QLinearMatMulFormMatchesAnIntegerReference) {
   for (int64_t i = 0; i < n; ++i) scale[i] = 0.001f * static_cast<float>(i + 1);
   std::vector<uint8_t> x(m * k);
   for (uint8_t& v : x) v = static_cast<uint8_t>(byte(rng));
-  auto build = [&](bool to_float) {
+  auto build = [&] {
     Graph g;
     Node* in = g.AddInput("x", {DType::kUInt8, {m, k}});
     Node* wide = Op(g, "cast", {in}, CastAttrs{DType::kInt32});
     Node* centered = Op(g, "sub", {wide, g.AddConstant("zp", Int32Values({}, {zero}))});
     Node* acc = Op(g, "matmul", {centered, g.AddConstant("w", Int32Values({k, n}, weights))});
-    if (to_float) {
-      Node* real = Op(g, "cast", {acc}, CastAttrs{DType::kFloat32});
-      g.AddOutput(Op(g, "mul", {real, g.AddConstant("s", FloatValues({n}, scale))}));
-    } else {
-      g.AddOutput(acc);
-    }
+    Node* real = Op(g, "cast", {acc}, CastAttrs{DType::kFloat32});
+    g.AddOutput(Op(g, "mul", {real, g.AddConstant("s", FloatValues({n}, scale))}));
     EXPECT_TRUE(InferTypes(g).ok());
     return g;
   };
-  Graph integer = build(/*to_float=*/false);
-  absl::StatusOr<bool> changed = RunPass(integer, /*vnni=*/true);
-  ASSERT_TRUE(changed.ok());
-  EXPECT_FALSE(*changed);
-
-  Graph g = build(/*to_float=*/true);
-  changed = RunPass(g, /*vnni=*/true);
+  Graph g = build();
+  absl::StatusOr<bool> changed = RunPass(g, /*vnni=*/true);
   ASSERT_TRUE(changed.ok() && *changed);
   ASSERT_EQ(g.outputs()[0]->op_name(), "qmatmul_u8s8");
   EXPECT_TRUE(g.outputs()[0]->inputs[0]->is_input());
@@ -294,7 +285,7 @@ TEST(IntegerQdqMatMulTest, QLinearMatMulFormMatchesAnIntegerReference) {
   }
   auto manager = engine::ModelManager::Create({});
   ASSERT_TRUE(manager.ok()) << manager.status();
-  auto compiled = (*manager)->Compile("qlinear", build(/*to_float=*/true), CompileOptions{});
+  auto compiled = (*manager)->Compile("qlinear", build(), CompileOptions{});
   ASSERT_TRUE(compiled.ok()) << compiled.status();
   auto in = Tensor::FromBytes({DType::kUInt8, {m, k}},
                               absl::string_view(reinterpret_cast<const char*>(x.data()), x.size()));
@@ -303,6 +294,75 @@ TEST(IntegerQdqMatMulTest, QLinearMatMulFormMatchesAnIntegerReference) {
   ASSERT_TRUE(result.ok()) << result.status();
   const float* got = static_cast<const float*>(result->outputs[0].data());
   for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "at " << i;
+}
+
+// MatMulInteger's form: the int32 product read as int32 becomes the op's
+// int32 form, its sums exact where float32 would round them (past 2^24). The
+// zero point is an input here, as DynamicQuantizeLinear computes it: the
+// correction is then computed per run, and each run's zero point counts.
+TEST(IntegerQdqMatMulTest, MatMulIntegerFormKeepsExactSumsWithAComputedZeroPoint) {
+  const int64_t m = 7, k = 1100, n = 35;
+  std::mt19937 rng(9);
+  std::uniform_int_distribution<int> low(0, 3), high(252, 255), weight(120, 127);
+  std::vector<int32_t> weights(k * n);
+  for (int32_t& v : weights) v = weight(rng);
+  for (int64_t i = 0; i < k; i += 7) weights[i * n + 3] = -128;
+  std::vector<uint8_t> x(m * k);
+  for (int64_t i = 0; i < m * k; ++i)
+    x[i] = static_cast<uint8_t>(i % 13 == 0 ? low(rng) : high(rng));
+  auto build = [&] {
+    Graph g;
+    Node* in = g.AddInput("x", {DType::kUInt8, {m, k}});
+    Node* zp = g.AddInput("zp", {DType::kUInt8, {}});
+    Node* centered = Op(g, "sub",
+                        {Op(g, "cast", {in}, CastAttrs{DType::kInt32}),
+                         Op(g, "cast", {zp}, CastAttrs{DType::kInt32})});
+    g.AddOutput(Op(g, "matmul", {centered, g.AddConstant("w", Int32Values({k, n}, weights))}));
+    EXPECT_TRUE(InferTypes(g).ok());
+    return g;
+  };
+  Graph g = build();
+  absl::StatusOr<bool> changed = RunPass(g, /*vnni=*/true);
+  ASSERT_TRUE(changed.ok() && *changed);
+  const Node* q = g.outputs()[0];
+  ASSERT_EQ(q->op_name(), "qmatmul_u8s8");
+  EXPECT_EQ(q->inputs.size(), 3u);
+  EXPECT_EQ(q->type, (TensorType{DType::kInt32, {m, n}}));
+  EXPECT_FALSE(q->inputs[2]->is_constant());
+
+  auto manager = engine::ModelManager::Create({});
+  ASSERT_TRUE(manager.ok()) << manager.status();
+  auto compiled = (*manager)->Compile("integer", build(), CompileOptions{});
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  bool on_vnni = false;
+  for (const engine::KernelCompileReport& kernel : compiled->kernels) {
+    on_vnni |= kernel.schedule.rfind("qmatmul u8s8", 0) == 0;
+  }
+  EXPECT_EQ(on_vnni, HostHasVnni());
+  auto in = Tensor::FromBytes({DType::kUInt8, {m, k}},
+                              absl::string_view(reinterpret_cast<const char*>(x.data()), x.size()));
+  ASSERT_TRUE(in.ok());
+  bool past_float = false;
+  for (uint8_t zero : {uint8_t{0}, uint8_t{3}, uint8_t{200}}) {
+    SCOPED_TRACE(static_cast<int>(zero));
+    auto zp = Tensor::FromBytes({DType::kUInt8, {}},
+                                absl::string_view(reinterpret_cast<const char*>(&zero), 1));
+    ASSERT_TRUE(zp.ok());
+    auto result = (*manager)->Find("integer")->Run({&*in, &*zp});
+    ASSERT_TRUE(result.ok()) << result.status();
+    const int32_t* got = static_cast<const int32_t*>(result->outputs[0].data());
+    for (int64_t r = 0; r < m; ++r) {
+      for (int64_t j = 0; j < n; ++j) {
+        int64_t sum = 0;
+        for (int64_t kk = 0; kk < k; ++kk) {
+          sum += (int64_t{x[r * k + kk]} - zero) * int64_t{weights[kk * n + j]};
+        }
+        past_float |= std::abs(sum) > (1 << 24);
+        ASSERT_EQ(got[r * n + j], sum) << r << " " << j;
+      }
+    }
+  }
+  EXPECT_TRUE(past_float);  // the case tests what float32 sums would not
 }
 
 }  // namespace
