@@ -308,8 +308,10 @@ TEST(IntegerQdqMatMulTest, MatMulIntegerFormKeepsExactSumsWithAComputedZeroPoint
   for (int32_t& v : weights) v = weight(rng);
   for (int64_t i = 0; i < k; i += 7) weights[i * n + 3] = -128;
   std::vector<uint8_t> x(m * k);
-  for (int64_t i = 0; i < m * k; ++i)
+  for (int64_t i = 0; i < m * k; ++i) {
     x[i] = static_cast<uint8_t>(i % 13 == 0 ? low(rng) : high(rng));
+  }
+  // The zero point as a scalar here, as a one-element vector in the next test.
   auto build = [&] {
     Graph g;
     Node* in = g.AddInput("x", {DType::kUInt8, {m, k}});
@@ -363,6 +365,56 @@ TEST(IntegerQdqMatMulTest, MatMulIntegerFormKeepsExactSumsWithAComputedZeroPoint
     }
   }
   EXPECT_TRUE(past_float);  // the case tests what float32 sums would not
+}
+
+// A product with one output column: its correction, scale and bias are
+// single constants, which lowering bakes into the kernel instead of passing
+// them, so the op's own compute runs (not kiln_qmatmul_u8s8). A zero point of
+// shape (1) is reshaped to the scalar the correction's product needs.
+TEST(IntegerQdqMatMulTest, OneColumnRunsTheOpsComputeExactly) {
+  const int64_t m = 6, k = 9, n = 1;
+  const std::vector<int32_t> weights{3, -128, 127, 0, -5, 77, 1, -1, 100};
+  std::vector<uint8_t> x(m * k);
+  for (int64_t i = 0; i < m * k; ++i) x[i] = static_cast<uint8_t>((i * 97) % 256);
+  auto build = [&] {
+    Graph g;
+    Node* in = g.AddInput("x", {DType::kUInt8, {m, k}});
+    Node* zp = g.AddInput("zp", {DType::kUInt8, {1}});
+    Node* centered = Op(g, "sub",
+                        {Op(g, "cast", {in}, CastAttrs{DType::kInt32}),
+                         Op(g, "cast", {zp}, CastAttrs{DType::kInt32})});
+    Node* acc = Op(g, "matmul", {centered, g.AddConstant("w", Int32Values({k, n}, weights))});
+    Node* real = Op(g, "cast", {acc}, CastAttrs{DType::kFloat32});
+    g.AddOutput(Op(g, "mul", {real, g.AddConstant("s", FloatValues({n}, {0.25f}))}));
+    EXPECT_TRUE(InferTypes(g).ok());
+    return g;
+  };
+  Graph g = build();
+  absl::StatusOr<bool> changed = RunPass(g, /*vnni=*/true);
+  ASSERT_TRUE(changed.ok() && *changed);
+  ASSERT_EQ(g.outputs()[0]->op_name(), "qmatmul_u8s8");
+
+  auto manager = engine::ModelManager::Create({});
+  ASSERT_TRUE(manager.ok()) << manager.status();
+  auto compiled = (*manager)->Compile("column", build(), CompileOptions{});
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  for (const engine::KernelCompileReport& kernel : compiled->kernels) {
+    EXPECT_NE(kernel.schedule.rfind("qmatmul u8s8", 0), 0u) << kernel.schedule;
+  }
+  auto in = Tensor::FromBytes({DType::kUInt8, {m, k}},
+                              absl::string_view(reinterpret_cast<const char*>(x.data()), x.size()));
+  const uint8_t zero = 131;
+  auto zp = Tensor::FromBytes({DType::kUInt8, {1}},
+                              absl::string_view(reinterpret_cast<const char*>(&zero), 1));
+  ASSERT_TRUE(in.ok() && zp.ok());
+  auto result = (*manager)->Find("column")->Run({&*in, &*zp});
+  ASSERT_TRUE(result.ok()) << result.status();
+  const float* got = static_cast<const float*>(result->outputs[0].data());
+  for (int64_t r = 0; r < m; ++r) {
+    int64_t sum = 0;
+    for (int64_t kk = 0; kk < k; ++kk) sum += (int64_t{x[r * k + kk]} - zero) * weights[kk];
+    EXPECT_EQ(got[r], static_cast<float>(sum) * 0.25f) << r;
+  }
 }
 
 }  // namespace
