@@ -5,7 +5,8 @@
 #     resnet18, qnnpack, 112x112) against the same network unquantised;
 #   - a transformer's MLP: bench/qdq_mlp.py's 4 BERT-base feed-forward blocks
 #     on (1, 128, 768), statically quantised by that script (uint8
-#     activations, int8 per-column weights), against its float32 twin.
+#     activations, int8 per-column weights; QDQ), dynamically quantised
+#     (DynamicQuantizeLinear + MatMulInteger), and its float32 twin.
 # "kiln -int" is Kiln with the integer QDQ passes (IntegerQdqConv,
 # IntegerQdqMatMul) disabled: the float32 path they replace on VNNI hosts.
 #   bench/qdq.sh [--iterations N]
@@ -31,12 +32,12 @@ cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 echo "CPU: $cpu; batch 1; p50 ms over $iterations iterations"
 p50='import json,sys; print("%.3f" % json.load(sys.stdin)["p50_ms"])'
 printf '%-16s %-8s %10s %10s %10s\n' model threads kiln "kiln -int" ort
-for name in fp32_resnet18 qdq_resnet18 fp32_mlp qdq_mlp; do
+for name in fp32_resnet18 qdq_resnet18 fp32_mlp qdq_mlp dynamic_mlp; do
   for threads in 1 2; do
     k=$(bazel-bin/bench/kiln-bench "$work/$name/model.onnx" --threads "$threads" \
           --iterations "$iterations" --json | /usr/bin/python3 -c "$p50")
     f=-
-    if [[ $name == qdq_* ]]; then
+    if [[ $name != fp32_* ]]; then
       f=$(bazel-bin/bench/kiln-bench "$work/$name/model.onnx" --threads "$threads" \
             --iterations "$iterations" --disable-passes IntegerQdqConv,IntegerQdqMatMul \
             --json | /usr/bin/python3 -c "$p50")

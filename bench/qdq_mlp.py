@@ -3,8 +3,8 @@
 
     /usr/bin/python3 bench/qdq_mlp.py OUT_DIR [--layers L] [--seq S]
 
-Writes OUT_DIR/fp32_mlp/model.onnx and OUT_DIR/qdq_mlp/model.onnx: L blocks
-(default 4) of BERT-base's feed-forward layer on x (1, S, 768), S = 128:
+Writes OUT_DIR/{fp32_mlp,qdq_mlp,dynamic_mlp}/model.onnx: L blocks (default
+4) of BERT-base's feed-forward layer on x (1, S, 768), S = 128:
     x = x + (relu(x W1 + b1) W2 + b2)     W1 (768, 3072), W2 (3072, 768)
 The QDQ file is quantised here, without onnxruntime.quantization (Debian has
 none): each MatMul's activation through QuantizeLinear/DequantizeLinear,
@@ -19,7 +19,8 @@ arithmetic (the QDQ one quantising exactly) for `kiln onnx-test
 value on the other side of a quantisation boundary, and that flip carries
 on through the later blocks: the QDQ directory declares one step of its last
 activation quantiser as its tolerance (a float32 NumPy run of the graph is
-0.0108 off at most, that step 0.0125).
+0.0108 off at most, that step 0.0125), dynamic_mlp the largest step its
+DynamicQuantizeLinears take on the test input.
 """
 import argparse
 import os
@@ -72,7 +73,8 @@ def build(layers, seq, seed=0):
         params.append((px, ph))
         x = x + (h @ w2 + b2)
 
-    def graph(quantised):
+    def graph(mode):
+        quantised = mode == "qdq"
         nodes, inits = [], []
         name = "x"
         for i, (((q1, s1), b1, (q2, s2), b2), (px, ph)) in enumerate(zip(qweights, params)):
@@ -97,38 +99,76 @@ def build(layers, seq, seed=0):
                 nodes.append(helper.make_node("DequantizeLinear", args, [f"l{i}_{tag}_dq"], axis=1))
                 return f"l{i}_{tag}_dq"
 
-            a = activation(name, px, "x")
-            nodes.append(helper.make_node("MatMul", [a, weight(q1, s1, "w1")], [f"l{i}_mm1"]))
+            def dynamic_matmul(src, q, s, tag):
+                out = f"l{i}_{tag}"
+                nodes.append(helper.make_node("DynamicQuantizeLinear", [src],
+                                              [f"{out}_q", f"{out}_s", f"{out}_z"]))
+                nodes.append(helper.make_node("MatMulInteger",
+                                              [f"{out}_q", const(f"{tag}_w", q), f"{out}_z"],
+                                              [f"{out}_acc"]))
+                nodes.append(helper.make_node("Cast", [f"{out}_acc"], [f"{out}_accf"],
+                                              to=TensorProto.FLOAT))
+                nodes.append(helper.make_node("Mul", [f"{out}_s", const(f"{tag}_ws", s)],
+                                              [f"{out}_scale"]))
+                nodes.append(helper.make_node("Mul", [f"{out}_accf", f"{out}_scale"], [out]))
+                return out
+
+            if mode == "dynamic":
+                nodes.append(helper.make_node("Identity", [dynamic_matmul(name, q1, s1, "p1")],
+                                              [f"l{i}_mm1"]))
+            else:
+                a = activation(name, px, "x")
+                nodes.append(helper.make_node("MatMul", [a, weight(q1, s1, "w1")], [f"l{i}_mm1"]))
             nodes.append(helper.make_node("Add", [f"l{i}_mm1", const("b1", b1)], [f"l{i}_fc1"]))
             nodes.append(helper.make_node("Relu", [f"l{i}_fc1"], [f"l{i}_h"]))
-            h = activation(f"l{i}_h", ph, "h")
-            nodes.append(helper.make_node("MatMul", [h, weight(q2, s2, "w2")], [f"l{i}_mm2"]))
+            if mode == "dynamic":
+                nodes.append(helper.make_node(
+                    "Identity", [dynamic_matmul(f"l{i}_h", q2, s2, "p2")], [f"l{i}_mm2"]))
+            else:
+                h = activation(f"l{i}_h", ph, "h")
+                nodes.append(helper.make_node("MatMul", [h, weight(q2, s2, "w2")], [f"l{i}_mm2"]))
             nodes.append(helper.make_node("Add", [f"l{i}_mm2", const("b2", b2)], [f"l{i}_fc2"]))
             out = "y" if i == layers - 1 else f"l{i}_out"
             nodes.append(helper.make_node("Add", [name, f"l{i}_fc2"], [out]))
             name = out
         g = helper.make_graph(
-            nodes, "qdq_mlp" if quantised else "fp32_mlp",
+            nodes, f"{mode}_mlp",
             [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, seq, HIDDEN])],
             [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, seq, HIDDEN])], inits)
         model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
         onnx.checker.check_model(model)
         return model
 
-    def reference(x, quantised):
-        """The graph's arithmetic in float64, quantising exactly."""
+    def reference(x, mode):
+        """The graph's arithmetic in float64, quantising exactly; and the
+        largest dynamic quantisation step taken."""
         x = x.astype(np.float64)
+        steps = [0.0]
+
+        def dynamic(a, q, s):
+            low, high = min(a.min(), 0.0), max(a.max(), 0.0)
+            scale = (high - low) / 255
+            zero = np.clip(np.round(-low / scale), 0, 255)
+            steps.append(scale)
+            acc = (np.clip(np.round(a / scale) + zero, 0, 255) - zero) @ q.astype(np.float64)
+            return acc * (scale * s.astype(np.float64))
+
         for ((q1, s1), b1, (q2, s2), b2), (px, ph) in zip(qweights, params):
+            if mode == "dynamic":
+                h = np.maximum(dynamic(x, q1, s1) + b1, 0)
+                x = x + (dynamic(h, q2, s2) + b2)
+                continue
             a = x
-            if quantised:
+            if mode == "qdq":
                 a = (quantise(x, *px) - float(px[1])) * np.float64(px[0])
             h = np.maximum(a @ (q1 * s1.astype(np.float64)) + b1, 0)
-            if quantised:
+            if mode == "qdq":
                 h = (quantise(h, *ph) - float(ph[1])) * np.float64(ph[0])
             x = x + (h @ (q2 * s2.astype(np.float64)) + b2)
-        return x.astype(np.float32)
+        tolerance = float(params[-1][0][0]) if mode == "qdq" else max(steps)
+        return x.astype(np.float32), tolerance
 
-    return graph, reference, float(params[-1][0][0])
+    return graph, reference
 
 
 def main():
@@ -137,19 +177,20 @@ def main():
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--seq", type=int, default=128)
     args = parser.parse_args()
-    graph, reference, last_step = build(args.layers, args.seq)
+    graph, reference = build(args.layers, args.seq)
     x = np.random.default_rng(1).uniform(-0.5, 0.5, (1, args.seq, HIDDEN)).astype(np.float32)
-    for name, quantised in (("fp32_mlp", False), ("qdq_mlp", True)):
-        d = os.path.join(args.out, name)
+    for mode in ("fp32", "qdq", "dynamic"):
+        d = os.path.join(args.out, f"{mode}_mlp")
         os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
-        onnx.save(graph(quantised), os.path.join(d, "model.onnx"))
-        for kind, value in (("input", x), ("output", reference(x, quantised))):
+        onnx.save(graph(mode), os.path.join(d, "model.onnx"))
+        y, tolerance = reference(x, mode)
+        for kind, value in (("input", x), ("output", y)):
             tensor = numpy_helper.from_array(value, "x" if kind == "input" else "y")
             with open(os.path.join(d, "test_data_set_0", f"{kind}_0.pb"), "wb") as f:
                 f.write(tensor.SerializeToString())
-        if quantised:
+        if mode != "fp32":
             with open(os.path.join(d, "tolerance"), "w") as f:
-                f.write("%r\n" % last_step)
+                f.write("%r\n" % tolerance)
 
 
 if __name__ == "__main__":
