@@ -1,9 +1,10 @@
 // IntegerQdqConv, for each conv2d of groups 1:
-//   1. The activation: the conv's input is uint8 integers minus a constant
-//      zero point za (MatchQuantizedActivation, qdq_operands.h; a computed
-//      one is left: the padding holds its value): a select of
+//   1. The activation: the conv's input is uint8 or int8 integers minus a
+//      constant zero point za (MatchQuantizedActivation, qdq_operands.h; a
+//      computed one is left: the padding holds its value): a select of
 //      SimplifyFakeQuant's float clip, read as cast<u8>(c), or cast<f32>(u)
-//      of a uint8 tensor u (QLinearConv, ConvInteger), read as u.
+//      of a uint8 tensor u (QLinearConv, ConvInteger), read as u; int8
+//      values are read with 128 added, and za with them.
 //   2. The weight: a float constant (O, C, KH, KW) of integers in
 //      [-128, 127], packed at compile time as int8 rows of C * KH * KW
 //      values zero-padded to a multiple of 4 (kiln_qconv_u8s8's K groups).

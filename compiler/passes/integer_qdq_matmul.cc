@@ -1,8 +1,10 @@
 // IntegerQdqMatMul, for each matmul or dense whose weight is a 2-D constant:
-//   1. The activation x (..., K): uint8 integers minus a zero point za
-//      (MatchQuantizedActivation, qdq_operands.h), read as cast<u8>(c) of
-//      SimplifyFakeQuant's clip or as the uint8 tensor itself. Any batch
-//      dims of x are rows of one (M, K) product: the weight is shared.
+//   1. The activation x (..., K): uint8 or int8 integers minus a zero point
+//      za (MatchQuantizedActivation, qdq_operands.h), read as cast<u8>(c) of
+//      SimplifyFakeQuant's clip or as the uint8 tensor itself; int8 values
+//      (ONNX Runtime's default QDQ activations) are read with 128 added, and
+//      za with them, which leaves every difference x - za as it was. Any
+//      batch dims of x are rows of one (M, K) product: the weight is shared.
 //   2. The weight: a float32 or int32 constant of integers in [-128, 127]
 //      (the centered weight QDQ, MatMulInteger and QLinearMatMul fold to),
 //      packed at compile time as kiln_qmatmul_u8s8 reads it (common/

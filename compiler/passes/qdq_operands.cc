@@ -13,9 +13,10 @@ namespace {
 constexpr int kMaxDepth = 8;
 
 // c when `n` is where(c == c, c, 0) of a float32 clip c to bounds inside
-// [0, 255] of an integral value: what SimplifyFakeQuant makes of a
-// cast<f32>(cast<u8>(c)), and equal to it.
-Node* SelectedClip(Node* n) {
+// [0, 255], or inside [-128, 127] (`offset` 128 then, else 0), of an
+// integral value: what SimplifyFakeQuant makes of a cast<f32>(cast<u8>(c))
+// or cast<f32>(cast<i8>(c)), and equal to it.
+Node* SelectedClip(Node* n, int64_t* offset) {
   if (!IsOp(n, "where")) return nullptr;
   Node* is_number = n->inputs[0];
   Node* c = n->inputs[1];
@@ -26,14 +27,20 @@ Node* SelectedClip(Node* n) {
     return nullptr;
   }
   const ActivationAttrs& bounds = std::get<ActivationAttrs>(c->attrs);
-  if (!(bounds.alpha >= 0 && bounds.beta <= 255) || !IsIntegral(c, kMaxDepth)) return nullptr;
-  return c;
+  if (bounds.alpha >= 0 && bounds.beta <= 255) {
+    *offset = 0;
+  } else if (bounds.alpha >= -128 && bounds.beta <= 127) {
+    *offset = 128;
+  } else {
+    return nullptr;
+  }
+  return IsIntegral(c, kMaxDepth) ? c : nullptr;
 }
 
-// Whether `n` is cast<f32>(u) or cast<i32>(u) of a uint8 u.
-bool WidenedUint8(const Node* n) {
+// Whether `n` is cast<f32>(u) or cast<i32>(u) of a tensor u of `dtype`.
+bool Widened(const Node* n, DType dtype) {
   return IsOp(n, "cast") && (n->type.dtype == DType::kFloat32 || n->type.dtype == DType::kInt32) &&
-         n->inputs[0]->type.dtype == DType::kUInt8;
+         n->inputs[0]->type.dtype == dtype;
 }
 
 }  // namespace
@@ -47,24 +54,32 @@ std::optional<double> ScalarConstant(const Node* n) {
 
 std::optional<QuantizedActivation> MatchQuantizedActivation(Node* a) {
   QuantizedActivation out;
+  Node* zero = nullptr;
   if (IsOp(a, "sub")) {
-    Node* z = a->inputs[1];
-    if (WidenedUint8(z) && z->type.NumElements() == 1 && !z->inputs[0]->is_constant()) {
-      out.zero_tensor = z->inputs[0];
-    } else {
-      const std::optional<double> zp = ScalarConstant(z);
-      if (!zp || !(*zp >= 0 && *zp <= 255) || !IsIntegerValue(*zp)) return std::nullopt;
-      out.zero = static_cast<int64_t>(*zp);
-    }
+    zero = a->inputs[1];
     a = a->inputs[0];
   }
-  if (WidenedUint8(a)) {
+  if (Widened(a, DType::kUInt8)) {
     out.uint8 = a->inputs[0];
-    return out;
+  } else if (Widened(a, DType::kInt8)) {
+    out.int8 = a->inputs[0];
+    out.offset = 128;
+  } else if (Node* c = SelectedClip(a, &out.offset)) {
+    out.clip = c;
+  } else {
+    return std::nullopt;
   }
-  Node* c = SelectedClip(a);
-  if (c == nullptr) return std::nullopt;
-  out.clip = c;
+  if (zero == nullptr) {
+    out.zero = out.offset;
+  } else if (out.offset == 0 && Widened(zero, DType::kUInt8) && zero->type.NumElements() == 1 &&
+             !zero->inputs[0]->is_constant()) {
+    out.zero_tensor = zero->inputs[0];
+  } else {
+    const std::optional<double> zp = ScalarConstant(zero);
+    if (!zp || !IsIntegerValue(*zp)) return std::nullopt;
+    out.zero = static_cast<int64_t>(*zp) + out.offset;
+    if (!(*zp + out.offset >= 0 && *zp + out.offset <= 255)) return std::nullopt;
+  }
   return out;
 }
 
@@ -104,21 +119,34 @@ std::shared_ptr<ConstantData> MakeConstant(DType dtype, std::vector<int64_t> sha
 
 Node* Uint8Activations::Get(Graph& graph, const QuantizedActivation& x) {
   if (x.uint8 != nullptr) return x.uint8;
-  Node*& cast = uint8_of_[x.clip];
-  if (cast == nullptr) {
-    cast = graph.AddOp(x.clip->name + "/u8", OpRegistry::Default().Find("cast"), {x.clip},
-                       CastAttrs{DType::kUInt8});
+  Node* from = x.clip != nullptr ? x.clip : x.int8;
+  Node*& cast = uint8_of_[from];
+  if (cast != nullptr) return cast;
+  const OpRegistry& ops = OpRegistry::Default();
+  Node* v = from;  // the value to add the offset to, in int32 or a clip's float32
+  DType type = DType::kFloat32;
+  if (x.int8 != nullptr) {
+    v = graph.AddOp(from->name + "/i32", ops.Find("cast"), {v}, CastAttrs{DType::kInt32});
+    type = DType::kInt32;
   }
+  if (x.offset != 0) {
+    Node* offset = graph.AddConstant(from->name + "/offset",
+                                     MakeConstant(type, {}, {static_cast<double>(x.offset)}));
+    v = graph.AddOp(from->name + "/offset_by", ops.Find("add"), {v, offset}, NoAttrs{});
+  }
+  cast = graph.AddOp(from->name + "/u8", ops.Find("cast"), {v}, CastAttrs{DType::kUInt8});
+  if (x.clip != nullptr && x.offset == 0) selects_of_.push_back({x.clip, cast});
   return cast;
 }
 
 void Uint8Activations::RewireSelects(Graph& graph, const Readers& readers) const {
-  for (const auto& [clip, u8] : uint8_of_) {
+  for (const auto& [clip, u8] : selects_of_) {
     auto it = readers.of.find(clip);
     if (it == readers.of.end()) continue;
     Node* wide = nullptr;
     for (Node* r : it->second) {
-      if (SelectedClip(r) != clip) continue;
+      int64_t offset = 0;
+      if (SelectedClip(r, &offset) != clip) continue;
       if (wide == nullptr) {
         wide = graph.AddOp(u8->name + "/f32", OpRegistry::Default().Find("cast"), {u8},
                            CastAttrs{DType::kFloat32});

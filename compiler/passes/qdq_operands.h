@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "compiler/ir/graph.h"
@@ -19,24 +20,27 @@ bool IsOp(const Node* n, const char* name);
 // The single value of a constant with one element.
 std::optional<double> ScalarConstant(const Node* n);
 
-// A product's activation operand: uint8 integers minus a zero point.
+// A product's activation operand: integers minus a zero point, read as
+// uint8 (int8 values with 128 added, which the zero point then holds too).
 struct QuantizedActivation {
   Node* clip = nullptr;   // a float clip to cast to uint8,
-  Node* uint8 = nullptr;  // or a uint8 tensor as it is
-  int64_t zero = 0;
+  Node* uint8 = nullptr;  // or a uint8 tensor as it is,
+  Node* int8 = nullptr;   // or an int8 tensor
+  int64_t offset = 0;     // 128 when the values are int8's
+  int64_t zero = 0;       // in [0, 255], the offset included
   // Or the zero point computed, a uint8 tensor of one element
   // (DynamicQuantizeLinear's); `zero` is then 0.
   Node* zero_tensor = nullptr;
 };
 
-// `a`, or `a` minus a zero point in [0, 255] (a constant, or a one-element
-// uint8 tensor widened as `a` is), when `a` is
-//   - where(c == c, c, 0), c a float32 clip to bounds inside [0, 255] of an
-//     integral value (SimplifyFakeQuant's result for QDQ): then cast<u8>(c)
-//     holds the same integers, NaN included (the cast makes it 0, as the
-//     select did);
-//   - cast<f32>(u) or cast<i32>(u) of a uint8 tensor u (QLinearConv,
-//     ConvInteger, MatMulInteger, a DequantizeLinear of a uint8 input).
+// `a`, or `a` minus a zero point (a constant, or for uint8 values a
+// one-element uint8 tensor widened as `a` is), when `a` is
+//   - where(c == c, c, 0), c a float32 clip to bounds inside [0, 255] or
+//     [-128, 127] of an integral value (SimplifyFakeQuant's result for QDQ):
+//     then cast<u8>(c) (or cast<u8>(c + 128)) holds the same integers, NaN
+//     included (the cast makes it 0, as the select did);
+//   - cast<f32>(u) or cast<i32>(u) of a uint8 or int8 tensor u (QLinearConv,
+//     ConvInteger, MatMulInteger, a DequantizeLinear of a quantised input).
 std::optional<QuantizedActivation> MatchQuantizedActivation(Node* a);
 
 // Each node's readers, and whether it is a graph output.
@@ -56,12 +60,12 @@ struct Readers {
 std::shared_ptr<ConstantData> MakeConstant(DType dtype, std::vector<int64_t> shape,
                                            const std::vector<double>& values);
 
-// The uint8 tensors the passes read activations as: a clip's cast<u8>, made
-// once per clip.
+// The uint8 tensors the passes read activations as: a clip's or an int8
+// tensor's cast<u8> (128 added first for int8 values), made once per source.
 class Uint8Activations {
  public:
   Node* Get(Graph& graph, const QuantizedActivation& x);
-  // Every other reader of a clip made uint8 here, a select of
+  // Every other reader of a uint8 clip made uint8 here, a select of
   // SimplifyFakeQuant (a residual branch's DequantizeLinear), reads
   // cast<f32>(cast<u8>(c)) instead: the same values, and c's only reader is
   // then the cast to uint8, which fuses into c's kernel, so the activation
@@ -69,7 +73,8 @@ class Uint8Activations {
   void RewireSelects(Graph& graph, const Readers& readers) const;
 
  private:
-  std::unordered_map<const Node*, Node*> uint8_of_;  // clip -> its cast<u8>
+  std::unordered_map<const Node*, Node*> uint8_of_;        // source -> its uint8
+  std::vector<std::pair<const Node*, Node*>> selects_of_;  // uint8 clips, in order made
 };
 
 // Whether this host runs AVX512-VNNI (with F, BW and VL), which the runtime's

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compiler/passes/infer_type.h"
@@ -25,6 +26,7 @@ struct ConvCase {
   std::vector<int64_t> padding{1, 1, 1, 1};
   float x_scale = 0.1f;
   float zero = 128;            // the activation's zero point
+  bool int8 = false;           // activations int8 (clip to [-128, 127]), not uint8
   std::vector<float> weights;  // integers, (o, c, kh, kw)
   std::vector<float> scale;    // per output channel: x_scale * w_scale
   std::vector<float> bias;
@@ -52,9 +54,9 @@ Graph QdqConv(const ConvCase& k) {
   Node* x = g.AddInput("x", {DType::kFloat32, {1, k.c, k.h, k.w}});
   Node* q = Op(g, "round", {Op(g, "div", {x, g.AddConstant("xs", FloatValues({}, {k.x_scale}))})});
   q = Op(g, "add", {q, g.AddConstant("zp", FloatValues({}, {k.zero}))});
-  q = Op(g, "clip", {q}, ActivationAttrs{0, 255});
-  Node* back =
-      Op(g, "cast", {Op(g, "cast", {q}, CastAttrs{DType::kUInt8})}, CastAttrs{DType::kFloat32});
+  q = Op(g, "clip", {q}, k.int8 ? ActivationAttrs{-128, 127} : ActivationAttrs{0, 255});
+  Node* back = Op(g, "cast", {Op(g, "cast", {q}, CastAttrs{k.int8 ? DType::kInt8 : DType::kUInt8})},
+                  CastAttrs{DType::kFloat32});
   Node* centered = Op(g, "sub", {back, g.AddConstant("zp2", FloatValues({}, {k.zero}))});
   Node* w = g.AddConstant("w", FloatValues({k.o, k.c, k.kh, k.kw}, k.weights));
   Conv2DAttrs a;
@@ -151,10 +153,14 @@ TEST(IntegerQdqConvTest, KernelsMatchAnIntegerReference) {
   auto manager = engine::ModelManager::Create({});
   ASSERT_TRUE(manager.ok()) << manager.status();
   int models = 0;
-  for (float zero : {0.0f, 128.0f, 37.0f}) {
+  // uint8 activations, then int8 ones (read as uint8 with 128 added: the
+  // padding then holds zero + 128).
+  for (const auto& [zero, int8] :
+       {std::pair{0.0f, false}, {128.0f, false}, {37.0f, false}, {-5.0f, true}, {127.0f, true}}) {
     for (const std::vector<int64_t>& strides : {std::vector<int64_t>{1, 1}, {2, 2}}) {
       ConvCase k = RandomCase(3 + models, zero);
       k.strides = strides;
+      k.int8 = int8;
       std::vector<float> x(k.c * k.h * k.w);
       std::mt19937 rng(models);
       std::uniform_real_distribution<float> u(-15, 15);
@@ -173,7 +179,8 @@ TEST(IntegerQdqConvTest, KernelsMatchAnIntegerReference) {
                   if (y < 0 || y >= k.h || xx < 0 || xx >= k.w) continue;
                   const float v = x[(ci * k.h + y) * k.w + xx];
                   const float q =
-                      std::fmin(std::fmax(std::nearbyint(v / k.x_scale) + zero, 0), 255);
+                      std::fmin(std::fmax(std::nearbyint(v / k.x_scale) + zero, int8 ? -128 : 0),
+                                int8 ? 127 : 255);
                   sum += static_cast<int64_t>(q - zero) *
                          static_cast<int64_t>(k.weights[((n * k.c + ci) * k.kh + ky) * k.kw + kx]);
                 }
@@ -185,8 +192,8 @@ TEST(IntegerQdqConvTest, KernelsMatchAnIntegerReference) {
         }
       }
       for (bool integer : {true, false}) {
-        SCOPED_TRACE(absl::StrCat("zero point ", zero, ", stride ", strides[0],
-                                  integer ? ", integer" : ", float"));
+        SCOPED_TRACE(absl::StrCat("zero point ", zero, int8 ? " int8" : " uint8", ", stride ",
+                                  strides[0], integer ? ", integer" : ", float"));
         CompileOptions options;
         if (!integer) options.disabled_passes = {"IntegerQdqConv"};
         const std::string name = "m" + std::to_string(models++);

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compiler/passes/infer_type.h"
@@ -26,6 +27,7 @@ struct MatMulCase {
   bool transposed = false;  // dense: w is (n, k)
   float x_scale = 0.1f;
   float zero = 128;            // the activation's zero point
+  bool int8 = false;           // activations int8 (clip to [-128, 127]), not uint8
   std::vector<float> weights;  // integers, (k, n), or (n, k) when transposed
   std::vector<float> scale;    // per column: x_scale * w_scale
   std::vector<float> bias;
@@ -69,9 +71,9 @@ Graph QdqMatMul(const MatMulCase& m) {
   Node* x = g.AddInput("x", {DType::kFloat32, XShape(m)});
   Node* q = Op(g, "round", {Op(g, "div", {x, g.AddConstant("xs", FloatValues({}, {m.x_scale}))})});
   q = Op(g, "add", {q, g.AddConstant("zp", FloatValues({}, {m.zero}))});
-  q = Op(g, "clip", {q}, ActivationAttrs{0, 255});
-  Node* back =
-      Op(g, "cast", {Op(g, "cast", {q}, CastAttrs{DType::kUInt8})}, CastAttrs{DType::kFloat32});
+  q = Op(g, "clip", {q}, m.int8 ? ActivationAttrs{-128, 127} : ActivationAttrs{0, 255});
+  Node* back = Op(g, "cast", {Op(g, "cast", {q}, CastAttrs{m.int8 ? DType::kInt8 : DType::kUInt8})},
+                  CastAttrs{DType::kFloat32});
   Node* centered = Op(g, "sub", {back, g.AddConstant("zp2", FloatValues({}, {m.zero}))});
   const std::vector<int64_t> w_shape =
       m.transposed ? std::vector<int64_t>{m.n, m.k} : std::vector<int64_t>{m.k, m.n};
@@ -164,7 +166,8 @@ TEST(IntegerQdqMatMulTest, LeavesProductsOfTwoActivations) {
 
 // The float x of the case, the reference's quantised value of each element.
 float Quantised(const MatMulCase& m, float v) {
-  return std::fmin(std::fmax(std::nearbyint(v / m.x_scale) + m.zero, 0), 255);
+  return std::fmin(std::fmax(std::nearbyint(v / m.x_scale) + m.zero, m.int8 ? -128 : 0),
+                   m.int8 ? 127 : 255);
 }
 
 // The compiled model against the integers summed here in int64: y =
@@ -181,12 +184,21 @@ TEST(IntegerQdqMatMulTest, KernelsMatchAnIntegerReference) {
   };
   for (const Shape& shape : {Shape{{2, 7}, 37, 70, false}, Shape{{13}, 64, 16, false},
                              Shape{{3, 4, 5}, 30, 33, false}, Shape{{11}, 75, 129, true}}) {
-    for (float zero : {0.0f, 128.0f, 255.0f, 37.0f}) {
+    // uint8 activations, then int8 ones (ONNX Runtime's default QDQ activations).
+    for (const auto& [zero, int8] : {std::pair{0.0f, false},
+                                     {128.0f, false},
+                                     {255.0f, false},
+                                     {37.0f, false},
+                                     {-128.0f, true},
+                                     {0.0f, true},
+                                     {127.0f, true},
+                                     {-9.0f, true}}) {
       MatMulCase sizes;
       sizes.rows = shape.rows;
       sizes.k = shape.k;
       sizes.n = shape.n;
       sizes.transposed = shape.transposed;
+      sizes.int8 = int8;
       const MatMulCase m = RandomCase(3 + models, zero, sizes);
       const int64_t rows = Rows(m);
       std::vector<float> x(rows * m.k);
@@ -206,7 +218,7 @@ TEST(IntegerQdqMatMulTest, KernelsMatchAnIntegerReference) {
       }
       for (bool integer : {true, false}) {
         SCOPED_TRACE(absl::StrCat("rows ", rows, " k ", m.k, " n ", m.n, " zero point ", zero,
-                                  integer ? ", integer" : ", float"));
+                                  int8 ? " int8" : " uint8", integer ? ", integer" : ", float"));
         CompileOptions options;
         if (!integer) options.disabled_passes = {"IntegerQdqMatMul"};
         const std::string name = "m" + std::to_string(models++);
@@ -243,57 +255,64 @@ std::shared_ptr<ConstantData> Int32Values(std::vector<int64_t> shape,
 
 // QLinearMatMul's form as the importer leaves it after folding: a uint8
 // input widened to int32 and centered, an int32 product with the centered
-// int32 weight, converted to float32 and scaled per column. The input is used
-// as it is.
+// int32 weight, converted to float32 and scaled per column. A uint8 input is
+// used as it is.
 TEST(IntegerQdqMatMulTest, QLinearMatMulFormMatchesAnIntegerReference) {
   const int64_t m = 10, k = 45, n = 19;
-  const int32_t zero = 131;
   std::mt19937 rng(7);
   std::uniform_int_distribution<int> byte(0, 255), weight(-128, 127);
   std::vector<int32_t> weights(k * n);
   for (int32_t& v : weights) v = weight(rng);
   std::vector<float> scale(n);
   for (int64_t i = 0; i < n; ++i) scale[i] = 0.001f * static_cast<float>(i + 1);
-  std::vector<uint8_t> x(m * k);
-  for (uint8_t& v : x) v = static_cast<uint8_t>(byte(rng));
-  auto build = [&] {
-    Graph g;
-    Node* in = g.AddInput("x", {DType::kUInt8, {m, k}});
-    Node* wide = Op(g, "cast", {in}, CastAttrs{DType::kInt32});
-    Node* centered = Op(g, "sub", {wide, g.AddConstant("zp", Int32Values({}, {zero}))});
-    Node* acc = Op(g, "matmul", {centered, g.AddConstant("w", Int32Values({k, n}, weights))});
-    Node* real = Op(g, "cast", {acc}, CastAttrs{DType::kFloat32});
-    g.AddOutput(Op(g, "mul", {real, g.AddConstant("s", FloatValues({n}, scale))}));
-    EXPECT_TRUE(InferTypes(g).ok());
-    return g;
-  };
-  Graph g = build();
-  absl::StatusOr<bool> changed = RunPass(g, /*vnni=*/true);
-  ASSERT_TRUE(changed.ok() && *changed);
-  ASSERT_EQ(g.outputs()[0]->op_name(), "qmatmul_u8s8");
-  EXPECT_TRUE(g.outputs()[0]->inputs[0]->is_input());
+  std::vector<uint8_t> bytes(m * k);
+  for (uint8_t& v : bytes) v = static_cast<uint8_t>(byte(rng));
+  // uint8 input, then int8 (the same bytes as two's complement), which the
+  // pass reads as uint8 with 128 added.
+  for (const auto& [dtype, zero] : {std::pair{DType::kUInt8, 131}, {DType::kInt8, -7}}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    auto build = [&, dtype = dtype, zero = zero] {
+      Graph g;
+      Node* in = g.AddInput("x", {dtype, {m, k}});
+      Node* wide = Op(g, "cast", {in}, CastAttrs{DType::kInt32});
+      Node* centered = Op(g, "sub", {wide, g.AddConstant("zp", Int32Values({}, {zero}))});
+      Node* acc = Op(g, "matmul", {centered, g.AddConstant("w", Int32Values({k, n}, weights))});
+      Node* real = Op(g, "cast", {acc}, CastAttrs{DType::kFloat32});
+      g.AddOutput(Op(g, "mul", {real, g.AddConstant("s", FloatValues({n}, scale))}));
+      EXPECT_TRUE(InferTypes(g).ok());
+      return g;
+    };
+    Graph g = build();
+    absl::StatusOr<bool> changed = RunPass(g, /*vnni=*/true);
+    ASSERT_TRUE(changed.ok() && *changed);
+    ASSERT_EQ(g.outputs()[0]->op_name(), "qmatmul_u8s8");
+    EXPECT_EQ(g.outputs()[0]->inputs[0]->is_input(), dtype == DType::kUInt8);
 
-  std::vector<float> want(m * n);
-  for (int64_t r = 0; r < m; ++r) {
-    for (int64_t j = 0; j < n; ++j) {
-      int64_t sum = 0;
-      for (int64_t kk = 0; kk < k; ++kk) {
-        sum += (int64_t{x[r * k + kk]} - zero) * int64_t{weights[kk * n + j]};
+    std::vector<float> want(m * n);
+    for (int64_t r = 0; r < m; ++r) {
+      for (int64_t j = 0; j < n; ++j) {
+        int64_t sum = 0;
+        for (int64_t kk = 0; kk < k; ++kk) {
+          const uint8_t b = bytes[r * k + kk];
+          const int64_t v = dtype == DType::kUInt8 ? b : static_cast<int8_t>(b);
+          sum += (v - zero) * int64_t{weights[kk * n + j]};
+        }
+        want[r * n + j] = static_cast<float>(sum) * scale[j];
       }
-      want[r * n + j] = static_cast<float>(sum) * scale[j];
     }
+    auto manager = engine::ModelManager::Create({});
+    ASSERT_TRUE(manager.ok()) << manager.status();
+    auto compiled = (*manager)->Compile("qlinear", build(), CompileOptions{});
+    ASSERT_TRUE(compiled.ok()) << compiled.status();
+    auto in = Tensor::FromBytes(
+        {dtype, {m, k}},
+        absl::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+    ASSERT_TRUE(in.ok());
+    auto result = (*manager)->Find("qlinear")->Run({&*in});
+    ASSERT_TRUE(result.ok()) << result.status();
+    const float* got = static_cast<const float*>(result->outputs[0].data());
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "at " << i;
   }
-  auto manager = engine::ModelManager::Create({});
-  ASSERT_TRUE(manager.ok()) << manager.status();
-  auto compiled = (*manager)->Compile("qlinear", build(), CompileOptions{});
-  ASSERT_TRUE(compiled.ok()) << compiled.status();
-  auto in = Tensor::FromBytes({DType::kUInt8, {m, k}},
-                              absl::string_view(reinterpret_cast<const char*>(x.data()), x.size()));
-  ASSERT_TRUE(in.ok());
-  auto result = (*manager)->Find("qlinear")->Run({&*in});
-  ASSERT_TRUE(result.ok()) << result.status();
-  const float* got = static_cast<const float*>(result->outputs[0].data());
-  for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "at " << i;
 }
 
 // MatMulInteger's form: the int32 product read as int32 becomes the op's
