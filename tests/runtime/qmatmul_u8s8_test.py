@@ -5,7 +5,8 @@ reference sums the centered integers (x - x_zero) * w in int64; the kernel's
 float32 output must equal fma(float32(sum), scale, bias) exactly (scales and
 biases have few mantissa bits, so that float64 computes that product and sum
 exactly and one rounding to float32 remains), and kiln_qmatmul_u8s8_i32's
-int32 output the sum itself.
+int32 output the sum itself. Cases with K a multiple of 64 and 32 x 32 blocks
+run on AMX where the host has it.
   qmatmul_u8s8_test.py PROBE
 """
 import os
@@ -88,6 +89,13 @@ def main():
         ok &= run_case(probe, rng, tmp, (7,), 301, 37, x_zero=0, unit_scale=True)
         ok &= run_case(probe, rng, tmp, (5,), 513, 20, x_zero=255, extreme=True, unit_scale=True)
         ok &= run_case(probe, rng, tmp, (8,), 64, 16, x_zero=0, extreme=True, unit_scale=True)
+        # K a multiple of 64 and whole 32 x 32 blocks: AMX's tiles where the host has
+        # them, the VNNI tiles on the rows and columns past them.
+        for m, k, n, zp in [(32, 64, 32, 0), (64, 128, 64, 128), (70, 192, 100, 255),
+                            (33, 768, 200, 3), (128, 3072, 96, 77)]:
+            ok &= run_case(probe, rng, tmp, (m,), k, n, x_zero=zp)
+        ok &= run_case(probe, rng, tmp, (64,), 1024, 64, x_zero=0, extreme=True, unit_scale=True)
+        ok &= run_case(probe, rng, tmp, (2, 20), 256, 48, x_zero=9, int32_out=True)
         # int32 output (MatMulInteger): sums beyond 2^24, which float32 would round.
         ok &= run_case(probe, rng, tmp, (5,), 1027, 20, x_zero=0, extreme=True, int32_out=True)
         ok &= run_case(probe, rng, tmp, (2, 9), 301, 70, x_zero=128, int32_out=True)
