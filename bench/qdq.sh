@@ -10,6 +10,15 @@
 # "kiln -int" is Kiln with the integer QDQ passes (IntegerQdqConv,
 # IntegerQdqMatMul) disabled: the float32 path they replace on VNNI hosts.
 #   bench/qdq.sh [--iterations N]
+# Measured 2026-11-26 on this project's shared 2-core Xeon (Sapphire Rapids
+# class: AVX512-VNNI and AMX-INT8), p50 ms, 30 iterations, other builds idle:
+#   model          threads   kiln  kiln -int    ort
+#   qdq_resnet18   1         4.00     11.18    2.22
+#   qdq_mlp        1         2.81     31.40   64.34
+#   qdq_mlp        2         1.62     15.07   47.75
+#   dynamic_mlp    1         3.47    367.26    4.55
+#   dynamic_mlp    2         2.49    192.34    2.66
+#   fp32_mlp       1        68.77         -   39.67
 set -euo pipefail
 cd "$(dirname "$0")/.."
 iterations=50
