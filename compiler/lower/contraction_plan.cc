@@ -195,8 +195,14 @@ ContractionPlan EstimatedLayout(const ContractionShape& s, const ContractionKnob
       p.inner_batch = s.inner_batch_row_tiles;
     }
   }
+  // The same for flat tiles that store whole runs (a 1x1 conv's output is
+  // contiguous along the pixels): resnet50's 1x1 convs at batch 8 (12.8 MB
+  // outputs) took 2-2.5x their batch-1 time per image with channel lanes;
+  // flat tiles: 30.0-30.7 -> 11.4-12.1 ms for its 28x28 512-channel one, the
+  // model 532-539 -> 487-504 ms (Intel Xeon, 1 thread).
   const int64_t output_bytes = s.m * s.n * s.batch * 4;
-  if (lanes && p.layout == Layout::kRowTiles && output_bytes > knobs.lanes_store_cache_bytes) {
+  if (lanes && (p.layout == Layout::kRowTiles || !s.flat_store_scatters) &&
+      output_bytes > knobs.lanes_store_cache_bytes) {
     lanes = false;
   }
   // Tile costs are per batch element; the channel lanes' cover the batch.

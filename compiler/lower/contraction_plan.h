@@ -62,7 +62,9 @@ struct ContractionKnobs {
   // must first be read, ran at memory latency: resnet18's stem at batch 2-8
   // took 2.6 ms per image with channel lanes against 1.4 at batch 1, and
   // 1.55 with row tiles. Beyond this size row tiles are kept where they
-  // apply. (Flat tiles scatter, and lost to channel lanes at any size.)
+  // apply, and so are flat tiles where they store whole runs (1x1 convs);
+  // flat tiles that scatter (convs over padded rows) lost to channel lanes
+  // at any size.
   int64_t lanes_store_cache_bytes = 4 << 20;
   // ImagesApart: the padded input size (all images) above which, and the
   // pixels per image from which, channel lanes run image by image.

@@ -170,6 +170,29 @@ ContractionShape SmallPlaneConv(int64_t images) {
   return s;
 }
 
+// A 1x1 conv (output contiguous along the pixels, so flat tiles store whole
+// runs): channel lanes for a 784-pixel, 512-channel output at batch 1 (1.6
+// MB), flat tiles once the output passes lanes_store_cache_bytes (batch 8:
+// 12.8 MB), where channel lanes' short runs per channel ran at memory
+// latency.
+TEST(ContractionPlanTest, LargePointwiseOutputsKeepFlatTiles) {
+  auto pointwise = [](int64_t images) {
+    ContractionShape s = Gemm(512, 784, 256);
+    s.k_outer = 256;
+    s.batch = images;
+    s.inner_batch = images;
+    s.channel_lanes_apply = true;
+    s.lanes_joined = {true, 784 * images, 1};
+    s.lanes_apart = {true, 784, images};
+    return s;
+  };
+  EXPECT_EQ(PlanContraction(pointwise(1)).layout, Layout::kChannelLanes);
+  EXPECT_EQ(PlanContraction(pointwise(8)).layout, Layout::kFlatTiles);
+  ContractionKnobs big_cache;
+  big_cache.lanes_store_cache_bytes = int64_t{64} << 20;
+  EXPECT_EQ(PlanContraction(pointwise(8), big_cache).layout, Layout::kChannelLanes);
+}
+
 TEST(ContractionPlanTest, SmallPlanesTakeChannelLanes) {
   const ContractionPlan p = PlanContraction(SmallPlaneConv(1));
   ASSERT_EQ(p.layout, Layout::kChannelLanes);
