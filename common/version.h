@@ -6,7 +6,7 @@
 
 namespace kiln {
 
-inline constexpr char kKilnVersion[] = "0.4.29";
+inline constexpr char kKilnVersion[] = "0.4.30";
 
 }  // namespace kiln
 

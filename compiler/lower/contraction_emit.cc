@@ -474,11 +474,16 @@ class Emitter {
   // over a panel prefetches its share of the panel that follows it in
   // memory (the next K block's, or the next column block's after the last
   // K block): one pass's worth spread over all of them, a few lines per
-  // step of the outermost reduction loop `k_outer`, into L2. Null where the
-  // panel is B read in place, other loop orders, or one row block.
+  // step of the outermost reduction loop `k_outer`, into L2. The one
+  // parallel loop over all tiles (no K blocks) visits a column block's row
+  // tiles in turn too, so its passes prefetch the next column block's
+  // panel (transformer 4.66-4.73 -> 4.50-4.52 ms, bert_base 156-158 -> 144
+  // ms at 1 thread). Null where the panel is B read in place, under cache
+  // groups (whose K block is shared by several column blocks), or with one
+  // row block.
   std::optional<Stmt> PrefetchNextPanel(const Var& jb, const Var& ib, const Var& kc,
                                         const Var& k_outer) {
-    if (plan_.loop_order != LoopOrder::kBlocks || plan_.b_in_place || mb_ < 2) {
+    if (plan_.loop_order == LoopOrder::kCacheGroups || plan_.b_in_place || mb_ < 2) {
       return std::nullopt;
     }
     const BufferDecl& panel = (*t_.buffers)[b_buffer_];

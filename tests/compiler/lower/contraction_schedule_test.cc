@@ -530,6 +530,51 @@ TEST_F(ContractionScheduleTest, ChannelLanesPrefetchTheNextKBlocksPanel) {
   }
 }
 
+// One parallel loop over all tiles (no K blocks), column block by column
+// block: the row tiles of column block jb together prefetch every line of
+// jb + 1's weight panel (the transformer's and BERT's dense layers, whose
+// first row tile read its panel from beyond L2). jb is the tile index over
+// the row blocks (one pixel part).
+TEST_F(ContractionScheduleTest, TilesInParallelPrefetchTheNextColumnBlocksPanel) {
+  const int64_t m = 96, k = 256, n = 200;
+  ContractionCase dense = MakeDenseBiasReluCase(m, k, n, 71);
+  const KernelSpec spec = FirstKernelOf(dense.build());
+  ASSERT_THAT(spec.schedule, HasSubstr("gemm"));
+  ASSERT_THAT(spec.schedule, Not(HasSubstr("K blocks")));
+  Check(dense.build, dense.x, dense.want);
+  int mr = 0, nr = 0;
+  ASSERT_EQ(std::sscanf(spec.schedule.c_str(), "gemm %dx%d", &mr, &nr), 2) << spec.schedule;
+  const int64_t row_blocks = (m + mr - 1) / mr, column_blocks = (n + nr - 1) / nr;
+  std::vector<te::Var> loops;
+  std::vector<PrefetchInLoops> found;
+  CollectPrefetches(spec.function.body, loops, found);
+  ASSERT_FALSE(found.empty()) << LoopFunctionToString(spec.function);
+  const int64_t block = k * nr;                // one column block's panel, in elements
+  std::map<int64_t, std::set<int64_t>> lines;  // by column block
+  for (const PrefetchInLoops& f : found) {
+    const std::vector<int64_t> index = kiln::testing::IndexValues(f.prefetch->index, f.loops);
+    for (size_t point = 0; point < index.size(); ++point) {
+      int64_t rest = static_cast<int64_t>(point), tile = -1;
+      for (size_t i = f.loops.size(); i-- > 0;) {
+        const int64_t digit = rest % f.loops[i]->extent;
+        rest /= f.loops[i]->extent;
+        if (f.loops[i]->name == "tile") tile = digit;
+      }
+      ASSERT_GE(tile, 0) << LoopFunctionToString(spec.function);
+      lines[tile / row_blocks].insert(index[point] / 16);
+    }
+  }
+  for (int64_t jb = 0; jb + 1 < column_blocks; ++jb) {
+    const int64_t next = (jb + 1) * block;
+    const std::set<int64_t>& asked = lines[jb];
+    ASSERT_FALSE(asked.empty()) << "jb " << jb;
+    EXPECT_GE(*asked.begin(), next / 16) << "a line of the current panel, jb " << jb;
+    for (int64_t line = next / 16; line < (next + block) / 16; ++line) {
+      ASSERT_TRUE(asked.count(line)) << "line " << line << " not prefetched, jb " << jb;
+    }
+  }
+}
+
 // Padded planes of at least 1024 elements are copied in parallel by rows,
 // each element selecting zero in the padding rows: a 3x3 conv with a
 // residual whose two images join the pixels of channel lanes (so images and
