@@ -9,6 +9,7 @@
 
 #include "compiler/passes/infer_type.h"
 #include "compiler/passes/simplify_fake_quant.h"
+#include "compiler/passes/qdq_operands.h"
 #include "engine/model_manager.h"
 #include "gtest/gtest.h"
 #include "tests/test_util/graph_building.h"
@@ -69,12 +70,6 @@ Graph QdqConv(const ConvCase& k) {
   absl::StatusOr<bool> simplified = CreateSimplifyFakeQuantPass()->Run(g, PassContext{});
   EXPECT_TRUE(simplified.ok() && *simplified);
   return g;
-}
-
-bool HostHasVnni() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 }
 
 absl::StatusOr<bool> RunPass(Graph& g, bool vnni) {
