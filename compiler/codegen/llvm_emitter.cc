@@ -1201,11 +1201,8 @@ class Emitter {
         CallIntrinsic(llvm::Intrinsic::rint, {b_.CreateFMul(xc, c(1.44269504088896341))});
     llvm::Value* r = fma(n, c(-0.693359375), xc);
     r = fma(n, c(2.12194440e-4), r);
-    llvm::Value* p = c(1.9875691500e-4);
-    for (double k :
-         {1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1}) {
-      p = fma(p, r, c(k));
-    }
+    llvm::Value* p = Polynomial(r, {5.0000001201e-1, 1.6666665459e-1, 4.1665795894e-2,
+                                    8.3334519073e-3, 1.3981999507e-3, 1.9875691500e-4});
     llvm::Value* y = b_.CreateFAdd(fma(p, b_.CreateFMul(r, r), r), c(1.0));
     llvm::Value* ni = b_.CreateFPToSI(n, i32);
     llvm::Value* half = b_.CreateAShr(ni, llvm::ConstantInt::get(i32, 1));

@@ -109,20 +109,18 @@ class RowReducer {
     // (The step is taken at x = 2, clear of the clamps a padded window puts
     // at 0.)
     std::vector<Var> serial = r->reduce_vars;
-    const bool strided_window =
-        !serial.empty() && serial.back()->extent <= 4 && LoadStep(body, x, vars, 2).value_or(0) > 1;
-    // A whole window of at most 16 elements is unrolled and the row computed
-    // in one pass, with no row of accumulators to initialise, update once
-    // per window row and copy out (resnet18's pool: 0.32 -> 0.20-0.27 ms,
-    // with BlockStridedVectorLoops).
-    // Unit-stride short windows too (googlenet's 3x3 stride-1 max pools on
-    // 28x28 and 14x14 planes ran at 1.6-4.7 GB/s through the row of
-    // accumulators, a memory round trip per window element for a row of
-    // one or two vectors).
+    const bool short_window = !serial.empty() && serial.back()->extent <= 4;
+    const bool strided_window = short_window && LoadStep(body, x, vars, 2).value_or(0) > 1;
+    // A whole short window of at most 16 elements is unrolled and the row
+    // computed in one pass, with no row of accumulators to initialise,
+    // update once per window row and copy out (resnet18's pool: 0.32 ->
+    // 0.20-0.27 ms, with BlockStridedVectorLoops), strided or not
+    // (googlenet's 3x3 stride-1 max pools on 28x28 and 14x14 planes ran at
+    // 1.6-4.7 GB/s through the row of accumulators, a memory round trip per
+    // window element for a row of one or two vectors).
     int64_t window_size = 1;
     for (const Var& v : serial) window_size *= v->extent;
-    const bool short_window = !serial.empty() && serial.back()->extent <= 4;
-    if ((strided_window || short_window) && window_size <= 16) {
+    if (short_window && window_size <= 16) {
       return MakeFor(
           x, ForKind::kVectorized,
           MakeStore(buffer, store_index,
