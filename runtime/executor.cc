@@ -13,6 +13,7 @@
 #include "compiler/ir/index_range.h"
 #include "runtime/chunk_deadline.h"
 #include "runtime/kernel_fault.h"
+#include "runtime/thread_pool.h"
 
 namespace kiln::runtime {
 
@@ -59,6 +60,33 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::Create(
   return model;
 }
 
+absl::StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::CreateRowChunked(
+    std::shared_ptr<CompiledModel> chunk_model, int64_t chunks) {
+  Program program = chunk_model->program_;
+  std::vector<bool> scaled(program.values.size(), false);
+  for (const std::vector<int>* ends : {&program.inputs, &program.outputs}) {
+    for (int v : *ends) {
+      ValueSpec& spec = program.values[v];
+      if (spec.type.shape.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("'", spec.name, "' has no dim 0 to run in row chunks"));
+      }
+      if (!scaled[v]) spec.type.shape[0] *= chunks;
+      scaled[v] = true;
+    }
+  }
+  std::unique_ptr<CompiledModel> model(new CompiledModel(std::move(program), {}));
+  model->plan_ = chunk_model->plan_;
+  model->footprint_ = chunk_model->footprint_;
+  // Slices run at once, each with its own arena.
+  model->footprint_.arena_bytes *= std::min<int64_t>(chunks, GetParallelThreads());
+  model->row_chunks_ = chunks;
+  model->row_chunk_model_ = std::move(chunk_model);
+  absl::MutexLock lock(&model->stats_mutex_);
+  model->kernel_stats_.resize(model->program_.kernels.size());
+  return model;
+}
+
 absl::StatusOr<std::unique_ptr<CompiledModel::Workspace>> CompiledModel::TakeWorkspace() {
   {
     absl::MutexLock lock(&workspace_mutex_);
@@ -96,9 +124,7 @@ absl::StatusOr<RunResult> CompiledModel::Run(const std::vector<const Tensor*>& i
   return Run(inputs, absl::InfiniteFuture());
 }
 
-absl::StatusOr<RunResult> CompiledModel::Run(const std::vector<const Tensor*>& inputs,
-                                             absl::Time deadline) {
-  const bool has_deadline = deadline != absl::InfiniteFuture();
+absl::StatusOr<RunResult> CompiledModel::StartRun(const std::vector<const Tensor*>& inputs) const {
   if (inputs.size() != program_.inputs.size()) {
     return absl::InvalidArgumentError(absl::StrCat("model takes ", program_.inputs.size(),
                                                    " inputs, got ", inputs.size()));
@@ -111,46 +137,109 @@ absl::StatusOr<RunResult> CompiledModel::Run(const std::vector<const Tensor*>& i
                                                      inputs[i]->type().ToString()));
     }
   }
-  absl::StatusOr<std::unique_ptr<Workspace>> ws = TakeWorkspace();
-  if (!ws.ok()) return ws.status();
+  RunResult result;
+  result.outputs.reserve(program_.outputs.size());
+  for (int out : program_.outputs) {
+    absl::StatusOr<Tensor> t = Tensor::AllocateUninitialized(program_.values[out].type);
+    if (!t.ok()) return t.status();
+    result.outputs.push_back(*std::move(t));
+  }
+  return result;
+}
+
+absl::StatusOr<RunResult> CompiledModel::Run(const std::vector<const Tensor*>& inputs,
+                                             absl::Time deadline) {
+  if (row_chunk_model_ != nullptr) return RunRowChunks(inputs, deadline);
+  KILN_ASSIGN_OR_RETURN(RunResult result, StartRun(inputs));
+  std::vector<const void*> in;
+  for (const Tensor* t : inputs) in.push_back(t->data());
+  std::vector<void*> out;
+  for (Tensor& t : result.outputs) out.push_back(t.data());
+  result.kernel_times.reserve(kernels_.size());
+  KILN_RETURN_IF_ERROR(RunOnBuffers(in, out, deadline, &result.kernel_times, &result.total_ns));
+  RecordRun(result);
+  return result;
+}
+
+absl::StatusOr<RunResult> CompiledModel::RunRowChunks(const std::vector<const Tensor*>& inputs,
+                                                      absl::Time deadline) {
+  KILN_ASSIGN_OR_RETURN(RunResult result, StartRun(inputs));
+  const int64_t chunks = row_chunks_;
+  std::vector<std::vector<KernelRunTime>> times(chunks);
+  std::vector<absl::Status> statuses(chunks);
+  const int64_t start = SteadyNowNs();
+  // Slice r of a tensor whose dim 0 holds `chunks` slices is its r-th
+  // contiguous byte range: rows are dim 0 of a row-major tensor.
+  ParallelForOnPool(chunks, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      std::vector<const void*> in;
+      for (const Tensor* t : inputs) {
+        in.push_back(static_cast<const char*>(t->data()) + r * (t->type().ByteSize() / chunks));
+      }
+      std::vector<void*> out;
+      for (Tensor& t : result.outputs) {
+        out.push_back(static_cast<char*>(t.data()) + r * (t.type().ByteSize() / chunks));
+      }
+      int64_t ns = 0;
+      statuses[r] = row_chunk_model_->RunOnBuffers(in, out, deadline, &times[r], &ns);
+    }
+  });
+  result.total_ns = SteadyNowNs() - start;
+  for (int64_t r = 0; r < chunks; ++r) {
+    if (!statuses[r].ok()) return statuses[r];
+  }
+  // Each kernel's time summed over the slices: the work it did for the call.
+  result.kernel_times = std::move(times[0]);
+  for (int64_t r = 1; r < chunks; ++r) {
+    for (size_t k = 0; k < result.kernel_times.size(); ++k) {
+      result.kernel_times[k].ns += times[r][k].ns;
+    }
+  }
+  RecordRun(result);
+  return result;
+}
+
+void CompiledModel::RecordRun(const RunResult& result) {
+  last_run_ns_.store(result.total_ns, std::memory_order_relaxed);
+  absl::MutexLock lock(&stats_mutex_);
+  inference_stats_.Add(result.total_ns);
+  for (size_t k = 0; k < result.kernel_times.size() && k < kernel_stats_.size(); ++k) {
+    kernel_stats_[k].Add(result.kernel_times[k].ns);
+  }
+}
+
+absl::Status CompiledModel::RunOnBuffers(const std::vector<const void*>& inputs,
+                                         const std::vector<void*>& outputs, absl::Time deadline,
+                                         std::vector<KernelRunTime>* times, int64_t* total_ns) {
+  const bool has_deadline = deadline != absl::InfiniteFuture();
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Workspace> ws, TakeWorkspace());
 
   std::vector<void*> pointers(program_.values.size(), nullptr);
   for (size_t i = 0; i < program_.values.size(); ++i) {
     if (program_.values[i].kind == ValueSpec::Kind::kConstant) {
       pointers[i] = constants_[i].data();
     } else if (plan_.offsets[i] >= 0) {
-      pointers[i] = static_cast<char*>((*ws)->arena.data()) + plan_.offsets[i];
+      pointers[i] = static_cast<char*>(ws->arena.data()) + plan_.offsets[i];
     }
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
-    pointers[program_.inputs[i]] = const_cast<void*>(inputs[i]->data());
+    pointers[program_.inputs[i]] = const_cast<void*>(inputs[i]);
   }
-
-  // Kernel-written outputs go straight into the result tensors; an output
+  // Kernel-written outputs go straight into the caller's buffers; an output
   // that is an input, a constant, or listed twice is copied after the run.
-  RunResult result;
-  result.outputs.reserve(program_.outputs.size());
   std::vector<bool> written_in_place(program_.outputs.size(), false);
   for (size_t o = 0; o < program_.outputs.size(); ++o) {
     const int out = program_.outputs[o];
-    const ValueSpec& spec = program_.values[out];
-    absl::StatusOr<Tensor> t = Tensor::AllocateUninitialized(spec.type);
-    if (!t.ok()) {
-      ReturnWorkspace(*std::move(ws));
-      return t.status();
-    }
-    if (spec.kind == ValueSpec::Kind::kIntermediate && pointers[out] == nullptr) {
-      pointers[out] = t->data();
+    if (program_.values[out].kind == ValueSpec::Kind::kIntermediate && pointers[out] == nullptr) {
+      pointers[out] = outputs[o];
       written_in_place[o] = true;
     }
-    result.outputs.push_back(*std::move(t));
   }
 
-  result.kernel_times.reserve(kernels_.size());
   std::vector<void*> args;
   const int64_t start = SteadyNowNs();
   if (absl::Status s = CheckIndices(-1, pointers); !s.ok()) {
-    ReturnWorkspace(*std::move(ws));
+    ReturnWorkspace(std::move(ws));
     return s;
   }
   // The deadline on the steady clock, read between kernels and by the pool
@@ -170,47 +259,40 @@ absl::StatusOr<RunResult> CompiledModel::Run(const std::vector<const Tensor*>& i
     args.push_back(&fault);
     const int64_t t0 = SteadyNowNs();
     kernels_[k]->fn()(args.data());
-    result.kernel_times.push_back({call.name, SteadyNowNs() - t0});
+    times->push_back({call.name, SteadyNowNs() - t0});
     if (chunk_deadline && chunk_deadline->skipped_work()) {
-      ReturnWorkspace(*std::move(ws));
+      ReturnWorkspace(std::move(ws));
       return absl::DeadlineExceededError(absl::StrCat(
           "the call's deadline passed inside kernel ", k + 1, " of ", kernels_.size(), " (",
           call.name, "), which stopped at its next parallel chunk; the rest did not run"));
     }
     if (fault.faulted.load(std::memory_order_acquire) != 0) {
-      ReturnWorkspace(*std::move(ws));
+      ReturnWorkspace(std::move(ws));
       std::vector<std::string> names;
       for (int v : call.args) names.push_back(program_.values[v].name);
       return KernelFaultStatus(fault, call.name, names);
     }
     if (absl::Status s = CheckIndices(static_cast<int>(k), pointers); !s.ok()) {
-      ReturnWorkspace(*std::move(ws));
+      ReturnWorkspace(std::move(ws));
       return s;
     }
     if (chunk_deadline && k + 1 < kernels_.size() && chunk_deadline->Passed()) {
-      ReturnWorkspace(*std::move(ws));
+      ReturnWorkspace(std::move(ws));
       return absl::DeadlineExceededError(absl::StrCat(
           "the call's deadline passed after kernel ", k + 1, " of ", kernels_.size(),
           "; the rest did not run"));
     }
   }
   chunk_deadline_scope.reset();  // what follows must run whole
-  result.total_ns = SteadyNowNs() - start;
+  *total_ns = SteadyNowNs() - start;
 
   for (size_t o = 0; o < program_.outputs.size(); ++o) {
     if (written_in_place[o]) continue;
-    Tensor& t = result.outputs[o];
-    std::memcpy(t.data(), pointers[program_.outputs[o]], t.byte_size());
+    std::memcpy(outputs[o], pointers[program_.outputs[o]],
+                program_.values[program_.outputs[o]].type.ByteSize());
   }
-  ReturnWorkspace(*std::move(ws));
-
-  last_run_ns_.store(result.total_ns, std::memory_order_relaxed);
-  absl::MutexLock lock(&stats_mutex_);
-  inference_stats_.Add(result.total_ns);
-  for (size_t k = 0; k < result.kernel_times.size(); ++k) {
-    kernel_stats_[k].Add(result.kernel_times[k].ns);
-  }
-  return result;
+  ReturnWorkspace(std::move(ws));
+  return absl::OkStatus();
 }
 
 ModelTimingStats CompiledModel::TimingStats() const {

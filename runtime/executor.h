@@ -47,8 +47,20 @@ class CompiledModel {
   // ResourceExhausted as PlanFootprint, before anything is allocated.
   static absl::StatusOr<std::unique_ptr<CompiledModel>> Create(
       Program program, std::vector<std::shared_ptr<LoadedKernel>> kernels);
+  // A model for `chunks` times the rows of `chunk_model`, whose rows (dim 0
+  // of every input and output) are independent: it runs `chunk_model` once
+  // per slice of `chunk_model`'s rows, the slices in parallel on the pool
+  // (each single-threaded), reading and writing the caller's tensors in
+  // place. Its program is `chunk_model`'s with each input's and output's
+  // dim 0 multiplied by `chunks`; its kernels, constants and per-call arena
+  // are `chunk_model`'s (one arena per slice running at once).
+  // InvalidArgument unless every input and output has a dim 0.
+  static absl::StatusOr<std::unique_ptr<CompiledModel>> CreateRowChunked(
+      std::shared_ptr<CompiledModel> chunk_model, int64_t chunks);
 
   const Program& program() const { return program_; }
+  // Slices a call's rows are run in (1: one run of the whole batch).
+  int64_t row_chunks() const { return row_chunks_; }
 
   // Runs with `inputs` in the program's input order; their types must match
   // (checked here as a last line of defence: InvalidArgument naming the input).
@@ -76,6 +88,18 @@ class CompiledModel {
 
   CompiledModel(Program program, std::vector<std::shared_ptr<LoadedKernel>> kernels)
       : program_(std::move(program)), kernels_(std::move(kernels)) {}
+  // The inputs' types against the program's, then output tensors for them.
+  absl::StatusOr<RunResult> StartRun(const std::vector<const Tensor*>& inputs) const;
+  // Runs every kernel with the program's inputs at `inputs` and its outputs
+  // written to `outputs` (one per program output, of its byte size),
+  // appending each kernel's time to `times` and the whole to `total_ns`.
+  absl::Status RunOnBuffers(const std::vector<const void*>& inputs,
+                            const std::vector<void*>& outputs, absl::Time deadline,
+                            std::vector<KernelRunTime>* times, int64_t* total_ns);
+  // Run for a model made by CreateRowChunked.
+  absl::StatusOr<RunResult> RunRowChunks(const std::vector<const Tensor*>& inputs,
+                                         absl::Time deadline);
+  void RecordRun(const RunResult& result);
   absl::StatusOr<std::unique_ptr<Workspace>> TakeWorkspace();
   void ReturnWorkspace(std::unique_ptr<Workspace> ws);
   // The program's index checks on values ready after kernel `k` (-1: the
@@ -90,6 +114,9 @@ class CompiledModel {
   // program_.index_checks by the kernel after which their value is ready,
   // offset by one (0: the inputs, before any kernel).
   std::vector<std::vector<int>> index_checks_after_;
+  // Set by CreateRowChunked: what runs each slice, and how many slices.
+  std::shared_ptr<CompiledModel> row_chunk_model_;
+  int64_t row_chunks_ = 1;
 
   absl::Mutex workspace_mutex_;
   std::vector<std::unique_ptr<Workspace>> free_workspaces_ ABSL_GUARDED_BY(workspace_mutex_);

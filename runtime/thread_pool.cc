@@ -177,6 +177,10 @@ void SetParallelThreads(int num_threads) {
 
 int GetParallelThreads() { return Pool().num_threads(); }
 
+void ParallelForOnPool(int64_t extent, const std::function<void(int64_t, int64_t)>& body) {
+  Pool().ParallelFor(extent, body);
+}
+
 }  // namespace kiln::runtime
 
 extern "C" void kiln_parallel_for(kiln::abi::ParallelBody body, void* closure,

@@ -74,6 +74,10 @@ class ThreadPool {
 // while kernels run.
 void SetParallelThreads(int num_threads);
 int GetParallelThreads();
+// ParallelFor on the process-wide pool, for runtime code that splits work
+// itself (a batch run as row chunks); kernels reach it through
+// kiln_parallel_for.
+void ParallelForOnPool(int64_t extent, const std::function<void(int64_t, int64_t)>& body);
 
 }  // namespace kiln::runtime
 
