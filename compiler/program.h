@@ -31,6 +31,9 @@ struct KernelCall {
   std::string name;
   // The values it reads, then the one it writes: the kernel's parameters in order.
   std::vector<int> args;
+  // Its fused ops' declared floating-point operations: how much work it
+  // does with what it reads (engine/row_chunks.h weighs weights by it).
+  double flops = 0;
 };
 
 // Run-time indices to check (index_range.h): `value`'s int64 elements index

@@ -159,6 +159,7 @@ absl::StatusOr<LoweredProgram> BuildProgram(const Graph& graph, const PassContex
     KernelSpec kernel = std::move(specs[i]);
     KernelCall call;
     call.name = kernel.name;
+    call.flops = kernel.flops;
     lower::LoweredGroup& lowered = lowered_groups[i];
     for (const Node* p : lowered.params) {
       call.args.push_back(add_value(
