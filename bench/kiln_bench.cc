@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -40,6 +41,7 @@
 #include "compiler/lower/loop_ir.h"
 #include "compiler/ops/op_registry.h"
 #include "engine/model_manager.h"
+#include "engine/row_chunks.h"
 #include "runtime/host_peaks.h"
 #include "runtime/roofline.h"
 #include "runtime/thread_pool.h"
@@ -258,6 +260,9 @@ int Main(int argc, char** argv) {
   client::AddValue(cli.get(), "disable-passes", "P,Q",
                    "Compile without these graph passes (by name, comma-separated): a before/after "
                    "measurement of one pass on the same build");
+  client::AddValue(cli.get(), "row-chunks", "R",
+                   "Run a batch as slices of R rows (R dividing it), 'off' for whole, or 'auto' "
+                   "(default): as the server does, by the rule in engine/row_chunks.h");
   client::AddSwitch(cli.get(), "json", "Print the result as one JSON object");
   client::SetExample(cli.get(), "kiln-bench resnet18.onnx --batch 8 --threads 2 --top 5");
   client::CliArgs parsed;
@@ -307,10 +312,46 @@ int Main(int argc, char** argv) {
     return dump_kernel.empty() ? DumpObjects(lowered->kernels, dump_objects)
                                : DumpKernel(lowered->kernels, dump_kernel);
   }
+  engine::RowChunkSetting row_chunks;
+  if (const std::string r = args->Get("row-chunks"); r == "off") {
+    row_chunks.rows = engine::RowChunkSetting::kOff;
+  } else if (!r.empty() && r != "auto") {
+    if (!absl::SimpleAtoi(r, &row_chunks.rows) || row_chunks.rows < 1) {
+      return client::PrintUsageError("kiln-bench", "--row-chunks takes a row count, auto or off");
+    }
+  }
+  // A slice's model compiles as the server's variant for its rows would.
+  std::optional<engine::CompileResult> slice_compile;
+  std::string why_whole;
+  absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> chunked = engine::RowChunkedModel(
+      *graph,
+      graph->inputs().empty() || graph->inputs()[0]->type.shape.empty()
+          ? 1
+          : graph->inputs()[0]->type.shape[0],
+      row_chunks,
+      [&](int64_t rows) -> absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> {
+        absl::StatusOr<Graph> slice = ImportModel(path, static_cast<int>(rows));
+        if (!slice.ok()) return slice.status();
+        const std::string name = absl::StrCat("bench-rows-", rows);
+        absl::StatusOr<engine::CompileResult> r =
+            (*manager)->Compile(name, *std::move(slice), compile_options);
+        if (!r.ok()) return r.status();
+        slice_compile = *std::move(r);
+        return (*manager)->Find(name);
+      },
+      &why_whole);
+  if (!chunked.ok()) return Fail(chunked.status());
+  std::shared_ptr<runtime::CompiledModel> model = *chunked;
   absl::StatusOr<engine::CompileResult> compiled =
-      (*manager)->Compile("bench", *std::move(graph), compile_options);
+      model != nullptr ? absl::StatusOr<engine::CompileResult>(*slice_compile)
+                       : (*manager)->Compile("bench", *std::move(graph), compile_options);
   if (!compiled.ok()) return Fail(compiled.status());
-  std::shared_ptr<runtime::CompiledModel> model = (*manager)->Find("bench");
+  if (model == nullptr) model = (*manager)->Find("bench");
+  // A slice's kernels run once per slice: their work per call is that many times theirs.
+  for (auto& k : compiled->kernels) {
+    k.flops *= static_cast<double>(model->row_chunks());
+    k.bytes *= model->row_chunks();
+  }
   const Program& program = model->program();
   int64_t kernel_arg_bytes = 0;
   for (const KernelCall& k : program.kernels) {
@@ -374,13 +415,15 @@ int Main(int argc, char** argv) {
         "\"kernels\": %d, \"kernel_arg_bytes\": %d, \"intermediate_bytes\": %d, "
         "\"first_run_ms\": %.4f, \"p50_ms\": %.4f, \"p90_ms\": %.4f, \"p95_ms\": %.4f, "
         "\"p99_ms\": %.4f, \"mean_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, "
-        "\"kernels_p50_ms\": %.4f, \"throughput_per_s\": %.2f, \"tuned_kernels\": %d%s}\n",
+        "\"kernels_p50_ms\": %.4f, \"throughput_per_s\": %.2f, \"tuned_kernels\": %d, "
+        "\"row_chunks\": %d%s}\n",
         JsonString(path), JsonString(input_names), JsonString(input_shapes),
         JsonString(output_shapes), batch, *threads, *iterations, *warmup, compile_ms, import_ms,
         compiled->record.passes_ms, compiled->record.lower_ms, compiled->codegen_ms, jit_ms,
         static_cast<int>(program.kernels.size()), kernel_arg_bytes, compiled->intermediate_bytes,
         first_ms, s.p50, s.p90, s.p95, s.p99, s.mean, s.min, s.max, k.p50, throughput,
-        compiled->tuned_kernels, *top > 0 ? TopKernelsJson(*model, *compiled, *top, *threads) : "");
+        compiled->tuned_kernels, static_cast<int>(model->row_chunks()),
+        *top > 0 ? TopKernelsJson(*model, *compiled, *top, *threads) : "");
     return 0;
   }
   std::cout << absl::StrFormat("kiln-bench %s  inputs %s  outputs %s  threads %d\n", path,
@@ -392,6 +435,12 @@ int Main(int argc, char** argv) {
       compiled->codegen_ms, *compile_threads, static_cast<int>(program.kernels.size()), jit_ms);
   if (compiled->tuned_kernels > 0) {
     std::cout << absl::StrFormat("  %d kernels follow tuning records\n", compiled->tuned_kernels);
+  }
+  if (model->row_chunks() > 1) {
+    std::cout << absl::StrFormat("  the batch runs as %d slices of %d rows\n", model->row_chunks(),
+                                 batch / model->row_chunks());
+  } else if (!why_whole.empty()) {
+    std::cout << "  the batch runs whole: " << why_whole << "\n";
   }
   std::cout << absl::StrFormat("  first run: %.3f ms\n", first_ms);
   std::cout << absl::StrFormat(

@@ -197,11 +197,15 @@ std::string FormatTimingStats(const kiln::v1::GetTimingStatsResponse& stats) {
       absl::StrAppend(&out, "  shapes: ", m.shape_variants_loaded(), " loaded, ",
                       m.shape_compiles(), " compiled besides the load-time one\n");
       for (const auto& shape : m.shapes()) {
-        absl::StrAppend(&out,
-                        absl::StrFormat("    %-30s %7d inferences, first %.3f us, p50 %.3f us\n",
-                                        shape.shape(), shape.inference().count(),
-                                        shape.inference().first_call().ns() / 1e3,
-                                        shape.inference().p50_ns() / 1e3));
+        absl::StrAppend(
+            &out,
+            absl::StrFormat("    %-30s %7d inferences, first %.3f us, p50 %.3f us", shape.shape(),
+                            shape.inference().count(), shape.inference().first_call().ns() / 1e3,
+                            shape.inference().p50_ns() / 1e3));
+        if (shape.row_chunks() > 1) {
+          absl::StrAppend(&out, absl::StrFormat(" (as %d slices)", shape.row_chunks()));
+        }
+        absl::StrAppend(&out, "\n");
       }
     }
     absl::StrAppend(&out, "  last compile:");

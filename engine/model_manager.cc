@@ -169,6 +169,7 @@ absl::StatusOr<CompileResult> ModelManager::CompileWithShapes(const std::string&
       std::make_unique<ShapeVariants>(symbolic.signature, symbolic.ranges, symbolic.graph_for,
                                       std::move(compile), options_.max_shape_variants),
       *std::move(source));
+  variants->set_row_chunks(options_.row_chunks);
   if (static_cast<int>(symbolic.eager.size()) + 1 > options_.max_shape_variants) {
     return absl::ResourceExhaustedError(absl::StrCat(
         symbolic.eager.size(), " eager shapes and the load-time one exceed the server's bound of ",

@@ -47,6 +47,9 @@ struct ModelManagerOptions {
   KernelCacheOptions cache;
   // Shapes of one model with symbolic dims kept compiled (--max-shape-variants).
   int max_shape_variants = 8;
+  // Whether a batch of a model with symbolic dims may run as slices of a
+  // smaller batch's variant (--row_chunks; row_chunks.h).
+  RowChunkSetting row_chunks;
   // Compiles run this much nicer than inference (--compile-nice; 0: same).
   int compile_nice = 10;
   // Bytes every loaded model and shape variant may hold at once

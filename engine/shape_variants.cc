@@ -239,6 +239,9 @@ absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> ShapeVariants::Fill(
     if (!graph.ok()) {
       return absl::StatusOr<std::shared_ptr<runtime::CompiledModel>>(graph.status());
     }
+    if (std::shared_ptr<runtime::CompiledModel> slices = AsRowChunks(shapes, *graph)) {
+      return absl::StatusOr<std::shared_ptr<runtime::CompiledModel>>(std::move(slices));
+    }
     return compile_(*std::move(graph));
   }();
   if (model.ok()) {
@@ -261,6 +264,26 @@ absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> ShapeVariants::Fill(
   EvictBeyondBound();
   if (!slot->status.ok()) return slot->status;
   return slot->model;
+}
+
+std::shared_ptr<runtime::CompiledModel> ShapeVariants::AsRowChunks(
+    const std::vector<std::vector<int64_t>>& shapes, const Graph& graph) {
+  if (shapes.size() != signature_.inputs.size() || shapes.empty()) return nullptr;
+  for (const std::vector<int64_t>& shape : shapes) {
+    if (shape.empty() || shape[0] != shapes[0][0]) return nullptr;
+  }
+  const int64_t rows = shapes[0][0];
+  // A slice is this model's variant for its rows, shared with requests of
+  // that batch; a slice that cannot compile (outside a declared range, say)
+  // leaves the batch to compile whole.
+  absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> chunked = RowChunkedModel(
+      graph, rows, row_chunks_,
+      [&](int64_t slice_rows) -> absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> {
+        std::vector<std::vector<int64_t>> slice = shapes;
+        for (std::vector<int64_t>& shape : slice) shape[0] = slice_rows;
+        return Get(slice);
+      });
+  return chunked.ok() ? *std::move(chunked) : nullptr;
 }
 
 void ShapeVariants::Abandon(const std::vector<std::vector<int64_t>>& shapes,

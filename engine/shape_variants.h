@@ -53,8 +53,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +62,7 @@
 #include "absl/synchronization/mutex.h"
 #include "compiler/frontend/model_signature.h"
 #include "compiler/ir/graph.h"
+#include "engine/row_chunks.h"
 #include "runtime/executor.h"
 
 namespace kiln::engine {
@@ -116,6 +117,9 @@ class ShapeVariants : public std::enable_shared_from_this<ShapeVariants> {
                 CompileVariant compile, int max_variants);
 
   const ModelSignature& signature() const { return signature_; }
+  // How a batch of rows may run as slices of a smaller one (row_chunks.h);
+  // set before the first Get.
+  void set_row_chunks(RowChunkSetting setting) { row_chunks_ = setting; }
 
   // Registers `model`, compiled for `shapes` (one per input, in order).
   void Add(const std::vector<std::vector<int64_t>>& shapes,
@@ -187,6 +191,10 @@ class ShapeVariants : public std::enable_shared_from_this<ShapeVariants> {
   // Compiles `shapes` into `slot`, claimed for them, and wakes its waiters.
   absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> Fill(
       const std::vector<std::vector<int64_t>>& shapes, const std::shared_ptr<Slot>& slot);
+  // The model for `shapes` as slices of a smaller batch's variant
+  // (row_chunks.h), or null to compile `graph` whole.
+  std::shared_ptr<runtime::CompiledModel> AsRowChunks(
+      const std::vector<std::vector<int64_t>>& shapes, const Graph& graph);
   // Ends `slot`, claimed for `shapes`, with `status` (no compile).
   void Abandon(const std::vector<std::vector<int64_t>>& shapes, const std::shared_ptr<Slot>& slot,
                const absl::Status& status);
@@ -200,6 +208,7 @@ class ShapeVariants : public std::enable_shared_from_this<ShapeVariants> {
   const GraphForShapes graph_for_;
   const CompileVariant compile_;
   const int max_variants_;
+  RowChunkSetting row_chunks_;
 
   mutable absl::Mutex mutex_;
   absl::CondVar compiled_;

@@ -258,6 +258,8 @@ absl::StatusOr<std::unique_ptr<KilnServer>> StartKilnServer(const ServerOptions&
   engine::ModelManagerOptions manager_options;
   manager_options.max_models = options.max_models;
   manager_options.max_shape_variants = options.max_shape_variants;
+  manager_options.row_chunks.rows =
+      options.row_chunks ? engine::RowChunkSetting::kAuto : engine::RowChunkSetting::kOff;
   manager_options.compile_threads = options.compile_threads;
   manager_options.compile_nice = options.compile_nice;
   manager_options.codegen.bounds_checks = options.kernel_bounds_checks;

@@ -21,6 +21,7 @@ struct ServerOptions {
   int threads = 0;   // kernel parallelism; 0 = hardware concurrency
   int max_models = 64;
   int max_shape_variants = 8;
+  bool row_chunks = true;  // --row_chunks (engine/row_chunks.h)
   int max_message_mb = 256;
   int compile_threads = 2;
   int max_concurrent_compiles = 2;  // CompileModel calls running at once

@@ -193,6 +193,7 @@ void FillModelTiming(const engine::ServedModel& served, kiln::v1::ModelTiming* o
                                      ShapeToString(shapes[i])));
       }
       st->set_shape(absl::StrJoin(parts, " "));
+      st->set_row_chunks(model->row_chunks());
       FillKernelTiming("inference", model->TimingStats().inference, st->mutable_inference());
     }
   }

@@ -16,6 +16,7 @@ ABSL_DECLARE_FLAG(int, threads);
 ABSL_DECLARE_FLAG(int, max_models);
 ABSL_DECLARE_FLAG(int64_t, max_loaded_mb);
 ABSL_DECLARE_FLAG(int, max_shape_variants);
+ABSL_DECLARE_FLAG(bool, row_chunks);
 ABSL_DECLARE_FLAG(int, max_message_mb);
 ABSL_DECLARE_FLAG(int, compile_threads);
 ABSL_DECLARE_FLAG(std::string, cache_dir);

@@ -106,6 +106,7 @@ int main(int argc, char** argv) {
     LogStartError("--max-shape-variants must be at least 1");
     return 2;
   }
+  options.row_chunks = absl::GetFlag(FLAGS_row_chunks);
   options.max_message_mb = absl::GetFlag(FLAGS_max_message_mb);
   options.compile_threads = absl::GetFlag(FLAGS_compile_threads);
   options.cache_dir = absl::GetFlag(FLAGS_cache_dir);

@@ -54,6 +54,9 @@ class Case:
     onnx_reference: Optional[Callable[[onnx.ModelProto, Tuple], Tuple]] = None
     # An absolute tolerance the case declares (written to NAME/tolerance).
     tolerance: Optional[Callable[[onnx.ModelProto], float]] = None
+    # Dim 0 of every input and output exported as a symbolic "batch": the
+    # server serves the inputs' batch as a shape of its own.
+    dynamic_batch: bool = False
 
 
 class OutOnly(torch.nn.Module):
@@ -503,11 +506,32 @@ def qdq_resnet18():
                 onnx_reference=fake_quant_reference, tolerance=output_step)
 
 
+def mobilenet_v3_small_b8():
+    """A batch one image of which fits in L2 and 8 do not (its first
+    activation is 800 KB an image): the server runs it as 8 slices
+    (engine/row_chunks.h)."""
+    return Case(torchvision.models.mobilenet_v3_small(weights=None),
+                (torch.randn(8, 3, 224, 224),), dynamic_batch=True)
+
+
+def bert_encoder_b16():
+    """bert_encoder's layers at d_model 256 and 64 tokens, batch 16: one
+    sequence's feed-forward activation (256 KB) fits in L2, 16 do not. PyTorch
+    moves the batch to dim 1 inside attention and merges it with the tokens."""
+    ids = torch.randint(0, 1000, (16, 64))
+    padding = torch.zeros(16, 64, dtype=torch.bool)
+    padding[0, 40:] = True
+    padding[5, 10:] = True
+    return Case(BertEncoder(max_len=64, d_model=256), (ids, padding), opset=17,
+                dynamic_batch=True)
+
+
 MODELS = {f.__name__: f for f in [
     resnet50, mobilenet_v3_small, regnet_y_400mf, convnext_tiny, googlenet, inception_v3,
     alexnet, swin_t, vit_small, fcn_resnet50, deeplabv3_mobilenet_v3_large,
     lraspp_mobilenet_v3_large, unet, lstm, gru, audio_conv1d, video_conv3d, grid_sampling,
-    bert_encoder, gpt_decoder, fp16_mlp, fp16_cnn, qdq_int8, qdq_resnet18]}
+    bert_encoder, gpt_decoder, fp16_mlp, fp16_cnn, qdq_int8, qdq_resnet18,
+    mobilenet_v3_small_b8, bert_encoder_b16]}
 
 
 def calibrate_batch_norm(model, x):
@@ -549,9 +573,13 @@ def export(name, out_dir):
     # so the reference takes the path the export traced.
     outputs = case.reference() if case.reference else case.model(*case.inputs)
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    input_names = ["input_%d" % i for i in range(len(case.inputs))]
+    output_names = ["output_%d" % i for i in range(len(outputs))]
+    dynamic_axes = ({n: {0: "batch"} for n in input_names + output_names}
+                    if case.dynamic_batch else None)
     torch.onnx.export(case.model, case.inputs, path, opset_version=case.opset,
-                      input_names=["input_%d" % i for i in range(len(case.inputs))],
-                      output_names=["output_%d" % i for i in range(len(outputs))])
+                      input_names=input_names, output_names=output_names,
+                      dynamic_axes=dynamic_axes)
     if case.rewrite:
         proto = onnx.load(path)
         case.rewrite(proto)

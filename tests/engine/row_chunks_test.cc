@@ -1,0 +1,219 @@
+// A batch run as slices (engine/row_chunks.h): each slice's rows come out
+// as a float64 loop over the whole batch computes them, on one thread and
+// two; graphs whose rows mix are never split; the rule splits a
+// cache-bound conv net and keeps a weight-bound dense layer whole.
+#include "engine/row_chunks.h"
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "compiler/passes/infer_type.h"
+#include "engine/model_manager.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/thread_pool.h"
+#include "tests/test_util/graph_building.h"
+#include "tests/test_util/reference_ops.h"
+
+namespace kiln::engine {
+namespace {
+
+using ::kiln::testing::FloatValues;
+using ::kiln::testing::Op;
+using ::kiln::testing::Pseudorandom;
+using ::testing::HasSubstr;
+using runtime::Tensor;
+
+constexpr int64_t kC = 3, kH = 10, kW = 10, kO = 8, kClasses = 5;
+
+std::vector<float> ConvWeights() { return Pseudorandom(kO * kC * 9, 1); }
+std::vector<float> ConvBias() { return Pseudorandom(kO, 2); }
+std::vector<float> DenseWeights() { return Pseudorandom(kClasses * kO * kH * kW, 3); }
+std::vector<float> DenseBias() { return Pseudorandom(kClasses, 4); }
+
+// As an importer hands graphs over: with their types inferred.
+Graph Typed(Graph g) {
+  EXPECT_TRUE(InferTypes(g).ok());
+  return g;
+}
+
+// conv 3x3 (pad 1) + bias -> relu -> flatten -> dense + bias -> softmax.
+Graph ConvNet(int64_t rows) {
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {rows, kC, kH, kW}});
+  Conv2DAttrs conv;
+  conv.padding = {1, 1, 1, 1};
+  Node* c = Op(g, "conv2d", {x, g.AddConstant("w", FloatValues({kO, kC, 3, 3}, ConvWeights()))},
+               conv);
+  c = Op(g, "relu", {Op(g, "add", {c, g.AddConstant("b", FloatValues({kO, 1, 1}, ConvBias()))})});
+  Node* flat = Op(g, "reshape", {c}, ReshapeAttrs{{rows, kO * kH * kW}});
+  Node* fc = Op(g, "dense",
+                {flat, g.AddConstant("fc", FloatValues({kClasses, kO * kH * kW}, DenseWeights())),
+                 g.AddConstant("fc_b", FloatValues({kClasses}, DenseBias()))});
+  g.AddOutput(Op(g, "softmax", {fc}, AxisAttrs{-1}), "y");
+  return Typed(std::move(g));
+}
+
+std::vector<float> Reference(const std::vector<float>& x, int64_t rows) {
+  std::vector<float> c = testing::RefRelu(testing::RefConv2DStrided(
+      x, ConvWeights(), ConvBias(), rows, kC, kH, kW, kO, 3, 3, /*stride=*/1, /*pad=*/1));
+  std::vector<float> fc =
+      testing::RefDense(c, DenseWeights(), DenseBias(), rows, kO * kH * kW, kClasses);
+  return testing::RefSoftmaxRows(fc, rows, kClasses);
+}
+
+// A cache-bound conv: one image's 16 x 96 x 96 output (576 KB) fits any L2
+// Kiln runs on, 8 images' do not.
+Graph WideConv(int64_t rows) {
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {rows, 16, 96, 96}});
+  Conv2DAttrs a;
+  a.padding = {1, 1, 1, 1};
+  Node* w = g.AddConstant("w", FloatValues({16, 16, 3, 3}, Pseudorandom(2304, 5)));
+  g.AddOutput(Op(g, "relu", {Op(g, "conv2d", {x, w}, a)}), "y");
+  return Typed(std::move(g));
+}
+
+class RowChunksTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ModelManagerOptions options;
+    options.cache.dir.clear();
+    auto m = ModelManager::Create(options);
+    ASSERT_TRUE(m.ok()) << m.status();
+    manager_ = *std::move(m);
+  }
+  void TearDown() override { runtime::SetParallelThreads(1); }
+
+  ModelForRows Compiler(std::function<Graph(int64_t)> build) {
+    return [this, build](int64_t rows) -> absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> {
+      const std::string name = absl::StrCat("rows", rows, "_", ++compiles_);
+      absl::StatusOr<CompileResult> r = manager_->Compile(name, build(rows), CompileOptions{});
+      if (!r.ok()) return r.status();
+      return manager_->Find(name);
+    };
+  }
+
+  void ExpectReference(runtime::CompiledModel& model, int64_t rows) {
+    const std::vector<float> x = Pseudorandom(rows * kC * kH * kW, 7);
+    absl::StatusOr<Tensor> in = Tensor::FromBytes(
+        {DType::kFloat32, {rows, kC, kH, kW}},
+        absl::string_view(reinterpret_cast<const char*>(x.data()), x.size() * sizeof(float)));
+    ASSERT_TRUE(in.ok());
+    absl::StatusOr<runtime::RunResult> r = model.Run({&*in});
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->outputs[0].type(), (TensorType{DType::kFloat32, {rows, kClasses}}));
+    const float* y = static_cast<const float*>(r->outputs[0].data());
+    const std::vector<float> want = Reference(x, rows);
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(y[i], want[i], 2e-5) << i;
+    // Each kernel timed once per call, over every slice.
+    EXPECT_EQ(r->kernel_times.size(), model.program().kernels.size());
+  }
+
+  std::unique_ptr<ModelManager> manager_;
+  int compiles_ = 0;
+};
+
+TEST_F(RowChunksTest, EverySliceSizeComputesTheWholeBatch) {
+  for (int threads : {1, 2}) {
+    runtime::SetParallelThreads(threads);
+    for (int64_t slice : {1, 2, 3}) {
+      SCOPED_TRACE(absl::StrCat(threads, " threads, slices of ", slice));
+      std::string why;
+      absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> model =
+          RowChunkedModel(ConvNet(6), 6, RowChunkSetting{slice}, Compiler(ConvNet), &why);
+      ASSERT_TRUE(model.ok()) << model.status();
+      ASSERT_NE(*model, nullptr) << why;
+      EXPECT_EQ((*model)->row_chunks(), 6 / slice);
+      EXPECT_EQ((*model)->program().values[(*model)->program().inputs[0]].type.shape[0], 6);
+      ExpectReference(**model, 6);
+    }
+  }
+}
+
+TEST_F(RowChunksTest, AGraphMixingRowsRunsWhole) {
+  // x - mean over the batch: every row reads every other.
+  auto centred = [](int64_t rows) {
+    Graph g;
+    Node* x = g.AddInput("x", {DType::kFloat32, {rows, 4}});
+    g.AddOutput(Op(g, "sub", {x, Op(g, "mean", {x}, ReduceAttrs{{0}, true})}), "y");
+    return Typed(std::move(g));
+  };
+  std::string why;
+  absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> model =
+      RowChunkedModel(centred(4), 4, RowChunkSetting{1}, Compiler(centred), &why);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(*model, nullptr);
+  EXPECT_THAT(why, HasSubstr("mean"));
+  EXPECT_EQ(compiles_, 0);
+}
+
+TEST_F(RowChunksTest, ASliceThatDoesNotDivideTheBatchRunsWhole) {
+  std::string why;
+  absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> model =
+      RowChunkedModel(ConvNet(6), 6, RowChunkSetting{4}, Compiler(ConvNet), &why);
+  ASSERT_TRUE(model.ok());
+  EXPECT_EQ(*model, nullptr);
+  EXPECT_THAT(why, HasSubstr("divide"));
+}
+
+// The rule, on the two kinds of model it weighs: a conv whose batch of
+// outputs is larger than L2 and one image's is not, with few weights used
+// at every pixel; and a dense layer whose one row uses each of its many
+// weights once.
+TEST_F(RowChunksTest, TheRuleSplitsACacheBoundConvAndKeepsADenseLayerWhole) {
+  auto dense = [](int64_t rows) {
+    Graph g;
+    Node* x = g.AddInput("x", {DType::kFloat32, {rows, 1024}});
+    g.AddOutput(Op(g, "dense", {x, g.AddConstant("w", testing::FloatConstant({2048, 1024}, 0.5f))}),
+                "y");
+    return g;
+  };
+  absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> one_conv = Compiler(WideConv)(1);
+  absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> one_dense = Compiler(dense)(1);
+  ASSERT_TRUE(one_conv.ok() && one_dense.ok());
+  EXPECT_EQ(ChunkRowsFor((*one_conv)->program(), 16, 1), 1);
+  EXPECT_EQ(ChunkRowsFor((*one_dense)->program(), 16, 1), 16);
+}
+
+// Through the server's path: a model with a symbolic batch gets its batch-8
+// variant as 8 slices of its batch-1 one, unless row chunks are off.
+TEST(RowChunksServingTest, ABatchOfASymbolicModelRunsAsSlicesOfItsOneRowVariant) {
+  for (bool on : {true, false}) {
+    SCOPED_TRACE(on);
+    ModelManagerOptions options;
+    options.cache.dir.clear();
+    if (!on) options.row_chunks.rows = RowChunkSetting::kOff;
+    auto manager = ModelManager::Create(options);
+    ASSERT_TRUE(manager.ok());
+    SymbolicModel symbolic;
+    symbolic.signature.inputs.push_back({"x", DType::kFloat32, {-1, 16, 96, 96}, {"batch", "", "", ""}});
+    symbolic.signature.outputs.push_back({"y", DType::kFloat32, {-1, 16, 96, 96}, {"batch", "", "", ""}});
+    symbolic.graph_for = [](const ShapeBinding& s, const ValueBinding&) -> absl::StatusOr<Graph> {
+      return WideConv(s.at("x")[0]);
+    };
+    ASSERT_TRUE((*manager)
+                    ->CompileWithShapes("m", WideConv(1), std::move(symbolic), CompileOptions{})
+                    .ok());
+    auto model = (*manager)->FindForShapes("m", {{8, 16, 96, 96}});
+    ASSERT_TRUE(model.ok()) << model.status();
+    EXPECT_EQ((*model)->row_chunks(), on ? 8 : 1);
+    const std::vector<float> x = Pseudorandom(8 * 16 * 96 * 96, 9);
+    absl::StatusOr<Tensor> in = Tensor::FromBytes(
+        {DType::kFloat32, {8, 16, 96, 96}},
+        absl::string_view(reinterpret_cast<const char*>(x.data()), x.size() * sizeof(float)));
+    ASSERT_TRUE(in.ok());
+    absl::StatusOr<runtime::RunResult> r = (*model)->Run({&*in});
+    ASSERT_TRUE(r.ok()) << r.status();
+    const std::vector<float> want = testing::RefRelu(testing::RefConv2DStrided(
+        x, Pseudorandom(2304, 5), {}, 8, 16, 96, 96, 16, 3, 3, /*stride=*/1, /*pad=*/1));
+    const float* y = static_cast<const float*>(r->outputs[0].data());
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(y[i], want[i], 1e-4) << i;
+  }
+}
+
+}  // namespace
+}  // namespace kiln::engine
