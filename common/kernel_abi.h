@@ -38,9 +38,15 @@ inline constexpr char kWorkspaceFree[] = "kiln_workspace_free";
 inline constexpr char kKernelFault[] = "kiln_kernel_fault";
 inline constexpr char kPadPlanes[] = "kiln_pad_planes";
 inline constexpr char kQConvU8S8[] = "kiln_qconv_u8s8";
+inline constexpr char kQConvU8S8Q8[] = "kiln_qconv_u8s8_q8";
 inline constexpr char kAttentionF32[] = "kiln_attention_f32";
 inline constexpr char kQMatMulU8S8[] = "kiln_qmatmul_u8s8";
 inline constexpr char kQMatMulU8S8I32[] = "kiln_qmatmul_u8s8_i32";
+inline constexpr char kQMatMulU8S8Q8[] = "kiln_qmatmul_u8s8_q8";
+
+// The float64 operand `requant` of the requantising kernels (*_q8) holds
+// these six values: y_scale, low, high, zero, q_low, q_high.
+inline constexpr int kRequantValues = 6;
 
 // kiln_qconv_u8s8's weight rows are K = channels * kh * kw int8 values padded
 // with zeros to a multiple of this (vpdpbusd sums four u8 x s8 products).
@@ -104,6 +110,17 @@ void kiln_qconv_u8s8(float* out, const uint8_t* x, const int8_t* w, const int32_
                      int64_t w_in, int64_t co, int64_t kh, int64_t kw, int64_t sy, int64_t sx,
                      int64_t pt, int64_t pl, int64_t dy, int64_t dx, int64_t oh, int64_t ow,
                      int64_t x_zero);
+// The same sums requantised to uint8 (runtime/requantize_u8.h), with scale
+// and bias in float64: for sum = the int32 sum + correction[n] above,
+//   t = clamp(sum * scale[n] + bias[n], low, high)
+//   out[...] = clamp(round_half_even(t / y_scale) + zero, q_low, q_high)
+// all in float64, the six values read from `requant` (kRequantValues).
+void kiln_qconv_u8s8_q8(uint8_t* out, const uint8_t* x, const int8_t* w,
+                        const int32_t* correction, const double* scale, const double* bias,
+                        const double* requant, int64_t batch, int64_t c, int64_t h, int64_t w_in,
+                        int64_t co, int64_t kh, int64_t kw, int64_t sy, int64_t sx, int64_t pt,
+                        int64_t pl, int64_t dy, int64_t dx, int64_t oh, int64_t ow,
+                        int64_t x_zero);
 // Attention over n1 * n2 entries (heads): for entry n = n_1 * n2 + n_2,
 // query row i < s and column j < dv,
 //   out[n_1 * o_s1 + n_2 * o_s2 + i * o_row + j] =
@@ -134,6 +151,10 @@ void kiln_qmatmul_u8s8(float* out, const uint8_t* x, const int8_t* w, const int3
 // The same sums stored as int32: out[m * cols + n] = sum_k x * w(k, n) + correction[n].
 void kiln_qmatmul_u8s8_i32(int32_t* out, const uint8_t* x, const int8_t* w,
                            const int32_t* correction, int64_t rows, int64_t depth, int64_t cols);
+// The same sums requantised to uint8 as kiln_qconv_u8s8_q8 does, per column n.
+void kiln_qmatmul_u8s8_q8(uint8_t* out, const uint8_t* x, const int8_t* w,
+                          const int32_t* correction, const double* scale, const double* bias,
+                          const double* requant, int64_t rows, int64_t depth, int64_t cols);
 }
 
 #endif  // KILN_COMMON_KERNEL_ABI_H_

@@ -71,9 +71,11 @@ absl::StatusOr<std::shared_ptr<JitEngine>> JitEngine::Create() {
   define(abi::kKernelFault, &kiln_kernel_fault);
   define(abi::kPadPlanes, &kiln_pad_planes);
   define(abi::kQConvU8S8, &kiln_qconv_u8s8);
+  define(abi::kQConvU8S8Q8, &kiln_qconv_u8s8_q8);
   define(abi::kAttentionF32, &kiln_attention_f32);
   define(abi::kQMatMulU8S8, &kiln_qmatmul_u8s8);
   define(abi::kQMatMulU8S8I32, &kiln_qmatmul_u8s8_i32);
+  define(abi::kQMatMulU8S8Q8, &kiln_qmatmul_u8s8_q8);
   if (llvm::Error err = main.define(llvm::orc::absoluteSymbols(std::move(runtime_symbols)))) {
     return FromLlvmError(std::move(err), "defining runtime symbols");
   }

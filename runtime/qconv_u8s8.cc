@@ -10,8 +10,10 @@
 // epilogue at every layout and tile the schedule knows. Here the layout is
 // one and fixed, the code is compiled once for the ISA (no compile time per
 // conv, like kiln_pad_planes), and it is tested alone against NumPy
-// (tests/runtime/qconv_u8s8_test.sh). What it costs: the epilogue ops after
-// the conv (bias, relu, requantisation) run in a kernel of their own.
+// (tests/runtime/qconv_u8s8_test.sh). What it costs: epilogue ops after the
+// conv run in a kernel of their own, except the requantisation to the next
+// layer's uint8 (with a Relu or Clip before it), which kiln_qconv_u8s8_q8
+// does in its store (step 3).
 //
 // Per image:
 //   1. Pack: x, padded with x_zero, is read as im2col into
@@ -27,6 +29,8 @@
 //   3. Epilogue: + correction[n] (the zero point's term, computed at compile
 //      time), to float, * scale[n] + bias[n] in one FMA (rounded once, as the
 //      float conv's fused epilogue was), a masked store along the pixels.
+//      kiln_qconv_u8s8_q8 instead requantises in float64 and stores uint8
+//      (runtime/requantize_u8.h): a quarter of the bytes, no float pass.
 // vpdpbusd does not saturate (vpdpbusds would); each four-product sum is
 // below 2^17, so every int32 sum is exact while the conv's is.
 // Measured alone on one core of this project's Xeon (kernel called in a loop,
@@ -45,8 +49,11 @@
 #include <vector>
 
 #include "common/kernel_abi.h"
+#include "runtime/requantize_u8.h"
 
 namespace {
+
+using kiln::runtime::Requant;
 
 constexpr int64_t kBlockPixels = 16;
 constexpr int kGroup = kiln::abi::kQConvKGroup;
@@ -164,6 +171,11 @@ struct Call {
   const float* scale;
   const float* bias;
   float* out;  // this image's
+  // Or, for kiln_qconv_u8s8_q8, the requantising store's (this image's out).
+  const double* scale64;
+  const double* bias64;
+  Requant requant;
+  uint8_t* out_u8;
 };
 
 int32_t WeightWord(const int8_t* w) {
@@ -241,6 +253,23 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void VnniTile(const Call&
     }
   }
   const int64_t pixels = s.pixels();
+  if (c.out_u8 != nullptr) {
+    for (int r = 0; r < MR; ++r) {
+      const __m512i corr = _mm512_set1_epi32(c.correction[n0 + r]);
+      const __m512d scale = _mm512_set1_pd(c.scale64[n0 + r]);
+      const __m512d bias = _mm512_set1_pd(c.bias64[n0 + r]);
+      uint8_t* row = c.out_u8 + (n0 + r) * pixels;
+      for (int v = 0; v < NV; ++v) {
+        const int64_t p = (b0 + v) * kBlockPixels;
+        const int64_t left = pixels - p;
+        const __mmask16 mask =
+            left >= kBlockPixels ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
+        kiln::runtime::RequantizeStore16(_mm512_add_epi32(acc[r * NV + v], corr), scale, scale,
+                                         bias, bias, c.requant, mask, row + p);
+      }
+    }
+    return;
+  }
   for (int r = 0; r < MR; ++r) {
     const __m512i corr = _mm512_set1_epi32(c.correction[n0 + r]);
     const __m512 scale = _mm512_set1_ps(c.scale[n0 + r]);
@@ -305,8 +334,13 @@ void GenericChunk(const Call& c, int64_t n_begin, int64_t n_end, int64_t b0, int
                    int32_t{c.w[n * kp + q * kGroup + j]};
           }
         }
-        c.out[n * pixels + b * kBlockPixels + i] =
-            std::fma(static_cast<float>(sum + c.correction[n]), c.scale[n], c.bias[n]);
+        const int64_t at = n * pixels + b * kBlockPixels + i;
+        if (c.out_u8 != nullptr) {
+          c.out_u8[at] = kiln::runtime::RequantizeOne(sum + c.correction[n], c.scale64[n],
+                                                      c.bias64[n], c.requant);
+        } else {
+          c.out[at] = std::fma(static_cast<float>(sum + c.correction[n]), c.scale[n], c.bias[n]);
+        }
       }
     }
   }
@@ -361,6 +395,32 @@ void RunWork(void* closure, int64_t begin, int64_t end) {
   }
 }
 
+// Both entry points: `epilogue` holds the scale, bias and output of the
+// first image (its other fields are set here).
+void RunConv(const Conv& s, const uint8_t* x, int64_t batch, const Call& epilogue) {
+  static const Isa isa = ForThisCpu();
+  thread_local Padded padded;
+  thread_local std::vector<uint8_t> ap;
+  thread_local std::vector<uint8_t> zeros;
+  zeros.assign(s.ow * s.sx + 1, 0);
+  ap.resize(s.blocks() * s.block_bytes());  // tail pixels: never stored
+  const int64_t channel_chunks = (s.co + kChannelChunk - 1) / kChannelChunk;
+  const int64_t pixel_tiles = (s.blocks() + kNv - 1) / kNv;
+  const int64_t image_out = s.co * s.pixels();
+  for (int64_t b = 0; b < batch; ++b) {
+    PadImage(s, x + b * s.c * s.h * s.w, padded);
+    PackWork pack{isa.pack, &s, &padded, zeros.data(), ap.data()};
+    kiln_parallel_for(RunPack, &pack, s.kq());
+    Call call = epilogue;
+    call.s = &s;
+    call.ap = ap.data();
+    if (call.out != nullptr) call.out += b * image_out;
+    if (call.out_u8 != nullptr) call.out_u8 += b * image_out;
+    Work work{&call, isa.chunk, kNv, channel_chunks};
+    kiln_parallel_for(RunWork, &work, pixel_tiles * channel_chunks);
+  }
+}
+
 }  // namespace
 
 extern "C" void kiln_qconv_u8s8(float* out, const uint8_t* x, const int8_t* w,
@@ -369,21 +429,30 @@ extern "C" void kiln_qconv_u8s8(float* out, const uint8_t* x, const int8_t* w,
                                 int64_t kh, int64_t kw, int64_t sy, int64_t sx, int64_t pt,
                                 int64_t pl, int64_t dy, int64_t dx, int64_t oh, int64_t ow,
                                 int64_t x_zero) {
-  static const Isa isa = ForThisCpu();
   const Conv s{c, h, w_in, co, kh, kw, sy, sx, pt, pl, dy, dx, oh, ow, x_zero};
-  thread_local Padded padded;
-  thread_local std::vector<uint8_t> ap;
-  thread_local std::vector<uint8_t> zeros;
-  zeros.assign(ow * sx + 1, 0);
-  ap.resize(s.blocks() * s.block_bytes());  // tail pixels: never stored
-  const int64_t channel_chunks = (co + kChannelChunk - 1) / kChannelChunk;
-  const int64_t pixel_tiles = (s.blocks() + kNv - 1) / kNv;
-  for (int64_t b = 0; b < batch; ++b) {
-    PadImage(s, x + b * c * h * w_in, padded);
-    PackWork pack{isa.pack, &s, &padded, zeros.data(), ap.data()};
-    kiln_parallel_for(RunPack, &pack, s.kq());
-    const Call call{&s, ap.data(), w, correction, scale, bias, out + b * co * s.pixels()};
-    Work work{&call, isa.chunk, kNv, channel_chunks};
-    kiln_parallel_for(RunWork, &work, pixel_tiles * channel_chunks);
-  }
+  Call epilogue{};
+  epilogue.w = w;
+  epilogue.correction = correction;
+  epilogue.scale = scale;
+  epilogue.bias = bias;
+  epilogue.out = out;
+  RunConv(s, x, batch, epilogue);
+}
+
+extern "C" void kiln_qconv_u8s8_q8(uint8_t* out, const uint8_t* x, const int8_t* w,
+                                   const int32_t* correction, const double* scale,
+                                   const double* bias, const double* requant, int64_t batch,
+                                   int64_t c, int64_t h, int64_t w_in, int64_t co, int64_t kh,
+                                   int64_t kw, int64_t sy, int64_t sx, int64_t pt, int64_t pl,
+                                   int64_t dy, int64_t dx, int64_t oh, int64_t ow,
+                                   int64_t x_zero) {
+  const Conv s{c, h, w_in, co, kh, kw, sy, sx, pt, pl, dy, dx, oh, ow, x_zero};
+  Call epilogue{};
+  epilogue.w = w;
+  epilogue.correction = correction;
+  epilogue.scale64 = scale;
+  epilogue.bias64 = bias;
+  epilogue.requant = Requant::From(requant);
+  epilogue.out_u8 = out;
+  RunConv(s, x, batch, epilogue);
 }

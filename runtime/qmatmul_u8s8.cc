@@ -21,6 +21,8 @@
 //      to float, * scale[n] + bias[n] in one FMA (rounded once, as the float
 //      matmul's fused epilogue was), a masked store past N; or, for
 //      kiln_qmatmul_u8s8_i32 (MatMulInteger), the int32 sum stored as it is.
+//      kiln_qmatmul_u8s8_q8 requantises in float64 and stores uint8
+//      (runtime/requantize_u8.h), as kiln_qconv_u8s8_q8 does.
 //   Work items are a 64-column panel x a block of row tiles, panel-major, so
 //   a thread's contiguous range of items reuses a panel's weights from cache.
 // vpdpbusd does not saturate; each four-product sum is below 2^17 and the
@@ -50,8 +52,11 @@
 #include <vector>
 
 #include "common/kernel_abi.h"
+#include "runtime/requantize_u8.h"
 
 namespace {
+
+using kiln::runtime::Requant;
 
 constexpr int kGroup = kiln::abi::kQMatMulKGroup;
 constexpr int kLanes = kiln::abi::kQMatMulColumnBlock;  // int32 lanes of a zmm
@@ -67,6 +72,11 @@ struct Gemm {
   const float* bias;
   float* out;
   int32_t* out_i32;  // instead of out, for kiln_qmatmul_u8s8_i32
+  // Or, for kiln_qmatmul_u8s8_q8, the requantising store's.
+  const double* scale64;
+  const double* bias64;
+  Requant requant;
+  uint8_t* out_u8;
   int64_t rows, depth, cols;
   int64_t kq() const { return (depth + kGroup - 1) / kGroup; }
   int64_t blocks() const { return (cols + kLanes - 1) / kLanes; }
@@ -158,6 +168,24 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) void FullTileSu
   acc[5][0] = c50, acc[5][1] = c51, acc[5][2] = c52, acc[5][3] = c53;
 }
 
+// Step 3 for kiln_qmatmul_u8s8_q8: `rows` rows of column vector v of `acc`
+// (rows of NV vectors), from row m0 and column n, requantised.
+template <int NV>
+__attribute__((target("avx512f"))) void StoreRequantized(const Gemm& g, int64_t n, __mmask16 mask,
+                                                         __m512i corr, __m512i (*acc)[NV], int rows,
+                                                         int v, int64_t m0) {
+  const __mmask8 lo = static_cast<__mmask8>(mask), hi = static_cast<__mmask8>(mask >> 8);
+  const __m512d scale_lo = _mm512_maskz_loadu_pd(lo, g.scale64 + n);
+  const __m512d scale_hi = _mm512_maskz_loadu_pd(hi, g.scale64 + n + 8);
+  const __m512d bias_lo = _mm512_maskz_loadu_pd(lo, g.bias64 + n);
+  const __m512d bias_hi = _mm512_maskz_loadu_pd(hi, g.bias64 + n + 8);
+  for (int r = 0; r < rows; ++r) {
+    kiln::runtime::RequantizeStore16(_mm512_add_epi32(acc[r][v], corr), scale_lo, scale_hi,
+                                     bias_lo, bias_hi, g.requant, mask,
+                                     g.out_u8 + (m0 + r) * g.cols + n);
+  }
+}
+
 // Steps 1 to 3 for MR rows from m0 and NV column blocks from block b0.
 template <int MR, int NV>
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) void VnniTile(const Gemm& g, int64_t m0,
@@ -189,6 +217,10 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void VnniTile(const Gemm&
     const int64_t left = g.cols - n;
     const __mmask16 mask = left >= kLanes ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
     const __m512i corr = _mm512_maskz_loadu_epi32(mask, g.correction + n);
+    if (g.out_u8 != nullptr) {
+      StoreRequantized<NV>(g, n, mask, corr, acc, MR, v, m0);
+      continue;
+    }
     if (g.out_i32 != nullptr) {
       for (int r = 0; r < MR; ++r) {
         _mm512_mask_storeu_epi32(g.out_i32 + (m0 + r) * g.cols + n, mask,
@@ -253,7 +285,10 @@ void GenericItem(const Gemm& g, int64_t m_begin, int64_t m_end, int64_t b0, int6
         const int8_t wk = block[(k / kGroup * kLanes + n % kLanes) * kGroup + k % kGroup];
         sum += int32_t{g.x[m * g.depth + k]} * int32_t{wk};
       }
-      if (g.out_i32 != nullptr) {
+      if (g.out_u8 != nullptr) {
+        g.out_u8[m * g.cols + n] = kiln::runtime::RequantizeOne(
+            sum + g.correction[n], g.scale64[n], g.bias64[n], g.requant);
+      } else if (g.out_i32 != nullptr) {
         g.out_i32[m * g.cols + n] = sum + g.correction[n];
       } else {
         g.out[m * g.cols + n] =
@@ -355,6 +390,19 @@ __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw"))) void AmxBlock(cons
   for (int t = 0; t < 4; ++t) {
     const int64_t n = (b0 + t % 2) * kLanes;
     const __m512i corr = _mm512_loadu_si512(g.correction + n);
+    if (g.out_u8 != nullptr) {
+      const __m512d scale_lo = _mm512_loadu_pd(g.scale64 + n);
+      const __m512d scale_hi = _mm512_loadu_pd(g.scale64 + n + 8);
+      const __m512d bias_lo = _mm512_loadu_pd(g.bias64 + n);
+      const __m512d bias_hi = _mm512_loadu_pd(g.bias64 + n + 8);
+      for (int i = 0; i < 16; ++i) {
+        const int64_t m = m0 + t / 2 * 16 + i;
+        kiln::runtime::RequantizeStore16(_mm512_add_epi32(_mm512_load_si512(c[t][i]), corr),
+                                         scale_lo, scale_hi, bias_lo, bias_hi, g.requant,
+                                         __mmask16(0xffff), g.out_u8 + m * g.cols + n);
+      }
+      continue;
+    }
     if (g.out_i32 != nullptr) {
       for (int i = 0; i < 16; ++i) {
         const int64_t m = m0 + t / 2 * 16 + i;
@@ -460,11 +508,28 @@ void Run(const Gemm& g) {
 extern "C" void kiln_qmatmul_u8s8(float* out, const uint8_t* x, const int8_t* w,
                                   const int32_t* correction, const float* scale, const float* bias,
                                   int64_t rows, int64_t depth, int64_t cols) {
-  Run(Gemm{x, w, correction, scale, bias, out, nullptr, rows, depth, cols});
+  Gemm g{};
+  g.x = x, g.w = w, g.correction = correction, g.scale = scale, g.bias = bias, g.out = out;
+  g.rows = rows, g.depth = depth, g.cols = cols;
+  Run(g);
 }
 
 extern "C" void kiln_qmatmul_u8s8_i32(int32_t* out, const uint8_t* x, const int8_t* w,
                                       const int32_t* correction, int64_t rows, int64_t depth,
                                       int64_t cols) {
-  Run(Gemm{x, w, correction, nullptr, nullptr, nullptr, out, rows, depth, cols});
+  Gemm g{};
+  g.x = x, g.w = w, g.correction = correction, g.out_i32 = out;
+  g.rows = rows, g.depth = depth, g.cols = cols;
+  Run(g);
+}
+
+extern "C" void kiln_qmatmul_u8s8_q8(uint8_t* out, const uint8_t* x, const int8_t* w,
+                                     const int32_t* correction, const double* scale,
+                                     const double* bias, const double* requant, int64_t rows,
+                                     int64_t depth, int64_t cols) {
+  Gemm g{};
+  g.x = x, g.w = w, g.correction = correction, g.scale64 = scale, g.bias64 = bias;
+  g.requant = Requant::From(requant), g.out_u8 = out;
+  g.rows = rows, g.depth = depth, g.cols = cols;
+  Run(g);
 }
