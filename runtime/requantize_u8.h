@@ -29,7 +29,8 @@ struct Requant {
 };
 
 inline uint8_t RequantizeOne(int32_t sum, double scale, double bias, const Requant& r) {
-  const double t = std::min(std::max(std::fma(static_cast<double>(sum), scale, bias), r.low), r.high);
+  const double t =
+      std::min(std::max(std::fma(static_cast<double>(sum), scale, bias), r.low), r.high);
   const double q = std::nearbyint(t / r.y_scale) + r.zero;
   return static_cast<uint8_t>(std::min(std::max(q, r.q_low), r.q_high));
 }
@@ -54,7 +55,8 @@ __attribute__((target("avx512f"))) inline void RequantizeStore16(__m512i sum, __
                                                                  __mmask16 mask, uint8_t* out) {
   const __m256i lo = Requantize8(_mm512_castsi512_si256(sum), scale_lo, bias_lo, r);
   const __m256i hi = Requantize8(_mm512_extracti64x4_epi64(sum, 1), scale_hi, bias_hi, r);
-  _mm512_mask_cvtepi32_storeu_epi8(out, mask, _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
+  _mm512_mask_cvtepi32_storeu_epi8(out, mask,
+                                   _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
 }
 
 }  // namespace kiln::runtime

@@ -4,6 +4,8 @@
 // products) and integer or float32 products.
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -135,6 +137,79 @@ absl::StatusOr<Node*> Float32(Converter& c, const onnx::NodeProto& n, Node* v,
   return c.Add(n, "cast", {v}, CastAttrs{DType::kFloat32}, suffix);
 }
 
+// The values of `v` in float64 when it folds to a float constant.
+std::optional<std::vector<double>> FloatValues(Converter& c, Node* v) {
+  absl::StatusOr<Node*> folded = c.Folded(v);
+  if (!folded.ok() || !(*folded)->is_constant() || !IsFloatDType((*folded)->type.dtype)) {
+    return std::nullopt;
+  }
+  const Node* k = *folded;
+  std::vector<double> out(k->type.NumElements());
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = ReadElementAsDouble(k->type.dtype, k->value->bytes.data(), static_cast<int64_t>(i));
+  }
+  return out;
+}
+
+// a[i] * b[i] in float64, either one broadcast when it has one value; empty
+// when the counts do not match.
+std::vector<double> Products(const std::vector<double>& a, const std::vector<double>& b) {
+  const size_t n = std::max(a.size(), b.size());
+  if ((a.size() != n && a.size() != 1) || (b.size() != n && b.size() != 1)) return {};
+  std::vector<double> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = a[a.size() == 1 ? 0 : i] * b[b.size() == 1 ? 0 : i];
+  return out;
+}
+
+// A float32 constant of `shape` rounding `exact`, which it keeps
+// (ConstantData::exact).
+Node* ExactConstant(Converter& c, const std::string& name, std::vector<int64_t> shape,
+                    std::vector<double> exact) {
+  auto data = std::make_shared<ConstantData>();
+  data->type = TensorType{DType::kFloat32, std::move(shape)};
+  data->bytes.assign(static_cast<size_t>(data->type.ByteSize()), '\0');
+  for (size_t i = 0; i < exact.size(); ++i) {
+    WriteElementFromDouble(DType::kFloat32, data->bytes.data(), static_cast<int64_t>(i), exact[i]);
+  }
+  data->exact = std::make_shared<const std::vector<double>>(std::move(exact));
+  return c.graph().AddConstant(name, std::move(data));
+}
+
+// x_scale * w_scale as ExactConstant when both fold (rank-`rank` shape with
+// the channels at `axis` for per-channel values), else null: float64 holds
+// the product of two float32 values exactly, float32 rounds it.
+Node* ExactScale(Converter& c, const onnx::NodeProto& n, Node* xs, Node* ws, int64_t axis,
+                 int64_t rank) {
+  const std::optional<std::vector<double>> x = FloatValues(c, xs), w = FloatValues(c, ws);
+  if (!x || !w) return nullptr;
+  std::vector<double> product = Products(*x, *w);
+  if (product.empty()) return nullptr;
+  std::vector<int64_t> shape;
+  if (product.size() > 1) {
+    shape.assign(rank - axis, 1);
+    shape[0] = static_cast<int64_t>(product.size());
+  }
+  return ExactConstant(c, n.name() + "/acc_scale_exact", std::move(shape), std::move(product));
+}
+
+// A bias that is a DequantizeLinear of folding integers and scale (QDQ's
+// int32 bias) as ExactConstant of their products, shaped as ExactScale's;
+// else null.
+Node* ExactBias(Converter& c, const onnx::NodeProto& n, int input, int64_t channels, int64_t axis,
+                int64_t rank) {
+  if (!c.HasInput(n, input)) return nullptr;
+  const Converter::Dequantized* b = c.DequantizedFrom(n.input(input));
+  if (b == nullptr) return nullptr;
+  const std::optional<std::vector<double>> v = FloatValues(c, b->centered);
+  const std::optional<std::vector<double>> s = FloatValues(c, b->scale);
+  if (!v || !s || static_cast<int64_t>(v->size()) != channels) return nullptr;
+  std::vector<double> product = Products(*v, *s);
+  if (product.size() != v->size()) return nullptr;
+  std::vector<int64_t> shape(rank - axis, 1);
+  shape[0] = channels;
+  return ExactConstant(c, n.name() + "/bias_exact", std::move(shape), std::move(product));
+}
+
 }  // namespace
 
 // The QDQ pattern around a 2-D Conv (DequantizeLinear on its input, per
@@ -155,13 +230,21 @@ absl::StatusOr<Node*> QuantizedConv2D(Converter& c, const onnx::NodeProto& n, No
   }
   // The centered integers DequantizeLinear already made (its scale aside).
   KILN_ASSIGN_OR_RETURN(Node* acc, Conv2D(c, n, x->centered, w->centered, nullptr));
-  KILN_ASSIGN_OR_RETURN(Node* xs, Float32(c, n, x->scale, "/x_scale32"));
-  KILN_ASSIGN_OR_RETURN(Node* ws, Float32(c, n, w->scale, "/w_scale32"));
-  KILN_ASSIGN_OR_RETURN(Node* scale, c.Add(n, "mul", {xs, ws}, NoAttrs{}, "/acc_scale"));
-  KILN_ASSIGN_OR_RETURN(scale, AlongAxis(c, n, scale, 1, 4, "/acc_scale_channels"));
+  // Constant scales and a QDQ bias keep their float64 values for the
+  // integer kernels' requantisation (RequantizeInKernel).
+  Node* scale = ExactScale(c, n, x->scale, w->scale, 1, 4);
+  if (scale == nullptr) {
+    KILN_ASSIGN_OR_RETURN(Node* xs, Float32(c, n, x->scale, "/x_scale32"));
+    KILN_ASSIGN_OR_RETURN(Node* ws, Float32(c, n, w->scale, "/w_scale32"));
+    KILN_ASSIGN_OR_RETURN(scale, c.Add(n, "mul", {xs, ws}, NoAttrs{}, "/acc_scale"));
+    KILN_ASSIGN_OR_RETURN(scale, AlongAxis(c, n, scale, 1, 4, "/acc_scale_channels"));
+  }
   KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "mul", {acc, scale}, NoAttrs{}, "/scaled"));
   if (bias == nullptr) return y;
-  KILN_ASSIGN_OR_RETURN(Node* b, AlongAxis(c, n, bias, 1, 4, "/bias_channels"));
+  Node* b = ExactBias(c, n, 2, acc->type.shape[1], 1, 4);
+  if (b == nullptr) {
+    KILN_ASSIGN_OR_RETURN(b, AlongAxis(c, n, bias, 1, 4, "/bias_channels"));
+  }
   return c.Add(n, "add", {y, b});
 }
 
@@ -194,11 +277,18 @@ absl::StatusOr<Node*> QuantizedLinear(Converter& c, const onnx::NodeProto& n, bo
   }
   KILN_ASSIGN_OR_RETURN(Node* acc, c.Add(n, trans_b ? "dense" : "matmul",
                                          {x->centered, w->centered}, NoAttrs{}, "/integers"));
-  KILN_ASSIGN_OR_RETURN(Node* xs, Float32(c, n, x->scale, "/x_scale32"));
-  KILN_ASSIGN_OR_RETURN(Node* ws, Float32(c, n, w->scale, "/w_scale32"));
-  KILN_ASSIGN_OR_RETURN(Node* scale, c.Add(n, "mul", {xs, ws}, NoAttrs{}, "/acc_scale"));
+  // As for the conv: float64 values kept where the parameters fold.
+  Node* scale = ExactScale(c, n, x->scale, w->scale, 0, 1);
+  if (scale == nullptr) {
+    KILN_ASSIGN_OR_RETURN(Node* xs, Float32(c, n, x->scale, "/x_scale32"));
+    KILN_ASSIGN_OR_RETURN(Node* ws, Float32(c, n, w->scale, "/w_scale32"));
+    KILN_ASSIGN_OR_RETURN(scale, c.Add(n, "mul", {xs, ws}, NoAttrs{}, "/acc_scale"));
+  }
   KILN_ASSIGN_OR_RETURN(Node* y, c.Add(n, "mul", {acc, scale}, NoAttrs{}, "/scaled"));
   if (bias == nullptr) return y;
+  if (bias->type.NumElements() == columns) {
+    if (Node* b = ExactBias(c, n, 2, columns, 0, 1)) bias = b;
+  }
   return c.Add(n, "add", {y, bias});
 }
 

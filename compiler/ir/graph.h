@@ -27,6 +27,12 @@ enum class NodeKind { kInput, kConstant, kOp };
 struct ConstantData {
   TensorType type;
   ConstantBytes bytes;
+  // The float64 values a float32 constant rounds, one per element, when the
+  // frontend computed them exactly (a QDQ product's x_scale * w_scale and its
+  // dequantised bias): passes that compute in float64 read them
+  // (RequantizeInKernel). Not part of the constant's value: folding makes
+  // constants without them, and hashing and equality ignore them.
+  std::shared_ptr<const std::vector<double>> exact;
 
   template <typename T>
   const T* data() const {

@@ -16,7 +16,9 @@ std::optional<Stmt> QConvCall(GroupContext& g, int out_buffer) {
   if (!zero->is_constant()) return std::nullopt;
   te::ExprBuilder& b = g.b;
   std::vector<CallArg> args{{out_buffer, b.Int(0)}};
-  for (int i = 0; i < 5; ++i) {
+  const bool requant = q->inputs.size() == 7;  // kiln_qconv_u8s8_q8's operand after bias
+  for (int i : {0, 1, 2, 3, 4, 6}) {
+    if (i == 6 && !requant) break;
     auto it = g.param_index.find(q->inputs[i]);
     if (it == g.param_index.end()) return std::nullopt;
     args.push_back({it->second, b.Int(0)});
@@ -31,7 +33,7 @@ std::optional<Stmt> QConvCall(GroupContext& g, int out_buffer) {
         a.padding[0], a.padding[1], a.dilation[0], a.dilation[1], out[2], out[3], x_zero}) {
     args.push_back({-1, b.Int(v)});
   }
-  return MakeCall(abi::kQConvU8S8, std::move(args));
+  return MakeCall(requant ? abi::kQConvU8S8Q8 : abi::kQConvU8S8, std::move(args));
 }
 
 }  // namespace kiln::lower

@@ -1,5 +1,6 @@
 // A group that is a lone qconv2d_u8s8 (compiler/ops/quantized_conv_op.cc)
-// lowers to one call of the runtime's kiln_qconv_u8s8 (common/kernel_abi.h).
+// lowers to one call of the runtime's kiln_qconv_u8s8, or requantising
+// kiln_qconv_u8s8_q8 (common/kernel_abi.h).
 #ifndef KILN_COMPILER_LOWER_QCONV_CALL_H_
 #define KILN_COMPILER_LOWER_QCONV_CALL_H_
 

@@ -1,6 +1,6 @@
 // A group that is a lone qmatmul_u8s8 (compiler/ops/quantized_matmul_op.cc)
 // lowers to one call of the runtime's kiln_qmatmul_u8s8, or with int32 output
-// kiln_qmatmul_u8s8_i32 (common/kernel_abi.h).
+// kiln_qmatmul_u8s8_i32, requantising kiln_qmatmul_u8s8_q8 (common/kernel_abi.h).
 #ifndef KILN_COMPILER_LOWER_QMATMUL_CALL_H_
 #define KILN_COMPILER_LOWER_QMATMUL_CALL_H_
 

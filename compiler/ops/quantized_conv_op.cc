@@ -11,11 +11,16 @@
 //   output: float32 (N, O, OH, OW) =
 //           (sum over the window of w * x + correction[o]) * scale[o] + bias[o].
 // With correction = -x_zero * the row's sum this is scale * sum (x - x_zero) * w.
+// A seventh operand, requant float64 (6), makes the op requantise (compiler/
+// passes/requantize_in_kernel.cc; kiln_qconv_u8s8_q8): scale and bias are
+// then float64 and the output uint8, as compiler/ops/requantize_expr.h says.
 #include "absl/strings/str_cat.h"
+#include "common/kernel_abi.h"
 #include "common/status_macros.h"
 #include "compiler/ops/attr_parsing.h"
 #include "compiler/ops/op_registry.h"
 #include "compiler/ops/register_ops.h"
+#include "compiler/ops/requantize_expr.h"
 #include "compiler/ops/shape_relations.h"
 #include "compiler/te/compute_context.h"
 #include "compiler/te/expr_builder.h"
@@ -52,15 +57,20 @@ absl::StatusOr<TensorType> QConvRelation(const std::vector<TensorType>& in, cons
   const Pool2DAttrs& a = std::get<Pool2DAttrs>(attrs);
   const TensorType &x = in[0], &w = in[1], &corr = in[2], &scale = in[3], &bias = in[4],
                    &zero = in[5];
-  const bool types_ok = x.dtype == DType::kUInt8 && w.dtype == DType::kInt8 &&
-                        corr.dtype == DType::kInt32 && scale.dtype == DType::kFloat32 &&
-                        bias.dtype == DType::kFloat32 && zero.dtype == DType::kUInt8;
+  const bool requant = in.size() == 7;
+  const DType epilogue = requant ? DType::kFloat64 : DType::kFloat32;
+  const bool types_ok =
+      x.dtype == DType::kUInt8 && w.dtype == DType::kInt8 && corr.dtype == DType::kInt32 &&
+      scale.dtype == epilogue && bias.dtype == epilogue && zero.dtype == DType::kUInt8 &&
+      (!requant || (in[6].dtype == DType::kFloat64 &&
+                    in[6].shape == std::vector<int64_t>{abi::kRequantValues}));
   if (!types_ok || x.rank() != 4 || w.rank() != 2 || corr.shape != std::vector{w.shape[0]} ||
       scale.shape != corr.shape || bias.shape != corr.shape || zero.rank() != 0 ||
       a.kernel.size() != 2) {
     return absl::InvalidArgumentError(absl::StrCat(
         "qconv2d_u8s8 wants uint8 x (N,C,H,W), int8 w (O,KP), int32 correction (O), float32 "
-        "scale and bias (O) and a uint8 scalar zero point; got ",
+        "scale and bias (O) and a uint8 scalar zero point, or float64 scale and bias and a "
+        "float64 requant (6) after it; got ",
         x.ToString(), ", ", w.ToString(), ", ", corr.ToString(), ", ", scale.ToString(), ", ",
         bias.ToString(), ", ", zero.ToString()));
   }
@@ -75,7 +85,7 @@ absl::StatusOr<TensorType> QConvRelation(const std::vector<TensorType>& in, cons
         out[2 + d], ConvOutputExtent("qconv2d_u8s8", x.shape[2 + d], a.padding[d], a.padding[d + 2],
                                      a.kernel[d], a.dilation[d], a.strides[d]));
   }
-  return TensorType{DType::kFloat32, out};
+  return TensorType{requant ? DType::kUInt8 : DType::kFloat32, out};
 }
 
 Expr QConvCompute(ComputeContext& ctx) {
@@ -95,6 +105,13 @@ Expr QConvCompute(ComputeContext& ctx) {
   Expr data = b.Cast(te::ScalarType::kF32, b.Select(inside, value, ctx.Input(5, {})));
   Expr k = b.Add(b.Mul(b.Add(b.Mul(b.Ref(c), b.Int(a.kernel[0])), b.Ref(ky)), b.Int(a.kernel[1])),
                  b.Ref(kx));
+  if (ctx.num_inputs() == 7) {  // exact in int64, then requantised
+    Expr sum = b.Reduce(te::ReduceOp::kSum, {c, ky, kx},
+                        b.Mul(b.Cast(te::ScalarType::kI64, b.Select(inside, value, ctx.Input(5, {}))),
+                              b.Cast(te::ScalarType::kI64, ctx.Input(1, {o[1], k}))));
+    sum = b.Add(sum, b.Cast(te::ScalarType::kI64, ctx.Input(2, {o[1]})));
+    return RequantizeExpr(ctx, sum, ctx.Input(3, {o[1]}), ctx.Input(4, {o[1]}), 6);
+  }
   Expr weight = b.Cast(te::ScalarType::kF32, ctx.Input(1, {o[1], k}));
   Expr sum = b.Reduce(te::ReduceOp::kSum, {c, ky, kx}, b.Mul(data, weight));
   sum = b.Add(sum, b.Cast(te::ScalarType::kF32, ctx.Input(2, {o[1]})));
@@ -107,7 +124,8 @@ void RegisterQuantizedConvOp(OpRegistry& r) {
   OpDef def;
   def.name = "qconv2d_u8s8";
   def.pattern = OpPattern::kOpaque;
-  def.min_inputs = def.max_inputs = 6;
+  def.min_inputs = 6;
+  def.max_inputs = 7;
   def.summary = "a QDQ conv's uint8 x int8 products in int32, scaled per channel (float32)";
   def.parse_attrs = ParseQConv;
   def.infer_type = QConvRelation;

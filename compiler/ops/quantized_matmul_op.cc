@@ -11,6 +11,9 @@
 //           or without scale and bias (MatMulInteger) int32 (..., N) = the sum
 //           plus correction[n] (kiln_qmatmul_u8s8_i32).
 // With correction = -x_zero * the column's sum this is scale * sum (x - x_zero) * w.
+// A sixth operand, requant float64 (6), makes the op requantise (compiler/
+// passes/requantize_in_kernel.cc; kiln_qmatmul_u8s8_q8): scale and bias are
+// then float64 and the output uint8, as compiler/ops/requantize_expr.h says.
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -19,6 +22,7 @@
 #include "compiler/ops/attr_parsing.h"
 #include "compiler/ops/op_registry.h"
 #include "compiler/ops/register_ops.h"
+#include "compiler/ops/requantize_expr.h"
 #include "compiler/te/compute_context.h"
 #include "compiler/te/expr_builder.h"
 
@@ -33,19 +37,25 @@ constexpr int64_t kBlock = abi::kQMatMulColumnBlock;
 
 absl::StatusOr<TensorType> QMatMulRelation(const std::vector<TensorType>& in, const Attrs&) {
   const TensorType &x = in[0], &w = in[1], &corr = in[2];
-  const bool scaled = in.size() == 5;
+  const bool requant = in.size() == 6;
+  const bool scaled = in.size() >= 5;
   bool types_ok = x.dtype == DType::kUInt8 && w.dtype == DType::kInt8 &&
                   corr.dtype == DType::kInt32 && x.rank() >= 1 && w.rank() == 2 &&
                   corr.rank() == 1 && (scaled || in.size() == 3);
-  for (size_t i = 3; types_ok && i < in.size(); ++i) {
-    types_ok = in[i].dtype == DType::kFloat32 && in[i].shape == corr.shape;
+  for (size_t i = 3; types_ok && i < 5 && i < in.size(); ++i) {
+    types_ok = in[i].dtype == (requant ? DType::kFloat64 : DType::kFloat32) &&
+               in[i].shape == corr.shape;
+  }
+  if (types_ok && requant) {
+    types_ok = in[5].dtype == DType::kFloat64 &&
+               in[5].shape == std::vector<int64_t>{abi::kRequantValues};
   }
   if (!types_ok) {
     std::string got;
     for (const TensorType& t : in) absl::StrAppend(&got, got.empty() ? "" : ", ", t.ToString());
     return absl::InvalidArgumentError(absl::StrCat(
         "qmatmul_u8s8 wants uint8 x (..., K), int8 w (NB, KP * 16), int32 correction (N) and "
-        "float32 scale and bias (N) or neither; got ",
+        "float32 scale and bias (N) or neither, or float64 ones and a float64 requant (6); got ",
         got));
   }
   const int64_t k = x.shape.back(), n = corr.shape[0];
@@ -58,7 +68,7 @@ absl::StatusOr<TensorType> QMatMulRelation(const std::vector<TensorType>& in, co
   }
   std::vector<int64_t> out = x.shape;
   out.back() = n;
-  return TensorType{scaled ? DType::kFloat32 : DType::kInt32, out};
+  return TensorType{requant ? DType::kUInt8 : scaled ? DType::kFloat32 : DType::kInt32, out};
 }
 
 // The sum in int64, exact, then the epilogue in float32 (or none).
@@ -77,6 +87,7 @@ Expr QMatMulCompute(ComputeContext& ctx) {
   Expr sum = b.Reduce(te::ReduceOp::kSum, {k}, b.Mul(x, w));
   sum = b.Add(sum, b.Cast(te::ScalarType::kI64, ctx.Input(2, {n})));
   if (ctx.num_inputs() == 3) return sum;
+  if (ctx.num_inputs() == 6) return RequantizeExpr(ctx, sum, ctx.Input(3, {n}), ctx.Input(4, {n}), 5);
   return b.Add(b.Mul(b.Cast(te::ScalarType::kF32, sum), ctx.Input(3, {n})), ctx.Input(4, {n}));
 }
 
@@ -87,7 +98,7 @@ void RegisterQuantizedMatMulOp(OpRegistry& r) {
   def.name = "qmatmul_u8s8";
   def.pattern = OpPattern::kOpaque;
   def.min_inputs = 3;
-  def.max_inputs = 5;
+  def.max_inputs = 6;
   def.summary =
       "a QDQ matmul's uint8 x int8 products in int32, scaled per column (float32) or not (int32)";
   def.parse_attrs = ParseNoAttrs;

@@ -103,16 +103,16 @@ std::optional<PackedWeight> PackWeight(const Node* w, int64_t zero, const Node* 
 
 // Step 4: the per-channel values of `s` (one value, or one per channel of a
 // (N, O, H, W) tensor), or nothing.
-std::optional<std::vector<float>> ChannelValues(const Node* s, int64_t channels) {
+std::optional<std::vector<double>> ChannelValues(const Node* s, int64_t channels) {
   if (!s->is_constant() || s->type.dtype != DType::kFloat32) return std::nullopt;
-  const float* v = s->value->data<float>();
-  if (s->type.NumElements() == 1) return std::vector<float>(channels, v[0]);
+  const std::vector<double> v = ExactValues(s);  // float64 where the frontend kept it
+  if (s->type.NumElements() == 1) return std::vector<double>(channels, v[0]);
   const std::vector<int64_t>& shape = s->type.shape;
   if (shape.size() < 3 || shape.size() > 4 || shape[shape.size() - 3] != channels ||
       shape[shape.size() - 2] != 1 || shape.back() != 1 || (shape.size() == 4 && shape[0] != 1)) {
     return std::nullopt;
   }
-  return std::vector<float>(v, v + channels);
+  return v;
 }
 
 absl::StatusOr<bool> IntegerQdqConv(Graph& graph, bool host_has_vnni) {
@@ -134,12 +134,12 @@ absl::StatusOr<bool> IntegerQdqConv(Graph& graph, bool host_has_vnni) {
     Node* replaced = conv;
     std::vector<double> scale(channels, 1.0), bias(channels, 0.0);
     if (Node* mul = readers.OnlyBinaryReader(conv, "mul")) {
-      if (std::optional<std::vector<float>> s = ChannelValues(mul->inputs[1], channels)) {
-        scale.assign(s->begin(), s->end());
+      if (std::optional<std::vector<double>> s = ChannelValues(mul->inputs[1], channels)) {
+        scale = *std::move(s);
         replaced = mul;
         if (Node* add = readers.OnlyBinaryReader(mul, "add")) {
-          if (std::optional<std::vector<float>> b = ChannelValues(add->inputs[1], channels)) {
-            bias.assign(b->begin(), b->end());
+          if (std::optional<std::vector<double>> b = ChannelValues(add->inputs[1], channels)) {
+            bias = *std::move(b);
             replaced = add;
           }
         }
@@ -149,10 +149,8 @@ absl::StatusOr<bool> IntegerQdqConv(Graph& graph, bool host_has_vnni) {
     Node* u8 = uint8.Get(graph, *x);
     Node* rows = graph.AddConstant(name + "/w_s8", w->rows);
     Node* correction = graph.AddConstant(name + "/zero_point_correction", w->correction);
-    Node* scales =
-        graph.AddConstant(name + "/scale", MakeConstant(DType::kFloat32, {channels}, scale));
-    Node* biases =
-        graph.AddConstant(name + "/bias", MakeConstant(DType::kFloat32, {channels}, bias));
+    Node* scales = graph.AddConstant(name + "/scale", MakeExactConstant({channels}, scale));
+    Node* biases = graph.AddConstant(name + "/bias", MakeExactConstant({channels}, bias));
     Node* zero = graph.AddConstant(
         name + "/x_zero", MakeConstant(DType::kUInt8, {}, {static_cast<double>(x->zero)}));
     Pool2DAttrs window;

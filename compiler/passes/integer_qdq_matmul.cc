@@ -143,14 +143,14 @@ std::optional<PackedWeight> PackWeight(const Node* w, bool transposed, int64_t z
 
 // Step 5: the per-column values of `s` (one value, or one per column of a
 // shape (1, ..., 1, N)), or nothing.
-std::optional<std::vector<float>> ColumnValues(const Node* s, int64_t columns) {
+std::optional<std::vector<double>> ColumnValues(const Node* s, int64_t columns) {
   if (!s->is_constant() || s->type.dtype != DType::kFloat32) return std::nullopt;
-  const float* v = s->value->data<float>();
-  if (s->type.NumElements() == 1) return std::vector<float>(columns, v[0]);
+  const std::vector<double> v = ExactValues(s);  // float64 where the frontend kept it
+  if (s->type.NumElements() == 1) return std::vector<double>(columns, v[0]);
   if (s->type.rank() < 1 || s->type.shape.back() != columns || s->type.NumElements() != columns) {
     return std::nullopt;
   }
-  return std::vector<float>(v, v + columns);
+  return v;
 }
 
 absl::StatusOr<bool> IntegerQdqMatMul(Graph& graph, bool host_has_vnni) {
@@ -184,12 +184,12 @@ absl::StatusOr<bool> IntegerQdqMatMul(Graph& graph, bool host_has_vnni) {
     const int64_t columns = product->type.shape.back();
     std::vector<double> scale(columns, 1.0), bias(columns, 0.0);
     if (Node* mul = scaled ? readers.OnlyBinaryReader(replaced, "mul") : nullptr) {
-      if (std::optional<std::vector<float>> s = ColumnValues(mul->inputs[1], columns)) {
-        scale.assign(s->begin(), s->end());
+      if (std::optional<std::vector<double>> s = ColumnValues(mul->inputs[1], columns)) {
+        scale = *std::move(s);
         replaced = mul;
         if (Node* add = readers.OnlyBinaryReader(mul, "add")) {
-          if (std::optional<std::vector<float>> b = ColumnValues(add->inputs[1], columns)) {
-            bias.assign(b->begin(), b->end());
+          if (std::optional<std::vector<double>> b = ColumnValues(add->inputs[1], columns)) {
+            bias = *std::move(b);
             replaced = add;
           }
         }
@@ -212,10 +212,8 @@ absl::StatusOr<bool> IntegerQdqMatMul(Graph& graph, bool host_has_vnni) {
     }
     std::vector<Node*> operands{u8, packed, correction};
     if (scaled) {
-      operands.push_back(
-          graph.AddConstant(name + "/scale", MakeConstant(DType::kFloat32, {columns}, scale)));
-      operands.push_back(
-          graph.AddConstant(name + "/bias", MakeConstant(DType::kFloat32, {columns}, bias)));
+      operands.push_back(graph.AddConstant(name + "/scale", MakeExactConstant({columns}, scale)));
+      operands.push_back(graph.AddConstant(name + "/bias", MakeExactConstant({columns}, bias)));
     }
     Node* q = graph.AddOp(name + "/u8s8", ops.Find("qmatmul_u8s8"), operands, NoAttrs{});
     graph.ReplaceAllUses(replaced, q);

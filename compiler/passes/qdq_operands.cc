@@ -117,6 +117,23 @@ std::shared_ptr<ConstantData> MakeConstant(DType dtype, std::vector<int64_t> sha
   return data;
 }
 
+std::shared_ptr<ConstantData> MakeExactConstant(std::vector<int64_t> shape,
+                                                const std::vector<double>& exact) {
+  std::shared_ptr<ConstantData> data = MakeConstant(DType::kFloat32, std::move(shape), exact);
+  data->exact = std::make_shared<const std::vector<double>>(exact);
+  return data;
+}
+
+std::vector<double> ExactValues(const Node* constant) {
+  const ConstantData& data = *constant->value;
+  if (data.exact != nullptr) return *data.exact;
+  std::vector<double> out(data.type.NumElements());
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = ReadElementAsDouble(data.type.dtype, data.bytes.data(), static_cast<int64_t>(i));
+  }
+  return out;
+}
+
 Node* Uint8Activations::Get(Graph& graph, const QuantizedActivation& x) {
   if (x.uint8 != nullptr) return x.uint8;
   Node* from = x.clip != nullptr ? x.clip : x.int8;

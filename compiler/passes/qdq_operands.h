@@ -60,6 +60,15 @@ struct Readers {
 std::shared_ptr<ConstantData> MakeConstant(DType dtype, std::vector<int64_t> shape,
                                            const std::vector<double>& values);
 
+// A float32 constant of `shape` holding `exact` rounded, and `exact` itself
+// as its ConstantData::exact (the integer kernels' scales and biases).
+std::shared_ptr<ConstantData> MakeExactConstant(std::vector<int64_t> shape,
+                                                const std::vector<double>& exact);
+
+// The float64 values of a float constant: its ConstantData::exact when it
+// has them, else its own values.
+std::vector<double> ExactValues(const Node* constant);
+
 // The uint8 tensors the passes read activations as: a clip's or an int8
 // tensor's cast<u8> (128 added first for int8 values), made once per source.
 class Uint8Activations {

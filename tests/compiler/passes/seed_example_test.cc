@@ -80,7 +80,8 @@ TEST(SeedExampleTest, ReportListsEveryPassInPipelineOrder) {
   EXPECT_THAT(names, ::testing::ElementsAre("default", "InferType", "FoldEmpty",
                                             "SimplifyInference", "FoldConstant",
                                             "SimplifyFakeQuant", "IntegerQdqConv",
-                                            "IntegerQdqMatMul", "FoldScaleAxis",
+                                            "IntegerQdqMatMul", "RequantizeInKernel",
+                                            "FoldScaleAxis",
                                             "EliminateCommonSubexpr", "FuseAttention",
                                             "DeadCodeElimination", "FuseOps"));
   EXPECT_EQ(p->record.passes[0].depth, 0);
