@@ -12,6 +12,7 @@
 #include "compiler/passes/infer_type.h"
 #include "compiler/passes/integer_qdq_conv.h"
 #include "compiler/passes/integer_qdq_matmul.h"
+#include "compiler/passes/quantize_in_float64.h"
 #include "compiler/passes/requantize_in_kernel.h"
 #include "compiler/passes/simplify_fake_quant.h"
 #include "compiler/passes/simplify_inference.h"
@@ -28,6 +29,7 @@ std::unique_ptr<Sequential> DefaultPipeline() {
   passes.push_back(CreateIntegerQdqConvPass());          // reads SimplifyFakeQuant's selects
   passes.push_back(CreateIntegerQdqMatMulPass());        // the same, for matmul and dense
   passes.push_back(CreateRequantizeInKernelPass());      // after both: reads their products
+  passes.push_back(CreateQuantizeInFloat64Pass());       // the chains left: residual adds, pools
   passes.push_back(CreateFoldScaleAxisPass());           // needs folded per-channel constants
   passes.push_back(CreateEliminateCommonSubexprPass());  // after folding: equal constants look equal
   passes.push_back(CreateFuseAttentionPass());           // needs the head split's slices folded
@@ -45,6 +47,7 @@ std::unique_ptr<Pass> CreatePassByName(const std::string& name) {
   if (name == "IntegerQdqConv") return CreateIntegerQdqConvPass();
   if (name == "IntegerQdqMatMul") return CreateIntegerQdqMatMulPass();
   if (name == "RequantizeInKernel") return CreateRequantizeInKernelPass();
+  if (name == "QuantizeInFloat64") return CreateQuantizeInFloat64Pass();
   if (name == "FoldScaleAxis") return CreateFoldScaleAxisPass();
   if (name == "EliminateCommonSubexpr") return CreateEliminateCommonSubexprPass();
   if (name == "FuseAttention") return CreateFuseAttentionPass();

@@ -81,7 +81,7 @@ TEST(SeedExampleTest, ReportListsEveryPassInPipelineOrder) {
                                             "SimplifyInference", "FoldConstant",
                                             "SimplifyFakeQuant", "IntegerQdqConv",
                                             "IntegerQdqMatMul", "RequantizeInKernel",
-                                            "FoldScaleAxis",
+                                            "QuantizeInFloat64", "FoldScaleAxis",
                                             "EliminateCommonSubexpr", "FuseAttention",
                                             "DeadCodeElimination", "FuseOps"));
   EXPECT_EQ(p->record.passes[0].depth, 0);
