@@ -22,9 +22,10 @@ Two models are not a plain export:
         Conv and Gemm; the reference is the quantised PyTorch model's output.
   qdq_resnet18: torchvision's quantisable resnet18, quantised the same way;
         its reference is the fake-quant evaluation of the exported graph
-        (fake_quant_reference: float32 convolutions between exact
-        QuantizeLinear/DequantizeLinear), and it declares one quantisation
-        step of its output as its tolerance (a file `tolerance`).
+        (fake_quant_reference: every op in float64, QuantizeLinear rounding
+        half to even), and it declares one quantisation step of its output
+        as its tolerance (a file `tolerance`). scripts/qdq_layer_diff.sh
+        compares every quantised tensor of it with this reference.
 """
 import os
 import sys
