@@ -59,6 +59,10 @@ constexpr int64_t kBlockPixels = 16;
 constexpr int kGroup = kiln::abi::kQConvKGroup;
 constexpr int kMr = 4;                 // output channels per tile
 constexpr int kNv = 4;                 // pixel vectors per tile
+// Output channels per tile when a conv has one pixel vector (resnet18's
+// layer4 at 112x112 input: 4x4 pixels, 512 channels, K = 4608): 4 x 1
+// tiles chained each accumulator's vpdpbusd on the one before it.
+constexpr int kTallMr = 16;
 constexpr int64_t kChannelChunk = 64;  // output channels per work item
 
 struct Conv {
@@ -306,6 +310,9 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void VnniChunk(const Call
                                                                       int64_t n_end, int64_t b0,
                                                                       int64_t nv) {
   int64_t n = n_begin;
+  if (nv == 1) {  // one pixel vector: more channels per tile (see kTallMr)
+    for (; n + kTallMr <= n_end; n += kTallMr) VnniTile<kTallMr, 1>(c, n, b0);
+  }
   for (; n + kMr <= n_end; n += kMr) VnniRows<kMr>(c, n, b0, nv);
   switch (n_end - n) {
     case 3:

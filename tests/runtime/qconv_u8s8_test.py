@@ -111,6 +111,8 @@ def main():
         ok &= run_case(probe, rng, tmp, 2, 32, 7, 7, 33, 3, 3, strides=(2, 1),
                        pads=(1, 0, 1, 2), x_zero=255)
         ok &= run_case(probe, rng, tmp, 1, 64, 28, 28, 64, 3, 3, pads=(1, 1, 1, 1), x_zero=0)
+        # One pixel vector (resnet18's layer4): 16-channel tiles, then 4.
+        ok &= run_case(probe, rng, tmp, 1, 96, 4, 4, 52, 3, 3, pads=(1, 1, 1, 1), x_zero=128)
         ok &= run_case(probe, rng, tmp, 1, 7, 40, 37, 9, 5, 5, strides=(3, 3), pads=(2, 2, 2, 2),
                        x_zero=200)
         ok &= run_case(probe, rng, tmp, 1, 9, 19, 53, 5, 3, 3, strides=(1, 2), pads=(0, 1, 0, 1),

@@ -171,6 +171,9 @@ def main():
                                 x_zero=128, kind=kind, out_type=out_type, zero=zero, bound=bound)
                 ok &= conv_case(conv_probe, rng, tmp, 7, 1, 37, 5, 1, 1, (0, 0, 0, 0),
                                 x_zero=3, kind=kind, out_type=out_type, zero=zero, bound=bound)
+                # 16 pixels (one vector) and 40 channels: 16-channel tiles, then 4.
+                ok &= conv_case(conv_probe, rng, tmp, 24, 4, 4, 40, 3, 3, (1, 1, 1, 1),
+                                x_zero=0, kind=kind, out_type=out_type, zero=zero, bound=bound)
                 # 70 rows x 67 columns: VNNI tiles with tails; 64 x 64 x 128: AMX blocks.
                 ok &= matmul_case(matmul_probe, rng, tmp, 70, 45, 67, 0, kind, out_type, zero,
                                   bound)
