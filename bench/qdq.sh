@@ -19,6 +19,18 @@
 #   dynamic_mlp    1         3.47    367.26    4.55
 #   dynamic_mlp    2         2.49    192.34    2.66
 #   fp32_mlp       1        68.77         -   39.67
+# qdq_resnet18 again on 2026-11-26 after the requantising kernels (RequantizeInKernel,
+# QuantizeInFloat64, 16-channel conv tiles; its output now equals the float64
+# fake-quant reference), but with other agents' builds running (load average 6-7
+# on the 2 cores), so p50 is mostly waiting: the best run of 300 (3 rounds of
+# 100, interleaved), ms. "before" is commit e0c3950's kiln-bench on the same file:
+#   model          threads   before   after    ort
+#   qdq_resnet18   1           4.45    3.18   2.02
+#   qdq_resnet18   2           2.35    2.58   1.53
+# (2 threads: within the noise of that load.) Per kernel (best of 7 profiled
+# runs, 1 thread): the requantised stores removed 8 float32 kernels (-250 us),
+# their float64 epilogue added ~130 us to the convs, the float64 residual adds
+# and pool ~85 us, and the 16-channel tiles saved ~250 us in layer4.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 iterations=50
