@@ -47,6 +47,7 @@
 #include "compiler/lower/attention_call.h"
 #include "compiler/lower/contraction_schedule.h"
 #include "compiler/lower/conv_padding.h"
+#include "compiler/lower/flat_plane_pool.h"
 #include "compiler/lower/group_context.h"
 #include "compiler/lower/plane_prefetch.h"
 #include "compiler/lower/qconv_call.h"
@@ -127,6 +128,14 @@ class GroupLowerer {
     // pack at compile time are read as float32 directly.
     if (!narrow_constant && TryContraction(out, out_vars, value)) {
       out.scheduled = true;
+      out.builder = std::move(g_.builder);
+      return out;
+    }
+
+    // A lone stride-1 pool runs over its planes flattened (flat_plane_pool.cc),
+    // before hoisting would take an average pool's window count apart.
+    if (Stmt pool = FlatPlanePool(g_, out_vars, fn.num_params - 1, value, fn.buffers)) {
+      fn.body = pool;
       out.builder = std::move(g_.builder);
       return out;
     }

@@ -122,15 +122,6 @@ TEST(StridedPoolTest, ThreeByThreeStrideTwoIsOnePassWithoutGathers) {
   EXPECT_THAT(*ir, ::testing::Not(::testing::HasSubstr("gather")));
 }
 
-// The stride-1 3x3 pool of googlenet's inception branches on a 14x14 plane:
-// the window is unrolled whole too, with no row of accumulators (which cost
-// a memory round trip per window element and ran at 1.6-4.7 GB/s).
-TEST(StridedPoolTest, ThreeByThreeStrideOneIsOnePass) {
-  const lower::LoopFunction fn = ResnetMaxPoolKernel({1, 512, 14, 14}, /*stride=*/1);
-  EXPECT_EQ(fn.buffers.size(), static_cast<size_t>(fn.num_params))
-      << lower::LoopFunctionToString(fn);
-}
-
 // A pool over large planes prefetches the next plane while its rows run;
 // over small ones (which come from L2 anyway) it does not. A prefetch changes
 // no value: the reference test above covers a prefetching 21 x 112 plane.
