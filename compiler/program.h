@@ -15,7 +15,8 @@
 namespace kiln {
 
 // A value the program reads or produces. Graph inputs are bound per call;
-// constants carry their bytes; intermediates are written by exactly one kernel.
+// constants carry their bytes; intermediates are written by exactly one
+// kernel, except a concat made in place, whose slices' kernels write it.
 struct ValueSpec {
   enum class Kind { kInput, kConstant, kIntermediate };
   Kind kind = Kind::kIntermediate;
@@ -23,6 +24,11 @@ struct ValueSpec {
   TensorType type;
   // kConstant only; CompiledModel::Create copies and then drops it.
   std::shared_ptr<const ConstantData> constant;
+  // An intermediate that lives inside another, value `alias_of`, from byte
+  // `alias_offset` on: a concat's input written by its kernel straight into
+  // its slice (concat_in_place.cc). -1: it has bytes of its own.
+  int alias_of = -1;
+  int64_t alias_offset = 0;
 };
 
 // One call of a compiled kernel.

@@ -236,6 +236,12 @@ absl::Status CompiledModel::RunOnBuffers(const std::vector<const void*>& inputs,
     }
   }
 
+  // Slices of a concat made in place point into its bytes, wherever those are.
+  for (size_t i = 0; i < program_.values.size(); ++i) {
+    const ValueSpec& v = program_.values[i];
+    if (v.alias_of >= 0) pointers[i] = static_cast<char*>(pointers[v.alias_of]) + v.alias_offset;
+  }
+
   std::vector<void*> args;
   const int64_t start = SteadyNowNs();
   if (absl::Status s = CheckIndices(-1, pointers); !s.ok()) {

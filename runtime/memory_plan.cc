@@ -5,6 +5,9 @@
 // write them straight into the tensors handed back to the caller, so a large
 // output is neither copied nor held twice. A kernel's inputs are live at the step it
 // writes its output, so an output never shares bytes with its own inputs.
+// A value that aliases a slice of another (a concat made in place) has no
+// bytes of its own: the value holding it is live from the first write to the
+// last read of any of its slices or of itself.
 // Values are placed largest first at the lowest 64-byte-aligned offset that
 // overlaps no value placed earlier whose lifetime intersects its own (greedy
 // first fit, as TVM's and XLA's static planners do in spirit).
@@ -30,6 +33,12 @@ MemoryPlan PlanMemory(const Program& program) {
     last[out] = std::max(last[out], k);
     for (size_t a = 0; a + 1 < call.args.size(); ++a) last[call.args[a]] = k;
   }
+  for (int v = 0; v < n; ++v) {
+    const int holder = program.values[v].alias_of;
+    if (holder < 0 || first[v] < 0) continue;
+    first[holder] = first[holder] < 0 ? first[v] : std::min(first[holder], first[v]);
+    last[holder] = std::max(last[holder], last[v]);
+  }
   std::vector<bool> is_output(n, false);
   for (int out : program.outputs) is_output[out] = true;
 
@@ -42,7 +51,7 @@ MemoryPlan PlanMemory(const Program& program) {
   plan.offsets.assign(n, -1);
   for (int v = 0; v < n; ++v) {
     if (program.values[v].kind != ValueSpec::Kind::kIntermediate || first[v] < 0) continue;
-    if (is_output[v]) continue;
+    if (is_output[v] || program.values[v].alias_of >= 0) continue;
     const int64_t bytes = Align64(std::max<int64_t>(1, program.values[v].type.ByteSize()));
     items.push_back({v, bytes});
     plan.naive_bytes += bytes;

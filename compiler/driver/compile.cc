@@ -12,6 +12,7 @@
 #include "compiler/ir/op_def.h"
 #include "compiler/pass/ir_printer_instrument.h"
 #include "compiler/lower/build_program.h"
+#include "compiler/lower/concat_in_place.h"
 #include "compiler/lower/loop_pipeline.h"
 #include "compiler/pass/timing_instrument.h"
 
@@ -21,6 +22,7 @@ namespace {
 absl::Status CheckPassNames(const Pass& pipeline, const std::vector<std::string>& names,
                             bool allow_all) {
   std::vector<std::string> known = lower::LoopPassNames();
+  known.push_back(kConcatInPlaceName);
   pipeline.CollectNames(known);
   std::sort(known.begin(), known.end());
   known.erase(std::unique(known.begin(), known.end()), known.end());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
+#include <set>
 #include <memory>
 #include <thread>
 #include <unordered_map>
@@ -12,6 +13,7 @@
 #include "common/status_macros.h"
 #include "compiler/ir/op_cost.h"
 #include "compiler/ir/op_def.h"
+#include "compiler/lower/concat_in_place.h"
 #include "compiler/lower/loop_pipeline.h"
 #include "compiler/lower/lower_group.h"
 
@@ -138,6 +140,17 @@ absl::StatusOr<LoweredProgram> BuildProgram(const Graph& graph, const PassContex
     members[root].push_back(n);
     if (root == n) roots.push_back(n);
   }
+  // Concats made in place have no kernel: their inputs' kernels write their
+  // slices (concat_in_place.cc).
+  std::vector<InPlaceConcat> in_place;
+  if (std::string reason; ctx.ShouldRun({kConcatInPlaceName, 1, {}}, &reason)) {
+    in_place = FindInPlaceConcats(graph, roots, members);
+    std::set<const Node*> elided;
+    for (const InPlaceConcat& c : in_place) elided.insert(c.concat);
+    roots.erase(std::remove_if(roots.begin(), roots.end(),
+                               [&](const Node* r) { return elided.count(r) > 0; }),
+                roots.end());
+  }
   // A root comes after all its members in topological order, so kernels run in
   // root order.
   std::vector<std::unique_ptr<te::ExprBuilder>> builders;
@@ -184,6 +197,14 @@ absl::StatusOr<LoweredProgram> BuildProgram(const Graph& graph, const PassContex
     builders.push_back(std::move(lowered.builder));
     loop_kernels.push_back(
         {&lowered_program.kernels.back().function, builders.back().get(), lowered.scheduled});
+  }
+  for (const InPlaceConcat& c : in_place) {
+    const int holder = add_value(c.concat, ValueSpec::Kind::kIntermediate);
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+      const int slice = add_value(c.inputs[i], ValueSpec::Kind::kIntermediate);
+      program.values[slice].alias_of = holder;
+      program.values[slice].alias_offset = c.byte_offsets[i];
+    }
   }
   KILN_RETURN_IF_ERROR(lower::RunLoopPipeline(loop_kernels, ctx));
   const std::string skipped = lower::SkippedLoopPasses(ctx);
