@@ -19,7 +19,9 @@
 // 5. Schedule: each loop nest's outer loop is parallel when the work is
 //    large enough, and its innermost loop is vectorized. A reduction along
 //    the innermost output dim is turned inside out (row_reduction.cc); a
-//    lone pool prefetches its next input plane (plane_prefetch.cc). When
+//    lone pool prefetches its next input plane (plane_prefetch.cc). (A lone
+//    max pool, or stride-1 average pool, takes pool_planes.cc's passes
+//    before step 3 instead.) When
 //    every temporary of step 3 is a value of an output row (LayerNorm's mean
 //    and variance, softmax's max and sum), the stages become one nest over
 //    the rows instead (RowStages): each row's values, then its outputs.
@@ -47,7 +49,7 @@
 #include "compiler/lower/attention_call.h"
 #include "compiler/lower/contraction_schedule.h"
 #include "compiler/lower/conv_padding.h"
-#include "compiler/lower/flat_plane_pool.h"
+#include "compiler/lower/pool_planes.h"
 #include "compiler/lower/group_context.h"
 #include "compiler/lower/plane_prefetch.h"
 #include "compiler/lower/qconv_call.h"
@@ -132,9 +134,9 @@ class GroupLowerer {
       return out;
     }
 
-    // A lone stride-1 pool runs over its planes flattened (flat_plane_pool.cc),
+    // A lone pool runs plane by plane in flat passes (pool_planes.cc), taken
     // before hoisting would take an average pool's window count apart.
-    if (Stmt pool = FlatPlanePool(g_, out_vars, fn.num_params - 1, value, fn.buffers)) {
+    if (Stmt pool = PoolOverPlanes(g_, out_vars, fn.num_params - 1, value, fn.buffers)) {
       fn.body = pool;
       out.builder = std::move(g_.builder);
       return out;

@@ -42,8 +42,8 @@ TEST(MemoryPlanTest, ConcatSlicesShareTheConcatsBytesLiveFromTheFirstSlice) {
   ASSERT_GE(plan.offsets[2], 0);
   ASSERT_GE(plan.offsets[4], 0);
   // u (k1 to k2) lives while cat does (k0, when a is written, to k3).
-  const bool apart = plan.offsets[2] + 128 <= plan.offsets[4] ||
-                     plan.offsets[4] + 128 <= plan.offsets[2];
+  const bool apart =
+      plan.offsets[2] + 128 <= plan.offsets[4] || plan.offsets[4] + 128 <= plan.offsets[2];
   EXPECT_TRUE(apart) << "u at " << plan.offsets[2] << ", cat at " << plan.offsets[4];
   EXPECT_EQ(plan.arena_bytes, 256);
 }

@@ -1,6 +1,8 @@
 // Inception-like models (four branches joined by a concat, one branch also
 // read by another kernel) compiled with the concat made in place and
 // without, and compared with NumPy (data/make_concat_fixtures.py).
+#include "compiler/lower/concat_in_place.h"
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -9,7 +11,6 @@
 #include <vector>
 
 #include "compiler/frontend/onnx_importer.h"
-#include "compiler/lower/concat_in_place.h"
 #include "compiler/ops/op_registry.h"
 #include "engine/model_manager.h"
 #include "gtest/gtest.h"

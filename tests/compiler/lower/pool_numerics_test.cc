@@ -1,8 +1,9 @@
 // One-pool ONNX models (max and average; odd planes, 1 x N, padding, ceil_mode,
-// dilation, count_include_pad; stride 1 through flat_plane_pool.cc's
-// schedules and stride 2 through the row-by-row ones) compiled and compared
-// with NumPy (data/make_pool_fixtures.py). Also which schedule a stride-1
-// pool takes.
+// dilation, count_include_pad; stride 1 and 2) compiled and compared with
+// NumPy (data/make_pool_fixtures.py): max pools and stride-1 average pools
+// through pool_planes.cc's passes (with a flat column pass where W == sx *
+// OW, row by row where not), stride-2 average pools row by row. Also which
+// schedule a stride-1 pool takes.
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -71,13 +72,14 @@ TEST_P(PoolNumericsTest, MatchesNumPy) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Fixtures, PoolNumericsTest,
-    ::testing::Values("max3_p1_14x14", "max3_p1_7x7", "max3_p1_13x11_b2", "max3_p1_ceil_13x11",
-                      "max1x5_p2_1x37", "max3_d2_p2_15x17", "max2_p01_9x10", "max5_p2_12x12",
-                      "max3_p1_3x40", "avg3_p1_13x11", "avg3_p1_incl_13x11", "avg3_p1_14x14",
-                      "max3_p0_13x11", "max3_s2_ceil_28x28", "max3_s2_p1_25x23",
-                      "max2_s2_ceil_7x7", "avg3_s2_p1_incl_ceil_14x13"));
+INSTANTIATE_TEST_SUITE_P(Fixtures, PoolNumericsTest,
+                         ::testing::Values("max3_p1_14x14", "max3_p1_7x7", "max3_p1_13x11_b2",
+                                           "max3_p1_ceil_13x11", "max1x5_p2_1x37",
+                                           "max3_d2_p2_15x17", "max2_p01_9x10", "max5_p2_12x12",
+                                           "max3_p1_3x40", "avg3_p1_13x11", "avg3_p1_incl_13x11",
+                                           "avg3_p1_14x14", "max3_p0_13x11", "max3_s2_ceil_28x28",
+                                           "max3_s2_p1_25x23", "max2_s2_ceil_7x7",
+                                           "avg3_s2_p1_incl_ceil_14x13"));
 
 // The one kernel of a 3x3 stride-1 pool with padding 1 over `shape`.
 lower::LoopFunction PoolKernel(const char* op, const std::vector<int64_t>& shape) {
@@ -95,7 +97,7 @@ lower::LoopFunction PoolKernel(const char* op, const std::vector<int64_t>& shape
 
 // googlenet's inception branch pool: the row maxima of a plane go to one
 // stack buffer of the plane's size, read back for the column maxima.
-TEST(FlatPlanePoolTest, StrideOneMaxPoolIsSeparable) {
+TEST(PoolOverPlanesTest, StrideOneMaxPoolIsSeparable) {
   const lower::LoopFunction fn = PoolKernel("max_pool2d", {1, 512, 14, 14});
   const std::string nest = lower::LoopFunctionToString(fn);
   ASSERT_EQ(fn.buffers.size(), static_cast<size_t>(fn.num_params) + 1) << nest;
@@ -106,7 +108,7 @@ TEST(FlatPlanePoolTest, StrideOneMaxPoolIsSeparable) {
 // An average pool keeps its window whole: the interior of each plane is one
 // flat loop (positions (1, 1) to (12, 12) of a 14-wide plane: 166, in ten
 // 16-lane blocks and one more ending at the last), no temporary.
-TEST(FlatPlanePoolTest, StrideOneAveragePoolRunsTheInteriorFlat) {
+TEST(PoolOverPlanesTest, StrideOneAveragePoolRunsTheInteriorFlat) {
   const lower::LoopFunction fn = PoolKernel("avg_pool2d", {1, 8, 14, 14});
   const std::string nest = lower::LoopFunctionToString(fn);
   EXPECT_EQ(fn.buffers.size(), static_cast<size_t>(fn.num_params)) << nest;

@@ -1,8 +1,7 @@
-// Pools whose output row steps through the input by 2 (or 1): the lowering
-// unrolls the short window inside the vector loop (RowAccumulated), so each
-// window position is a separate load of one iteration. Checked against a
-// plain reference loop, with padding that clamps at both edges and an odd
-// width.
+// Pools whose output row steps through the input by 2 (or 1): max pools run
+// separable (pool_planes.cc), average pools of stride 2 unroll the short
+// window inside the vector loop (RowAccumulated). Checked against a plain
+// reference loop, with padding that clamps at both edges and an odd width.
 // Pools over large planes also prefetch the next plane.
 #include <algorithm>
 #include <cmath>
@@ -91,15 +90,14 @@ TEST(StridedPoolTest, ThreeByThreeStrideTwoMatchesReference) {
   }
 }
 
-// The loop function of resnet18's pool (3x3, stride 2, padding 1; or
-// `stride` 1, googlenet's inception branch pools) over an input of `shape`,
-// compiled alone (empty when compiling fails).
-lower::LoopFunction ResnetMaxPoolKernel(const std::vector<int64_t>& shape, int64_t stride = 2) {
+// The loop function of resnet18's pool (3x3, stride 2, padding 1) over an
+// input of `shape`, compiled alone (empty when compiling fails).
+lower::LoopFunction ResnetMaxPoolKernel(const std::vector<int64_t>& shape) {
   Graph g;
   Node* in = g.AddInput("x", {DType::kFloat32, shape});
   Pool2DAttrs attrs;
   attrs.kernel = {3, 3};
-  attrs.strides = {stride, stride};
+  attrs.strides = {2, 2};
   attrs.padding = {1, 1, 1, 1};
   g.AddOutput(Op(g, "max_pool2d", {in}, attrs));
   auto program = CompileGraph(std::move(g), {});
@@ -109,17 +107,20 @@ lower::LoopFunction ResnetMaxPoolKernel(const std::vector<int64_t>& shape, int64
   return program->kernels.empty() ? lower::LoopFunction{} : program->kernels[0].function;
 }
 
-// resnet18's pool: the 3x3 window is unrolled whole, so each output row is
-// one pass (no row of accumulators, no temporary), in explicit 16-lane
-// blocks whose stride-2 loads codegen makes wide loads and shuffles: the
-// kernel has no gathers left.
-TEST(StridedPoolTest, ThreeByThreeStrideTwoIsOnePassWithoutGathers) {
+// resnet18's pool runs separable (pool_planes.cc): the row maxima of a
+// plane go to one stack buffer (56 rows of 112), and the column pass over
+// them, flat over the output plane, reads them in explicit 16-lane blocks
+// whose stride-2 loads codegen makes wide loads and shuffles.
+TEST(StridedPoolTest, ThreeByThreeStrideTwoIsSeparableInStridedBlocks) {
   const lower::LoopFunction fn = ResnetMaxPoolKernel({1, 64, 112, 112});
-  EXPECT_EQ(fn.buffers.size(), static_cast<size_t>(fn.num_params));
-  EXPECT_THAT(lower::LoopFunctionToString(fn), ::testing::HasSubstr("vector for"));
+  const std::string nest = lower::LoopFunctionToString(fn);
+  ASSERT_EQ(fn.buffers.size(), static_cast<size_t>(fn.num_params) + 1) << nest;
+  EXPECT_TRUE(fn.buffers.back().local);
+  EXPECT_EQ(fn.buffers.back().num_elements, 56 * 112);
+  EXPECT_THAT(nest, ::testing::HasSubstr("vector for"));
   auto ir = codegen::EmitOptimizedIR(fn, codegen::CodegenOptions{});
   ASSERT_TRUE(ir.ok()) << ir.status();
-  EXPECT_THAT(*ir, ::testing::Not(::testing::HasSubstr("gather")));
+  EXPECT_THAT(*ir, ::testing::HasSubstr("shufflevector"));
 }
 
 // A pool over large planes prefetches the next plane while its rows run;

@@ -80,7 +80,7 @@ def case(name, op, shape, kernel, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(
 
 
 def main():
-    # Stride 1, the row width kept: the flattened-plane schedules.
+    # Stride 1 keeping the row width: every pass flat over the plane.
     case("max3_p1_14x14", "MaxPool", (1, 5, 14, 14), (3, 3), pads=(1, 1, 1, 1))
     case("max3_p1_7x7", "MaxPool", (1, 6, 7, 7), (3, 3), pads=(1, 1, 1, 1))
     case("max3_p1_13x11_b2", "MaxPool", (2, 3, 13, 11), (3, 3), pads=(1, 1, 1, 1))
@@ -96,7 +96,8 @@ def main():
     case("avg3_p1_incl_13x11", "AveragePool", (1, 4, 13, 11), (3, 3), pads=(1, 1, 1, 1),
          count_include_pad=1)
     case("avg3_p1_14x14", "AveragePool", (2, 3, 14, 14), (3, 3), pads=(1, 1, 1, 1))
-    # Stride 1 that narrows the row, and stride 2: the row-by-row schedules.
+    # Stride 1 narrowing the row, and stride 2: max pools' column pass row by
+    # row unless W == 2 * OW (28x28 ceil), average pools row by row.
     case("max3_p0_13x11", "MaxPool", (1, 3, 13, 11), (3, 3))
     case("max3_s2_ceil_28x28", "MaxPool", (1, 4, 28, 28), (3, 3), strides=(2, 2), ceil_mode=1)
     case("max3_s2_p1_25x23", "MaxPool", (1, 3, 25, 23), (3, 3), strides=(2, 2),
