@@ -9,7 +9,7 @@
 //
 // Max pools, any stride, take the separable form: the max over the window's
 // rows, then over its columns (3 + 3 taps instead of 9 for 3x3), through a
-// stack plane of row maxima `rows` (OH x W floats, at most 64 KiB):
+// stack plane of row maxima `rows` (OH x W elements, at most 64 KiB):
 //   1. rows[y][x] = max over ky of in[y * sy - pt + ky * dh][x]. At stride 1
 //      the interior rows [y0, y1) (those whose window rows all lie inside)
 //      are one flat loop: p's taps are p + (ky * dh - pt) * W, no column edge
@@ -77,9 +77,9 @@ using te::Var;
 
 // Fewer interior elements than this per plane run row by row as before.
 constexpr int64_t kMinInterior = 16;
-// The largest plane (elements) a separable max pool keeps its row maxima
-// of on the stack.
-constexpr int64_t kMaxSeparablePlane = 16384;
+// The most bytes of row maxima a separable max pool keeps on the stack (an
+// integer pool's are int64, twice a float32 one's).
+constexpr int64_t kMaxRowsBytes = 64 << 10;
 // At most this many edge rows (or columns) are written one by one.
 constexpr int64_t kMaxEdges = 8;
 // Windows up to this many taps are unrolled in the edge stores.
@@ -237,7 +237,6 @@ Stmt SeparableMax(GroupContext& g, const PoolPlane& pp, const std::vector<Var>& 
   const int64_t h = pp.h, w = pp.w, oh = pp.oh, ow = pp.ow;
   const int64_t sy = a.strides[0], sx = a.strides[1], dy = a.dilation[0], dx = a.dilation[1];
   const int64_t pt = a.padding[0], pl = a.padding[1];
-  if (oh * w > kMaxSeparablePlane) return nullptr;
   const auto [y0, y1] = Interior(h, a.kernel[0], sy, dy, pt, oh);
   const auto [x0, x1] = Interior(w, a.kernel[1], sx, dx, pl, ow);
   if (y1 <= y0 || x1 <= x0 || oh - (y1 - y0) > kMaxEdges || ow - (x1 - x0) > kMaxEdges) {
@@ -255,6 +254,7 @@ Stmt SeparableMax(GroupContext& g, const PoolPlane& pp, const std::vector<Var>& 
     return g.Flatten(g.ValueOf(pp.pool->inputs[0], {n, c, b.Int(0), pos}));
   };
   const te::ScalarType type = input(b.Int(0))->type;
+  if (oh * w * (type == te::ScalarType::kF32 ? 4 : 8) > kMaxRowsBytes) return nullptr;
   const int rows = static_cast<int>(buffers.size());
   buffers.push_back({"rows", type, oh * w, /*local=*/true});
   g.shapes.push_back({oh * w});
