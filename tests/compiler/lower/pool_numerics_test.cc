@@ -6,11 +6,13 @@
 // schedule a stride-1 pool takes.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "compiler/driver/compile.h"
 #include "compiler/frontend/onnx_importer.h"
 #include "compiler/lower/loop_ir.h"
@@ -80,6 +82,53 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, PoolNumericsTest,
                                            "avg3_p1_14x14", "max3_p0_13x11", "max3_s2_ceil_28x28",
                                            "max3_s2_p1_25x23", "max2_s2_ceil_7x7",
                                            "avg3_s2_p1_incl_ceil_14x13"));
+
+// uint8 max pools (stride 1 and 2, padding 1) take the separable form too,
+// its row maxima held as int64: checked against a plain loop over the window.
+TEST(PoolNumericsTest, Uint8MaxPoolMatchesAPlainLoop) {
+  auto manager = engine::ModelManager::Create({});
+  ASSERT_TRUE(manager.ok()) << manager.status();
+  const int64_t c = 3, h = 15, w = 14;
+  std::string bytes(c * h * w, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 97 + 13) % 251);
+  for (int64_t s : {1, 2}) {
+    SCOPED_TRACE(absl::StrCat("stride ", s));
+    Graph g;
+    Node* in = g.AddInput("x", {DType::kUInt8, {1, c, h, w}});
+    Pool2DAttrs attrs;
+    attrs.kernel = {3, 3};
+    attrs.strides = {s, s};
+    attrs.padding = {1, 1, 1, 1};
+    g.AddOutput(testing::Op(g, "max_pool2d", {in}, attrs));
+    const std::string model = absl::StrCat("u8_pool_", s);
+    auto compiled = (*manager)->Compile(model, std::move(g), {});
+    ASSERT_TRUE(compiled.ok()) << compiled.status();
+    auto input = runtime::Tensor::FromBytes({DType::kUInt8, {1, c, h, w}}, bytes);
+    ASSERT_TRUE(input.ok()) << input.status();
+    auto result = (*manager)->Find(model)->Run({&*input});
+    ASSERT_TRUE(result.ok()) << result.status();
+    const int64_t oh = (h + 2 - 3) / s + 1, ow = (w + 2 - 3) / s + 1;
+    ASSERT_EQ(result->outputs[0].type().shape, (std::vector<int64_t>{1, c, oh, ow}));
+    const uint8_t* got = static_cast<const uint8_t*>(result->outputs[0].data());
+    const uint8_t* x = reinterpret_cast<const uint8_t*>(bytes.data());
+    for (int64_t ci = 0; ci < c; ++ci) {
+      for (int64_t y = 0; y < oh; ++y) {
+        for (int64_t xo = 0; xo < ow; ++xo) {
+          int want = -1;
+          for (int64_t ky = 0; ky < 3; ++ky) {
+            for (int64_t kx = 0; kx < 3; ++kx) {
+              const int64_t iy = y * s - 1 + ky, ix = xo * s - 1 + kx;
+              if (iy >= 0 && iy < h && ix >= 0 && ix < w) {
+                want = std::max<int>(want, x[(ci * h + iy) * w + ix]);
+              }
+            }
+          }
+          ASSERT_EQ(got[(ci * oh + y) * ow + xo], want) << ci << " " << y << " " << xo;
+        }
+      }
+    }
+  }
+}
 
 // The one kernel of a 3x3 stride-1 pool with padding 1 over `shape`.
 lower::LoopFunction PoolKernel(const char* op, const std::vector<int64_t>& shape) {
