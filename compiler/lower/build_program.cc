@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 #include <thread>
 #include <unordered_map>
 
