@@ -9,7 +9,7 @@
 //
 // Max pools, any stride, take the separable form: the max over the window's
 // rows, then over its columns (3 + 3 taps instead of 9 for 3x3), through a
-// stack plane of row maxima `rows` (OH x W elements, at most 64 KiB):
+// stack plane of row maxima `rows` (OH x W elements, at most 16 KiB):
 //   1. rows[y][x] = max over ky of in[y * sy - pt + ky * dh][x]. At stride 1
 //      the interior rows [y0, y1) (those whose window rows all lie inside)
 //      are one flat loop: p's taps are p + (ky * dh - pt) * W, no column edge
@@ -53,10 +53,9 @@
 // Measured on googlenet's pools, 1 thread, Intel Xeon (avx512f), median
 // kernel times. Its nine 3x3/s1/p1 pools: row by row 1.58 ms in all (0.200
 // ms on 512 x 14 x 14); flattened 9-tap 0.80 ms (0.095); separable 0.38 ms
-// (0.037). Alone, one pool per process: 3x3/s2/ceil on 480 x 28 x 28 0.259
-// -> 0.048 ms, on 192 x 56 x 56 0.141 -> 0.097, on 64 x 112 x 112 0.175 ->
-// 0.151; resnet18's 3x3/s2/p1 on 64 x 112 x 112 0.183 -> 0.153 (batch 8:
-// 2.09 -> 1.86 ms).
+// (0.037). In the model, its 3x3/s2/ceil pool on 480 x 28 x 28 0.254 ->
+// 0.067 ms, on 192 x 56 x 56 0.147 -> 0.108. Planes of row maxima above
+// kMaxRowsBytes stay row by row (resnet18's stem pool: see there).
 #include "compiler/lower/pool_planes.h"
 
 #include <algorithm>
@@ -78,8 +77,11 @@ using te::Var;
 // Fewer interior elements than this per plane run row by row as before.
 constexpr int64_t kMinInterior = 16;
 // The most bytes of row maxima a separable max pool keeps on the stack (an
-// integer pool's are int64, twice a float32 one's).
-constexpr int64_t kMaxRowsBytes = 64 << 10;
+// integer pool's are int64, twice a float32 one's). Larger planes of row
+// maxima stay row by row: resnet18's stem pool (56 x 112 floats, 25 KiB)
+// ran faster alone, but in the model, reading the conv it follows, it went
+// from 0.21 to 0.245 ms at batch 1 and 2.4 to 2.7 ms at batch 8.
+constexpr int64_t kMaxRowsBytes = 16 << 10;
 // At most this many edge rows (or columns) are written one by one.
 constexpr int64_t kMaxEdges = 8;
 // Windows up to this many taps are unrolled in the edge stores.

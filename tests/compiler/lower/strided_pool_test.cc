@@ -107,20 +107,31 @@ lower::LoopFunction ResnetMaxPoolKernel(const std::vector<int64_t>& shape) {
   return program->kernels.empty() ? lower::LoopFunction{} : program->kernels[0].function;
 }
 
-// resnet18's pool runs separable (pool_planes.cc): the row maxima of a
-// plane go to one stack buffer (56 rows of 112), and the column pass over
-// them, flat over the output plane, reads them in explicit 16-lane blocks
-// whose stride-2 loads codegen makes wide loads and shuffles.
-TEST(StridedPoolTest, ThreeByThreeStrideTwoIsSeparableInStridedBlocks) {
+// resnet18's pool: its plane of row maxima would be too large for the
+// separable form (pool_planes.cc), so the 3x3 window is unrolled whole, each
+// output row one pass (no row of accumulators, no temporary), in explicit
+// 16-lane blocks whose stride-2 loads codegen makes wide loads and
+// shuffles: the kernel has no gathers left.
+TEST(StridedPoolTest, ThreeByThreeStrideTwoIsOnePassWithoutGathers) {
   const lower::LoopFunction fn = ResnetMaxPoolKernel({1, 64, 112, 112});
+  EXPECT_EQ(fn.buffers.size(), static_cast<size_t>(fn.num_params));
+  EXPECT_THAT(lower::LoopFunctionToString(fn), ::testing::HasSubstr("vector for"));
+  auto ir = codegen::EmitOptimizedIR(fn, codegen::CodegenOptions{});
+  ASSERT_TRUE(ir.ok()) << ir.status();
+  EXPECT_THAT(*ir, ::testing::Not(::testing::HasSubstr("gather")));
+}
+
+// On a 28 x 28 plane (googlenet's stride-2 pool of that size gathered its
+// 13 or 14 lanes per row) the pool runs separable: the row maxima of a plane
+// (14 rows of 28) on the stack, and the column pass, flat over the output
+// plane since 28 == 2 * 14, in explicit 16-lane blocks of stride-2 loads.
+TEST(StridedPoolTest, ThreeByThreeStrideTwoOnSmallPlanesIsSeparable) {
+  const lower::LoopFunction fn = ResnetMaxPoolKernel({1, 8, 28, 28});
   const std::string nest = lower::LoopFunctionToString(fn);
   ASSERT_EQ(fn.buffers.size(), static_cast<size_t>(fn.num_params) + 1) << nest;
   EXPECT_TRUE(fn.buffers.back().local);
-  EXPECT_EQ(fn.buffers.back().num_elements, 56 * 112);
+  EXPECT_EQ(fn.buffers.back().num_elements, 14 * 28);
   EXPECT_THAT(nest, ::testing::HasSubstr("vector for"));
-  auto ir = codegen::EmitOptimizedIR(fn, codegen::CodegenOptions{});
-  ASSERT_TRUE(ir.ok()) << ir.status();
-  EXPECT_THAT(*ir, ::testing::HasSubstr("shufflevector"));
 }
 
 // A pool over large planes prefetches the next plane while its rows run;
