@@ -85,6 +85,13 @@ struct Printer {
     return absl::StrCat("pads=", List(a.pads), ", value=", FloatBits(a.value),
                         ", mode=", kModes[static_cast<int>(a.mode)]);
   }
+  std::string operator()(const LayoutTransformAttrs& a) const {
+    auto layout = [](int64_t block) {
+      return block == 0 ? std::string("NCHW") : absl::StrCat("NCHW", block, "c");
+    };
+    return absl::StrCat("src_layout=", layout(a.src_block), ", dst_layout=", layout(a.dst_block),
+                        ", channels=", a.channels);
+  }
   std::string operator()(const AttentionAttrs& a) const {
     auto view = [](const AttentionView& v) {
       return absl::StrCat("[", v.offset, ",", v.s1, ",", v.s2, ",", v.row, "]");

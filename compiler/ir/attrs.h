@@ -103,6 +103,18 @@ struct Pool2DAttrs {
   }
 };
 
+// layout_transform between NCHW (block 0) and NCHW{block}c: N, C/block, H, W, block,
+// the channels zero-filled past `channels` (the NCHW channel count, which the
+// blocked shape alone does not tell).
+struct LayoutTransformAttrs {
+  int64_t src_block = 0;
+  int64_t dst_block = 0;
+  int64_t channels = 0;
+  bool operator==(const LayoutTransformAttrs& o) const {
+    return src_block == o.src_block && dst_block == o.dst_block && channels == o.channels;
+  }
+};
+
 // slice: one start and step per input dim (already clamped and normalised);
 // the output shape says how many elements each dim keeps.
 struct SliceAttrs {
@@ -256,7 +268,7 @@ using Attrs = std::variant<NoAttrs, AxisAttrs, ReshapeAttrs, TransposeAttrs, Red
                            Conv2DAttrs, BatchNormAttrs, DropoutAttrs, ActivationAttrs, CastAttrs,
                            Pool2DAttrs, SliceAttrs, PadAttrs, ModAttrs, ScanAttrs, EinsumAttrs,
                            ScatterAttrs, TopKAttrs, GridSampleAttrs, ReverseSequenceAttrs,
-                           NonZeroAttrs, UniqueAttrs, AttentionAttrs>;
+                           NonZeroAttrs, UniqueAttrs, AttentionAttrs, LayoutTransformAttrs>;
 
 // "axis=-1", "perm=[1,0]", "" for NoAttrs: the printed-IR form.
 std::string AttrsToString(const Attrs& attrs);

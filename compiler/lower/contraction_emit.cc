@@ -427,6 +427,13 @@ class Emitter {
     std::vector<Var> from = m_vars_;
     std::vector<Expr> to = Split(m, m_vars_);
     std::vector<Expr> n_parts = Split(n, n_vars_);
+    if (t_.channel_blocks && n_vars_.size() == 2 && n_vars_[1]->extent == kLanes) {
+      // Channel blocks: vector vv of column block jb is block jb * NV + vv
+      // (the last one repeated past the end, its stores masked).
+      Expr block = b_.Add(b_.Mul(b_.Ref(jb), b_.Int(tile_.nv)), b_.Ref(vv));
+      if (nb_ * nr != n_) block = b_.Min(block, b_.Int(n_vars_[0]->extent - 1));
+      n_parts = {block, b_.Ref(lane)};
+    }
     // When the output is not contiguous along the tile's lanes (conv over
     // padded rows), its digits come from tables: a scatter with per-lane
     // 64-bit division would cost as much as the tile's multiply-adds.

@@ -193,6 +193,7 @@ class ContractionAnalysis {
         ops_.batch_vars.push_back(outs[i]);
       }
     }
+    if (t_.channel_blocks) JoinChannelBlocks();
     for (const Var& v : reduce->reduce_vars) {
       if (v->extent != 1) ops_.k_vars.push_back(v);
     }
@@ -210,8 +211,9 @@ class ContractionAnalysis {
     s.k_outer = ops_.k_vars[0]->extent;
     // Flat tiles scatter where the output is not contiguous along N (a conv
     // computed over padded rows).
-    s.flat_store_scatters =
-        ops_.n_vars.size() > 1 && !StepsByOne(b_, ops_.out_index, ops_.n_vars, s.n);
+    // (Channel blocks store each vector whole, one block of one pixel.)
+    s.flat_store_scatters = !t_.channel_blocks && ops_.n_vars.size() > 1 &&
+                            !StepsByOne(b_, ops_.out_index, ops_.n_vars, s.n);
     const Var& inner = ops_.n_vars.back();
     s.n_inner = inner->extent;
     s.row_tiles_apply = ReadsConvInput(ops_.fb) && t_.conv_input_has_slack &&
@@ -266,6 +268,23 @@ class ContractionAnalysis {
   }
 
  private:
+  // Blocked output channels (ContractionTarget::channel_blocks): the block
+  // number, a batch dimension only the weights index, joins the lanes' block
+  // in N, so a tile spans up to four blocks and each broadcast of the input
+  // feeds as many multiply-adds.
+  void JoinChannelBlocks() {
+    std::vector<Var>& n_vars = ops_.n_vars;
+    std::vector<Var>& batch = ops_.batch_vars;
+    if (n_vars.size() != 1 || n_vars[0]->extent != kLanes) return;
+    for (size_t i = batch.size(); i-- > 0;) {
+      if (DependsOn(ops_.fb, batch[i].get()) && !DependsOn(ops_.fa, batch[i].get())) {
+        n_vars.insert(n_vars.begin(), batch[i]);
+        batch.erase(batch.begin() + static_cast<std::ptrdiff_t>(i));
+        return;
+      }
+    }
+  }
+
   bool ReadsConvInput(const Expr& f) const {
     return t_.conv_input >= 0 && f->kind == ExprKind::kLoad && f->buffer == t_.conv_input;
   }

@@ -42,6 +42,11 @@ struct ContractionTarget {
   // one the expression addresses, so even a tile that hangs over the edge
   // may read it in place (the padded copy has; the input itself has not).
   bool conv_input_has_slack = false;
+  // Whether the output's channels are blocked (conv2d_nchwc, blocked_conv.cc):
+  // its innermost dim is a block of kLanes channels and an outer one, which
+  // only the weights index, numbers the blocks. N is then both, so a tile
+  // spans several blocks, each of its vectors one block stored whole.
+  bool channel_blocks = false;
   // The bytes behind a parameter buffer when it is a constant, else null.
   std::function<const ConstantData*(int buffer)> constant_of;
   // A measured choice replacing the estimate's (a tuning record), or null.

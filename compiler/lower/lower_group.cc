@@ -47,6 +47,7 @@
 #include "absl/strings/str_cat.h"
 #include "compiler/ir/op_def.h"
 #include "compiler/lower/attention_call.h"
+#include "compiler/lower/blocked_conv.h"
 #include "compiler/lower/contraction_schedule.h"
 #include "compiler/lower/conv_padding.h"
 #include "compiler/lower/pool_planes.h"
@@ -205,7 +206,11 @@ class GroupLowerer {
     Stmt padding_stage;
     bool padded_by_rows = false;
     const Node* conv = InPlaceConv(g_);
-    if (conv != nullptr && IsPointwiseWithoutPadding(conv)) {
+    if (const Node* blocked = BlockedConv(g_)) {
+      // Blocked channels (blocked_conv.cc): N is the output's channel blocks.
+      target.channel_blocks = true;
+      padding_stage = PadBlockedConvInput(g_, blocked, fn, target.out_vars, group_value);
+    } else if (conv != nullptr && IsPointwiseWithoutPadding(conv)) {
       // Its input is read as it is: no copy, no padded rows.
       auto param = g_.param_index.find(conv->inputs[0]);
       if (param != g_.param_index.end() && !fn.buffers[param->second].storage) {
@@ -239,12 +244,13 @@ class GroupLowerer {
     out.override_ignored = schedule->override_ignored;
     // The padded copy is made where its reader runs: per channel for
     // depthwise row tiles, per image where images run apart, else up front.
+    // (A blocked conv's copy stays up front.)
     std::optional<Stmt> per_channel, per_image;
-    if (padding_stage && schedule->row_tiles) {
+    const bool nchw_padded = padding_stage && !target.channel_blocks;
+    if (nchw_padded && schedule->row_tiles) {
       per_channel = FillPerChannel(g_, conv, fn, target, schedule->body);
     }
-    if (padding_stage && !per_channel)
-      per_image = FillPerImage(g_, conv, fn, target, schedule->body);
+    if (nchw_padded && !per_channel) per_image = FillPerImage(g_, conv, fn, target, schedule->body);
     if (per_channel) {
       fn.body = *per_channel;
       out.schedule += " (padded per channel)";

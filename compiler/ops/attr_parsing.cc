@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 
 namespace kiln {
 
@@ -75,6 +76,31 @@ absl::StatusOr<std::vector<int64_t>> GetIntsAttr(const RawAttrs& raw, const std:
   }
   return absl::InvalidArgumentError(
       absl::StrCat("attribute '", name, "' must be a list of integers"));
+}
+
+absl::StatusOr<Attrs> ParseConv2DAttrs(const RawAttrs& raw) {
+  KILN_RETURN_IF_ERROR(CheckKnownAttrs(raw, {"strides", "padding", "dilation", "groups"}));
+  Conv2DAttrs a;
+  KILN_ASSIGN_OR_RETURN(a.strides, GetIntsAttr(raw, "strides", {1, 1}));
+  KILN_ASSIGN_OR_RETURN(a.padding, GetIntsAttr(raw, "padding", {0, 0, 0, 0}));
+  KILN_ASSIGN_OR_RETURN(a.dilation, GetIntsAttr(raw, "dilation", {1, 1}));
+  KILN_ASSIGN_OR_RETURN(a.groups, GetIntAttr(raw, "groups", 1));
+  if (a.padding.size() == 2) a.padding = {a.padding[0], a.padding[1], a.padding[0], a.padding[1]};
+  if (a.strides.size() != 2 || a.dilation.size() != 2 || a.padding.size() != 4) {
+    return absl::InvalidArgumentError(
+        "conv2d wants strides[2], dilation[2] and padding[2 or 4]");
+  }
+  for (int64_t v : a.strides) {
+    if (v < 1) return absl::InvalidArgumentError("conv2d strides must be >= 1");
+  }
+  for (int64_t v : a.dilation) {
+    if (v < 1) return absl::InvalidArgumentError("conv2d dilation must be >= 1");
+  }
+  for (int64_t v : a.padding) {
+    if (v < 0) return absl::InvalidArgumentError("conv2d padding must be >= 0");
+  }
+  if (a.groups < 1) return absl::InvalidArgumentError("conv2d groups must be >= 1");
+  return Attrs(a);
 }
 
 }  // namespace kiln

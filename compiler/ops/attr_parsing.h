@@ -25,6 +25,9 @@ absl::StatusOr<float> GetFloatAttr(const RawAttrs& raw, const std::string& name,
                                    float default_value);
 // For ops without attributes: InvalidArgument if any are given.
 absl::StatusOr<Attrs> ParseNoAttrs(const RawAttrs& raw);
+// conv2d's attributes (strides, padding[2 or 4], dilation, groups), shared by
+// the blocked conv2d_nchwc.
+absl::StatusOr<Attrs> ParseConv2DAttrs(const RawAttrs& raw);
 // Whether the attribute is present.
 bool HasAttr(const RawAttrs& raw, const std::string& name);
 

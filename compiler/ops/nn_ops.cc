@@ -160,31 +160,6 @@ void RegisterSoftmax(OpRegistry& r, bool log) {
   r.Register(std::move(def));
 }
 
-absl::StatusOr<Attrs> ParseConv2D(const RawAttrs& raw) {
-  KILN_RETURN_IF_ERROR(CheckKnownAttrs(raw, {"strides", "padding", "dilation", "groups"}));
-  Conv2DAttrs a;
-  KILN_ASSIGN_OR_RETURN(a.strides, GetIntsAttr(raw, "strides", {1, 1}));
-  KILN_ASSIGN_OR_RETURN(a.padding, GetIntsAttr(raw, "padding", {0, 0, 0, 0}));
-  KILN_ASSIGN_OR_RETURN(a.dilation, GetIntsAttr(raw, "dilation", {1, 1}));
-  KILN_ASSIGN_OR_RETURN(a.groups, GetIntAttr(raw, "groups", 1));
-  if (a.padding.size() == 2) a.padding = {a.padding[0], a.padding[1], a.padding[0], a.padding[1]};
-  if (a.strides.size() != 2 || a.dilation.size() != 2 || a.padding.size() != 4) {
-    return absl::InvalidArgumentError(
-        "conv2d wants strides[2], dilation[2] and padding[2 or 4]");
-  }
-  for (int64_t v : a.strides) {
-    if (v < 1) return absl::InvalidArgumentError("conv2d strides must be >= 1");
-  }
-  for (int64_t v : a.dilation) {
-    if (v < 1) return absl::InvalidArgumentError("conv2d dilation must be >= 1");
-  }
-  for (int64_t v : a.padding) {
-    if (v < 0) return absl::InvalidArgumentError("conv2d padding must be >= 0");
-  }
-  if (a.groups < 1) return absl::InvalidArgumentError("conv2d groups must be >= 1");
-  return Attrs(a);
-}
-
 // conv2d: data (N, C, H, W), weight (O, C/groups, KH, KW), optional bias (O).
 absl::StatusOr<TensorType> Conv2DRelation(const std::vector<TensorType>& in,
                                           const Attrs& attrs) {
@@ -263,7 +238,7 @@ void RegisterConv2D(OpRegistry& r) {
   def.min_inputs = 2;
   def.max_inputs = 3;
   def.summary = "2-D convolution, NCHW data, OIHW weight, optional bias";
-  def.parse_attrs = ParseConv2D;
+  def.parse_attrs = ParseConv2DAttrs;
   def.infer_type = Conv2DRelation;
   def.compute = Conv2DCompute;
   def.flops = Conv2DFlops;

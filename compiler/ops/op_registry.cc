@@ -39,6 +39,7 @@ const OpRegistry& OpRegistry::Default() {
     RegisterValueShapeOps(*r);
     RegisterAttentionOp(*r);
     RegisterQuantizedMatMulOp(*r);
+    RegisterLayoutOps(*r);
     return r;
   }();
   return *registry;

@@ -36,6 +36,8 @@ void RegisterValueShapeOps(OpRegistry& registry);
 void RegisterAttentionOp(OpRegistry& registry);
 // qmatmul_u8s8.
 void RegisterQuantizedMatMulOp(OpRegistry& registry);
+// layout_transform, conv2d_nchwc (blocked channels, ConvertLayoutNchwc's ops).
+void RegisterLayoutOps(OpRegistry& registry);
 
 }  // namespace kiln
 

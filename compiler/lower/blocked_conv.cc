@@ -1,0 +1,135 @@
+// conv2d_nchwc under the contraction schedule.
+//
+// Design note
+// -----------
+// In NCHW{c}c (c = 16, one 512-bit vector) the GEMM the schedule reads off
+// the blocked conv is
+//     M = pixels (n, oh, ow)      N = output channels (ob, oi)     K = (cb, kh,
+//     kw, ci) A = input[n][cb][oh*s + kh][ow*s + kw][ci]       (steps by one
+//     along ci) B = weight[ob][cb][kh][kw][ci][oi]                (a constant:
+//     packed once)
+// so every tile row is one pixel whose K run is read in place, one
+// broadcast per input channel from the pixel's channel line, and every
+// vector of a tile is one output block of one pixel: a whole 64-byte line,
+// stored contiguously (ContractionTarget::channel_blocks tells the schedule
+// N is (ob, oi), though ob is not next to oi in the output). NCHW convs
+// need the padded-rows trick (conv_padding.cc) to read their input in
+// place; here each tile row addresses its own pixel, so padding only has to
+// make the window's reads plain loads: the input is copied once into a
+// zero-padded blocked buffer (N, C/c, H + pt + pb, W + pl + pr, c) and the
+// conv reads it with no select, at any stride. The copy moves whole
+// channel lines (vectorised over ci).
+//
+// MLAS (ORT's NCHWc kernels) pads in place instead, by clipping the window
+// at the borders; that saves the copy (one pass over the input) and is left
+// for later.
+#include "compiler/lower/blocked_conv.h"
+
+#include <variant>
+
+#include "compiler/ir/op_def.h"
+
+namespace kiln::lower {
+
+using te::Expr;
+using te::Var;
+
+const Node *BlockedConv(const GroupContext &g) {
+  const Node *conv = nullptr;
+  for (const Node *m : g.members) {
+    if (m->op->name == "conv2d_nchwc") {
+      if (conv != nullptr)
+        return nullptr;
+      conv = m;
+    } else if (m->op->pattern >= OpPattern::kCommReduce) {
+      return nullptr;
+    }
+  }
+  if (conv == nullptr || !std::holds_alternative<Conv2DAttrs>(conv->attrs))
+    return nullptr;
+  if (conv->type.shape != g.members.back()->type.shape)
+    return nullptr;
+  return conv;
+}
+
+Stmt PadBlockedConvInput(GroupContext &g, const Node *conv, LoopFunction &fn,
+                         std::vector<Var> &out_vars, Expr &value) {
+  const Conv2DAttrs &a = std::get<Conv2DAttrs>(conv->attrs);
+  if (!a.padding[0] && !a.padding[1] && !a.padding[2] && !a.padding[3])
+    return nullptr;
+  te::ExprBuilder &b = g.b;
+  const std::vector<int64_t> &xs = conv->inputs[0]->type.shape;
+  const std::vector<int64_t> &ws = conv->inputs[1]->type.shape;
+  const std::vector<int64_t> &os = conv->type.shape;
+  const int64_t hp = xs[2] + a.padding[0] + a.padding[2];
+  const int64_t wp = xs[3] + a.padding[1] + a.padding[3];
+  const std::vector<int64_t> shape{xs[0], xs[1], hp, wp, xs[4]};
+  const int padded = static_cast<int>(fn.buffers.size());
+  fn.buffers.push_back(
+      {"padded_input", te::ScalarType::kF32, xs[0] * xs[1] * hp * wp * xs[4]});
+  g.shapes.push_back(shape);
+
+  // The fill: padded[n][cb][y][x][ci] = input at (y - pt, x - pl), or zero.
+  std::vector<Var> fill_vars;
+  std::vector<Expr> fill_idx;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    fill_vars.push_back(b.NewVar("p" + std::to_string(d), shape[d]));
+    fill_idx.push_back(b.Ref(fill_vars.back()));
+  }
+  Expr y = b.Sub(fill_idx[2], b.Int(a.padding[0]));
+  Expr x = b.Sub(fill_idx[3], b.Int(a.padding[1]));
+  Expr inside =
+      b.Binary(te::BinaryOp::kAnd, b.InRange(y, xs[2]), b.InRange(x, xs[3]));
+  Expr read = g.ValueOf(conv->inputs[0],
+                        {fill_idx[0], fill_idx[1], b.ClampIndex(y, xs[2]),
+                         b.ClampIndex(x, xs[3]), fill_idx[4]});
+  Stmt fill = MakeStore(padded, g.FlatIndex(shape, fill_idx),
+                        g.Flatten(b.Select(inside, read, b.Float(0))));
+  std::vector<Var> loops;
+  for (const Var &v : fill_vars) {
+    if (v->extent != 1)
+      loops.push_back(v);
+  }
+  const int64_t elements = xs[0] * xs[1] * hp * wp * xs[4];
+  for (size_t d = loops.size(); d-- > 0;) {
+    ForKind kind = ForKind::kSerial;
+    if (d + 1 == loops.size())
+      kind = ForKind::kVectorized;
+    if (d == 0 && loops.size() > 1 && elements >= kParallelWorkThreshold)
+      kind = ForKind::kParallel;
+    fill = MakeFor(loops[d], kind, fill);
+  }
+
+  // The conv over the padded input, at fresh output variables (the inliner's
+  // memo already holds the group's element at the old ones).
+  std::vector<Var> vars;
+  std::vector<Expr> idx;
+  for (size_t d = 0; d < os.size(); ++d) {
+    vars.push_back(b.NewVar("i" + std::to_string(d), os[d]));
+    idx.push_back(b.Ref(vars.back()));
+  }
+  Var cb = b.NewVar("rc", ws[1]), ky = b.NewVar("ry", ws[2]),
+      kx = b.NewVar("rx", ws[3]);
+  Var ci = b.NewVar("ri", ws[4]);
+  Expr py = b.Add(b.Mul(idx[2], b.Int(a.strides[0])),
+                  b.Mul(b.Ref(ky), b.Int(a.dilation[0])));
+  Expr px = b.Add(b.Mul(idx[3], b.Int(a.strides[1])),
+                  b.Mul(b.Ref(kx), b.Int(a.dilation[1])));
+  Expr data = b.Load(padded, te::ScalarType::kF32,
+                     {idx[0], b.Ref(cb), py, px, b.Ref(ci)});
+  Expr weight = g.ValueOf(conv->inputs[1], {idx[1], b.Ref(cb), b.Ref(ky),
+                                            b.Ref(kx), b.Ref(ci), idx[4]});
+  Expr sum =
+      b.Reduce(te::ReduceOp::kSum, {cb, ky, kx, ci}, b.Mul(data, weight));
+  if (conv->inputs.size() == 3)
+    sum = b.Add(sum, g.ValueOf(conv->inputs[2], {idx[1], idx[4]}));
+  std::vector<const te::ExprNode *> key;
+  for (const Expr &e : idx)
+    key.push_back(e.get());
+  g.memo[{conv, key}] = sum;
+  value = g.ValueOf(g.members.back(), idx);
+  out_vars = vars;
+  return fill;
+}
+
+} // namespace kiln::lower
