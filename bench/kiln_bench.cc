@@ -5,7 +5,7 @@
 // inferences give perf_analyzer-style latency percentiles and throughput.
 //
 //   kiln-bench MODEL [--batch B] [--threads T] [--iterations N] [--warmup W]
-//              [--compile-threads C] [--top K] [--disable-passes P,Q] [--json]
+//              [--compile-threads C] [--top K] [--disable-passes P,Q] [--nchwc] [--json]
 //   kiln-bench MODEL --dump-objects DIR
 //
 // MODEL is an ONNX model (.onnx) or a kiln.v1.Graph (.pbtxt text or binary).
@@ -264,6 +264,8 @@ int Main(int argc, char** argv) {
                    "Run a batch as slices of R rows (R dividing it), 'off' for whole, or 'auto' "
                    "(default): as the server does, by the rule in engine/row_chunks.h");
   client::AddSwitch(cli.get(), "json", "Print the result as one JSON object");
+  client::AddSwitch(cli.get(), "nchwc",
+                    "Run ConvertLayoutNchwc: conv chains in blocked channels (NCHW16c)");
   client::SetExample(cli.get(), "kiln-bench resnet18.onnx --batch 8 --threads 2 --top 5");
   client::CliArgs parsed;
   if (std::optional<int> done = client::ParseCommandLine(*cli, argc, argv, &parsed)) return *done;
@@ -284,6 +286,7 @@ int Main(int argc, char** argv) {
   const std::string& path = args->positional[0];
   runtime::SetParallelThreads(*threads);
   CompileOptions compile_options;
+  compile_options.convert_layout_nchwc = args->Has("nchwc");
   if (const std::string disabled = args->Get("disable-passes"); !disabled.empty()) {
     compile_options.disabled_passes = absl::StrSplit(disabled, ',');
   }

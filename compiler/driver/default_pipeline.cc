@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "compiler/passes/convert_layout_nchwc.h"
 #include "compiler/passes/dead_code_elimination.h"
 #include "compiler/passes/eliminate_common_subexpr.h"
 #include "compiler/passes/fold_constant.h"
@@ -33,6 +34,7 @@ std::unique_ptr<Sequential> DefaultPipeline() {
   passes.push_back(CreateFoldScaleAxisPass());           // needs folded per-channel constants
   passes.push_back(CreateEliminateCommonSubexprPass());  // after folding: equal constants look equal
   passes.push_back(CreateFuseAttentionPass());           // needs the head split's slices folded
+  passes.push_back(CreateConvertLayoutNchwcPass());      // after folding BN into the convs
   passes.push_back(CreateDeadCodeEliminationPass());
   passes.push_back(CreateFuseOpsPass());                 // last: groups are what lowering compiles
   return std::make_unique<Sequential>("default", std::move(passes));
@@ -51,6 +53,7 @@ std::unique_ptr<Pass> CreatePassByName(const std::string& name) {
   if (name == "FoldScaleAxis") return CreateFoldScaleAxisPass();
   if (name == "EliminateCommonSubexpr") return CreateEliminateCommonSubexprPass();
   if (name == "FuseAttention") return CreateFuseAttentionPass();
+  if (name == "ConvertLayoutNchwc") return CreateConvertLayoutNchwcPass();
   if (name == "DeadCodeElimination") return CreateDeadCodeEliminationPass();
   if (name == "FuseOps") return CreateFuseOpsPass();
   return nullptr;

@@ -34,39 +34,34 @@ namespace kiln::lower {
 using te::Expr;
 using te::Var;
 
-const Node *BlockedConv(const GroupContext &g) {
-  const Node *conv = nullptr;
-  for (const Node *m : g.members) {
+const Node* BlockedConv(const GroupContext& g) {
+  const Node* conv = nullptr;
+  for (const Node* m : g.members) {
     if (m->op->name == "conv2d_nchwc") {
-      if (conv != nullptr)
-        return nullptr;
+      if (conv != nullptr) return nullptr;
       conv = m;
     } else if (m->op->pattern >= OpPattern::kCommReduce) {
       return nullptr;
     }
   }
-  if (conv == nullptr || !std::holds_alternative<Conv2DAttrs>(conv->attrs))
-    return nullptr;
-  if (conv->type.shape != g.members.back()->type.shape)
-    return nullptr;
+  if (conv == nullptr || !std::holds_alternative<Conv2DAttrs>(conv->attrs)) return nullptr;
+  if (conv->type.shape != g.members.back()->type.shape) return nullptr;
   return conv;
 }
 
-Stmt PadBlockedConvInput(GroupContext &g, const Node *conv, LoopFunction &fn,
-                         std::vector<Var> &out_vars, Expr &value) {
-  const Conv2DAttrs &a = std::get<Conv2DAttrs>(conv->attrs);
-  if (!a.padding[0] && !a.padding[1] && !a.padding[2] && !a.padding[3])
-    return nullptr;
-  te::ExprBuilder &b = g.b;
-  const std::vector<int64_t> &xs = conv->inputs[0]->type.shape;
-  const std::vector<int64_t> &ws = conv->inputs[1]->type.shape;
-  const std::vector<int64_t> &os = conv->type.shape;
+Stmt PadBlockedConvInput(GroupContext& g, const Node* conv, LoopFunction& fn,
+                         std::vector<Var>& out_vars, Expr& value) {
+  const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv->attrs);
+  if (!a.padding[0] && !a.padding[1] && !a.padding[2] && !a.padding[3]) return nullptr;
+  te::ExprBuilder& b = g.b;
+  const std::vector<int64_t>& xs = conv->inputs[0]->type.shape;
+  const std::vector<int64_t>& ws = conv->inputs[1]->type.shape;
+  const std::vector<int64_t>& os = conv->type.shape;
   const int64_t hp = xs[2] + a.padding[0] + a.padding[2];
   const int64_t wp = xs[3] + a.padding[1] + a.padding[3];
   const std::vector<int64_t> shape{xs[0], xs[1], hp, wp, xs[4]};
   const int padded = static_cast<int>(fn.buffers.size());
-  fn.buffers.push_back(
-      {"padded_input", te::ScalarType::kF32, xs[0] * xs[1] * hp * wp * xs[4]});
+  fn.buffers.push_back({"padded_input", te::ScalarType::kF32, xs[0] * xs[1] * hp * wp * xs[4]});
   g.shapes.push_back(shape);
 
   // The fill: padded[n][cb][y][x][ci] = input at (y - pt, x - pl), or zero.
@@ -78,25 +73,20 @@ Stmt PadBlockedConvInput(GroupContext &g, const Node *conv, LoopFunction &fn,
   }
   Expr y = b.Sub(fill_idx[2], b.Int(a.padding[0]));
   Expr x = b.Sub(fill_idx[3], b.Int(a.padding[1]));
-  Expr inside =
-      b.Binary(te::BinaryOp::kAnd, b.InRange(y, xs[2]), b.InRange(x, xs[3]));
-  Expr read = g.ValueOf(conv->inputs[0],
-                        {fill_idx[0], fill_idx[1], b.ClampIndex(y, xs[2]),
-                         b.ClampIndex(x, xs[3]), fill_idx[4]});
+  Expr inside = b.Binary(te::BinaryOp::kAnd, b.InRange(y, xs[2]), b.InRange(x, xs[3]));
+  Expr read = g.ValueOf(conv->inputs[0], {fill_idx[0], fill_idx[1], b.ClampIndex(y, xs[2]),
+                                          b.ClampIndex(x, xs[3]), fill_idx[4]});
   Stmt fill = MakeStore(padded, g.FlatIndex(shape, fill_idx),
                         g.Flatten(b.Select(inside, read, b.Float(0))));
   std::vector<Var> loops;
-  for (const Var &v : fill_vars) {
-    if (v->extent != 1)
-      loops.push_back(v);
+  for (const Var& v : fill_vars) {
+    if (v->extent != 1) loops.push_back(v);
   }
   const int64_t elements = xs[0] * xs[1] * hp * wp * xs[4];
   for (size_t d = loops.size(); d-- > 0;) {
     ForKind kind = ForKind::kSerial;
-    if (d + 1 == loops.size())
-      kind = ForKind::kVectorized;
-    if (d == 0 && loops.size() > 1 && elements >= kParallelWorkThreshold)
-      kind = ForKind::kParallel;
+    if (d + 1 == loops.size()) kind = ForKind::kVectorized;
+    if (d == 0 && loops.size() > 1 && elements >= kParallelWorkThreshold) kind = ForKind::kParallel;
     fill = MakeFor(loops[d], kind, fill);
   }
 
@@ -108,28 +98,21 @@ Stmt PadBlockedConvInput(GroupContext &g, const Node *conv, LoopFunction &fn,
     vars.push_back(b.NewVar("i" + std::to_string(d), os[d]));
     idx.push_back(b.Ref(vars.back()));
   }
-  Var cb = b.NewVar("rc", ws[1]), ky = b.NewVar("ry", ws[2]),
-      kx = b.NewVar("rx", ws[3]);
+  Var cb = b.NewVar("rc", ws[1]), ky = b.NewVar("ry", ws[2]), kx = b.NewVar("rx", ws[3]);
   Var ci = b.NewVar("ri", ws[4]);
-  Expr py = b.Add(b.Mul(idx[2], b.Int(a.strides[0])),
-                  b.Mul(b.Ref(ky), b.Int(a.dilation[0])));
-  Expr px = b.Add(b.Mul(idx[3], b.Int(a.strides[1])),
-                  b.Mul(b.Ref(kx), b.Int(a.dilation[1])));
-  Expr data = b.Load(padded, te::ScalarType::kF32,
-                     {idx[0], b.Ref(cb), py, px, b.Ref(ci)});
-  Expr weight = g.ValueOf(conv->inputs[1], {idx[1], b.Ref(cb), b.Ref(ky),
-                                            b.Ref(kx), b.Ref(ci), idx[4]});
-  Expr sum =
-      b.Reduce(te::ReduceOp::kSum, {cb, ky, kx, ci}, b.Mul(data, weight));
-  if (conv->inputs.size() == 3)
-    sum = b.Add(sum, g.ValueOf(conv->inputs[2], {idx[1], idx[4]}));
-  std::vector<const te::ExprNode *> key;
-  for (const Expr &e : idx)
-    key.push_back(e.get());
+  Expr py = b.Add(b.Mul(idx[2], b.Int(a.strides[0])), b.Mul(b.Ref(ky), b.Int(a.dilation[0])));
+  Expr px = b.Add(b.Mul(idx[3], b.Int(a.strides[1])), b.Mul(b.Ref(kx), b.Int(a.dilation[1])));
+  Expr data = b.Load(padded, te::ScalarType::kF32, {idx[0], b.Ref(cb), py, px, b.Ref(ci)});
+  Expr weight =
+      g.ValueOf(conv->inputs[1], {idx[1], b.Ref(cb), b.Ref(ky), b.Ref(kx), b.Ref(ci), idx[4]});
+  Expr sum = b.Reduce(te::ReduceOp::kSum, {cb, ky, kx, ci}, b.Mul(data, weight));
+  if (conv->inputs.size() == 3) sum = b.Add(sum, g.ValueOf(conv->inputs[2], {idx[1], idx[4]}));
+  std::vector<const te::ExprNode*> key;
+  for (const Expr& e : idx) key.push_back(e.get());
   g.memo[{conv, key}] = sum;
   value = g.ValueOf(g.members.back(), idx);
   out_vars = vars;
   return fill;
 }
 
-} // namespace kiln::lower
+}  // namespace kiln::lower

@@ -16,15 +16,15 @@ namespace kiln::lower {
 
 // The group's conv2d_nchwc when it is the group's only anchor and its
 // output is the group's shape; else null.
-const Node *BlockedConv(const GroupContext &g);
+const Node* BlockedConv(const GroupContext& g);
 
 // For a padded `conv`: adds a zero-padded copy of its input to `fn`, rewrites
 // `value` (the group's element) to read it over fresh output variables, which
 // replace `out_vars`, and returns the stage that fills it. A null Stmt, and
 // nothing changed, without padding.
-Stmt PadBlockedConvInput(GroupContext &g, const Node *conv, LoopFunction &fn,
-                         std::vector<te::Var> &out_vars, te::Expr &value);
+Stmt PadBlockedConvInput(GroupContext& g, const Node* conv, LoopFunction& fn,
+                         std::vector<te::Var>& out_vars, te::Expr& value);
 
-} // namespace kiln::lower
+}  // namespace kiln::lower
 
-#endif // KILN_COMPILER_LOWER_BLOCKED_CONV_H_
+#endif  // KILN_COMPILER_LOWER_BLOCKED_CONV_H_

@@ -48,9 +48,14 @@ bool ImagesApart(const ContractionShape& s, const ContractionKnobs& knobs) {
 int64_t KBlockSpan(const ContractionPlan& p, const ContractionKnobs& knobs) {
   const int nr = p.tile.nr();
   int64_t target = knobs.k_block_bytes / (nr * 4);
-  if (p.layout == Layout::kChannelLanes) {
+  if (p.pixel_rows) {
     if (p.k * nr * 4 <= knobs.lane_panel_bytes || p.mb < 2) return 0;
     target = knobs.lane_block_bytes / (nr * 4);
+    // Blocked channels' outer reduction variable is a channel block, a
+    // whole window of 16 channels per step (144 rows for 3x3): one step per
+    // K block at least, or none would fit and layer3's 3x3 convs ran
+    // without K blocks at 1.7 ms against 1.4 for NCHW's channel lanes.
+    if (p.channel_blocks) target = std::max(target, p.k / p.k_outer);
   } else {
     if (p.mb * p.tile.mr * p.k * 4 <= knobs.k_block_ap_bytes) return 0;
     if (p.batch * p.nb < 8) return 0;
@@ -75,7 +80,7 @@ int64_t KBlockSpan(const ContractionPlan& p, const ContractionKnobs& knobs) {
 // `kc_rows`: the reduction rows of one K block.
 void ChooseCacheGroups(int64_t kc_rows, const ContractionKnobs& knobs, ContractionPlan& p) {
   p.group_col_blocks = p.group_row_blocks = 1;
-  if (p.layout == Layout::kChannelLanes) return;
+  if (p.pixel_rows) return;
   const int64_t mr = p.tile.mr, nr = p.tile.nr();
   // At least two groups of columns, for the pool to share out.
   for (int64_t d = 1; d <= std::min(p.nb / 2, knobs.cache_group_column_blocks); ++d) {
@@ -99,7 +104,7 @@ void ChooseCacheGroups(int64_t kc_rows, const ContractionKnobs& knobs, Contracti
 // of it from the other core (resnet18 b8, 2 threads: its stride-2 3x3
 // convs took 0.82-0.89x their earlier time with the parts).
 int64_t PixelParts(const ContractionPlan& p, const ContractionKnobs& knobs) {
-  if (p.layout != Layout::kChannelLanes) return 1;
+  if (!p.pixel_rows) return 1;
   for (int64_t parts : {4, 2}) {
     if (p.mb % parts == 0 && p.mb / parts >= 2) return parts;
   }
@@ -162,6 +167,7 @@ ContractionPlan EstimatedLayout(const ContractionShape& s, const ContractionKnob
   ContractionPlan p;  // flat tiles over the shape as read, until a layout wins
   std::tie(p.m, p.n, p.k, p.batch, p.k_outer) = std::tie(s.m, s.n, s.k, s.batch, s.k_outer);
   p.inner_batch = s.inner_batch;
+  p.channel_blocks = s.channel_blocks;
   p.tile = ChooseTile(s.m, s.n, s.k, 1, s.flat_store_scatters ? knobs.scatter_cycles
                                                                : knobs.store_cycles, knobs);
 
@@ -228,6 +234,7 @@ std::string ForcedLayout(const ContractionShape& s, const ContractionKnobs& knob
   }
   p = ContractionPlan();
   std::tie(p.m, p.n, p.k, p.batch, p.k_outer) = std::tie(s.m, s.n, s.k, s.batch, s.k_outer);
+  p.channel_blocks = s.channel_blocks;
   p.layout = layout;
   p.inner_batch = s.inner_batch;
   int64_t rows = 1;
@@ -304,6 +311,8 @@ std::string FinishPlan(const ContractionKnobs& knobs, const ScheduleOverride& o,
                        ContractionPlan& p) {
   p.mb = CeilDiv(p.m, p.tile.mr);
   p.nb = CeilDiv(p.n, p.tile.nr());
+  p.pixel_rows = p.layout == Layout::kChannelLanes || (p.channel_blocks &&
+                                                       p.layout == Layout::kFlatTiles);
   p.k_block_span = KBlockSpan(p, knobs);
   if (o.k_block_span > 0) {
     const int64_t partial_bytes = p.batch * p.nb * p.mb * p.tile.mr * p.tile.nr() * 4;
@@ -324,7 +333,7 @@ std::string FinishPlan(const ContractionKnobs& knobs, const ScheduleOverride& o,
     p.loop_order = LoopOrder::kTilesInParallel;
     p.pixel_parts = PixelParts(p, knobs);
     if (o.pixel_parts > 0) {
-      if (p.layout != Layout::kChannelLanes && o.pixel_parts != 1) {
+      if (!p.pixel_rows && o.pixel_parts != 1) {
         return "pixel parts apply only to channel lanes";
       }
       if (o.pixel_parts > p.mb) {
@@ -383,8 +392,10 @@ ScheduleOverride OverrideOf(const ContractionPlan& p) {
 void ChooseOperandAccess(const OperandFacts& facts, ContractionPlan& p) {
   // Where the reduction runs in K blocks, packed panels were measured (the
   // cache groups); A in place there gave mixed results at 2048^3.
+  // Channel blocks broadcast their pixels in place in K blocks too, as
+  // channel lanes do.
   p.a_in_place = p.layout == Layout::kChannelLanes ||
-                 (facts.a_broadcastable && p.k_block_span == 0);
+                 (facts.a_broadcastable && (p.k_block_span == 0 || p.pixel_rows));
   const bool exact = p.nb * p.tile.nr() == p.n;
   p.b_in_place = facts.b_plain_activation_load && (facts.b_may_overrun || exact) &&
                  facts.b_steps_by_one;
@@ -398,6 +409,7 @@ std::string ContractionPlan::Summary() const {
   return absl::StrCat("gemm ", tile.mr, "x", tile.nr(), " M=", m, " N=", n, " K=", k,
                       " batch=", batch, layout == Layout::kRowTiles ? " (row tiles)" : "",
                       layout == Layout::kChannelLanes ? " (channel lanes)" : "",
+                      channel_blocks ? " (channel blocks)" : "",
                       k_block_span > 0 ? " (K blocks)" : "", cache_groups,
                       batch_rows > 1 ? absl::StrCat(" (batch rows ", batch_rows, ")") : "");
 }

@@ -120,6 +120,10 @@ struct ContractionShape {
   // and its size in bytes (ImagesApart).
   bool conv_input_has_slack = false;
   int64_t conv_input_bytes = 0;
+  // The output's channels are blocked (ContractionTarget::channel_blocks):
+  // flat tiles whose rows are pixels and columns output channels, as with
+  // channel lanes but stored without a transpose.
+  bool channel_blocks = false;
   // The extent of the innermost batch variable under flat tiles, and under
   // row tiles (the output row, once the outer N dims join the batch); 1
   // where there is none. Batch rows tile along it.
@@ -139,6 +143,11 @@ struct ContractionPlan {
   int64_t m = 1, n = 1, k = 1, batch = 1, k_outer = 1;
   int64_t mb = 1, nb = 1;  // row and column blocks of tiles
   bool images_apart = false;
+  // Tile rows are pixels and columns output channels (channel lanes, or
+  // flat tiles over blocked channels): K blocks, parts and operand access
+  // then follow the channel lanes' rules.
+  bool pixel_rows = false;
+  bool channel_blocks = false;  // ContractionShape::channel_blocks
   // Values of the outermost reduction variable one K block spans; 0 for none.
   int64_t k_block_span = 0;
   // Cache groups: column and row blocks per group (kCacheGroups).

@@ -227,6 +227,7 @@ class ContractionAnalysis {
       s.lanes_joined = LanesShape(/*images_apart=*/false);
       s.lanes_apart = LanesShape(/*images_apart=*/true);
     }
+    s.channel_blocks = t_.channel_blocks && ops_.n_vars.size() == 2;
     s.conv_input_has_slack = t_.conv_input_has_slack;
     if (t_.conv_input >= 0) s.conv_input_bytes = (*t_.buffers)[t_.conv_input].num_elements * 4;
     if (!ops_.batch_vars.empty()) s.inner_batch = ops_.batch_vars.back()->extent;
@@ -251,7 +252,7 @@ class ContractionAnalysis {
   OperandFacts FactsFor(const ContractionPlan& plan) {
     OperandFacts f;
     const Expr& fa = ops_.fa;
-    if (plan.layout != Layout::kChannelLanes && plan.k_block_span == 0 &&
+    if (plan.layout != Layout::kChannelLanes && (plan.k_block_span == 0 || plan.pixel_rows) &&
         fa->kind == ExprKind::kLoad && t_.constant_of(fa->buffer) == nullptr) {
       const Var& k_inner = ops_.k_vars.back();
       f.a_broadcastable = StepsByOne(b_, fa->operands[0], {k_inner}, k_inner->extent);

@@ -25,71 +25,61 @@ namespace {
 using te::ComputeContext;
 using te::Expr;
 
-absl::StatusOr<Attrs> ParseLayoutTransform(const RawAttrs &raw) {
-  KILN_RETURN_IF_ERROR(
-      CheckKnownAttrs(raw, {"src_block", "dst_block", "channels"}));
+absl::StatusOr<Attrs> ParseLayoutTransform(const RawAttrs& raw) {
+  KILN_RETURN_IF_ERROR(CheckKnownAttrs(raw, {"src_block", "dst_block", "channels"}));
   LayoutTransformAttrs a;
   KILN_ASSIGN_OR_RETURN(a.src_block, GetIntAttr(raw, "src_block", 0));
   KILN_ASSIGN_OR_RETURN(a.dst_block, GetIntAttr(raw, "dst_block", 0));
   KILN_ASSIGN_OR_RETURN(a.channels, GetIntAttr(raw, "channels", 0));
   if (a.src_block < 0 || a.dst_block < 0 || a.channels < 0) {
-    return absl::InvalidArgumentError(
-        "layout_transform blocks and channels must be >= 0");
+    return absl::InvalidArgumentError("layout_transform blocks and channels must be >= 0");
   }
   if (a.src_block == a.dst_block) {
-    return absl::InvalidArgumentError(
-        "layout_transform wants two different layouts");
+    return absl::InvalidArgumentError("layout_transform wants two different layouts");
   }
   if (a.src_block != 0 && a.channels == 0) {
-    return absl::InvalidArgumentError(
-        "layout_transform from a blocked layout needs `channels`");
+    return absl::InvalidArgumentError("layout_transform from a blocked layout needs `channels`");
   }
   return Attrs(a);
 }
 
 // NCHW (block 0) or N, C/block, H, W, block.
-std::vector<int64_t> LayoutShape(const std::vector<int64_t> &nchw,
-                                 int64_t block) {
-  if (block == 0)
-    return nchw;
+std::vector<int64_t> LayoutShape(const std::vector<int64_t>& nchw, int64_t block) {
+  if (block == 0) return nchw;
   return {nchw[0], (nchw[1] + block - 1) / block, nchw[2], nchw[3], block};
 }
 
-absl::StatusOr<TensorType>
-LayoutTransformRelation(const std::vector<TensorType> &in, const Attrs &attrs) {
-  const LayoutTransformAttrs &a = std::get<LayoutTransformAttrs>(attrs);
-  const TensorType &x = in[0];
+absl::StatusOr<TensorType> LayoutTransformRelation(const std::vector<TensorType>& in,
+                                                   const Attrs& attrs) {
+  const LayoutTransformAttrs& a = std::get<LayoutTransformAttrs>(attrs);
+  const TensorType& x = in[0];
   const int64_t rank = a.src_block == 0 ? 4 : 5;
   if (x.rank() != rank || (a.src_block != 0 && x.shape[4] != a.src_block)) {
-    return absl::InvalidArgumentError(absl::StrCat("layout_transform: input ",
-                                                   x.ToString(), " is not in ",
-                                                   AttrsToString(attrs)));
+    return absl::InvalidArgumentError(absl::StrCat("layout_transform: input ", x.ToString(),
+                                                   " is not in ", AttrsToString(attrs)));
   }
   const int64_t channels = a.src_block == 0 ? x.shape[1] : a.channels;
   if (a.src_block == 0 && a.channels != 0 && a.channels != channels) {
-    return absl::InvalidArgumentError(absl::StrCat("layout_transform: input ",
-                                                   x.ToString(), " has not ",
-                                                   a.channels, " channels"));
+    return absl::InvalidArgumentError(absl::StrCat("layout_transform: input ", x.ToString(),
+                                                   " has not ", a.channels, " channels"));
   }
   const std::vector<int64_t> nchw{x.shape[0], channels, x.shape[2], x.shape[3]};
   if (x.shape != LayoutShape(nchw, a.src_block)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("layout_transform: input ", x.ToString(),
-                     " does not hold ", channels, " channels"));
+    return absl::InvalidArgumentError(absl::StrCat("layout_transform: input ", x.ToString(),
+                                                   " does not hold ", channels, " channels"));
   }
   return TensorType{x.dtype, LayoutShape(nchw, a.dst_block)};
 }
 
 // Output channel ch = o[1] (NCHW) or o[1] * block + o[4]; read at ch in the
 // source layout, zero for the block padding past the channels.
-Expr LayoutTransformCompute(ComputeContext &ctx) {
-  te::ExprBuilder &b = ctx.b();
-  const LayoutTransformAttrs &a = ctx.attrs<LayoutTransformAttrs>();
-  const std::vector<Expr> &o = ctx.out();
-  const std::vector<int64_t> &xs = ctx.input_type(0).shape;
+Expr LayoutTransformCompute(ComputeContext& ctx) {
+  te::ExprBuilder& b = ctx.b();
+  const LayoutTransformAttrs& a = ctx.attrs<LayoutTransformAttrs>();
+  const std::vector<Expr>& o = ctx.out();
+  const std::vector<int64_t>& xs = ctx.input_type(0).shape;
   const int64_t channels = a.src_block == 0 ? xs[1] : a.channels;
-  Expr ch =
-      a.dst_block == 0 ? o[1] : b.Add(b.Mul(o[1], b.Int(a.dst_block)), o[4]);
+  Expr ch = a.dst_block == 0 ? o[1] : b.Add(b.Mul(o[1], b.Int(a.dst_block)), o[4]);
   const bool padded = a.dst_block != 0 && channels % a.dst_block != 0;
   Expr read_ch = padded ? b.Min(ch, b.Int(channels - 1)) : ch;
   Expr value;
@@ -99,18 +89,18 @@ Expr LayoutTransformCompute(ComputeContext &ctx) {
     value = ctx.Input(0, {o[0], b.Div(read_ch, b.Int(a.src_block)), o[2], o[3],
                           b.Mod(read_ch, b.Int(a.src_block))});
   }
-  if (!padded)
-    return value;
+  if (!padded) return value;
   Expr inside = b.Compare(te::CompareOp::kLT, ch, b.Int(channels));
   return b.Select(inside, value, b.Constant(value->type, 0));
 }
 
-void RegisterLayoutTransform(OpRegistry &r) {
+void RegisterLayoutTransform(OpRegistry& r) {
   OpDef def;
   def.name = "layout_transform";
   def.pattern = OpPattern::kInjective;
-  def.summary = "NCHW <-> NCHW{c}c (attributes src_block, dst_block: 0 for "
-                "NCHW; channels)";
+  def.summary =
+      "NCHW <-> NCHW{c}c (attributes src_block, dst_block: 0 for "
+      "NCHW; channels)";
   def.parse_attrs = ParseLayoutTransform;
   def.infer_type = LayoutTransformRelation;
   def.compute = LayoutTransformCompute;
@@ -119,35 +109,30 @@ void RegisterLayoutTransform(OpRegistry &r) {
 
 // conv2d_nchwc: data (N, C/c, H, W, c), weight (O/oc, C/c, KH, KW, c, oc),
 // optional bias (O/oc, oc) -> (N, O/oc, OH, OW, oc). Groups 1.
-absl::StatusOr<TensorType>
-Conv2DNchwcRelation(const std::vector<TensorType> &in, const Attrs &attrs) {
+absl::StatusOr<TensorType> Conv2DNchwcRelation(const std::vector<TensorType>& in,
+                                               const Attrs& attrs) {
   KILN_RETURN_IF_ERROR(RequireDType(in, DType::kFloat32));
-  const Conv2DAttrs &a = std::get<Conv2DAttrs>(attrs);
-  const TensorType &x = in[0];
-  const TensorType &w = in[1];
-  if (a.groups != 1)
-    return absl::InvalidArgumentError("conv2d_nchwc wants groups = 1");
-  if (x.rank() != 5 || w.rank() != 6 || w.shape[1] != x.shape[1] ||
-      w.shape[4] != x.shape[4]) {
+  const Conv2DAttrs& a = std::get<Conv2DAttrs>(attrs);
+  const TensorType& x = in[0];
+  const TensorType& w = in[1];
+  if (a.groups != 1) return absl::InvalidArgumentError("conv2d_nchwc wants groups = 1");
+  if (x.rank() != 5 || w.rank() != 6 || w.shape[1] != x.shape[1] || w.shape[4] != x.shape[4]) {
     return absl::InvalidArgumentError(
         absl::StrCat("conv2d_nchwc wants data (N, C/c, H, W, c) and weight "
                      "(O/oc, C/c, KH, KW, "
                      "c, oc), got ",
                      x.ToString(), " and ", w.ToString()));
   }
-  if (in.size() == 3 &&
-      in[2].shape != std::vector<int64_t>{w.shape[0], w.shape[5]}) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("conv2d_nchwc bias ", in[2].ToString(),
-                     " must have shape [", w.shape[0], ", ", w.shape[5], "]"));
+  if (in.size() == 3 && in[2].shape != std::vector<int64_t>{w.shape[0], w.shape[5]}) {
+    return absl::InvalidArgumentError(absl::StrCat("conv2d_nchwc bias ", in[2].ToString(),
+                                                   " must have shape [", w.shape[0], ", ",
+                                                   w.shape[5], "]"));
   }
   std::vector<int64_t> out{x.shape[0], w.shape[0], 0, 0, w.shape[5]};
   for (int d = 0; d < 2; ++d) {
-    KILN_ASSIGN_OR_RETURN(out[2 + d],
-                          ConvOutputExtent("conv2d_nchwc", x.shape[2 + d],
-                                           a.padding[d], a.padding[d + 2],
-                                           w.shape[2 + d], a.dilation[d],
-                                           a.strides[d]));
+    KILN_ASSIGN_OR_RETURN(
+        out[2 + d], ConvOutputExtent("conv2d_nchwc", x.shape[2 + d], a.padding[d], a.padding[d + 2],
+                                     w.shape[2 + d], a.dilation[d], a.strides[d]));
   }
   return TensorType{DType::kFloat32, out};
 }
@@ -155,61 +140,54 @@ Conv2DNchwcRelation(const std::vector<TensorType> &in, const Attrs &attrs) {
 // The reduction runs over input channel blocks, window rows, window columns
 // and, innermost, the channels of a block: one contiguous line of the input
 // per pixel, which the contraction schedule broadcasts in place.
-Expr Conv2DNchwcCompute(ComputeContext &ctx) {
-  te::ExprBuilder &b = ctx.b();
-  const Conv2DAttrs &a = ctx.attrs<Conv2DAttrs>();
-  const std::vector<int64_t> &xs = ctx.input_type(0).shape;
-  const std::vector<int64_t> &ws = ctx.input_type(1).shape;
+Expr Conv2DNchwcCompute(ComputeContext& ctx) {
+  te::ExprBuilder& b = ctx.b();
+  const Conv2DAttrs& a = ctx.attrs<Conv2DAttrs>();
+  const std::vector<int64_t>& xs = ctx.input_type(0).shape;
+  const std::vector<int64_t>& ws = ctx.input_type(1).shape;
   te::Var cb = ctx.ReduceVar("rc", ws[1]);
   te::Var ky = ctx.ReduceVar("ry", ws[2]);
   te::Var kx = ctx.ReduceVar("rx", ws[3]);
   te::Var ci = ctx.ReduceVar("ri", ws[4]);
-  const std::vector<Expr> &o = ctx.out();
-  Expr y = b.Sub(b.Add(b.Mul(o[2], b.Int(a.strides[0])),
-                       b.Mul(b.Ref(ky), b.Int(a.dilation[0]))),
+  const std::vector<Expr>& o = ctx.out();
+  Expr y = b.Sub(b.Add(b.Mul(o[2], b.Int(a.strides[0])), b.Mul(b.Ref(ky), b.Int(a.dilation[0]))),
                  b.Int(a.padding[0]));
-  Expr x = b.Sub(b.Add(b.Mul(o[3], b.Int(a.strides[1])),
-                       b.Mul(b.Ref(kx), b.Int(a.dilation[1]))),
+  Expr x = b.Sub(b.Add(b.Mul(o[3], b.Int(a.strides[1])), b.Mul(b.Ref(kx), b.Int(a.dilation[1]))),
                  b.Int(a.padding[1]));
-  const bool padded =
-      a.padding[0] || a.padding[1] || a.padding[2] || a.padding[3];
+  const bool padded = a.padding[0] || a.padding[1] || a.padding[2] || a.padding[3];
   Expr data;
   if (padded) {
-    Expr cond =
-        b.Binary(te::BinaryOp::kAnd, b.InRange(y, xs[2]), b.InRange(x, xs[3]));
-    data = b.Select(cond,
-                    ctx.Input(0, {o[0], b.Ref(cb), b.ClampIndex(y, xs[2]),
-                                  b.ClampIndex(x, xs[3]), b.Ref(ci)}),
-                    b.Float(0));
+    Expr cond = b.Binary(te::BinaryOp::kAnd, b.InRange(y, xs[2]), b.InRange(x, xs[3]));
+    data = b.Select(
+        cond,
+        ctx.Input(0, {o[0], b.Ref(cb), b.ClampIndex(y, xs[2]), b.ClampIndex(x, xs[3]), b.Ref(ci)}),
+        b.Float(0));
   } else {
     data = ctx.Input(0, {o[0], b.Ref(cb), y, x, b.Ref(ci)});
   }
-  Expr weight =
-      ctx.Input(1, {o[1], b.Ref(cb), b.Ref(ky), b.Ref(kx), b.Ref(ci), o[4]});
-  Expr sum =
-      b.Reduce(te::ReduceOp::kSum, {cb, ky, kx, ci}, b.Mul(data, weight));
-  if (ctx.num_inputs() == 3)
-    sum = b.Add(sum, ctx.Input(2, {o[1], o[4]}));
+  Expr weight = ctx.Input(1, {o[1], b.Ref(cb), b.Ref(ky), b.Ref(kx), b.Ref(ci), o[4]});
+  Expr sum = b.Reduce(te::ReduceOp::kSum, {cb, ky, kx, ci}, b.Mul(data, weight));
+  if (ctx.num_inputs() == 3) sum = b.Add(sum, ctx.Input(2, {o[1], o[4]}));
   return sum;
 }
 
 // As conv2d's: the window one output reduces over, the block padding included.
-double Conv2DNchwcFlops(const std::vector<TensorType> &in,
-                        const TensorType &out, const Attrs &) {
-  const std::vector<int64_t> &w = in[1].shape;
+double Conv2DNchwcFlops(const std::vector<TensorType>& in, const TensorType& out, const Attrs&) {
+  const std::vector<int64_t>& w = in[1].shape;
   const double outputs = static_cast<double>(out.NumElements());
   return 2 * outputs * static_cast<double>(w[1] * w[2] * w[3] * w[4]) +
          (in.size() == 3 ? outputs : 0);
 }
 
-void RegisterConv2DNchwc(OpRegistry &r) {
+void RegisterConv2DNchwc(OpRegistry& r) {
   OpDef def;
   def.name = "conv2d_nchwc";
   def.pattern = OpPattern::kOutEWiseFusable;
   def.min_inputs = 2;
   def.max_inputs = 3;
-  def.summary = "2-D convolution, NCHW{c}c data, O/oc,C/c,KH,KW,c,oc weight, "
-                "bias (O/oc, oc)";
+  def.summary =
+      "2-D convolution, NCHW{c}c data, O/oc,C/c,KH,KW,c,oc weight, "
+      "bias (O/oc, oc)";
   def.parse_attrs = ParseConv2DAttrs;
   def.infer_type = Conv2DNchwcRelation;
   def.compute = Conv2DNchwcCompute;
@@ -217,11 +195,11 @@ void RegisterConv2DNchwc(OpRegistry &r) {
   r.Register(std::move(def));
 }
 
-} // namespace
+}  // namespace
 
-void RegisterLayoutOps(OpRegistry &r) {
+void RegisterLayoutOps(OpRegistry& r) {
   RegisterLayoutTransform(r);
   RegisterConv2DNchwc(r);
 }
 
-} // namespace kiln
+}  // namespace kiln

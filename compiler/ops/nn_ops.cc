@@ -339,14 +339,17 @@ absl::StatusOr<Attrs> ParsePool(const RawAttrs& raw) {
 }
 
 // Max pooling takes any numeric type (uint8 images); average pooling floats.
+// max_pool2d and avg_pool2d (not max_pool2d_indices) also take NCHW{c}c:
+// the trailing channel block rides along (ConvertLayoutNchwc keeps pools
+// blocked).
 absl::StatusOr<TensorType> PoolRelation(const std::vector<TensorType>& in, const Attrs& attrs,
-                                        bool average) {
+                                        bool average, bool takes_blocked = false) {
   if (average) KILN_RETURN_IF_ERROR(RequireFloat(in));
   if (in[0].dtype == DType::kBool) {
     return absl::InvalidArgumentError("max pooling of bool tensors is not supported");
   }
   const Pool2DAttrs& a = std::get<Pool2DAttrs>(attrs);
-  if (in[0].rank() != 4) {
+  if (in[0].rank() != 4 && !(in[0].rank() == 5 && takes_blocked)) {
     return absl::InvalidArgumentError(absl::StrCat("pool2d wants NCHW, got ", in[0].ToString()));
   }
   std::vector<int64_t> out = in[0].shape;
@@ -422,7 +425,7 @@ void RegisterPool(OpRegistry& r, const char* name, bool average) {
   def.summary = average ? "2-D average pooling, NCHW" : "2-D max pooling, NCHW";
   def.parse_attrs = ParsePool;
   def.infer_type = [average](const std::vector<TensorType>& in, const Attrs& attrs) {
-    return PoolRelation(in, attrs, average);
+    return PoolRelation(in, attrs, average, /*takes_blocked=*/true);
   };
   // One compare or add per window element of each output.
   def.flops = [](const std::vector<TensorType>&, const TensorType& out, const Attrs& attrs) {
@@ -441,7 +444,9 @@ void RegisterPool(OpRegistry& r, const char* name, bool average) {
     Expr x = b.Sub(b.Add(b.Mul(o[3], b.Int(a.strides[1])), b.Mul(b.Ref(kx), b.Int(a.dilation[1]))),
                    b.Int(a.padding[1]));
     Expr valid = b.Binary(te::BinaryOp::kAnd, b.InRange(y, xs[2]), b.InRange(x, xs[3]));
-    Expr value = ctx.Input(0, {o[0], o[1], b.ClampIndex(y, xs[2]), b.ClampIndex(x, xs[3])});
+    std::vector<Expr> at{o[0], o[1], b.ClampIndex(y, xs[2]), b.ClampIndex(x, xs[3])};
+    if (xs.size() == 5) at.push_back(o[4]);  // NCHW{c}c
+    Expr value = ctx.Input(0, at);
     if (!average) {
       Expr lowest = te::IsFloat(value->type)
                         ? b.Constant(value->type, -INFINITY)

@@ -41,6 +41,9 @@ class PassInstrument {
 // Typed knobs of individual passes (TVM keeps these as strings in `config`).
 struct PassConfig {
   int fuse_max_depth = 256;
+  // ConvertLayoutNchwc rewrites conv chains into blocked channels; off until
+  // it measures faster (see its design note).
+  bool convert_layout_nchwc = false;
 };
 
 struct PassContext {

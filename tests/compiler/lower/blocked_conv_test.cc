@@ -5,9 +5,9 @@
 #include <cmath>
 
 #include "engine/model_manager.h"
+#include "gtest/gtest.h"
 #include "tests/test_util/graph_building.h"
 #include "tests/test_util/reference_ops.h"
-#include "gtest/gtest.h"
 
 namespace kiln {
 namespace {
@@ -29,7 +29,7 @@ struct ConvCase {
 
 // OIHW -> O/16, C/cb, KH, KW, cb (in), 16 (out), zero past C and O: written
 // here from the layout's definition, independently of the pass's packing.
-std::vector<float> PackWeight(const std::vector<float> &w, const ConvCase &p) {
+std::vector<float> PackWeight(const std::vector<float>& w, const ConvCase& p) {
   const int64_t ib = p.in_block();
   const int64_t cb = (p.c + ib - 1) / ib, ob = (p.o + kBlock - 1) / kBlock;
   std::vector<float> out(ob * cb * p.k * p.k * ib * kBlock, 0.0f);
@@ -38,9 +38,7 @@ std::vector<float> PackWeight(const std::vector<float> &w, const ConvCase &p) {
       for (int64_t y = 0; y < p.k; ++y)
         for (int64_t x = 0; x < p.k; ++x) {
           const int64_t dst =
-              ((((o / kBlock * cb + c / ib) * p.k + y) * p.k + x) * ib +
-               c % ib) *
-                  kBlock +
+              ((((o / kBlock * cb + c / ib) * p.k + y) * p.k + x) * ib + c % ib) * kBlock +
               o % kBlock;
           out[dst] = w[((o * p.c + c) * p.k + y) * p.k + x];
         }
@@ -48,7 +46,7 @@ std::vector<float> PackWeight(const std::vector<float> &w, const ConvCase &p) {
 }
 
 class BlockedConvTest : public ::testing::TestWithParam<ConvCase> {
-protected:
+ protected:
   void SetUp() override {
     auto m = ModelManager::Create({});
     ASSERT_TRUE(m.ok()) << m.status();
@@ -70,59 +68,52 @@ TEST_P(BlockedConvTest, MatchesReferenceConv) {
   std::copy(bias.begin(), bias.end(), blocked_bias.begin());
 
   Graph g;
-  Node *in = g.AddInput("x", {DType::kFloat32, {p.n, p.c, p.h, p.w}});
-  Node *blocked =
-      Op(g, "layout_transform", {in}, LayoutTransformAttrs{0, ib, 0});
+  Node* in = g.AddInput("x", {DType::kFloat32, {p.n, p.c, p.h, p.w}});
+  Node* blocked = Op(g, "layout_transform", {in}, LayoutTransformAttrs{0, ib, 0});
   Conv2DAttrs a;
   a.strides = {p.stride, p.stride};
   a.padding = {p.pad, p.pad, p.pad, p.pad};
-  Node *weight = g.AddConstant(
-      "w", FloatValues({ob, cb, p.k, p.k, ib, kBlock}, PackWeight(w, p)));
-  Node *b = g.AddConstant("b", FloatValues({ob, kBlock}, blocked_bias));
-  Node *conv = Op(g, "conv2d_nchwc", {blocked, weight, b}, a);
-  Node *relu = Op(g, "relu", {conv});
-  g.AddOutput(
-      Op(g, "layout_transform", {relu}, LayoutTransformAttrs{kBlock, 0, p.o}));
+  Node* weight = g.AddConstant("w", FloatValues({ob, cb, p.k, p.k, ib, kBlock}, PackWeight(w, p)));
+  Node* b = g.AddConstant("b", FloatValues({ob, kBlock}, blocked_bias));
+  Node* conv = Op(g, "conv2d_nchwc", {blocked, weight, b}, a);
+  Node* relu = Op(g, "relu", {conv});
+  g.AddOutput(Op(g, "layout_transform", {relu}, LayoutTransformAttrs{kBlock, 0, p.o}));
 
   auto r = manager_->Compile("m", std::move(g), {});
   ASSERT_TRUE(r.ok()) << r.status();
   bool tiled = false;
-  for (const auto &k : r->kernels) {
+  for (const auto& k : r->kernels) {
     if (std::find(k.ops.begin(), k.ops.end(), "conv2d_nchwc") != k.ops.end()) {
       tiled = k.schedule.find("gemm") != std::string::npos;
       SCOPED_TRACE(k.schedule);
     }
   }
   EXPECT_TRUE(tiled) << "the blocked conv should take the contraction schedule";
-  auto input = Tensor::FromBytes(
-      {DType::kFloat32, {p.n, p.c, p.h, p.w}},
-      absl::string_view(reinterpret_cast<const char *>(x.data()),
-                        x.size() * 4));
+  auto input =
+      Tensor::FromBytes({DType::kFloat32, {p.n, p.c, p.h, p.w}},
+                        absl::string_view(reinterpret_cast<const char*>(x.data()), x.size() * 4));
   ASSERT_TRUE(input.ok());
   auto result = manager_->Find("m")->Run({&*input});
   ASSERT_TRUE(result.ok()) << result.status();
-  std::vector<float> want = kiln::testing::RefConv2DStrided(
-      x, w, bias, p.n, p.c, p.h, p.w, p.o, p.k, p.k, p.stride, p.pad);
-  for (float &v : want)
-    v = std::max(v, 0.0f);
-  const Tensor &out = result->outputs[0];
+  std::vector<float> want = kiln::testing::RefConv2DStrided(x, w, bias, p.n, p.c, p.h, p.w, p.o,
+                                                            p.k, p.k, p.stride, p.pad);
+  for (float& v : want) v = std::max(v, 0.0f);
+  const Tensor& out = result->outputs[0];
   ASSERT_EQ(out.type().NumElements(), static_cast<int64_t>(want.size()));
-  const float *got = static_cast<const float *>(out.data());
+  const float* got = static_cast<const float*>(out.data());
   for (size_t i = 0; i < want.size(); ++i) {
-    ASSERT_NEAR(got[i], want[i], 1e-4 * std::max(1.0f, std::fabs(want[i])))
-        << "at " << i;
+    ASSERT_NEAR(got[i], want[i], 1e-4 * std::max(1.0f, std::fabs(want[i]))) << "at " << i;
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(
     OddShapes, BlockedConvTest,
-    ::testing::Values(
-        ConvCase{1, 64, 14, 14, 64, 3, 1, 1}, // whole blocks, 3x3 same
-        ConvCase{1, 20, 11, 13, 40, 3, 1, 1}, // C, O not multiples of 16
-        ConvCase{2, 24, 15, 15, 48, 3, 2, 1}, // batch 2, stride 2
-        ConvCase{1, 3, 23, 23, 32, 7, 2, 3},  // a stem: 3 channels, 7x7/2
-        ConvCase{1, 40, 9, 9, 72, 1, 2, 0},   // 1x1 stride 2, no padding
-        ConvCase{1, 16, 6, 6, 16, 3, 1, 0})); // no padding, tiny
+    ::testing::Values(ConvCase{1, 64, 14, 14, 64, 3, 1, 1},  // whole blocks, 3x3 same
+                      ConvCase{1, 20, 11, 13, 40, 3, 1, 1},  // C, O not multiples of 16
+                      ConvCase{2, 24, 15, 15, 48, 3, 2, 1},  // batch 2, stride 2
+                      ConvCase{1, 3, 23, 23, 32, 7, 2, 3},   // a stem: 3 channels, 7x7/2
+                      ConvCase{1, 40, 9, 9, 72, 1, 2, 0},    // 1x1 stride 2, no padding
+                      ConvCase{1, 16, 6, 6, 16, 3, 1, 0}));  // no padding, tiny
 
-} // namespace
-} // namespace kiln
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,251 @@
+// ConvertLayoutNchwc: conv chains in blocked channels (NCHW16c).
+//
+// Design note
+// -----------
+// Rewrites, in one walk over the graph in topological order, every float32
+// conv2d with groups 1 and constant weights (and bias) into conv2d_nchwc,
+// and keeps its consumers in the blocked layout where they allow it:
+//
+//     x --T--> conv' --> relu' --> conv' --> add' --> max_pool' --T^-1-->
+//     flatten ...
+//                \________________________________/
+//   (T = layout_transform NCHW -> NCHW16c, T^-1 back; primes are blocked ops)
+//
+// What stays blocked: conv2d (as conv2d_nchwc); relu, sigmoid, tanh, clip;
+// add, sub, mul, div of two blocked values of one shape, or of a blocked
+// value and a constant that is a scalar or per channel ((C, 1, 1) or
+// (1, C, 1, 1), BatchNorm's scale and shift when FoldScaleAxis could not fold
+// them); max_pool2d and avg_pool2d. Per-channel constants are re-laid at
+// compile time as (C/16, 1, 1, 16), padded with 0 (1 for a divisor), and
+// conv weights OIHW as O/16, C/c, KH, KW, c, 16, zero past O and C, bias as
+// (O/16, 16). Everything else (flatten, global pooling's sum, dense, a
+// concat, graph outputs) reads the NCHW value through one layout_transform
+// back, made once per blocked value; a conv whose input is not blocked reads
+// it through one transform forward. So transforms sit only at the
+// boundaries of the blocked region, and FuseOps treats them as injective
+// ops (a transform back after a conv fuses into the conv's epilogue).
+//
+// The block is the host's vector (kLanes = 16 float32 lanes of a 512-bit
+// register; lowering assumes that width) for every output; an input with
+// fewer than 16 channels (an image's 3) is one block of all of them, so the
+// stem conv reads NHWC instead of padding 3 channels to 16. The padded
+// channels of a blocked value hold whatever the ops compute from zeros:
+// finite for every op kept blocked, and multiplied by zero weights in the
+// next conv, dropped by the transform back.
+//
+// Compared with TVM's AlterOpLayout / ConvertLayout: TVM asks each op's
+// strategy for its preferred layout and inserts layout_transforms on every
+// mismatching edge, then cancels inverse pairs; this pass decides the region
+// directly, forward only, with a fixed block. ORT's NCHWc transformer (MLAS)
+// is the closer model: it also rewrites Conv to NchwcConv with packed
+// weights, keeps elementwise ops, pools and BatchNorm blocked, and reorders
+// only at the boundaries; it also takes the stem's NCHW input directly
+// (an NCHW-input NchwcConv) and fuses the activation and residual add into
+// the conv, which FuseOps does here. Not (yet) handled: concat along
+// channels, depthwise and grouped convs, global pooling kept blocked.
+#include "compiler/passes/convert_layout_nchwc.h"
+
+#include <algorithm>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "compiler/ir/op_def.h"
+#include "compiler/ops/op_registry.h"
+
+namespace kiln {
+namespace {
+
+constexpr int64_t kBlock = 16;  // float32 lanes of the host vector (lower::kLanes)
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+std::shared_ptr<ConstantData> FloatData(std::vector<int64_t> shape, const std::vector<float>& v) {
+  auto data = std::make_shared<ConstantData>();
+  data->type = TensorType{DType::kFloat32, std::move(shape)};
+  data->bytes.assign(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+  return data;
+}
+
+class LayoutConverter {
+ public:
+  explicit LayoutConverter(Graph& g) : g_(g), ops_(OpRegistry::Default()) {}
+
+  absl::StatusOr<bool> Run() {
+    const std::vector<Node*> order = g_.TopologicalOrder();
+    for (Node* n : order) {
+      if (!n->is_op() || !n->type_known) continue;
+      KILN_RETURN_IF_ERROR(Convert(n));
+    }
+    if (blocked_.empty()) return false;
+    // The boundary: every reader of an original node left (and the outputs)
+    // reads the blocked value transformed back.
+    for (Node* n : order) {
+      auto it = blocked_.find(n);
+      if (it == blocked_.end()) continue;
+      KILN_ASSIGN_OR_RETURN(Node* back, Unblocked(n, it->second));
+      g_.ReplaceAllUses(n, back);
+    }
+    g_.RemoveDeadNodes();
+    return true;
+  }
+
+ private:
+  absl::Status Convert(Node* n) {
+    const std::string& op = n->op->name;
+    if (op == "conv2d") return ConvertConv(n);
+    if (op == "relu" || op == "sigmoid" || op == "tanh" || op == "clip") {
+      auto in = blocked_.find(n->inputs[0]);
+      if (in == blocked_.end() || n->inputs.size() != 1) return absl::OkStatus();
+      return Emit(n, op, {in->second}, n->attrs);
+    }
+    if (op == "max_pool2d" || op == "avg_pool2d") {
+      auto in = blocked_.find(n->inputs[0]);
+      if (in == blocked_.end()) return absl::OkStatus();
+      return Emit(n, op, {in->second}, n->attrs);
+    }
+    if (op == "add" || op == "sub" || op == "mul" || op == "div") return ConvertBinary(n);
+    return absl::OkStatus();
+  }
+
+  // Adds `op` over blocked inputs as the blocked form of `n`, typed.
+  absl::Status Emit(Node* n, const std::string& op, std::vector<Node*> inputs, Attrs attrs) {
+    KILN_ASSIGN_OR_RETURN(Node* b,
+                          AddTyped(n->name + ".nchwc", op, std::move(inputs), std::move(attrs)));
+    blocked_[n] = b;
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<Node*> AddTyped(std::string name, const std::string& op, std::vector<Node*> inputs,
+                                 Attrs attrs) {
+    const OpDef* def = ops_.Find(op);
+    std::vector<TensorType> types;
+    for (const Node* in : inputs) types.push_back(in->type);
+    KILN_ASSIGN_OR_RETURN(TensorType type, def->infer_type(types, attrs));
+    Node* node = g_.AddOp(std::move(name), def, std::move(inputs), std::move(attrs));
+    node->type = std::move(type);
+    node->type_known = true;
+    return node;
+  }
+
+  Node* AddFloatConstant(std::string name, std::vector<int64_t> shape,
+                         const std::vector<float>& v) {
+    return g_.AddConstant(std::move(name), FloatData(std::move(shape), v));
+  }
+
+  // NCHW `x` in blocks of `block` channels, one transform per value.
+  absl::StatusOr<Node*> Blocked(Node* x, int64_t block) {
+    auto it = blocked_inputs_.find(x);
+    if (it != blocked_inputs_.end() && it->second->type.shape.back() == block) return it->second;
+    KILN_ASSIGN_OR_RETURN(Node* t, AddTyped(x->name + ".to_nchwc", "layout_transform", {x},
+                                             LayoutTransformAttrs{0, block, 0}));
+    blocked_inputs_[x] = t;
+    return t;
+  }
+
+  absl::StatusOr<Node*> Unblocked(Node* original, Node* blocked) {
+    return AddTyped(original->name + ".to_nchw", "layout_transform", {blocked},
+                    LayoutTransformAttrs{kBlock, 0, original->type.shape[1]});
+  }
+
+  // conv2d(x, W, b) -> conv2d_nchwc(x', W', b').
+  absl::Status ConvertConv(Node* n) {
+    const Conv2DAttrs& a = std::get<Conv2DAttrs>(n->attrs);
+    Node* x = n->inputs[0];
+    Node* w = n->inputs[1];
+    if (a.groups != 1 || n->type.dtype != DType::kFloat32 || !w->is_constant() ||
+        (n->inputs.size() == 3 && !n->inputs[2]->is_constant())) {
+      return absl::OkStatus();
+    }
+    const std::vector<int64_t>& ws = w->type.shape;
+    const int64_t o = ws[0], c = ws[1], kh = ws[2], kw = ws[3];
+    Node* data;
+    int64_t ib;
+    if (auto it = blocked_.find(x); it != blocked_.end()) {
+      data = it->second;
+      ib = kBlock;
+    } else {
+      ib = std::min(c, kBlock);
+      KILN_ASSIGN_OR_RETURN(data, Blocked(x, ib));
+    }
+    const int64_t ob = CeilDiv(o, kBlock), cb = CeilDiv(c, ib);
+    const float* src = w->value->data<float>();
+    std::vector<float> packed(ob * cb * kh * kw * ib * kBlock, 0.0f);
+    for (int64_t oi = 0; oi < o; ++oi) {
+      for (int64_t ci = 0; ci < c; ++ci) {
+        for (int64_t y = 0; y < kh * kw; ++y) {
+          const int64_t dst =
+              (((oi / kBlock * cb + ci / ib) * kh * kw + y) * ib + ci % ib) * kBlock + oi % kBlock;
+          packed[dst] = src[(oi * c + ci) * kh * kw + y];
+        }
+      }
+    }
+    std::vector<Node*> inputs{
+        data, AddFloatConstant(w->name + ".nchwc", {ob, cb, kh, kw, ib, kBlock}, packed)};
+    if (n->inputs.size() == 3) {
+      const Node* bias = n->inputs[2];
+      std::vector<float> b(ob * kBlock, 0.0f);
+      std::copy_n(bias->value->data<float>(), o, b.begin());
+      inputs.push_back(AddFloatConstant(bias->name + ".nchwc", {ob, kBlock}, b));
+    }
+    return Emit(n, "conv2d_nchwc", std::move(inputs), n->attrs);
+  }
+
+  // Both operands blocked (one shape), or one blocked and the other a
+  // constant scalar or per-channel vector, re-laid.
+  absl::Status ConvertBinary(Node* n) {
+    if (n->inputs.size() != 2 || n->type.rank() != 4 || n->type.dtype != DType::kFloat32) {
+      return absl::OkStatus();
+    }
+    std::vector<Node*> inputs;
+    bool any_blocked = false;
+    for (Node* in : n->inputs) {
+      if (auto it = blocked_.find(in); it != blocked_.end() && in->type.shape == n->type.shape) {
+        inputs.push_back(it->second);
+        any_blocked = true;
+        continue;
+      }
+      Node* c = PerChannelConstant(in, n->type.shape[1], n->op->name == "div" ? 1.0f : 0.0f);
+      if (c == nullptr) return absl::OkStatus();
+      inputs.push_back(c);
+    }
+    if (!any_blocked) return absl::OkStatus();
+    return Emit(n, n->op->name, std::move(inputs), n->attrs);
+  }
+
+  // A scalar constant as it is; a per-channel one, (C, 1, 1) or (1, C, 1, 1),
+  // as (C/16, 1, 1, 16) with `fill` in the padded channels; else null.
+  Node* PerChannelConstant(Node* in, int64_t channels, float fill) {
+    if (!in->is_constant() || in->type.dtype != DType::kFloat32) return nullptr;
+    if (in->type.NumElements() == 1 && in->type.rank() <= 1) return in;
+    const std::vector<int64_t>& s = in->type.shape;
+    const bool per_channel = (s == std::vector<int64_t>{channels, 1, 1}) ||
+                             (s == std::vector<int64_t>{1, channels, 1, 1});
+    if (!per_channel) return nullptr;
+    std::vector<float> v(CeilDiv(channels, kBlock) * kBlock, fill);
+    std::copy_n(in->value->data<float>(), channels, v.begin());
+    return AddFloatConstant(in->name + ".nchwc", {CeilDiv(channels, kBlock), 1, 1, kBlock}, v);
+  }
+
+  Graph& g_;
+  const OpRegistry& ops_;
+  // Original NCHW node -> its blocked replacement.
+  std::unordered_map<Node*, Node*> blocked_;
+  // NCHW values a conv reads -> their transform into blocks.
+  std::unordered_map<Node*, Node*> blocked_inputs_;
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> CreateConvertLayoutNchwcPass() {
+  return std::make_unique<FunctionPass>(
+      PassInfo{"ConvertLayoutNchwc", 1, {"InferType"}},
+      [](Graph& graph, const PassContext& ctx) -> absl::StatusOr<bool> {
+        if (!ctx.config.convert_layout_nchwc) return false;
+        return LayoutConverter(graph).Run();
+      });
+}
+
+}  // namespace kiln

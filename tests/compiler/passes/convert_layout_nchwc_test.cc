@@ -1,0 +1,156 @@
+// ConvertLayoutNchwc on a small CNN (conv - batch-norm scale/shift - relu -
+// max pool - conv - residual add): which ops it leaves blocked and where it
+// puts the transforms, and the compiled model against a reference computed
+// here with plain loops.
+#include "compiler/passes/convert_layout_nchwc.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "compiler/passes/infer_type.h"
+#include "engine/model_manager.h"
+#include "gtest/gtest.h"
+#include "tests/test_util/graph_building.h"
+#include "tests/test_util/reference_ops.h"
+
+namespace kiln {
+namespace {
+
+using engine::ModelManager;
+using ::kiln::testing::FloatValues;
+using ::kiln::testing::Op;
+using ::kiln::testing::Pseudorandom;
+using runtime::Tensor;
+
+// 3 -> 20 channels (not a multiple of 16: the blocks carry padding), 16x16.
+constexpr int64_t kIn = 3, kCh = 20, kHw = 16, kPooled = 8;
+
+struct Weights {
+  std::vector<float> w1 = Pseudorandom(kCh * kIn * 9, 11), b1 = Pseudorandom(kCh, 12);
+  std::vector<float> scale = Pseudorandom(kCh, 13), shift = Pseudorandom(kCh, 14);
+  std::vector<float> w2 = Pseudorandom(kCh * kCh * 9, 15);
+};
+
+Graph SmallCnn(const Weights& w) {
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {1, kIn, kHw, kHw}});
+  Conv2DAttrs same;
+  same.padding = {1, 1, 1, 1};
+  Node* c1 = Op(g, "conv2d",
+                {x, g.AddConstant("w1", FloatValues({kCh, kIn, 3, 3}, w.w1)),
+                 g.AddConstant("b1", FloatValues({kCh}, w.b1))},
+                same);
+  Node* bn = Op(g, "add",
+                {Op(g, "mul", {c1, g.AddConstant("s", FloatValues({kCh, 1, 1}, w.scale))}),
+                 g.AddConstant("t", FloatValues({kCh, 1, 1}, w.shift))});
+  Node* r = Op(g, "relu", {bn});
+  Pool2DAttrs pool;
+  pool.kernel = {2, 2};
+  pool.strides = {2, 2};
+  Node* p = Op(g, "max_pool2d", {r}, pool);
+  Node* c2 = Op(g, "conv2d", {p, g.AddConstant("w2", FloatValues({kCh, kCh, 3, 3}, w.w2))}, same);
+  g.AddOutput(Op(g, "add", {c2, p}));
+  return g;
+}
+
+std::vector<float> Reference(const Weights& w, const std::vector<float>& x) {
+  std::vector<float> c1 =
+      kiln::testing::RefConv2DStrided(x, w.w1, w.b1, 1, kIn, kHw, kHw, kCh, 3, 3, 1, 1);
+  for (int64_t c = 0; c < kCh; ++c) {
+    for (int64_t i = 0; i < kHw * kHw; ++i) {
+      float& v = c1[c * kHw * kHw + i];
+      v = std::max(v * w.scale[c] + w.shift[c], 0.0f);
+    }
+  }
+  std::vector<float> p(kCh * kPooled * kPooled);
+  for (int64_t c = 0; c < kCh; ++c)
+    for (int64_t y = 0; y < kPooled; ++y)
+      for (int64_t xx = 0; xx < kPooled; ++xx) {
+        float m = -INFINITY;
+        for (int64_t dy = 0; dy < 2; ++dy)
+          for (int64_t dx = 0; dx < 2; ++dx)
+            m = std::max(m, c1[(c * kHw + 2 * y + dy) * kHw + 2 * xx + dx]);
+        p[(c * kPooled + y) * kPooled + xx] = m;
+      }
+  std::vector<float> out =
+      kiln::testing::RefConv2DStrided(p, w.w2, {}, 1, kCh, kPooled, kPooled, kCh, 3, 3, 1, 1);
+  for (size_t i = 0; i < out.size(); ++i) out[i] += p[i];
+  return out;
+}
+
+TEST(ConvertLayoutNchwcTest, KeepsTheChainBlockedWithTransformsAtTheEnds) {
+  Weights w;
+  Graph g = SmallCnn(w);
+  PassContext ctx;
+  ASSERT_TRUE(CreateInferTypePass()->Run(g, ctx).ok());
+  // Off by default.
+  auto unchanged = CreateConvertLayoutNchwcPass()->Run(g, ctx);
+  ASSERT_TRUE(unchanged.ok()) << unchanged.status();
+  EXPECT_FALSE(*unchanged);
+
+  ctx.config.convert_layout_nchwc = true;
+  auto changed = CreateConvertLayoutNchwcPass()->Run(g, ctx);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_TRUE(*changed);
+  std::map<std::string, int> count;
+  for (Node* n : g.TopologicalOrder()) {
+    if (!n->is_op()) continue;
+    ++count[n->op_name()];
+    if (n->op_name() != "layout_transform") {
+      EXPECT_EQ(n->type.rank(), 5) << n->op_name() << " left in NCHW";
+    }
+  }
+  EXPECT_EQ(count["conv2d"], 0);
+  EXPECT_EQ(count["conv2d_nchwc"], 2);
+  EXPECT_EQ(count["layout_transform"], 2);  // the input in, the output back
+  EXPECT_EQ(count["max_pool2d"], 1);
+  EXPECT_EQ(count["mul"], 1);
+  EXPECT_EQ(count["add"], 2);
+  // The stem's 3 channels are one block of 3 (NHWC), not padded to 16.
+  for (Node* n : g.TopologicalOrder()) {
+    if (n->is_op() && n->op_name() == "layout_transform" && n->inputs[0]->is_input()) {
+      EXPECT_EQ(n->type.shape, (std::vector<int64_t>{1, 1, kHw, kHw, kIn}));
+    }
+  }
+  EXPECT_EQ(g.outputs()[0]->type.shape, (std::vector<int64_t>{1, kCh, kPooled, kPooled}));
+}
+
+class ConvertLayoutNchwcModelTest : public ::testing::TestWithParam<bool> {};
+
+// With and without FoldScaleAxis: folded, the scale and shift are the conv's
+// weights and bias; unfolded, they stay per-channel constants, re-laid.
+TEST_P(ConvertLayoutNchwcModelTest, CompiledModelMatchesReference) {
+  auto m = ModelManager::Create({});
+  ASSERT_TRUE(m.ok()) << m.status();
+  Weights w;
+  auto x = Pseudorandom(kIn * kHw * kHw, 16);
+  CompileOptions options;
+  options.convert_layout_nchwc = true;
+  if (!GetParam()) options.disabled_passes = {"FoldScaleAxis"};
+  auto r = (*m)->Compile("cnn", SmallCnn(w), options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  int blocked_convs = 0;
+  for (const auto& k : r->kernels) {
+    blocked_convs += std::count(k.ops.begin(), k.ops.end(), "conv2d_nchwc");
+  }
+  EXPECT_EQ(blocked_convs, 2);
+  auto input =
+      Tensor::FromBytes({DType::kFloat32, {1, kIn, kHw, kHw}},
+                        absl::string_view(reinterpret_cast<const char*>(x.data()), x.size() * 4));
+  ASSERT_TRUE(input.ok());
+  auto result = (*m)->Find("cnn")->Run({&*input});
+  ASSERT_TRUE(result.ok()) << result.status();
+  const std::vector<float> want = Reference(w, x);
+  const Tensor& out = result->outputs[0];
+  ASSERT_EQ(out.type().NumElements(), static_cast<int64_t>(want.size()));
+  const float* got = static_cast<const float*>(out.data());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], 1e-4 * std::max(1.0f, std::fabs(want[i]))) << "at " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(FoldScaleAxis, ConvertLayoutNchwcModelTest, ::testing::Bool());
+
+}  // namespace
+}  // namespace kiln
