@@ -5,7 +5,7 @@
 // inferences give perf_analyzer-style latency percentiles and throughput.
 //
 //   kiln-bench MODEL [--batch B] [--threads T] [--iterations N] [--warmup W]
-//              [--compile-threads C] [--top K] [--disable-passes P,Q] [--nchwc] [--json]
+//              [--compile-threads C] [--top K] [--disable-passes P,Q] [--nchwc] [--save-outputs DIR] [--json]
 //   kiln-bench MODEL --dump-objects DIR
 //
 // MODEL is an ONNX model (.onnx) or a kiln.v1.Graph (.pbtxt text or binary).
@@ -264,6 +264,8 @@ int Main(int argc, char** argv) {
                    "Run a batch as slices of R rows (R dividing it), 'off' for whole, or 'auto' "
                    "(default): as the server does, by the rule in engine/row_chunks.h");
   client::AddSwitch(cli.get(), "json", "Print the result as one JSON object");
+  client::AddValue(cli.get(), "save-outputs", "DIR",
+                   "Write the first run's outputs to DIR/output<i>.bin (raw bytes)");
   client::AddSwitch(cli.get(), "nchwc",
                     "Run ConvertLayoutNchwc: conv chains in blocked channels (NCHW16c)");
   client::SetExample(cli.get(), "kiln-bench resnet18.onnx --batch 8 --threads 2 --top 5");
@@ -384,6 +386,16 @@ int Main(int argc, char** argv) {
   {
     absl::StatusOr<runtime::RunResult> r = model->Run(pointers);
     if (!r.ok()) return Fail(r.status());
+    if (const std::string dir = args->Get("save-outputs"); !dir.empty()) {
+      // Raw bytes, for comparing layouts or runtimes outside (the inputs
+      // are FillPseudorandom's, seeds 12345, 12346, ...).
+      std::filesystem::create_directories(dir);
+      for (size_t i = 0; i < r->outputs.size(); ++i) {
+        const runtime::Tensor& t = r->outputs[i];
+        std::ofstream(absl::StrCat(dir, "/output", i, ".bin"), std::ios::binary)
+            .write(static_cast<const char*>(t.data()), t.type().ByteSize());
+      }
+    }
   }
   const double first_ms = MsSince(first_start);
   for (int i = 1; i < *warmup; ++i) {
