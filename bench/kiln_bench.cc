@@ -5,7 +5,7 @@
 // inferences give perf_analyzer-style latency percentiles and throughput.
 //
 //   kiln-bench MODEL [--batch B] [--threads T] [--iterations N] [--warmup W]
-//              [--compile-threads C] [--top K] [--disable-passes P,Q] [--nchwc] [--save-outputs DIR] [--json]
+//              [--compile-threads C] [--top K] [--disable-passes P,Q] [--nchwc on|off|auto] [--save-outputs DIR] [--json]
 //   kiln-bench MODEL --dump-objects DIR
 //
 // MODEL is an ONNX model (.onnx) or a kiln.v1.Graph (.pbtxt text or binary).
@@ -266,8 +266,9 @@ int Main(int argc, char** argv) {
   client::AddSwitch(cli.get(), "json", "Print the result as one JSON object");
   client::AddValue(cli.get(), "save-outputs", "DIR",
                    "Write the first run's outputs to DIR/output<i>.bin (raw bytes)");
-  client::AddSwitch(cli.get(), "nchwc",
-                    "Run ConvertLayoutNchwc: conv chains in blocked channels (NCHW16c)");
+  client::AddValue(cli.get(), "nchwc", "on|off|auto",
+                   "ConvertLayoutNchwc: conv chains in blocked channels (NCHW16c); default: the "
+                   "compiler's");
   client::SetExample(cli.get(), "kiln-bench resnet18.onnx --batch 8 --threads 2 --top 5");
   client::CliArgs parsed;
   if (std::optional<int> done = client::ParseCommandLine(*cli, argc, argv, &parsed)) return *done;
@@ -288,7 +289,14 @@ int Main(int argc, char** argv) {
   const std::string& path = args->positional[0];
   runtime::SetParallelThreads(*threads);
   CompileOptions compile_options;
-  compile_options.convert_layout_nchwc = args->Has("nchwc");
+  if (const std::string nchwc = args->Get("nchwc"); !nchwc.empty()) {
+    if (nchwc != "on" && nchwc != "off" && nchwc != "auto") {
+      return client::PrintUsageError("kiln-bench", "--nchwc wants on, off or auto");
+    }
+    compile_options.nchwc_layout = nchwc == "on"    ? NchwcLayout::kOn
+                                   : nchwc == "off" ? NchwcLayout::kOff
+                                                    : NchwcLayout::kAuto;
+  }
   if (const std::string disabled = args->Get("disable-passes"); !disabled.empty()) {
     compile_options.disabled_passes = absl::StrSplit(disabled, ',');
   }

@@ -58,7 +58,7 @@ absl::StatusOr<LoweredProgram> CompileGraph(Graph graph, const CompileOptions& o
   ctx.disabled_pass = options.disabled_passes;
   ctx.required_pass = options.required_passes;
   ctx.config.fuse_max_depth = options.max_fuse_depth;
-  ctx.config.convert_layout_nchwc = options.convert_layout_nchwc;
+  ctx.config.nchwc_layout = options.nchwc_layout;
   ctx.instruments = {&timing, &printer};
   if (options.progress != nullptr) ctx.instruments.push_back(options.progress);
   ctx.should_stop = options.should_stop;

@@ -38,12 +38,15 @@ class PassInstrument {
   virtual void OnSkippedPass(const PassInfo& info, int depth, const std::string& reason) {}
 };
 
+// Whether ConvertLayoutNchwc rewrites conv chains into blocked channels:
+// never, on the graphs where it measured faster (see its design note), or
+// wherever it can.
+enum class NchwcLayout { kOff, kAuto, kOn };
+
 // Typed knobs of individual passes (TVM keeps these as strings in `config`).
 struct PassConfig {
   int fuse_max_depth = 256;
-  // ConvertLayoutNchwc rewrites conv chains into blocked channels; off until
-  // it measures faster (see its design note).
-  bool convert_layout_nchwc = false;
+  NchwcLayout nchwc_layout = NchwcLayout::kOff;
 };
 
 struct PassContext {

@@ -69,6 +69,31 @@ std::shared_ptr<ConstantData> FloatData(std::vector<int64_t> shape, const std::v
   return data;
 }
 
+// Whether `conv` becomes a conv2d_nchwc.
+bool Convertible(const Node& conv) {
+  const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv.attrs);
+  return a.groups == 1 && conv.type.dtype == DType::kFloat32 && conv.inputs[1]->is_constant() &&
+         (conv.inputs.size() < 3 || conv.inputs[2]->is_constant());
+}
+
+// NchwcLayout::kAuto: graphs with at least kMinConvs convs, every one of
+// them convertible (ResNet-style), and no concat. A grouped or depthwise
+// conv stays NCHW and cuts the blocked region with a transform each way; a
+// concat (not kept blocked yet) takes its inputs through transforms back,
+// which FuseOps joins into the concat's kernel, so an inception block's
+// branches could no longer write their slices in place (ConcatInPlace).
+bool WinsOn(const Graph& graph) {
+  constexpr int kMinConvs = 4;
+  int convs = 0;
+  for (const Node* n : graph.TopologicalOrder()) {
+    if (n->is_op() && n->op->name == "concat") return false;
+    if (!n->is_op() || n->op->name != "conv2d") continue;
+    if (!Convertible(*n)) return false;
+    ++convs;
+  }
+  return convs >= kMinConvs;
+}
+
 class LayoutConverter {
  public:
   explicit LayoutConverter(Graph& g) : g_(g), ops_(OpRegistry::Default()) {}
@@ -152,13 +177,9 @@ class LayoutConverter {
 
   // conv2d(x, W, b) -> conv2d_nchwc(x', W', b').
   absl::Status ConvertConv(Node* n) {
-    const Conv2DAttrs& a = std::get<Conv2DAttrs>(n->attrs);
+    if (!Convertible(*n)) return absl::OkStatus();
     Node* x = n->inputs[0];
     Node* w = n->inputs[1];
-    if (a.groups != 1 || n->type.dtype != DType::kFloat32 || !w->is_constant() ||
-        (n->inputs.size() == 3 && !n->inputs[2]->is_constant())) {
-      return absl::OkStatus();
-    }
     const std::vector<int64_t>& ws = w->type.shape;
     const int64_t o = ws[0], c = ws[1], kh = ws[2], kw = ws[3];
     Node* data;
@@ -243,7 +264,15 @@ std::unique_ptr<Pass> CreateConvertLayoutNchwcPass() {
   return std::make_unique<FunctionPass>(
       PassInfo{"ConvertLayoutNchwc", 1, {"InferType"}},
       [](Graph& graph, const PassContext& ctx) -> absl::StatusOr<bool> {
-        if (!ctx.config.convert_layout_nchwc) return false;
+        switch (ctx.config.nchwc_layout) {
+          case NchwcLayout::kOff:
+            return false;
+          case NchwcLayout::kAuto:
+            if (!WinsOn(graph)) return false;
+            break;
+          case NchwcLayout::kOn:
+            break;
+        }
         return LayoutConverter(graph).Run();
       });
 }

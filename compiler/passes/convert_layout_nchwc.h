@@ -1,7 +1,7 @@
 // Rewrites conv2d chains into blocked channels (NCHW16c): conv2d_nchwc with
 // weights packed at compile time, elementwise ops and pools kept blocked,
 // layout_transform only at the region's boundaries (design note in the .cc).
-// Runs only when PassConfig::convert_layout_nchwc is set.
+// Runs as PassConfig::nchwc_layout says.
 #ifndef KILN_COMPILER_PASSES_CONVERT_LAYOUT_NCHWC_H_
 #define KILN_COMPILER_PASSES_CONVERT_LAYOUT_NCHWC_H_
 

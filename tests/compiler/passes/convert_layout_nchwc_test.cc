@@ -89,7 +89,7 @@ TEST(ConvertLayoutNchwcTest, KeepsTheChainBlockedWithTransformsAtTheEnds) {
   ASSERT_TRUE(unchanged.ok()) << unchanged.status();
   EXPECT_FALSE(*unchanged);
 
-  ctx.config.convert_layout_nchwc = true;
+  ctx.config.nchwc_layout = NchwcLayout::kOn;
   auto changed = CreateConvertLayoutNchwcPass()->Run(g, ctx);
   ASSERT_TRUE(changed.ok()) << changed.status();
   EXPECT_TRUE(*changed);
@@ -116,6 +116,55 @@ TEST(ConvertLayoutNchwcTest, KeepsTheChainBlockedWithTransformsAtTheEnds) {
   EXPECT_EQ(g.outputs()[0]->type.shape, (std::vector<int64_t>{1, kCh, kPooled, kPooled}));
 }
 
+// Four 3x3 convs over 8 channels; the third depthwise when asked.
+Graph ConvChain(bool depthwise) {
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {1, 8, 10, 10}});
+  for (int i = 0; i < 4; ++i) {
+    Conv2DAttrs a;
+    a.padding = {1, 1, 1, 1};
+    a.groups = depthwise && i == 2 ? 8 : 1;
+    const std::vector<float> w = Pseudorandom(8 * (8 / a.groups) * 9, 20 + i);
+    x = Op(g, "relu",
+           {Op(g, "conv2d", {x, g.AddConstant("w", FloatValues({8, 8 / a.groups, 3, 3}, w))}, a)});
+  }
+  g.AddOutput(x);
+  return g;
+}
+
+int CountOps(const Graph& g, const std::string& op) {
+  int n = 0;
+  for (const Node* node : g.TopologicalOrder()) n += node->is_op() && node->op_name() == op;
+  return n;
+}
+
+TEST(ConvertLayoutNchwcTest, AutoConvertsOnlyChainsOfUngroupedConvs) {
+  PassContext ctx;
+  ctx.config.nchwc_layout = NchwcLayout::kAuto;
+  Graph plain = ConvChain(/*depthwise=*/false);
+  ASSERT_TRUE(CreateInferTypePass()->Run(plain, ctx).ok());
+  auto changed = CreateConvertLayoutNchwcPass()->Run(plain, ctx);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_TRUE(*changed);
+  EXPECT_EQ(CountOps(plain, "conv2d_nchwc"), 4);
+  EXPECT_EQ(CountOps(plain, "layout_transform"), 2);
+
+  Graph mixed = ConvChain(/*depthwise=*/true);
+  ASSERT_TRUE(CreateInferTypePass()->Run(mixed, ctx).ok());
+  auto unchanged = CreateConvertLayoutNchwcPass()->Run(mixed, ctx);
+  ASSERT_TRUE(unchanged.ok()) << unchanged.status();
+  EXPECT_FALSE(*unchanged);
+
+  // Forced on, the depthwise conv stays NCHW between two transforms.
+  ctx.config.nchwc_layout = NchwcLayout::kOn;
+  auto forced = CreateConvertLayoutNchwcPass()->Run(mixed, ctx);
+  ASSERT_TRUE(forced.ok()) << forced.status();
+  EXPECT_TRUE(*forced);
+  EXPECT_EQ(CountOps(mixed, "conv2d_nchwc"), 3);
+  EXPECT_EQ(CountOps(mixed, "conv2d"), 1);
+  EXPECT_EQ(CountOps(mixed, "layout_transform"), 4);
+}
+
 class ConvertLayoutNchwcModelTest : public ::testing::TestWithParam<bool> {};
 
 // With and without FoldScaleAxis: folded, the scale and shift are the conv's
@@ -126,7 +175,7 @@ TEST_P(ConvertLayoutNchwcModelTest, CompiledModelMatchesReference) {
   Weights w;
   auto x = Pseudorandom(kIn * kHw * kHw, 16);
   CompileOptions options;
-  options.convert_layout_nchwc = true;
+  options.nchwc_layout = NchwcLayout::kOn;
   if (!GetParam()) options.disabled_passes = {"FoldScaleAxis"};
   auto r = (*m)->Compile("cnn", SmallCnn(w), options);
   ASSERT_TRUE(r.ok()) << r.status();
