@@ -83,7 +83,8 @@ TEST(SeedExampleTest, ReportListsEveryPassInPipelineOrder) {
                                             "IntegerQdqMatMul", "RequantizeInKernel",
                                             "QuantizeInFloat64", "FoldScaleAxis",
                                             "EliminateCommonSubexpr", "FuseAttention",
-                                            "DeadCodeElimination", "FuseOps"));
+                                            "ConvertLayoutNchwc", "DeadCodeElimination",
+                                            "FuseOps"));
   EXPECT_EQ(p->record.passes[0].depth, 0);
   EXPECT_EQ(p->record.passes[1].depth, 1);
   // The pipeline's total covers its passes; its self time is what is left.
