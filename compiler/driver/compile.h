@@ -25,7 +25,7 @@ struct CompileOptions {
   std::vector<std::string> required_passes;
   int max_fuse_depth = 256;  // 1..kMaxFuseDepthLimit
   // PassConfig::nchwc_layout: conv chains in blocked channels.
-  NchwcLayout nchwc_layout = NchwcLayout::kOff;
+  NchwcLayout nchwc_layout = NchwcLayout::kAuto;
   // Pass names after which the graph text is recorded; "all" for every pass.
   std::vector<std::string> print_ir_after;
   // Kernels compiled with bounds checks (codegen::CodegenOptions::bounds_checks),

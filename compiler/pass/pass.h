@@ -39,14 +39,14 @@ class PassInstrument {
 };
 
 // Whether ConvertLayoutNchwc rewrites conv chains into blocked channels:
-// never, on the graphs where it measured faster (see its design note), or
-// wherever it can.
+// never, on the graphs where it measured faster (kAuto, the default; see
+// its design note), or wherever it can.
 enum class NchwcLayout { kOff, kAuto, kOn };
 
 // Typed knobs of individual passes (TVM keeps these as strings in `config`).
 struct PassConfig {
   int fuse_max_depth = 256;
-  NchwcLayout nchwc_layout = NchwcLayout::kOff;
+  NchwcLayout nchwc_layout = NchwcLayout::kAuto;
 };
 
 struct PassContext {

@@ -84,7 +84,7 @@ TEST(ConvertLayoutNchwcTest, KeepsTheChainBlockedWithTransformsAtTheEnds) {
   Graph g = SmallCnn(w);
   PassContext ctx;
   ASSERT_TRUE(CreateInferTypePass()->Run(g, ctx).ok());
-  // Off by default.
+  // The default (kAuto) leaves two convs alone: too few to pay for the transforms.
   auto unchanged = CreateConvertLayoutNchwcPass()->Run(g, ctx);
   ASSERT_TRUE(unchanged.ok()) << unchanged.status();
   EXPECT_FALSE(*unchanged);
