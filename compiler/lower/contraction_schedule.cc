@@ -97,6 +97,13 @@
 // padded input outgrows L2 stay apart instead and run one at a time
 // (ImagesApart in contraction_plan.cc), so lowering can pad each just
 // before its tiles.
+//
+// Channel blocks: a conv2d_nchwc (blocked_conv.cc) gets the channel lanes'
+// roles without their transposed store. Its output's block number, which
+// only the weights index, joins the lanes' block in N (JoinChannelBlocks),
+// so a 6x64 tile covers four blocks of 16 channels for six pixels: each
+// pixel's channels are read in place, one broadcast per channel from one
+// line, and each vector is stored as one whole line of the output.
 #include "compiler/lower/contraction_schedule.h"
 
 #include <algorithm>
