@@ -143,7 +143,7 @@ def vit_small():
 
 def fcn_resnet50():
     model = torchvision.models.segmentation.fcn_resnet50(weights=None, weights_backbone=None)
-    return Case(OutOnly(model), image())
+    return against_float64(OutOnly(model), image())
 
 
 def deeplabv3_mobilenet_v3_large():
