@@ -120,7 +120,8 @@ absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> RowChunkedModel(
     KILN_ASSIGN_OR_RETURN(part, model_for(1));
     chunk = ChunkRowsFor(part->program(), rows, runtime::GetParallelThreads());
     if (chunk >= rows || chunk < 1 || rows % chunk != 0) {
-      return whole_because("slices would stream the weights again for more than the cache they keep saves");
+      return whole_because(
+          "slices would stream the weights again for more than the cache they keep saves");
     }
     if (chunk != 1) part.reset();
   }

@@ -74,7 +74,8 @@ bool OneValueRepeated(const Node* n) {
 // row dim, kAnyIndex or kNone): an op comparing or computing with it (a
 // triangle mask over the batch, say), or reading another tensor at it,
 // would see a slice's local row numbers.
-bool UsesRowBeyondReads(const te::Expr& e, const te::VarNode* row, const std::vector<int>& row_dims) {
+bool UsesRowBeyondReads(const te::Expr& e, const te::VarNode* row,
+                        const std::vector<int>& row_dims) {
   std::unordered_set<const te::ExprNode*> seen;
   std::vector<const te::ExprNode*> stack{e.get()};
   while (!stack.empty()) {

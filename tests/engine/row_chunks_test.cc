@@ -190,8 +190,9 @@ TEST(RowChunksServingTest, ABatchOfASymbolicModelRunsAsSlicesOfItsOneRowVariant)
     auto manager = ModelManager::Create(options);
     ASSERT_TRUE(manager.ok());
     SymbolicModel symbolic;
-    symbolic.signature.inputs.push_back({"x", DType::kFloat32, {-1, 16, 96, 96}, {"batch", "", "", ""}});
-    symbolic.signature.outputs.push_back({"y", DType::kFloat32, {-1, 16, 96, 96}, {"batch", "", "", ""}});
+    const std::vector<std::string> symbols{"batch", "", "", ""};
+    symbolic.signature.inputs.push_back({"x", DType::kFloat32, {-1, 16, 96, 96}, symbols});
+    symbolic.signature.outputs.push_back({"y", DType::kFloat32, {-1, 16, 96, 96}, symbols});
     symbolic.graph_for = [](const ShapeBinding& s, const ValueBinding&) -> absl::StatusOr<Graph> {
       return WideConv(s.at("x")[0]);
     };
