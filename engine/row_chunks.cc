@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "compiler/passes/row_independence.h"
-#include "runtime/thread_pool.h"
 
 namespace kiln::engine {
 
@@ -71,8 +70,7 @@ bool SomeValueOutgrowsTheCache(const Graph& whole, int64_t rows) {
 
 }  // namespace
 
-int64_t ChunkRowsFor(const Program& one_row, int64_t rows, int threads) {
-  (void)threads;  // the smallest slices that pay also spread over the most threads
+int64_t ChunkRowsFor(const Program& one_row, int64_t rows) {
   std::vector<KernelBytes> kernels;
   for (const KernelCall& k : one_row.kernels) kernels.push_back(Measure(one_row, k));
   for (int64_t chunk = 1; chunk < rows; ++chunk) {
@@ -118,7 +116,7 @@ absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> RowChunkedModel(
   }
   if (chunk == RowChunkSetting::kAuto) {
     KILN_ASSIGN_OR_RETURN(part, model_for(1));
-    chunk = ChunkRowsFor(part->program(), rows, runtime::GetParallelThreads());
+    chunk = ChunkRowsFor(part->program(), rows);
     if (chunk >= rows || chunk < 1 || rows % chunk != 0) {
       return whole_because(
           "slices would stream the weights again for more than the cache they keep saves");

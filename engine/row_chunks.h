@@ -49,9 +49,10 @@ struct RowChunkSetting {
 };
 
 // The rows of a slice for a batch of `rows` of the model `one_row` (its
-// program at one row) on `threads` threads; `rows` means one run of the
-// whole batch.
-int64_t ChunkRowsFor(const Program& one_row, int64_t rows, int threads);
+// program at one row); `rows` means one run of the whole batch. The
+// smallest slices that pay also spread over the most threads, so the
+// thread count does not enter.
+int64_t ChunkRowsFor(const Program& one_row, int64_t rows);
 
 // The model for `whole` (the graph at `rows` rows, types inferred) as
 // slices of a smaller batch when its rows are independent and the setting

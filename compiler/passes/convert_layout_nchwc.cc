@@ -67,6 +67,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/int_math.h"
 #include "common/status_macros.h"
 #include "compiler/ir/op_def.h"
 #include "compiler/ops/op_registry.h"
@@ -76,7 +77,6 @@ namespace {
 
 constexpr int64_t kBlock = 16;  // float32 lanes of the host vector (lower::kLanes)
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 std::shared_ptr<ConstantData> FloatData(std::vector<int64_t> shape, const std::vector<float>& v) {
   auto data = std::make_shared<ConstantData>();

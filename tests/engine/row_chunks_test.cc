@@ -175,8 +175,8 @@ TEST_F(RowChunksTest, TheRuleSplitsACacheBoundConvAndKeepsADenseLayerWhole) {
   absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> one_conv = Compiler(WideConv)(1);
   absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> one_dense = Compiler(dense)(1);
   ASSERT_TRUE(one_conv.ok() && one_dense.ok());
-  EXPECT_EQ(ChunkRowsFor((*one_conv)->program(), 16, 1), 1);
-  EXPECT_EQ(ChunkRowsFor((*one_dense)->program(), 16, 1), 16);
+  EXPECT_EQ(ChunkRowsFor((*one_conv)->program(), 16), 1);
+  EXPECT_EQ(ChunkRowsFor((*one_dense)->program(), 16), 16);
 }
 
 // Through the server's path: a model with a symbolic batch gets its batch-8
