@@ -14,11 +14,12 @@
 // add, sub, mul, div of two blocked values of one shape, or of a blocked
 // value and a constant that is a scalar or per channel ((C, 1, 1) or
 // (1, C, 1, 1), BatchNorm's scale and shift when FoldScaleAxis could not fold
-// them); max_pool2d and avg_pool2d. Per-channel constants are re-laid at
+// them); max_pool2d and avg_pool2d; a concat along the channels whose
+// pieces, but the last, are whole blocks (a concat of blocks). Per-channel constants are re-laid at
 // compile time as (C/16, 1, 1, 16), padded with 0 (1 for a divisor), and
 // conv weights OIHW as O/16, C/c, KH, KW, c, 16, zero past O and C, bias as
-// (O/16, 16). Everything else (flatten, global pooling's sum, dense, a
-// concat, graph outputs) reads the NCHW value through one layout_transform
+// (O/16, 16). Everything else (flatten, global pooling's sum, dense, other
+// concats, graph outputs) reads the NCHW value through one layout_transform
 // back, made once per blocked value; a conv whose input is not blocked reads
 // it through one transform forward. So transforms sit only at the
 // boundaries of the blocked region, and FuseOps treats them as injective
@@ -42,8 +43,8 @@
 // weights, keeps elementwise ops, pools and BatchNorm blocked, and reorders
 // only at the boundaries; it also takes the stem's NCHW input directly
 // (an NCHW-input NchwcConv) and fuses the activation and residual add into
-// the conv, which FuseOps does here. Not (yet) handled: concat along
-// channels, depthwise and grouped convs, global pooling kept blocked.
+// the conv, which FuseOps does here. Not (yet) handled: depthwise and
+// grouped convs, global pooling kept blocked.
 //
 // When it runs (PassConfig::nchwc_layout): kOn converts every conv it can;
 // kAuto only graphs of four or more convs that are all convertible
@@ -92,17 +93,35 @@ bool Convertible(const Node& conv) {
          (conv.inputs.size() < 3 || conv.inputs[2]->is_constant());
 }
 
+// Whether `concat` can join blocked values: along the channels of a float32
+// NCHW value, every piece but the last a whole number of blocks, so the
+// blocked concat is a concat of whole blocks (the last piece's padded
+// channels land past the output's channels, where padding belongs).
+bool ConcatKeepsBlocks(const Node& concat) {
+  if (concat.type.rank() != 4 || concat.type.dtype != DType::kFloat32) return false;
+  const int64_t axis = std::get<AxisAttrs>(concat.attrs).axis;
+  if (axis != 1 && axis != -3) return false;
+  for (size_t i = 0; i + 1 < concat.inputs.size(); ++i) {
+    if (concat.inputs[i]->type.rank() != 4 || concat.inputs[i]->type.shape[1] % kBlock != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // NchwcLayout::kAuto: graphs with at least kMinConvs convs, every one of
-// them convertible (ResNet-style), and no concat. A grouped or depthwise
-// conv stays NCHW and cuts the blocked region with a transform each way; a
-// concat (not kept blocked yet) takes its inputs through transforms back,
-// which FuseOps joins into the concat's kernel, so an inception block's
-// branches could no longer write their slices in place (ConcatInPlace).
+// them convertible (ResNet-style), and every concat one that keeps blocks.
+// A grouped or depthwise conv stays NCHW and cuts the blocked region with a
+// transform each way; a concat that cannot stay blocked takes its inputs
+// through transforms back, which FuseOps joins into the concat's kernel, so
+// an inception block's branches could no longer write their slices in place
+// (ConcatInPlace). A blocked concat at batch 1 is written in place as well:
+// each block of channels is contiguous.
 bool WinsOn(const Graph& graph) {
   constexpr int kMinConvs = 4;
   int convs = 0;
   for (const Node* n : graph.TopologicalOrder()) {
-    if (n->is_op() && n->op->name == "concat") return false;
+    if (n->is_op() && n->op->name == "concat" && !ConcatKeepsBlocks(*n)) return false;
     if (!n->is_op() || n->op->name != "conv2d") continue;
     if (!Convertible(*n)) return false;
     ++convs;
@@ -138,17 +157,49 @@ class LayoutConverter {
     const std::string& op = n->op->name;
     if (op == "conv2d") return ConvertConv(n);
     if (op == "relu" || op == "sigmoid" || op == "tanh" || op == "clip") {
-      auto in = blocked_.find(n->inputs[0]);
-      if (in == blocked_.end() || n->inputs.size() != 1) return absl::OkStatus();
-      return Emit(n, op, {in->second}, n->attrs);
+      Node* in = BlockedForm(n->inputs[0]);
+      if (in == nullptr || n->inputs.size() != 1) return absl::OkStatus();
+      return Emit(n, op, {in}, n->attrs);
     }
     if (op == "max_pool2d" || op == "avg_pool2d") {
-      auto in = blocked_.find(n->inputs[0]);
-      if (in == blocked_.end()) return absl::OkStatus();
-      return Emit(n, op, {in->second}, n->attrs);
+      Node* in = BlockedForm(n->inputs[0]);
+      if (in == nullptr) return absl::OkStatus();
+      return Emit(n, op, {in}, n->attrs);
     }
     if (op == "add" || op == "sub" || op == "mul" || op == "div") return ConvertBinary(n);
+    if (op == "concat") return ConvertConcat(n);
     return absl::OkStatus();
+  }
+
+  // A concat of blocked values along the channels, as a concat of blocks
+  // (axis 1 of N, C/16, H, W, 16). Pieces not blocked join through a
+  // transform forward, if at least one piece is blocked.
+  absl::Status ConvertConcat(Node* n) {
+    if (!ConcatKeepsBlocks(*n)) return absl::OkStatus();
+    std::vector<Node*> inputs;
+    bool any_blocked = false;
+    for (Node* in : n->inputs) {
+      if (auto it = blocked_.find(in); it != blocked_.end()) {
+        inputs.push_back(it->second);
+        any_blocked = true;
+        continue;
+      }
+      KILN_ASSIGN_OR_RETURN(Node* t, Blocked(in, kBlock));
+      inputs.push_back(t);
+    }
+    if (!any_blocked) return absl::OkStatus();
+    return Emit(n, "concat", std::move(inputs), AxisAttrs{1});
+  }
+
+  // `x` in 16-channel blocks without a new transform: its blocked
+  // replacement, or the transform forward a conv already reads it through
+  // (so a pool beside a conv on the block's input, as in an inception
+  // block, stays blocked and its concat can be made in place); else null.
+  Node* BlockedForm(Node* x) const {
+    if (auto it = blocked_.find(x); it != blocked_.end()) return it->second;
+    auto it = blocked_inputs_.find(x);
+    if (it != blocked_inputs_.end() && it->second->type.shape.back() == kBlock) return it->second;
+    return nullptr;
   }
 
   // Adds `op` over blocked inputs as the blocked form of `n`, typed.

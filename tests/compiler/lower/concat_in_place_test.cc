@@ -41,8 +41,8 @@ void ExpectMatches(const runtime::Tensor& got, const testing::NpyFloat32& want,
 
 // Compiles case `name` (with ConcatInPlace disabled when `in_place` is
 // false), checks both outputs against NumPy and returns how many of its
-// kernels hold a concat.
-int RunCase(const std::string& name, bool in_place) {
+// kernels hold a concat (and, in `blocked_convs`, how many a blocked conv).
+int RunCase(const std::string& name, bool in_place, int* blocked_convs = nullptr) {
   std::ifstream in(kData + name + ".onnx", std::ios::binary);
   std::stringstream bytes;
   bytes << in.rdbuf();
@@ -57,8 +57,12 @@ int RunCase(const std::string& name, bool in_place) {
   EXPECT_TRUE(compiled.ok()) << compiled.status();
   if (!compiled.ok()) return -1;
   int concats = 0;
+  if (blocked_convs != nullptr) *blocked_convs = 0;
   for (const engine::KernelCompileReport& k : compiled->kernels) {
     concats += std::count(k.ops.begin(), k.ops.end(), "concat") > 0;
+    if (blocked_convs != nullptr) {
+      *blocked_convs += std::count(k.ops.begin(), k.ops.end(), "conv2d_nchwc") > 0;
+    }
   }
   const testing::NpyFloat32 x = ReadNpy(name + "_x");
   auto input = runtime::Tensor::FromBytes({DType::kFloat32, x.shape}, x.bytes());
@@ -82,6 +86,17 @@ int RunCase(const std::string& name, bool in_place) {
 TEST(ConcatInPlaceTest, BatchOneConcatHasNoKernelAndMatchesNumPy) {
   EXPECT_EQ(RunCase("b1_9x9", /*in_place=*/true), 0);
   EXPECT_EQ(RunCase("b1_9x9", /*in_place=*/false), 1);
+}
+
+// Branches of whole 16-channel blocks: the default layout pass keeps the
+// block in NCHW16c, the concat a concat of blocks, and at batch 1 a block of
+// channels is contiguous, so the concat is still made in place.
+TEST(ConcatInPlaceTest, BlockedConcatHasNoKernelAndMatchesNumPy) {
+  int blocked_convs = 0;
+  EXPECT_EQ(RunCase("b1_blocked", /*in_place=*/true, &blocked_convs), 0);
+  EXPECT_EQ(blocked_convs, 4);
+  EXPECT_EQ(RunCase("b1_blocked", /*in_place=*/false, &blocked_convs), 1);
+  EXPECT_EQ(blocked_convs, 4);
 }
 
 // At batch 2 a channel slice is strided: the concat stays a kernel.

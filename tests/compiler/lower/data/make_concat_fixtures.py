@@ -7,6 +7,7 @@ concat_NAME.onnx with input x (concat_NAME_x.npy) and outputs y, z
 (concat_NAME_y.npy, concat_NAME_z.npy), computed here in float64:
   a = Relu(Conv1x1(x))            b = Relu(Conv3x3 pad 1(x))
   c = Conv1x1(MaxPool 3x3 s1 p1(x)) d = AveragePool 3x3 s1 p1(x) (pads not counted)
+  (a, b and c have 5, 3 and 4 channels, or the case's widths)
   y = Relu(Conv1x1(Concat(a, b, c, d, axis=1)))
   z = a * 2 + 1                   (a is read by a kernel besides the Concat)
 """
@@ -51,14 +52,15 @@ def relu(v):
     return np.maximum(v, 0)
 
 
-def case(name, shape):
+def case(name, shape, widths=(5, 3, 4)):
     c = shape[1]
+    na, nb, nc = widths
     x = rng.standard_normal(shape).astype(np.float32)
     params = {
-        "wa": rng.standard_normal((5, c, 1, 1)), "ba": rng.standard_normal(5),
-        "wb": rng.standard_normal((3, c, 3, 3)) * 0.3, "bb": rng.standard_normal(3),
-        "wc": rng.standard_normal((4, c, 1, 1)), "bc": rng.standard_normal(4),
-        "wy": rng.standard_normal((6, 5 + 3 + 4 + c, 1, 1)) * 0.3, "by": rng.standard_normal(6),
+        "wa": rng.standard_normal((na, c, 1, 1)), "ba": rng.standard_normal(na),
+        "wb": rng.standard_normal((nb, c, 3, 3)) * 0.3, "bb": rng.standard_normal(nb),
+        "wc": rng.standard_normal((nc, c, 1, 1)), "bc": rng.standard_normal(nc),
+        "wy": rng.standard_normal((6, na + nb + nc + c, 1, 1)) * 0.3, "by": rng.standard_normal(6),
     }
     params = {k: v.astype(np.float32) for k, v in params.items()}
     p = {k: v.astype(np.float64) for k, v in params.items()}
@@ -90,7 +92,7 @@ def case(name, shape):
     graph = helper.make_graph(
         nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [shape[0], 6, h, w]),
-         helper.make_tensor_value_info("z", TensorProto.FLOAT, [shape[0], 5, h, w])], consts)
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, [shape[0], na, h, w])], consts)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     onnx.checker.check_model(model)
     base = os.path.join(HERE, "concat_" + name)
@@ -103,6 +105,9 @@ def case(name, shape):
 def main():
     case("b1_9x9", (1, 4, 9, 9))
     case("b2_7x6", (2, 3, 7, 6))  # batch 2: strided slices, the Concat stays a kernel
+    # Branches of whole 16-channel blocks (the last piece, x's 20, need not be):
+    # ConvertLayoutNchwc keeps the block blocked, the Concat a concat of blocks.
+    case("b1_blocked", (1, 20, 9, 9), widths=(16, 32, 16))
 
 
 if __name__ == "__main__":
