@@ -79,6 +79,8 @@ std::unique_ptr<CLI::App> NewKilnCli() {
             "Send the model in chunks (UploadModel), as is done anyway over 64 MB");
   AddSwitch(compile, "kernel-bounds-checks",
             "Kernels check every load and store (slower; an access outside fails the call)");
+  AddValue(compile, "nchwc", "on|off|auto",
+           "Convs in blocked channels (NCHW16c); default auto: where it measures faster");
   AddBatchingFlags(compile);
   AddSymbolFlags(compile);
   AddJson(compile);

@@ -144,6 +144,15 @@ int Compile(KilnClient& client, const CliArgs& args) {
   for (const std::string& p : args.GetAll("require")) options->add_required_passes(p);
   for (const std::string& p : args.GetAll("print-ir-after")) options->add_print_ir_after(p);
   if (args.Has("kernel-bounds-checks")) options->set_kernel_bounds_checks(true);
+  if (const std::string nchwc = args.Get("nchwc"); !nchwc.empty()) {
+    if (nchwc == "on") {
+      options->set_nchwc_layout(kiln::v1::NCHWC_LAYOUT_ON);
+    } else if (nchwc == "off") {
+      options->set_nchwc_layout(kiln::v1::NCHWC_LAYOUT_OFF);
+    } else if (nchwc != "auto") {
+      return Usage("--nchwc wants on, off or auto");
+    }
+  }
   std::vector<std::string> shaped;
   for (const std::string& spec : args.GetAll("input-shape")) {
     // NAME=1x3x224x224

@@ -35,8 +35,22 @@
 namespace kiln::server {
 namespace {
 
-CompileOptions ToCompileOptions(const kiln::v1::CompileOptions& in) {
+absl::StatusOr<CompileOptions> ToCompileOptions(const kiln::v1::CompileOptions& in) {
   CompileOptions out;
+  switch (in.nchwc_layout()) {
+    case kiln::v1::NCHWC_LAYOUT_AUTO:
+      out.nchwc_layout = NchwcLayout::kAuto;
+      break;
+    case kiln::v1::NCHWC_LAYOUT_OFF:
+      out.nchwc_layout = NchwcLayout::kOff;
+      break;
+    case kiln::v1::NCHWC_LAYOUT_ON:
+      out.nchwc_layout = NchwcLayout::kOn;
+      break;
+    default:  // a value this server's proto does not know
+      return absl::InvalidArgumentError(
+          absl::StrCat("options.nchwc_layout ", in.nchwc_layout(), " is not AUTO, OFF or ON"));
+  }
   if (in.has_opt_level()) out.opt_level = in.opt_level();
   out.disabled_passes.assign(in.disabled_passes().begin(), in.disabled_passes().end());
   out.required_passes.assign(in.required_passes().begin(), in.required_passes().end());
@@ -276,7 +290,9 @@ absl::StatusOr<kiln::v1::CompileModelResponse> CompilerService::CompileNamed(
       return ImportKilnGraph(*graph, OpRegistry::Default(), &shapes, max_nodes);
     };
   };
-  CompileOptions options = ToCompileOptions(request.options());
+  absl::StatusOr<CompileOptions> converted = ToCompileOptions(request.options());
+  if (!converted.ok()) return converted.status();
+  CompileOptions options = *std::move(converted);
   options.should_stop = std::move(stop);
   engine::SymbolicModel symbolic = ToSymbolicModel(request.options());
   absl::StatusOr<engine::CompileResult> result;
@@ -695,7 +711,9 @@ grpc::Status CompilerService::TuneModel(grpc::ServerContext* context,
                             limits_.max_graph_nodes);
   }
   if (!graph.ok()) return Fail("TuneModel", NameTheFlag(graph.status()));
-  CompileOptions options = ToCompileOptions(model.options());
+  absl::StatusOr<CompileOptions> converted = ToCompileOptions(model.options());
+  if (!converted.ok()) return Fail("TuneModel", converted.status());
+  CompileOptions options = *std::move(converted);
   engine::TuneOptions tune;
   if (request->budget_s_per_kernel() > 0) tune.budget_s_per_kernel = request->budget_s_per_kernel();
   if (request->max_candidates() > 0) tune.max_candidates = request->max_candidates();

@@ -91,6 +91,10 @@ def _compile_options(options):
                     entry.sizes[symbol] = int(size)
         elif key in ("exact_shapes_only", "kernel_bounds_checks"):
             setattr(o, key, bool(value))
+        elif key == "nchwc_layout":  # "auto", "off" or "on"
+            if value not in ("auto", "off", "on"):
+                raise KilnError("INVALID_ARGUMENT", "nchwc_layout wants 'auto', 'off' or 'on'")
+            o.nchwc_layout = {"auto": 0, "off": 1, "on": 2}[value]
         else:
             raise KilnError("INVALID_ARGUMENT", "CompileOptions has no field %r" % key)
     return o

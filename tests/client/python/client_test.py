@@ -188,6 +188,17 @@ class ClientTest(unittest.TestCase):
             self.client.compile(_dense_relu(self.w, self.b), "x", no_such_option=1)
         self.assertEqual(caught.exception.code, "INVALID_ARGUMENT")
 
+    def test_nchwc_layout_option(self):
+        # Spelt as kiln compile's --nchwc; a dense model has no conv to block.
+        self.client.compile(_dense_relu(self.w, self.b), "dense_nchw", nchwc_layout="off")
+        x = self.rng.standard_normal((4, 16)).astype(np.float32)
+        np.testing.assert_allclose(self.client.infer("dense_nchw", {"x": x})["y"],
+                                   self.reference(x), rtol=1e-5, atol=1e-5)
+        self.client.unload("dense_nchw")
+        with self.assertRaises(kiln.KilnError) as caught:
+            self.client.compile(_dense_relu(self.w, self.b), "x", nchwc_layout="sideways")
+        self.assertEqual(caught.exception.code, "INVALID_ARGUMENT")
+
     def test_compile_stream_yields_progress_then_the_result(self):
         events = list(self.client.compile_stream(_dense_relu(self.w, self.b), "dense_stream"))
         kinds = [e.kind for e in events]
