@@ -1,6 +1,7 @@
 #include "engine/model_manager.h"
 
 #include <algorithm>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -402,19 +403,27 @@ bool ModelManager::UnloadColdestVariant(absl::string_view for_what) {
 ModelMemory MemoryOf(const ServedModel& served) {
   ModelMemory memory;
   memory.source_bytes = served.source_bytes;
-  auto add = [&memory](const runtime::CompiledModel& model) {
-    const runtime::ModelFootprint& f = model.footprint();
-    memory.footprint.constant_bytes += f.constant_bytes;
-    memory.footprint.arena_bytes += f.arena_bytes;
-    memory.footprint.code_bytes += f.code_bytes;
-    ++memory.variants;
+  // Each model object once: a batch run in row chunks holds its slice
+  // model, which is usually a loaded variant too, and may outlive its
+  // unloading as a variant.
+  std::set<const runtime::CompiledModel*> counted;
+  auto add_held = [&](const runtime::CompiledModel* model) {
+    for (; model != nullptr && counted.insert(model).second; model = model->row_chunk_model()) {
+      const runtime::ModelFootprint& f = model->footprint();
+      memory.footprint.constant_bytes += f.constant_bytes;
+      memory.footprint.arena_bytes += f.arena_bytes;
+      memory.footprint.code_bytes += f.code_bytes;
+    }
   };
-  if (served.model) add(*served.model);
+  std::vector<const runtime::CompiledModel*> loaded;
+  if (served.model) loaded.push_back(served.model.get());
   if (served.variants) {
     for (const auto& [key, model] : served.variants->Loaded()) {
-      if (model != served.model) add(*model);
+      if (model != served.model) loaded.push_back(model.get());
     }
   }
+  memory.variants = static_cast<int>(loaded.size());
+  for (const runtime::CompiledModel* model : loaded) add_held(model);
   return memory;
 }
 

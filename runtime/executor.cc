@@ -77,9 +77,13 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::CreateRowChunked(
   }
   std::unique_ptr<CompiledModel> model(new CompiledModel(std::move(program), {}));
   model->plan_ = chunk_model->plan_;
-  model->footprint_ = chunk_model->footprint_;
-  // Slices run at once, each with its own arena.
-  model->footprint_.arena_bytes *= std::min<int64_t>(chunks, GetParallelThreads());
+  // Slices run at once, each with its own arena from the slice model's
+  // pool; the slice model's constants, code and first arena are its own
+  // footprint (it is a loaded variant as well), not counted again here.
+  model->footprint_.arena_bytes =
+      chunk_model->footprint_.arena_bytes * (std::min<int64_t>(chunks, GetParallelThreads()) - 1);
+  model->footprint_.largest_value_bytes = chunk_model->footprint_.largest_value_bytes;
+  model->footprint_.largest_value = chunk_model->footprint_.largest_value;
   model->row_chunks_ = chunks;
   model->row_chunk_model_ = std::move(chunk_model);
   absl::MutexLock lock(&model->stats_mutex_);

@@ -77,7 +77,11 @@ class CompiledModel {
   int64_t intermediate_bytes() const { return plan_.arena_bytes; }
   int64_t unplanned_intermediate_bytes() const { return plan_.naive_bytes; }
   // What it holds while loaded: constants, one call's arena, its kernels' code.
+  // A model made by CreateRowChunked holds only the arenas its slices take
+  // beyond the one of row_chunk_model(), whose footprint is its own.
   const ModelFootprint& footprint() const { return footprint_; }
+  // The model each slice runs on, for one made by CreateRowChunked; else null.
+  const CompiledModel* row_chunk_model() const { return row_chunk_model_.get(); }
 
  private:
   // Intermediate buffers for one call. A call takes a free set or makes one,

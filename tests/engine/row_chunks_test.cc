@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -213,6 +214,15 @@ TEST(RowChunksServingTest, ABatchOfASymbolicModelRunsAsSlicesOfItsOneRowVariant)
         x, Pseudorandom(2304, 5), {}, 8, 16, 96, 96, 16, 3, 3, /*stride=*/1, /*pad=*/1));
     const float* y = static_cast<const float*>(r->outputs[0].data());
     for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(y[i], want[i], 1e-4) << i;
+
+    // Two variants loaded (batch 1 and 8); in slices the batch-8 one holds
+    // the batch-1 one's weights rather than its own, counted once.
+    std::optional<ServedModel> served = (*manager)->Get("m");
+    ASSERT_TRUE(served.has_value());
+    const ModelMemory memory = MemoryOf(*served);
+    EXPECT_EQ(memory.variants, 2);
+    const int64_t weights = 16 * 16 * 3 * 3 * sizeof(float);
+    EXPECT_EQ(memory.footprint.constant_bytes, (on ? 1 : 2) * weights);
   }
 }
 
