@@ -3,7 +3,7 @@
 
     bench/compare_models.sh [--models resnet18,mlp,...] [--batches 1,8] [--threads 1,2]
         [--iterations 50] [--warmup 5] [--rounds R] [--runtimes kiln,ort,torch]
-        [--models-dir DIR] [--json]
+        [--models-dir DIR] [--json] [--roofline]
 
 (compare_models.sh builds the tools and installs onnxruntime-node first; this
 script expects them.) Each measurement is its own process, one after another:
@@ -58,6 +58,33 @@ def ratio(a, b):
     return None if a is None or b is None or b == 0 else a / b
 
 
+def roofline(rows):
+    """How far each cell is from the FMA limit: the model's FLOPs (its ops'
+    declared costs, as kiln-bench counts them) over p50 against T x the
+    host's measured one-thread FMA peak. A goal of r x ORT needs Kiln at
+    ORT's fraction / r: above 100% it cannot be met by kernels alone."""
+    print("\nFMA roofline: model GFLOP per run over p50, as a fraction of T x this host's "
+          "one-thread FMA peak")
+    print(f"{'model':<14}{'batch':>6}{'thr':>4}{'GFLOP':>8}{'peak GF/s':>10}{'kiln %':>8}"
+          f"{'ort %':>8}{'0.85 needs':>11}{'0.75 needs':>11}")
+    for r in rows:
+        k = r["kiln"]
+        host = k.get("host")
+        if not host or not k.get("flops"):
+            continue
+        peak = host["fma_gflops_one_thread"] * r["threads"]
+        gflop = k["flops"] / 1e9
+
+        def frac(ms):
+            return None if ms is None else 100 * gflop / (ms * 1e-3) / peak
+
+        o = p50(r.get("ort"))
+        need = [None if o is None else frac(o * f) for f in (0.85, 0.75)]
+        print(f"{r['model']:<14}{r['batch']:>6}{r['threads']:>4}{gflop:>8.2f}{peak:>10.0f}"
+              f"{fmt(frac(k['p50_ms']), '.0f'):>8}{fmt(frac(o), '.0f'):>8}"
+              f"{fmt(need[0], '.0f'):>11}{fmt(need[1], '.0f'):>11}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--models", default=",".join(models.ALL),
@@ -72,6 +99,9 @@ def main():
     p.add_argument("--runtimes", default="kiln,ort,torch")
     p.add_argument("--models-dir", default="/tmp/kiln-bench-models")
     p.add_argument("--json", action="store_true", help="also print every raw result as JSON")
+    p.add_argument("--roofline", action="store_true",
+                   help="also each cell's FLOPs against this host's measured FMA peak: the "
+                        "fraction Kiln and ORT reach, and what 0.85 and 0.75 x ORT would need")
     a = p.parse_args()
     names = [n for n in a.models.split(",") if n]
     unknown = [n for n in names if n not in models.SAMPLE_SHAPES]
@@ -97,7 +127,9 @@ def main():
                      "--threads", str(t), "--json"]
             res = {}
             if "kiln" in runtimes:
-                res["kiln"] = run_json([KILN_BENCH, paths[n]] + flags)
+                # --top 1 adds the host's measured peaks to the JSON.
+                res["kiln"] = run_json([KILN_BENCH, paths[n]] + flags +
+                                       (["--top", "1"] if a.roofline else []))
             if "ort" in runtimes:
                 res["ort"] = run_json(["node", os.path.join(HERE, "ort_bench.js"), paths[n]] + flags)
             if "torch" in runtimes:
@@ -139,6 +171,9 @@ def main():
             print(f"{r['model']:<14}{r['batch']:>6}{r['threads']:>4}{k['kernels']:>8}"
                   f"{k['compile_ms']:>12.1f}{k['codegen_ms']:>12.1f}"
                   f"{fmt(o.get('compile_ms'), '.1f'):>12}")
+
+    if a.roofline:
+        roofline(kiln_rows)
 
     chain = [r for r in kiln_rows if r["model"] == "eltwise_chain"]
     if chain:

@@ -370,6 +370,8 @@ int Main(int argc, char** argv) {
   for (const KernelCall& k : program.kernels) {
     for (int v : k.args) kernel_arg_bytes += program.values[v].type.ByteSize();
   }
+  double flops = 0;  // per call, by the ops' declared costs (KernelSpec::flops)
+  for (const engine::KernelCompileReport& k : compiled->kernels) flops += k.flops;
 
   absl::StatusOr<std::vector<runtime::Tensor>> inputs = MakeInputs(program);
   if (!inputs.ok()) return Fail(inputs.status());
@@ -439,13 +441,13 @@ int Main(int argc, char** argv) {
         "\"first_run_ms\": %.4f, \"p50_ms\": %.4f, \"p90_ms\": %.4f, \"p95_ms\": %.4f, "
         "\"p99_ms\": %.4f, \"mean_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, "
         "\"kernels_p50_ms\": %.4f, \"throughput_per_s\": %.2f, \"tuned_kernels\": %d, "
-        "\"row_chunks\": %d%s}\n",
+        "\"row_chunks\": %d, \"flops\": %.0f%s}\n",
         JsonString(path), JsonString(input_names), JsonString(input_shapes),
         JsonString(output_shapes), batch, *threads, *iterations, *warmup, compile_ms, import_ms,
         compiled->record.passes_ms, compiled->record.lower_ms, compiled->codegen_ms, jit_ms,
         static_cast<int>(program.kernels.size()), kernel_arg_bytes, compiled->intermediate_bytes,
         first_ms, s.p50, s.p90, s.p95, s.p99, s.mean, s.min, s.max, k.p50, throughput,
-        compiled->tuned_kernels, static_cast<int>(model->row_chunks()),
+        compiled->tuned_kernels, static_cast<int>(model->row_chunks()), flops,
         *top > 0 ? TopKernelsJson(*model, *compiled, *top, *threads) : "");
     return 0;
   }

@@ -335,6 +335,8 @@ def test_kiln_bench_roofline():
     flops = sorted(k["flops"] for k in kernels)
     for want in (dense(4, 32, 16), dense(4, 32, 32)):
         check(want in flops, f"kiln-bench: no kernel of {want} FLOPs in {flops}")
+    check(doc["flops"] == sum(flops), f"kiln-bench flops {doc['flops']} != its kernels' {flops}")
+    check(doc["flops"] >= dense(4, 32, 16) + dense(4, 32, 32), f"kiln-bench flops {doc['flops']}")
     for k in kernels:
         s = k["p50_ms"] / 1e3
         if s >= 1e-5:  # printed to 0.1 us: recompute only where rounding is small
