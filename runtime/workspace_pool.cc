@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "common/large_block.h"
+
 namespace kiln::runtime {
 namespace {
 
@@ -42,7 +44,7 @@ void* WorkspacePool::Allocate(int64_t bytes) {
       return block;
     }
   }
-  void* block = std::aligned_alloc(abi::kWorkspaceAlignment, static_cast<size_t>(size));
+  void* block = AllocateLargeBlock(static_cast<size_t>(size), abi::kWorkspaceAlignment);
   if (block == nullptr) return nullptr;
   absl::MutexLock lock(&mutex_);
   ++stats_.system_allocations;

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <new>
 
+#include "common/large_block.h"
+
 namespace kiln {
 
 void ConstantBytes::FreeAligned::operator()(char* p) const { std::free(p); }
@@ -12,7 +14,7 @@ void ConstantBytes::FreeAligned::operator()(char* p) const { std::free(p); }
 ConstantBytes ConstantBytes::Aligned(size_t size) {
   const size_t rounded =
       std::max<size_t>(kAlignment, (size + kAlignment - 1) / kAlignment * kAlignment);
-  char* p = static_cast<char*>(std::aligned_alloc(kAlignment, rounded));
+  char* p = static_cast<char*>(AllocateLargeBlock(rounded, kAlignment));
   if (p == nullptr) throw std::bad_alloc();  // as std::string's own allocation would
   std::memset(p + size, 0, rounded - size);
   ConstantBytes out;
