@@ -333,8 +333,21 @@ int Main(int argc, char** argv) {
       return client::PrintUsageError("kiln-bench", "--row-chunks takes a row count, auto or off");
     }
   }
-  // A slice's model compiles as the server's variant for its rows would.
-  std::optional<engine::CompileResult> slice_compile;
+  // A slice's model compiles as the server's variant for its rows would;
+  // so do a whole-batch tail's head (the slices) and tail.
+  std::optional<engine::CompileResult> slice_compile, head_compile, tail_compile;
+  engine::TailCompiler tail;
+  tail.graph_for = [&](int64_t rows) { return ImportModel(path, static_cast<int>(rows)); };
+  tail.compile =
+      [&](Graph part,
+          const std::string& what) -> absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> {
+    const std::string name = absl::StrCat("bench-", what);
+    absl::StatusOr<engine::CompileResult> r =
+        (*manager)->Compile(name, std::move(part), compile_options);
+    if (!r.ok()) return r.status();
+    (what == "tail" ? tail_compile : head_compile) = *std::move(r);
+    return (*manager)->Find(name);
+  };
   std::string why_whole;
   absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> chunked = engine::RowChunkedModel(
       *graph,
@@ -352,7 +365,7 @@ int Main(int argc, char** argv) {
         slice_compile = *std::move(r);
         return (*manager)->Find(name);
       },
-      &why_whole);
+      &why_whole, &tail);
   if (!chunked.ok()) return Fail(chunked.status());
   std::shared_ptr<runtime::CompiledModel> model = *chunked;
   absl::StatusOr<engine::CompileResult> compiled =
@@ -364,6 +377,24 @@ int Main(int argc, char** argv) {
   for (auto& k : compiled->kernels) {
     k.flops *= static_cast<double>(model->row_chunks());
     k.bytes *= model->row_chunks();
+  }
+  // A whole-batch tail's kernels follow the slices' (its head's), as in the program.
+  const bool has_tail = model->row_chunks() > 1 && head_compile.has_value() &&
+                        tail_compile.has_value() &&
+                        model->program().kernels.size() ==
+                            head_compile->kernels.size() + tail_compile->kernels.size();
+  if (has_tail) {
+    compiled = *head_compile;
+    for (auto& k : compiled->kernels) {
+      k.flops *= static_cast<double>(model->row_chunks());
+      k.bytes *= model->row_chunks();
+    }
+    for (engine::KernelCompileReport k : tail_compile->kernels) {
+      k.name = "tail." + k.name;
+      compiled->kernels.push_back(std::move(k));
+    }
+    compiled->total_ms += tail_compile->total_ms;
+    compiled->codegen_ms += tail_compile->codegen_ms;
   }
   const Program& program = model->program();
   int64_t kernel_arg_bytes = 0;
@@ -462,8 +493,11 @@ int Main(int argc, char** argv) {
     std::cout << absl::StrFormat("  %d kernels follow tuning records\n", compiled->tuned_kernels);
   }
   if (model->row_chunks() > 1) {
-    std::cout << absl::StrFormat("  the batch runs as %d slices of %d rows\n", model->row_chunks(),
-                                 batch / model->row_chunks());
+    std::cout << absl::StrFormat("  the batch runs as %d slices of %d rows%s\n",
+                                 model->row_chunks(), batch / model->row_chunks(),
+                                 has_tail ? absl::StrCat(", then a whole-batch tail of ",
+                                                         tail_compile->kernels.size(), " kernels")
+                                          : "");
   } else if (!why_whole.empty()) {
     std::cout << "  the batch runs whole: " << why_whole << "\n";
   }

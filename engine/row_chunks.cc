@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -68,7 +70,99 @@ bool SomeValueOutgrowsTheCache(const Graph& whole, int64_t rows) {
   return false;
 }
 
+// `whole` with its value `cut` as an input (named `cut`'s name) and what
+// only led to it gone: the tail, run on the whole batch. The graph's own
+// inputs stay, unread.
+Graph TailGraph(const Graph& whole, const Node* cut) {
+  Graph tail = whole.Clone();
+  Node* from = nullptr;
+  for (Node* n : tail.AllNodes()) {
+    if (n->name == cut->name) from = n;
+  }
+  Node* input = tail.AddInput(cut->name + ".rows", cut->type);
+  tail.ReplaceAllUses(from, input);
+  tail.RemoveDeadNodes();
+  return tail;
+}
+
+// The ordinal of `n` among the ops named like it, in topological order.
+int OpOrdinal(const Graph& g, const Node* n) {
+  int ordinal = 0;
+  for (const Node* m : g.TopologicalOrder()) {
+    if (m == n) return ordinal;
+    ordinal += m->is_op() && m->op == n->op;
+  }
+  return -1;
+}
+
+// A batch of `rows` up to `cut` of `whole`: the slices' graph, the cut its
+// one output. The cut is found in the graph of the slices' batch by name
+// (an importer names nodes alike at any batch), else as the op of its kind
+// at the same place in topological order.
+absl::StatusOr<Graph> HeadGraph(Graph sliced, const Graph& whole, const Node* cut) {
+  Node* found = nullptr;
+  for (Node* n : sliced.AllNodes()) {
+    if (n->name == cut->name) found = n;
+  }
+  if (found == nullptr) {
+    const int ordinal = OpOrdinal(whole, cut);
+    int seen = 0;
+    for (Node* n : sliced.TopologicalOrder()) {
+      if (!n->is_op() || n->op != cut->op) continue;
+      if (seen++ == ordinal) found = n;
+    }
+  }
+  if (found == nullptr) {
+    return absl::NotFoundError(absl::StrCat("no node '", cut->name, "' in the sliced graph"));
+  }
+  sliced.SetOutput(0, found);
+  sliced.RemoveDeadNodes();
+  return sliced;
+}
+
 }  // namespace
+
+const Node* WholeBatchTailCut(const Graph& whole, int64_t rows) {
+  if (whole.outputs().size() != 1 || rows < 2) return nullptr;
+  const Node* out = whole.outputs()[0];
+  const std::vector<Node*> order = whole.TopologicalOrder();
+  std::unordered_map<const Node*, std::vector<const Node*>> consumers;
+  for (const Node* n : order) {
+    for (const Node* in : n->inputs) consumers[in].push_back(n);
+  }
+  auto fits = [&](const Node* n) {
+    return n->is_op() && n->type_known && !n->type.shape.empty() && n->type.shape[0] == rows &&
+           static_cast<double>(n->type.ByteSize()) <= CacheBytes() / 2;
+  };
+  // Earliest first: the first cut that works has the largest tail.
+  for (const Node* cut : order) {
+    if (cut == out || !fits(cut)) continue;
+    std::unordered_set<const Node*> tail;
+    std::vector<const Node*> stack{cut};
+    while (!stack.empty()) {
+      const Node* n = stack.back();
+      stack.pop_back();
+      for (const Node* c : consumers[n]) {
+        if (tail.insert(c).second) stack.push_back(c);
+      }
+    }
+    if (!tail.count(out)) continue;
+    bool whole_batch = true;
+    int64_t weights = 0;
+    for (const Node* n : tail) {
+      whole_batch &= fits(n);
+      for (const Node* in : n->inputs) {
+        if (in->is_constant()) {
+          weights = std::max<int64_t>(weights, in->type.ByteSize());
+        } else {
+          whole_batch &= in == cut || tail.count(in) > 0;
+        }
+      }
+    }
+    if (whole_batch && weights >= kTailWeightBytes) return cut;
+  }
+  return nullptr;
+}
 
 int64_t ChunkRowsFor(const Program& one_row, int64_t rows) {
   std::vector<KernelBytes> kernels;
@@ -96,7 +190,7 @@ int64_t ChunkRowsFor(const Program& one_row, int64_t rows) {
 
 absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> RowChunkedModel(
     const Graph& whole, int64_t rows, RowChunkSetting setting, const ModelForRows& model_for,
-    std::string* why_whole) {
+    std::string* why_whole, const TailCompiler* tail) {
   auto whole_because = [&](std::string why) {
     if (why_whole != nullptr) *why_whole = std::move(why);
     return nullptr;
@@ -123,11 +217,34 @@ absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> RowChunkedModel(
     }
     if (chunk != 1) part.reset();
   }
+  const Node* cut = tail != nullptr && tail->graph_for && tail->compile
+                        ? WholeBatchTailCut(whole, rows)
+                        : nullptr;
+  std::shared_ptr<runtime::CompiledModel> head_model, tail_model;
+  if (cut != nullptr) {
+    // The slices stop at the cut: a model of their own, the graph at their
+    // rows up to it (its kernels, but the cut's, are the sliced variant's,
+    // found in the kernel cache). A head or tail that does not compile
+    // leaves the slices whole-graph.
+    absl::Status split = [&]() -> absl::Status {
+      KILN_ASSIGN_OR_RETURN(Graph sliced, tail->graph_for(chunk));
+      KILN_ASSIGN_OR_RETURN(Graph head, HeadGraph(std::move(sliced), whole, cut));
+      KILN_ASSIGN_OR_RETURN(head_model, tail->compile(std::move(head), "head"));
+      KILN_ASSIGN_OR_RETURN(tail_model, tail->compile(TailGraph(whole, cut), "tail"));
+      return absl::OkStatus();
+    }();
+    if (split.ok()) {
+      part = std::move(head_model);
+    } else {
+      tail_model.reset();
+    }
+  }
   if (part == nullptr) {
     KILN_ASSIGN_OR_RETURN(part, model_for(chunk));
   }
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::CompiledModel> chunked,
-                        runtime::CompiledModel::CreateRowChunked(std::move(part), rows / chunk));
+                        runtime::CompiledModel::CreateRowChunked(std::move(part), rows / chunk,
+                                                                 std::move(tail_model)));
   return std::shared_ptr<runtime::CompiledModel>(std::move(chunked));
 }
 

@@ -54,14 +54,40 @@ struct RowChunkSetting {
 // thread count does not enter.
 int64_t ChunkRowsFor(const Program& one_row, int64_t rows);
 
+// A classifier's head (pooled features through dense layers) reads its
+// weights once per row: as slices of one row, a batch of 8 streamed
+// mobilenet_v3_large's 10 MB of classifier weights 8 times, about 4 of its
+// 55 ms (Intel Xeon, 1 thread, a machine shared with builds), against
+// 1.2 ms for the two layers run whole. So the slices may stop
+// at a cut, the head's last value, and a whole-batch tail computes the rest
+// from the slices' results. WholeBatchTailCut finds the cut: the earliest
+// value whose descendants (the tail) hold the graph's one output, read
+// nothing else computed but the cut and each other, and, like the cut,
+// fit in half of L2 for the whole batch; the tail must read a weight of at
+// least kTailWeightBytes. Null when there is none. (ChunkRowsFor still
+// counts the tail's weights as streamed once per slice: it errs towards
+// whole.)
+inline constexpr int64_t kTailWeightBytes = 256 << 10;
+const Node* WholeBatchTailCut(const Graph& whole, int64_t rows);
+
+// What a tail needs compiled: the graph at a batch of `rows` (as the
+// importer makes it) and a compile of any graph. Either unset: no tail.
+struct TailCompiler {
+  std::function<absl::StatusOr<Graph>(int64_t rows)> graph_for;
+  std::function<absl::StatusOr<std::shared_ptr<runtime::CompiledModel>>(Graph graph,
+                                                                        const std::string& part)>
+      compile;
+};
+
 // The model for `whole` (the graph at `rows` rows, types inferred) as
 // slices of a smaller batch when its rows are independent and the setting
-// (or ChunkRowsFor) says so; null when the batch is better run whole (or
-// cannot be split): the caller compiles `whole` then, and `why_whole`
-// (if given) says why.
+// (or ChunkRowsFor) says so, and with a whole-batch tail where `tail` can
+// compile one and WholeBatchTailCut finds it; null when the batch is better
+// run whole (or cannot be split): the caller compiles `whole` then, and
+// `why_whole` (if given) says why.
 absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> RowChunkedModel(
     const Graph& whole, int64_t rows, RowChunkSetting setting, const ModelForRows& model_for,
-    std::string* why_whole = nullptr);
+    std::string* why_whole = nullptr, const TailCompiler* tail = nullptr);
 
 }  // namespace kiln::engine
 

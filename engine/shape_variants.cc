@@ -276,13 +276,27 @@ std::shared_ptr<runtime::CompiledModel> ShapeVariants::AsRowChunks(
   // A slice is this model's variant for its rows, shared with requests of
   // that batch; a slice that cannot compile (outside a declared range, say)
   // leaves the batch to compile whole.
+  // A whole-batch tail and the slices' head compile as models of their own
+  // (not variants): the graph at the slice's rows, and the usual compile.
+  TailCompiler tail;
+  tail.graph_for = [&](int64_t slice_rows) {
+    ShapeBinding binding;
+    for (size_t i = 0; i < signature_.inputs.size(); ++i) {
+      std::vector<int64_t> shape = shapes[i];
+      shape[0] = slice_rows;
+      binding[signature_.inputs[i].name] = std::move(shape);
+    }
+    return graph_for_(binding, ValueBinding{});
+  };
+  tail.compile = [&](Graph part, const std::string&) { return compile_(std::move(part)); };
   absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> chunked = RowChunkedModel(
       graph, rows, row_chunks_,
       [&](int64_t slice_rows) -> absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> {
         std::vector<std::vector<int64_t>> slice = shapes;
         for (std::vector<int64_t>& shape : slice) shape[0] = slice_rows;
         return Get(slice);
-      });
+      },
+      nullptr, &tail);
   return chunked.ok() ? *std::move(chunked) : nullptr;
 }
 

@@ -61,7 +61,8 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::Create(
 }
 
 absl::StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::CreateRowChunked(
-    std::shared_ptr<CompiledModel> chunk_model, int64_t chunks) {
+    std::shared_ptr<CompiledModel> chunk_model, int64_t chunks,
+    std::shared_ptr<CompiledModel> tail) {
   Program program = chunk_model->program_;
   std::vector<bool> scaled(program.values.size(), false);
   for (const std::vector<int>* ends : {&program.inputs, &program.outputs}) {
@@ -75,6 +76,30 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::CreateRowChunked(
       scaled[v] = true;
     }
   }
+  if (tail != nullptr) {
+    const Program& t = tail->program_;
+    if (program.outputs.size() != 1 || t.inputs.size() != program.inputs.size() + 1 ||
+        !(t.values[t.inputs.back()].type == program.values[program.outputs[0]].type)) {
+      return absl::InvalidArgumentError(
+          "a whole-batch tail must read the slices' one output, after their inputs");
+    }
+    // The tail's values after the slices', its inputs read as theirs.
+    const int base = static_cast<int>(program.values.size());
+    std::vector<int> index(t.values.size());
+    for (size_t v = 0; v < t.values.size(); ++v) index[v] = base + static_cast<int>(v);
+    for (size_t i = 0; i < t.inputs.size(); ++i) {
+      index[t.inputs[i]] = i < program.inputs.size() ? program.inputs[i] : program.outputs[0];
+    }
+    program.values.insert(program.values.end(), t.values.begin(), t.values.end());
+    for (KernelCall k : t.kernels) {
+      k.name = "tail." + k.name;
+      for (int& a : k.args) a = index[a];
+      program.kernels.push_back(std::move(k));
+    }
+    program.outputs.clear();
+    for (int v : t.outputs) program.outputs.push_back(index[v]);
+    program.output_names = t.output_names;
+  }
   std::unique_ptr<CompiledModel> model(new CompiledModel(std::move(program), {}));
   model->plan_ = chunk_model->plan_;
   // Slices run at once, each with its own arena from the slice model's
@@ -84,8 +109,19 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::CreateRowChunked(
       chunk_model->footprint_.arena_bytes * (std::min<int64_t>(chunks, GetParallelThreads()) - 1);
   model->footprint_.largest_value_bytes = chunk_model->footprint_.largest_value_bytes;
   model->footprint_.largest_value = chunk_model->footprint_.largest_value;
+  if (tail != nullptr) {
+    // Its weights, code and arena are this model's alone; so is the buffer
+    // of the cut value a call takes.
+    const ModelFootprint& f = tail->footprint_;
+    model->footprint_.constant_bytes += f.constant_bytes;
+    model->footprint_.code_bytes += f.code_bytes;
+    model->footprint_.arena_bytes +=
+        f.arena_bytes +
+        chunk_model->program_.values[chunk_model->program_.outputs[0]].type.ByteSize() * chunks;
+  }
   model->row_chunks_ = chunks;
   model->row_chunk_model_ = std::move(chunk_model);
+  model->tail_model_ = std::move(tail);
   absl::MutexLock lock(&model->stats_mutex_);
   model->kernel_stats_.resize(model->program_.kernels.size());
   return model;
@@ -169,6 +205,16 @@ absl::StatusOr<RunResult> CompiledModel::RunRowChunks(const std::vector<const Te
                                                       absl::Time deadline) {
   KILN_ASSIGN_OR_RETURN(RunResult result, StartRun(inputs));
   const int64_t chunks = row_chunks_;
+  // With a tail the slices write the cut value, for the whole batch, here.
+  std::vector<Tensor> sliced_outputs;
+  if (tail_model_ != nullptr) {
+    const Program& head = row_chunk_model_->program_;
+    TensorType cut = head.values[head.outputs[0]].type;
+    cut.shape[0] *= chunks;
+    KILN_ASSIGN_OR_RETURN(Tensor buffer, Tensor::AllocateUninitialized(cut));
+    sliced_outputs.push_back(std::move(buffer));
+  }
+  std::vector<Tensor>& slice_outputs = tail_model_ != nullptr ? sliced_outputs : result.outputs;
   std::vector<std::vector<KernelRunTime>> times(chunks);
   std::vector<absl::Status> statuses(chunks);
   const int64_t start = SteadyNowNs();
@@ -181,14 +227,13 @@ absl::StatusOr<RunResult> CompiledModel::RunRowChunks(const std::vector<const Te
         in.push_back(static_cast<const char*>(t->data()) + r * (t->type().ByteSize() / chunks));
       }
       std::vector<void*> out;
-      for (Tensor& t : result.outputs) {
+      for (Tensor& t : slice_outputs) {
         out.push_back(static_cast<char*>(t.data()) + r * (t.type().ByteSize() / chunks));
       }
       int64_t ns = 0;
       statuses[r] = row_chunk_model_->RunOnBuffers(in, out, deadline, &times[r], &ns);
     }
   });
-  result.total_ns = SteadyNowNs() - start;
   for (int64_t r = 0; r < chunks; ++r) {
     if (!statuses[r].ok()) return statuses[r];
   }
@@ -199,6 +244,21 @@ absl::StatusOr<RunResult> CompiledModel::RunRowChunks(const std::vector<const Te
       result.kernel_times[k].ns += times[r][k].ns;
     }
   }
+  if (tail_model_ != nullptr) {
+    std::vector<const void*> in;
+    for (const Tensor* t : inputs) in.push_back(t->data());
+    in.push_back(sliced_outputs[0].data());
+    std::vector<void*> out;
+    for (Tensor& t : result.outputs) out.push_back(t.data());
+    std::vector<KernelRunTime> tail_times;
+    int64_t ns = 0;
+    KILN_RETURN_IF_ERROR(tail_model_->RunOnBuffers(in, out, deadline, &tail_times, &ns));
+    for (KernelRunTime& k : tail_times) {
+      k.name = "tail." + k.name;
+      result.kernel_times.push_back(std::move(k));
+    }
+  }
+  result.total_ns = SteadyNowNs() - start;
   RecordRun(result);
   return result;
 }

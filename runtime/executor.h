@@ -55,8 +55,16 @@ class CompiledModel {
   // dim 0 multiplied by `chunks`; its kernels, constants and per-call arena
   // are `chunk_model`'s (one arena per slice running at once).
   // InvalidArgument unless every input and output has a dim 0.
+  //
+  // With a `tail` (engine/row_chunks.h's whole-batch tail), `chunk_model`'s
+  // one output is the cut value: the slices write it for the whole batch
+  // into a buffer of the call's, and `tail` (whose inputs are
+  // `chunk_model`'s, at the whole batch and unread, then the cut value)
+  // computes the outputs from it. The program then lists the slices'
+  // kernels, then the tail's (named with a "tail." prefix).
   static absl::StatusOr<std::unique_ptr<CompiledModel>> CreateRowChunked(
-      std::shared_ptr<CompiledModel> chunk_model, int64_t chunks);
+      std::shared_ptr<CompiledModel> chunk_model, int64_t chunks,
+      std::shared_ptr<CompiledModel> tail = nullptr);
 
   const Program& program() const { return program_; }
   // Slices a call's rows are run in (1: one run of the whole batch).
@@ -78,7 +86,8 @@ class CompiledModel {
   int64_t unplanned_intermediate_bytes() const { return plan_.naive_bytes; }
   // What it holds while loaded: constants, one call's arena, its kernels' code.
   // A model made by CreateRowChunked holds only the arenas its slices take
-  // beyond the one of row_chunk_model(), whose footprint is its own.
+  // beyond the one of row_chunk_model(), whose footprint is its own, and
+  // its whole-batch tail (weights, code, arena and the cut value's buffer).
   const ModelFootprint& footprint() const { return footprint_; }
   // The model each slice runs on, for one made by CreateRowChunked; else null.
   const CompiledModel* row_chunk_model() const { return row_chunk_model_.get(); }
@@ -121,6 +130,7 @@ class CompiledModel {
   // Set by CreateRowChunked: what runs each slice, and how many slices.
   std::shared_ptr<CompiledModel> row_chunk_model_;
   int64_t row_chunks_ = 1;
+  std::shared_ptr<CompiledModel> tail_model_;  // may be null
 
   absl::Mutex workspace_mutex_;
   std::vector<std::unique_ptr<Workspace>> free_workspaces_ ABSL_GUARDED_BY(workspace_mutex_);

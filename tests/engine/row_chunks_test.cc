@@ -4,6 +4,7 @@
 // cache-bound conv net and keeps a weight-bound dense layer whole.
 #include "engine/row_chunks.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -76,6 +77,47 @@ Graph WideConv(int64_t rows) {
   Node* w = g.AddConstant("w", FloatValues({16, 16, 3, 3}, Pseudorandom(2304, 5)));
   g.AddOutput(Op(g, "relu", {Op(g, "conv2d", {x, w}, a)}), "y");
   return Typed(std::move(g));
+}
+
+// A classifier: conv 3x3 (pad 1) -> relu -> global mean -> dense 32 -> 2048
+// (256 KB of weights) -> relu -> dense 2048 -> 10. One image's conv output
+// (288 KB) fits in half of L2 but six do not; the pooled features do.
+constexpr int64_t kCc = 32, kCh = 48, kHidden = 2048, kOut = 10;
+std::vector<float> ClassifierConv() { return Pseudorandom(kCc * 3 * 9, 11); }
+std::vector<float> Hidden() { return Pseudorandom(kHidden * kCc, 12); }
+std::vector<float> HiddenBias() { return Pseudorandom(kHidden, 13); }
+std::vector<float> Logits() { return Pseudorandom(kOut * kHidden, 14); }
+
+Graph ConvClassifier(int64_t rows) {
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {rows, 3, kCh, kCh}});
+  Conv2DAttrs conv;
+  conv.padding = {1, 1, 1, 1};
+  Node* c = Op(g, "relu",
+               {Op(g, "conv2d",
+                   {x, g.AddConstant("w", FloatValues({kCc, 3, 3, 3}, ClassifierConv()))}, conv)});
+  Node* pooled =
+      Op(g, "reshape", {Op(g, "mean", {c}, ReduceAttrs{{2, 3}, true})}, ReshapeAttrs{{rows, kCc}});
+  Node* h = Op(g, "relu",
+               {Op(g, "dense",
+                   {pooled, g.AddConstant("h", FloatValues({kHidden, kCc}, Hidden())),
+                    g.AddConstant("hb", FloatValues({kHidden}, HiddenBias()))})});
+  g.AddOutput(Op(g, "dense", {h, g.AddConstant("o", FloatValues({kOut, kHidden}, Logits()))}), "y");
+  return Typed(std::move(g));
+}
+
+std::vector<float> ClassifierReference(const std::vector<float>& x, int64_t rows) {
+  const std::vector<float> c = testing::RefRelu(testing::RefConv2DStrided(
+      x, ClassifierConv(), {}, rows, 3, kCh, kCh, kCc, 3, 3, /*stride=*/1, /*pad=*/1));
+  std::vector<float> pooled(rows * kCc, 0.0f);
+  for (int64_t i = 0; i < rows * kCc; ++i) {
+    double sum = 0;
+    for (int64_t p = 0; p < kCh * kCh; ++p) sum += c[i * kCh * kCh + p];
+    pooled[i] = static_cast<float>(sum / (kCh * kCh));
+  }
+  const std::vector<float> h =
+      testing::RefRelu(testing::RefDense(pooled, Hidden(), HiddenBias(), rows, kCc, kHidden));
+  return testing::RefDense(h, Logits(), std::vector<float>(kOut, 0.0f), rows, kHidden, kOut);
 }
 
 class RowChunksTest : public ::testing::Test {
@@ -165,6 +207,61 @@ TEST_F(RowChunksTest, ASliceThatDoesNotDivideTheBatchRunsWhole) {
 // outputs is larger than L2 and one image's is not, with few weights used
 // at every pixel; and a dense layer whose one row uses each of its many
 // weights once.
+// The classifier's weights read once for the whole batch, not per slice:
+// the slices stop at the pooled features and a whole-batch tail does the
+// dense layers. A small weight is not worth a tail.
+TEST_F(RowChunksTest, AClassifierHeadRunsOnceForTheWholeBatch) {
+  const Node* cut = WholeBatchTailCut(ConvClassifier(6), 6);
+  ASSERT_NE(cut, nullptr);
+  EXPECT_EQ(cut->op_name(), "mean");
+  EXPECT_EQ(WholeBatchTailCut(ConvNet(6), 6), nullptr);  // 16 KB of dense weights
+
+  TailCompiler tail;
+  tail.graph_for = [](int64_t rows) -> absl::StatusOr<Graph> { return ConvClassifier(rows); };
+  tail.compile =
+      [this](Graph part,
+             const std::string& what) -> absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> {
+    const std::string name = absl::StrCat(what, "_", ++compiles_);
+    absl::StatusOr<CompileResult> r = manager_->Compile(name, std::move(part), CompileOptions{});
+    if (!r.ok()) return r.status();
+    return manager_->Find(name);
+  };
+  const std::vector<float> x = Pseudorandom(6 * 3 * kCh * kCh, 15);
+  const std::vector<float> want = ClassifierReference(x, 6);
+  for (int threads : {1, 2}) {
+    runtime::SetParallelThreads(threads);
+    SCOPED_TRACE(absl::StrCat(threads, " threads"));
+    std::string why;
+    absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> model = RowChunkedModel(
+        ConvClassifier(6), 6, RowChunkSetting{1}, Compiler(ConvClassifier), &why, &tail);
+    ASSERT_TRUE(model.ok()) << model.status();
+    ASSERT_NE(*model, nullptr) << why;
+    EXPECT_EQ((*model)->row_chunks(), 6);
+    int tail_kernels = 0, dense_in_slices = 0;
+    for (const KernelCall& k : (*model)->program().kernels) {
+      const bool in_tail = k.name.rfind("tail.", 0) == 0;
+      tail_kernels += in_tail;
+      dense_in_slices += !in_tail && k.name.find("dense") != std::string::npos;
+    }
+    EXPECT_GE(tail_kernels, 1);
+    EXPECT_EQ(dense_in_slices, 0);
+    absl::StatusOr<Tensor> in = Tensor::FromBytes(
+        {DType::kFloat32, {6, 3, kCh, kCh}},
+        absl::string_view(reinterpret_cast<const char*>(x.data()), x.size() * sizeof(float)));
+    ASSERT_TRUE(in.ok());
+    for (int run = 0; run < 2; ++run) {
+      absl::StatusOr<runtime::RunResult> r = (*model)->Run({&*in});
+      ASSERT_TRUE(r.ok()) << r.status();
+      ASSERT_EQ(r->outputs[0].type(), (TensorType{DType::kFloat32, {6, kOut}}));
+      EXPECT_EQ(r->kernel_times.size(), (*model)->program().kernels.size());
+      const float* y = static_cast<const float*>(r->outputs[0].data());
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_NEAR(y[i], want[i], 1e-4 * std::max(1.0f, std::fabs(want[i]))) << i;
+      }
+    }
+  }
+}
+
 TEST_F(RowChunksTest, TheRuleSplitsACacheBoundConvAndKeepsADenseLayerWhole) {
   auto dense = [](int64_t rows) {
     Graph g;
@@ -223,6 +320,45 @@ TEST(RowChunksServingTest, ABatchOfASymbolicModelRunsAsSlicesOfItsOneRowVariant)
     EXPECT_EQ(memory.variants, 2);
     const int64_t weights = 16 * 16 * 3 * 3 * sizeof(float);
     EXPECT_EQ(memory.footprint.constant_bytes, (on ? 1 : 2) * weights);
+  }
+}
+
+// Through the server's path too: the batch-8 variant of a symbolic
+// classifier is slices of its pooled features and a whole-batch tail.
+TEST(RowChunksServingTest, AClassifierVariantHasAWholeBatchTail) {
+  ModelManagerOptions options;
+  options.cache.dir.clear();
+  auto manager = ModelManager::Create(options);
+  ASSERT_TRUE(manager.ok());
+  SymbolicModel symbolic;
+  symbolic.signature.inputs.push_back(
+      {"x", DType::kFloat32, {-1, 3, kCh, kCh}, {"batch", "", "", ""}});
+  symbolic.signature.outputs.push_back({"y", DType::kFloat32, {-1, kOut}, {"batch", ""}});
+  symbolic.graph_for = [](const ShapeBinding& s, const ValueBinding&) -> absl::StatusOr<Graph> {
+    return ConvClassifier(s.at("x")[0]);
+  };
+  ASSERT_TRUE((*manager)
+                  ->CompileWithShapes("c", ConvClassifier(1), std::move(symbolic), CompileOptions{})
+                  .ok());
+  auto model = (*manager)->FindForShapes("c", {{8, 3, kCh, kCh}});
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ((*model)->row_chunks(), 8);
+  int tail_kernels = 0;
+  for (const KernelCall& k : (*model)->program().kernels) {
+    tail_kernels += k.name.rfind("tail.", 0) == 0;
+  }
+  EXPECT_GE(tail_kernels, 1);
+  const std::vector<float> x = Pseudorandom(8 * 3 * kCh * kCh, 16);
+  absl::StatusOr<Tensor> in = Tensor::FromBytes(
+      {DType::kFloat32, {8, 3, kCh, kCh}},
+      absl::string_view(reinterpret_cast<const char*>(x.data()), x.size() * sizeof(float)));
+  ASSERT_TRUE(in.ok());
+  absl::StatusOr<runtime::RunResult> r = (*model)->Run({&*in});
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::vector<float> want = ClassifierReference(x, 8);
+  const float* y = static_cast<const float*>(r->outputs[0].data());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_NEAR(y[i], want[i], 1e-4 * std::max(1.0f, std::fabs(want[i]))) << i;
   }
 }
 
