@@ -195,11 +195,95 @@ void RegisterConv2DNchwc(OpRegistry& r) {
   r.Register(std::move(def));
 }
 
+// conv2d_nchwc_depthwise: data (N, C/c, H, W, c), weight (C/c, KH, KW, c),
+// optional bias (C/c, c) -> (N, C/c, OH, OW, c). Groups = C = O: output
+// channel k reads input channel k alone, so its lane of a block reads the
+// same lane of the input's block, and the weight is one vector per tap.
+absl::StatusOr<TensorType> DepthwiseNchwcRelation(const std::vector<TensorType>& in,
+                                                  const Attrs& attrs) {
+  KILN_RETURN_IF_ERROR(RequireDType(in, DType::kFloat32));
+  const Conv2DAttrs& a = std::get<Conv2DAttrs>(attrs);
+  const TensorType& x = in[0];
+  const TensorType& w = in[1];
+  if (x.rank() != 5 || w.rank() != 4 || w.shape[0] != x.shape[1] || w.shape[3] != x.shape[4]) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("conv2d_nchwc_depthwise wants data (N, C/c, H, W, c) and weight "
+                     "(C/c, KH, KW, c), got ",
+                     x.ToString(), " and ", w.ToString()));
+  }
+  if (in.size() == 3 && in[2].shape != std::vector<int64_t>{w.shape[0], w.shape[3]}) {
+    return absl::InvalidArgumentError(absl::StrCat("conv2d_nchwc_depthwise bias ",
+                                                   in[2].ToString(), " must have shape [",
+                                                   w.shape[0], ", ", w.shape[3], "]"));
+  }
+  std::vector<int64_t> out{x.shape[0], x.shape[1], 0, 0, x.shape[4]};
+  for (int d = 0; d < 2; ++d) {
+    KILN_ASSIGN_OR_RETURN(out[2 + d], ConvOutputExtent("conv2d_nchwc_depthwise", x.shape[2 + d],
+                                                       a.padding[d], a.padding[d + 2],
+                                                       w.shape[1 + d], a.dilation[d],
+                                                       a.strides[d]));
+  }
+  return TensorType{DType::kFloat32, out};
+}
+
+// sum over the window of input[n][cb][y][x][lane] * weight[cb][ky][kx][lane].
+Expr DepthwiseNchwcCompute(ComputeContext& ctx) {
+  te::ExprBuilder& b = ctx.b();
+  const Conv2DAttrs& a = ctx.attrs<Conv2DAttrs>();
+  const std::vector<int64_t>& xs = ctx.input_type(0).shape;
+  const std::vector<int64_t>& ws = ctx.input_type(1).shape;
+  te::Var ky = ctx.ReduceVar("ry", ws[1]);
+  te::Var kx = ctx.ReduceVar("rx", ws[2]);
+  const std::vector<Expr>& o = ctx.out();
+  Expr y = b.Sub(b.Add(b.Mul(o[2], b.Int(a.strides[0])), b.Mul(b.Ref(ky), b.Int(a.dilation[0]))),
+                 b.Int(a.padding[0]));
+  Expr x = b.Sub(b.Add(b.Mul(o[3], b.Int(a.strides[1])), b.Mul(b.Ref(kx), b.Int(a.dilation[1]))),
+                 b.Int(a.padding[1]));
+  const bool padded = a.padding[0] || a.padding[1] || a.padding[2] || a.padding[3];
+  Expr data;
+  if (padded) {
+    Expr cond = b.Binary(te::BinaryOp::kAnd, b.InRange(y, xs[2]), b.InRange(x, xs[3]));
+    data = b.Select(
+        cond, ctx.Input(0, {o[0], o[1], b.ClampIndex(y, xs[2]), b.ClampIndex(x, xs[3]), o[4]}),
+        b.Float(0));
+  } else {
+    data = ctx.Input(0, {o[0], o[1], y, x, o[4]});
+  }
+  Expr weight = ctx.Input(1, {o[1], b.Ref(ky), b.Ref(kx), o[4]});
+  Expr sum = b.Reduce(te::ReduceOp::kSum, {ky, kx}, b.Mul(data, weight));
+  if (ctx.num_inputs() == 3) sum = b.Add(sum, ctx.Input(2, {o[1], o[4]}));
+  return sum;
+}
+
+double DepthwiseNchwcFlops(const std::vector<TensorType>& in, const TensorType& out,
+                           const Attrs&) {
+  const std::vector<int64_t>& w = in[1].shape;
+  const double outputs = static_cast<double>(out.NumElements());
+  return 2 * outputs * static_cast<double>(w[1] * w[2]) + (in.size() == 3 ? outputs : 0);
+}
+
+void RegisterDepthwiseNchwc(OpRegistry& r) {
+  OpDef def;
+  def.name = "conv2d_nchwc_depthwise";
+  def.pattern = OpPattern::kOutEWiseFusable;
+  def.min_inputs = 2;
+  def.max_inputs = 3;
+  def.summary =
+      "depthwise 2-D convolution (groups = C = O), NCHW{c}c data, C/c,KH,KW,c weight, "
+      "bias (C/c, c)";
+  def.parse_attrs = ParseConv2DAttrs;
+  def.infer_type = DepthwiseNchwcRelation;
+  def.compute = DepthwiseNchwcCompute;
+  def.flops = DepthwiseNchwcFlops;
+  r.Register(std::move(def));
+}
+
 }  // namespace
 
 void RegisterLayoutOps(OpRegistry& r) {
   RegisterLayoutTransform(r);
   RegisterConv2DNchwc(r);
+  RegisterDepthwiseNchwc(r);
 }
 
 }  // namespace kiln

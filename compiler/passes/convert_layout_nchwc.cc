@@ -86,10 +86,19 @@ std::shared_ptr<ConstantData> FloatData(std::vector<int64_t> shape, const std::v
   return data;
 }
 
-// Whether `conv` becomes a conv2d_nchwc.
+// Depthwise: one input channel per output channel, as many as the input's.
+bool IsDepthwise(const Node& conv) {
+  const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv.attrs);
+  const std::vector<int64_t>& ws = conv.inputs[1]->type.shape;
+  return a.groups > 1 && ws[1] == 1 && ws[0] == a.groups &&
+         conv.inputs[0]->type.shape[1] == a.groups;
+}
+
+// Whether `conv` becomes a conv2d_nchwc (or conv2d_nchwc_depthwise).
 bool Convertible(const Node& conv) {
   const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv.attrs);
-  return a.groups == 1 && conv.type.dtype == DType::kFloat32 && conv.inputs[1]->is_constant() &&
+  return (a.groups == 1 || IsDepthwise(conv)) && conv.type.dtype == DType::kFloat32 &&
+         conv.inputs[1]->is_constant() &&
          (conv.inputs.size() < 3 || conv.inputs[2]->is_constant());
 }
 
@@ -123,7 +132,7 @@ bool WinsOn(const Graph& graph) {
   for (const Node* n : graph.TopologicalOrder()) {
     if (n->is_op() && n->op->name == "concat" && !ConcatKeepsBlocks(*n)) return false;
     if (!n->is_op() || n->op->name != "conv2d") continue;
-    if (!Convertible(*n)) return false;
+    if (!Convertible(*n) || std::get<Conv2DAttrs>(n->attrs).groups != 1) return false;
     ++convs;
   }
   return convs >= kMinConvs;
@@ -245,6 +254,7 @@ class LayoutConverter {
   // conv2d(x, W, b) -> conv2d_nchwc(x', W', b').
   absl::Status ConvertConv(Node* n) {
     if (!Convertible(*n)) return absl::OkStatus();
+    if (IsDepthwise(*n)) return ConvertDepthwise(n);
     Node* x = n->inputs[0];
     Node* w = n->inputs[1];
     const std::vector<int64_t>& ws = w->type.shape;
@@ -279,6 +289,38 @@ class LayoutConverter {
       inputs.push_back(AddFloatConstant(bias->name + ".nchwc", {ob, kBlock}, b));
     }
     return Emit(n, "conv2d_nchwc", std::move(inputs), n->attrs);
+  }
+
+  // conv2d(x, W, b), groups = C = O -> conv2d_nchwc_depthwise(x', W', b'):
+  // W (C, 1, KH, KW) as (C/16, KH, KW, 16), zero past C.
+  absl::Status ConvertDepthwise(Node* n) {
+    Node* x = n->inputs[0];
+    Node* w = n->inputs[1];
+    const std::vector<int64_t>& ws = w->type.shape;
+    const int64_t c = ws[0], kh = ws[2], kw = ws[3];
+    Node* data;
+    if (auto it = blocked_.find(x); it != blocked_.end()) {
+      data = it->second;
+    } else {
+      KILN_ASSIGN_OR_RETURN(data, Blocked(x, kBlock));
+    }
+    const int64_t cb = CeilDiv(c, kBlock);
+    const float* src = w->value->data<float>();
+    std::vector<float> packed(cb * kh * kw * kBlock, 0.0f);
+    for (int64_t ci = 0; ci < c; ++ci) {
+      for (int64_t y = 0; y < kh * kw; ++y) {
+        packed[((ci / kBlock) * kh * kw + y) * kBlock + ci % kBlock] = src[ci * kh * kw + y];
+      }
+    }
+    std::vector<Node*> inputs{data,
+                              AddFloatConstant(w->name + ".nchwc", {cb, kh, kw, kBlock}, packed)};
+    if (n->inputs.size() == 3) {
+      const Node* bias = n->inputs[2];
+      std::vector<float> b(cb * kBlock, 0.0f);
+      std::copy_n(bias->value->data<float>(), c, b.begin());
+      inputs.push_back(AddFloatConstant(bias->name + ".nchwc", {cb, kBlock}, b));
+    }
+    return Emit(n, "conv2d_nchwc_depthwise", std::move(inputs), n->attrs);
   }
 
   // Both operands blocked (one shape), or one blocked and the other a

@@ -1,6 +1,7 @@
-// conv2d_nchwc between two layout_transforms, compiled and run, against the
-// reference NCHW conv loop (double accumulation) on shapes that exercise the
-// block padding: channels that are not a multiple of 16, strides, padding.
+// conv2d_nchwc and conv2d_nchwc_depthwise between two layout_transforms,
+// compiled and run, against the reference NCHW conv loop (double
+// accumulation) on shapes that exercise the block padding: channels that are
+// not a multiple of 16, strides, padding, 5x5 and 7x7 windows.
 #include <algorithm>
 #include <cmath>
 
@@ -114,6 +115,100 @@ INSTANTIATE_TEST_SUITE_P(
                       ConvCase{1, 3, 23, 23, 32, 7, 2, 3},   // a stem: 3 channels, 7x7/2
                       ConvCase{1, 40, 9, 9, 72, 1, 2, 0},    // 1x1 stride 2, no padding
                       ConvCase{1, 16, 6, 6, 16, 3, 1, 0}));  // no padding, tiny
+
+struct DepthwiseCase {
+  int64_t n, c, h, w, k, stride, pad;
+};
+
+class BlockedDepthwiseTest : public ::testing::TestWithParam<DepthwiseCase> {
+ protected:
+  void SetUp() override {
+    auto m = ModelManager::Create({});
+    ASSERT_TRUE(m.ok()) << m.status();
+    manager_ = *std::move(m);
+  }
+  std::unique_ptr<ModelManager> manager_;
+};
+
+// clip(depthwise conv + bias, 0, 6) (ReLU6, as in MobileNet), blocked:
+// NCHW -> NCHW16c -> conv2d_nchwc_depthwise -> clip -> NCHW. The reference
+// is each channel's own conv (RefConv2DStrided with one channel).
+TEST_P(BlockedDepthwiseTest, MatchesReferenceConv) {
+  const DepthwiseCase p = GetParam();
+  const int64_t cb = (p.c + kBlock - 1) / kBlock;
+  auto x = Pseudorandom(p.n * p.c * p.h * p.w, 17);
+  auto w = Pseudorandom(p.c * p.k * p.k, 18);
+  auto bias = Pseudorandom(p.c, 19);
+  // C, 1, KH, KW -> C/16, KH, KW, 16, zero past C.
+  std::vector<float> packed(cb * p.k * p.k * kBlock, 0.0f), blocked_bias(cb * kBlock, 0.0f);
+  for (int64_t c = 0; c < p.c; ++c) {
+    for (int64_t t = 0; t < p.k * p.k; ++t) {
+      packed[((c / kBlock) * p.k * p.k + t) * kBlock + c % kBlock] = w[c * p.k * p.k + t];
+    }
+    blocked_bias[c] = bias[c];
+  }
+
+  Graph g;
+  Node* in = g.AddInput("x", {DType::kFloat32, {p.n, p.c, p.h, p.w}});
+  Node* blocked = Op(g, "layout_transform", {in}, LayoutTransformAttrs{0, kBlock, 0});
+  Conv2DAttrs a;
+  a.strides = {p.stride, p.stride};
+  a.padding = {p.pad, p.pad, p.pad, p.pad};
+  a.groups = p.c;
+  Node* weight = g.AddConstant("w", FloatValues({cb, p.k, p.k, kBlock}, packed));
+  Node* b = g.AddConstant("b", FloatValues({cb, kBlock}, blocked_bias));
+  Node* conv = Op(g, "conv2d_nchwc_depthwise", {blocked, weight, b}, a);
+  ActivationAttrs six;
+  six.alpha = 0;
+  six.beta = 6;
+  Node* relu6 = Op(g, "clip", {conv}, six);
+  g.AddOutput(Op(g, "layout_transform", {relu6}, LayoutTransformAttrs{kBlock, 0, p.c}));
+
+  auto r = manager_->Compile("m", std::move(g), {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (const auto& k : r->kernels) {
+    if (std::find(k.ops.begin(), k.ops.end(), "conv2d_nchwc_depthwise") != k.ops.end()) {
+      // The clip is the conv's epilogue, not a kernel of its own.
+      EXPECT_NE(std::find(k.ops.begin(), k.ops.end(), "clip"), k.ops.end()) << k.schedule;
+    }
+  }
+  auto input =
+      Tensor::FromBytes({DType::kFloat32, {p.n, p.c, p.h, p.w}},
+                        absl::string_view(reinterpret_cast<const char*>(x.data()), x.size() * 4));
+  ASSERT_TRUE(input.ok());
+  auto result = manager_->Find("m")->Run({&*input});
+  ASSERT_TRUE(result.ok()) << result.status();
+  const int64_t oh = (p.h + 2 * p.pad - p.k) / p.stride + 1;
+  const int64_t ow = (p.w + 2 * p.pad - p.k) / p.stride + 1;
+  std::vector<float> want;
+  for (int64_t n = 0; n < p.n; ++n) {
+    for (int64_t c = 0; c < p.c; ++c) {
+      std::vector<float> plane(x.begin() + (n * p.c + c) * p.h * p.w,
+                               x.begin() + (n * p.c + c + 1) * p.h * p.w);
+      std::vector<float> kernel(w.begin() + c * p.k * p.k, w.begin() + (c + 1) * p.k * p.k);
+      std::vector<float> y = kiln::testing::RefConv2DStrided(
+          plane, kernel, {bias[c]}, 1, 1, p.h, p.w, 1, p.k, p.k, p.stride, p.pad);
+      ASSERT_EQ(static_cast<int64_t>(y.size()), oh * ow);
+      for (float v : y) want.push_back(std::min(std::max(v, 0.0f), 6.0f));
+    }
+  }
+  const Tensor& out = result->outputs[0];
+  ASSERT_EQ(out.type().NumElements(), static_cast<int64_t>(want.size()));
+  const float* got = static_cast<const float*>(out.data());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], 1e-4 * std::max(1.0f, std::fabs(want[i]))) << "at " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    OddShapes, BlockedDepthwiseTest,
+    ::testing::Values(DepthwiseCase{1, 32, 14, 14, 3, 1, 1},   // whole blocks, 3x3 same
+                      DepthwiseCase{1, 20, 11, 13, 3, 1, 1},   // C not a multiple of 16
+                      DepthwiseCase{2, 24, 15, 15, 3, 2, 1},   // batch 2, stride 2
+                      DepthwiseCase{1, 40, 13, 12, 5, 2, 2},   // 5x5 stride 2
+                      DepthwiseCase{1, 16, 9, 10, 7, 1, 3},    // 7x7 (ConvNeXt)
+                      DepthwiseCase{1, 18, 8, 8, 3, 1, 0},     // no padding
+                      DepthwiseCase{3, 48, 7, 7, 5, 1, 2}));   // batch 3, 5x5 same
 
 }  // namespace
 }  // namespace kiln

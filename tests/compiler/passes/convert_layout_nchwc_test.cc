@@ -155,14 +155,15 @@ TEST(ConvertLayoutNchwcTest, AutoConvertsOnlyChainsOfUngroupedConvs) {
   ASSERT_TRUE(unchanged.ok()) << unchanged.status();
   EXPECT_FALSE(*unchanged);
 
-  // Forced on, the depthwise conv stays NCHW between two transforms.
+  // Forced on, the depthwise conv is blocked too: transforms only at the ends.
   ctx.config.nchwc_layout = NchwcLayout::kOn;
   auto forced = CreateConvertLayoutNchwcPass()->Run(mixed, ctx);
   ASSERT_TRUE(forced.ok()) << forced.status();
   EXPECT_TRUE(*forced);
   EXPECT_EQ(CountOps(mixed, "conv2d_nchwc"), 3);
-  EXPECT_EQ(CountOps(mixed, "conv2d"), 1);
-  EXPECT_EQ(CountOps(mixed, "layout_transform"), 4);
+  EXPECT_EQ(CountOps(mixed, "conv2d_nchwc_depthwise"), 1);
+  EXPECT_EQ(CountOps(mixed, "conv2d"), 0);
+  EXPECT_EQ(CountOps(mixed, "layout_transform"), 2);
 }
 
 class ConvertLayoutNchwcModelTest : public ::testing::TestWithParam<bool> {};
