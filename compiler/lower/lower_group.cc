@@ -48,6 +48,7 @@
 #include "compiler/ir/op_def.h"
 #include "compiler/lower/attention_call.h"
 #include "compiler/lower/blocked_conv.h"
+#include "compiler/lower/blocked_depthwise.h"
 #include "compiler/lower/contraction_schedule.h"
 #include "compiler/lower/conv_padding.h"
 #include "compiler/lower/pool_planes.h"
@@ -120,6 +121,14 @@ class GroupLowerer {
     if (std::optional<Stmt> call = QMatMulCall(g_, fn.num_params - 1)) {
       fn.body = *call;
       out.schedule = "qmatmul u8s8 (kiln_qmatmul_u8s8)";
+      out.scheduled = true;
+      out.builder = std::move(g_.builder);
+      return out;
+    }
+
+    // A blocked depthwise conv: register tiles of pixels (blocked_depthwise.cc).
+    if (Stmt dw = LowerBlockedDepthwise(g_, fn, out.schedule)) {
+      fn.body = dw;
       out.scheduled = true;
       out.builder = std::move(g_.builder);
       return out;

@@ -166,12 +166,15 @@ TEST_P(BlockedDepthwiseTest, MatchesReferenceConv) {
 
   auto r = manager_->Compile("m", std::move(g), {});
   ASSERT_TRUE(r.ok()) << r.status();
+  bool tiled = false;
   for (const auto& k : r->kernels) {
     if (std::find(k.ops.begin(), k.ops.end(), "conv2d_nchwc_depthwise") != k.ops.end()) {
+      tiled = k.schedule.find("blocked depthwise") != std::string::npos;
       // The clip is the conv's epilogue, not a kernel of its own.
       EXPECT_NE(std::find(k.ops.begin(), k.ops.end(), "clip"), k.ops.end()) << k.schedule;
     }
   }
+  EXPECT_TRUE(tiled) << "the depthwise conv should take its register-tiled lowering";
   auto input =
       Tensor::FromBytes({DType::kFloat32, {p.n, p.c, p.h, p.w}},
                         absl::string_view(reinterpret_cast<const char*>(x.data()), x.size() * 4));
