@@ -165,7 +165,8 @@ class LayoutConverter {
   absl::Status Convert(Node* n) {
     const std::string& op = n->op->name;
     if (op == "conv2d") return ConvertConv(n);
-    if (op == "relu" || op == "sigmoid" || op == "tanh" || op == "clip") {
+    if (op == "relu" || op == "sigmoid" || op == "tanh" || op == "clip" || op == "hard_sigmoid" ||
+        op == "hard_swish" || op == "leaky_relu") {
       Node* in = BlockedForm(n->inputs[0]);
       if (in == nullptr || n->inputs.size() != 1) return absl::OkStatus();
       return Emit(n, op, {in}, n->attrs);
@@ -175,6 +176,7 @@ class LayoutConverter {
       if (in == nullptr) return absl::OkStatus();
       return Emit(n, op, {in}, n->attrs);
     }
+    if (op == "sum" || op == "mean") return ConvertSpatialReduce(n);
     if (op == "add" || op == "sub" || op == "mul" || op == "div") return ConvertBinary(n);
     if (op == "concat") return ConvertConcat(n);
     return absl::OkStatus();
@@ -209,6 +211,19 @@ class LayoutConverter {
     auto it = blocked_inputs_.find(x);
     if (it != blocked_inputs_.end() && it->second->type.shape.back() == kBlock) return it->second;
     return nullptr;
+  }
+
+  // A sum or mean over H and W, kept (global pooling): the same reduction
+  // over the blocked value's H and W, (N, C/16, 1, 1, 16).
+  absl::Status ConvertSpatialReduce(Node* n) {
+    auto in = blocked_.find(n->inputs[0]);
+    if (in == blocked_.end()) return absl::OkStatus();
+    const ReduceAttrs& a = std::get<ReduceAttrs>(n->attrs);
+    std::vector<int64_t> axes = a.axes;
+    for (int64_t& axis : axes) axis = axis < 0 ? axis + 4 : axis;
+    std::sort(axes.begin(), axes.end());
+    if (!a.keepdims || axes != std::vector<int64_t>{2, 3}) return absl::OkStatus();
+    return Emit(n, n->op->name, {in->second}, ReduceAttrs{{2, 3}, true});
   }
 
   // Adds `op` over blocked inputs as the blocked form of `n`, typed.
@@ -332,7 +347,11 @@ class LayoutConverter {
     std::vector<Node*> inputs;
     bool any_blocked = false;
     for (Node* in : n->inputs) {
-      if (auto it = blocked_.find(in); it != blocked_.end() && in->type.shape == n->type.shape) {
+      // A blocked divisor's padded lanes may be zero: 0/0 would put NaN
+      // there, which the next conv's zero weights do not cancel.
+      const bool divisor = n->op->name == "div" && in == n->inputs[1];
+      if (auto it = blocked_.find(in);
+          it != blocked_.end() && !divisor && Broadcasts(in->type, n->type)) {
         inputs.push_back(it->second);
         any_blocked = true;
         continue;
@@ -343,6 +362,15 @@ class LayoutConverter {
     }
     if (!any_blocked) return absl::OkStatus();
     return Emit(n, n->op->name, std::move(inputs), n->attrs);
+  }
+
+  // Whether a blocked operand of type `in` broadcasts to `out` in the blocked
+  // layout too: the same shape, or one value per (n, c) (an SE block's scale).
+  static bool Broadcasts(const TensorType& in, const TensorType& out) {
+    if (in.shape == out.shape) return true;
+    const std::vector<int64_t>& s = in.shape;
+    return s.size() == 4 && (s[0] == out.shape[0] || s[0] == 1) && s[1] == out.shape[1] &&
+           s[2] == 1 && s[3] == 1;
   }
 
   // A scalar constant as it is; a per-channel one, (C, 1, 1) or (1, C, 1, 1),

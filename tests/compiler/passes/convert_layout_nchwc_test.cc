@@ -166,6 +166,154 @@ TEST(ConvertLayoutNchwcTest, AutoConvertsOnlyChainsOfUngroupedConvs) {
   EXPECT_EQ(CountOps(mixed, "layout_transform"), 2);
 }
 
+// A MobileNetV3-like block on 20 channels (not a multiple of 16): a strided
+// stem conv and hardswish as ONNX exports it (x * hard_sigmoid(x)), a 5x5
+// depthwise conv and the hard_swish op, a squeeze-excitation block (mean
+// over H and W, 1x1 convs, relu, hard_sigmoid, the channel scale), a 1x1
+// conv with a residual add, and global average pooling (sum, then scale).
+constexpr int64_t kSeIn = 3, kSeCh = 20, kSeSqueeze = 8, kSeHw = 13, kSeOut = 7;
+
+struct SeWeights {
+  std::vector<float> w1 = Pseudorandom(kSeCh * kSeIn * 9, 31), b1 = Pseudorandom(kSeCh, 32);
+  std::vector<float> wd = Pseudorandom(kSeCh * 25, 33), bd = Pseudorandom(kSeCh, 34);
+  std::vector<float> ws1 = Pseudorandom(kSeSqueeze * kSeCh, 35);
+  std::vector<float> bs1 = Pseudorandom(kSeSqueeze, 36);
+  std::vector<float> ws2 = Pseudorandom(kSeCh * kSeSqueeze, 37), bs2 = Pseudorandom(kSeCh, 38);
+  std::vector<float> wp = Pseudorandom(kSeCh * kSeCh, 39);
+};
+
+Graph SeBlock(const SeWeights& w) {
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {1, kSeIn, kSeHw, kSeHw}});
+  Conv2DAttrs stem;
+  stem.padding = {1, 1, 1, 1};
+  stem.strides = {2, 2};
+  Node* c1 = Op(g, "conv2d",
+                {x, g.AddConstant("w1", FloatValues({kSeCh, kSeIn, 3, 3}, w.w1)),
+                 g.AddConstant("b1", FloatValues({kSeCh}, w.b1))},
+                stem);
+  ActivationAttrs hs{1.0f / 6, 0.5f};
+  Node* h1 = Op(g, "mul", {c1, Op(g, "hard_sigmoid", {c1}, hs)});
+  Conv2DAttrs dw;
+  dw.padding = {2, 2, 2, 2};
+  dw.groups = kSeCh;
+  Node* d = Op(g, "conv2d",
+               {h1, g.AddConstant("wd", FloatValues({kSeCh, 1, 5, 5}, w.wd)),
+                g.AddConstant("bd", FloatValues({kSeCh}, w.bd))},
+               dw);
+  Node* h2 = Op(g, "hard_swish", {d});
+  Node* m = Op(g, "mean", {h2}, ReduceAttrs{{2, 3}, true});
+  Node* s1 = Op(g, "relu", {Op(g, "conv2d",
+                               {m, g.AddConstant("ws1", FloatValues({kSeSqueeze, kSeCh, 1, 1}, w.ws1)),
+                                g.AddConstant("bs1", FloatValues({kSeSqueeze}, w.bs1))},
+                               Conv2DAttrs{})});
+  Node* s2 = Op(g, "hard_sigmoid",
+                {Op(g, "conv2d",
+                    {s1, g.AddConstant("ws2", FloatValues({kSeCh, kSeSqueeze, 1, 1}, w.ws2)),
+                     g.AddConstant("bs2", FloatValues({kSeCh}, w.bs2))},
+                    Conv2DAttrs{})},
+                hs);
+  Node* se = Op(g, "mul", {h2, s2});
+  Node* p = Op(g, "conv2d", {se, g.AddConstant("wp", FloatValues({kSeCh, kSeCh, 1, 1}, w.wp))},
+               Conv2DAttrs{});
+  Node* out = Op(g, "add", {p, h1});
+  Node* pooled = Op(g, "mul", {Op(g, "sum", {out}, ReduceAttrs{{-2, -1}, true}),
+                               g.AddConstant("scale", FloatValues({}, {1.0f / 49}))});
+  g.AddOutput(out);
+  g.AddOutput(pooled);
+  return g;
+}
+
+float HardSigmoid(float v) { return std::min(std::max(v / 6 + 0.5f, 0.0f), 1.0f); }
+
+// Both outputs: the block's (1, C, 7, 7) and its pooled (1, C, 1, 1).
+std::pair<std::vector<float>, std::vector<float>> SeReference(const SeWeights& w,
+                                                              const std::vector<float>& x) {
+  constexpr int64_t hw = kSeOut * kSeOut;
+  std::vector<float> h1 = kiln::testing::RefConv2DStrided(x, w.w1, w.b1, 1, kSeIn, kSeHw, kSeHw,
+                                                          kSeCh, 3, 3, 2, 1);
+  for (float& v : h1) v *= HardSigmoid(v);
+  std::vector<float> h2;
+  for (int64_t c = 0; c < kSeCh; ++c) {
+    std::vector<float> plane(h1.begin() + c * hw, h1.begin() + (c + 1) * hw);
+    std::vector<float> k(w.wd.begin() + c * 25, w.wd.begin() + (c + 1) * 25);
+    for (float v : kiln::testing::RefConv2DStrided(plane, k, {w.bd[c]}, 1, 1, kSeOut, kSeOut, 1,
+                                                   5, 5, 1, 2)) {
+      h2.push_back(v * HardSigmoid(v));
+    }
+  }
+  std::vector<float> m(kSeCh, 0.0f);
+  for (int64_t c = 0; c < kSeCh; ++c) {
+    double sum = 0;
+    for (int64_t i = 0; i < hw; ++i) sum += h2[c * hw + i];
+    m[c] = static_cast<float>(sum / hw);
+  }
+  std::vector<float> s1 = kiln::testing::RefConv2DStrided(m, w.ws1, w.bs1, 1, kSeCh, 1, 1,
+                                                          kSeSqueeze, 1, 1, 1, 0);
+  for (float& v : s1) v = std::max(v, 0.0f);
+  std::vector<float> s2 = kiln::testing::RefConv2DStrided(s1, w.ws2, w.bs2, 1, kSeSqueeze, 1, 1,
+                                                          kSeCh, 1, 1, 1, 0);
+  for (int64_t c = 0; c < kSeCh; ++c) {
+    for (int64_t i = 0; i < hw; ++i) h2[c * hw + i] *= HardSigmoid(s2[c]);
+  }
+  std::vector<float> out = kiln::testing::RefConv2DStrided(h2, w.wp, {}, 1, kSeCh, kSeOut, kSeOut,
+                                                           kSeCh, 1, 1, 1, 0);
+  std::vector<float> pooled(kSeCh, 0.0f);
+  for (int64_t c = 0; c < kSeCh; ++c) {
+    double sum = 0;
+    for (int64_t i = 0; i < hw; ++i) sum += out[c * hw + i] += h1[c * hw + i];
+    pooled[c] = static_cast<float>(sum / hw);
+  }
+  return {out, pooled};
+}
+
+TEST(ConvertLayoutNchwcTest, KeepsDepthwiseAndSqueezeExcitationBlocked) {
+  SeWeights w;
+  Graph g = SeBlock(w);
+  PassContext ctx;
+  ctx.config.nchwc_layout = NchwcLayout::kOn;
+  ASSERT_TRUE(CreateInferTypePass()->Run(g, ctx).ok());
+  auto changed = CreateConvertLayoutNchwcPass()->Run(g, ctx);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_TRUE(*changed);
+  for (Node* n : g.TopologicalOrder()) {
+    if (n->is_op() && n->op_name() != "layout_transform") {
+      EXPECT_EQ(n->type.rank(), 5) << n->op_name() << " left in NCHW";
+    }
+  }
+  EXPECT_EQ(CountOps(g, "conv2d_nchwc"), 4);
+  EXPECT_EQ(CountOps(g, "conv2d_nchwc_depthwise"), 1);
+  EXPECT_EQ(CountOps(g, "layout_transform"), 3);  // the input in, both outputs back
+}
+
+TEST(ConvertLayoutNchwcTest, SqueezeExcitationBlockMatchesReference) {
+  auto m = ModelManager::Create({});
+  ASSERT_TRUE(m.ok()) << m.status();
+  SeWeights w;
+  auto x = Pseudorandom(kSeIn * kSeHw * kSeHw, 40);
+  CompileOptions options;
+  options.nchwc_layout = NchwcLayout::kOn;
+  auto r = (*m)->Compile("se", SeBlock(w), options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto input =
+      Tensor::FromBytes({DType::kFloat32, {1, kSeIn, kSeHw, kSeHw}},
+                        absl::string_view(reinterpret_cast<const char*>(x.data()), x.size() * 4));
+  ASSERT_TRUE(input.ok());
+  auto result = (*m)->Find("se")->Run({&*input});
+  ASSERT_TRUE(result.ok()) << result.status();
+  const auto [out, pooled] = SeReference(w, x);
+  for (int i = 0; i < 2; ++i) {
+    const std::vector<float>& want = i == 0 ? out : pooled;
+    const Tensor& got_tensor = result->outputs[i];
+    ASSERT_EQ(got_tensor.type().NumElements(), static_cast<int64_t>(want.size()));
+    const float* got = static_cast<const float*>(got_tensor.data());
+    for (size_t j = 0; j < want.size(); ++j) {
+      ASSERT_NEAR(got[j], want[j], 1e-4 * std::max(1.0f, std::fabs(want[j])))
+          << "output " << i << " at " << j;
+    }
+  }
+}
+
 class ConvertLayoutNchwcModelTest : public ::testing::TestWithParam<bool> {};
 
 // With and without FoldScaleAxis: folded, the scale and shift are the conv's
