@@ -65,6 +65,7 @@
 #include <algorithm>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -132,15 +133,24 @@ bool WinsOn(const Graph& graph) {
   for (const Node* n : graph.TopologicalOrder()) {
     if (n->is_op() && n->op->name == "concat" && !ConcatKeepsBlocks(*n)) return false;
     if (!n->is_op() || n->op->name != "conv2d") continue;
-    if (!Convertible(*n) || std::get<Conv2DAttrs>(n->attrs).groups != 1) return false;
+    if (!Convertible(*n)) return false;
     ++convs;
   }
   return convs >= kMinConvs;
 }
 
+// NchwcLayout::kAuto, once the region is known: at most two transforms
+// (the input in, the classifier's read back) and one more per ten convs.
+// A region that other ops cut into pieces (ConvNeXt's channel LayerNorm
+// after each depthwise conv) pays a transform each way per piece.
+bool FewTransforms(int transforms, int convs) { return transforms <= 2 + convs / 10; }
+
 class LayoutConverter {
  public:
-  explicit LayoutConverter(Graph& g) : g_(g), ops_(OpRegistry::Default()) {}
+  // `automatic`: give up (the graph unchanged) when the region would need
+  // more transforms than FewTransforms allows.
+  LayoutConverter(Graph& g, bool automatic)
+      : g_(g), ops_(OpRegistry::Default()), automatic_(automatic) {}
 
   absl::StatusOr<bool> Run() {
     const std::vector<Node*> order = g_.TopologicalOrder();
@@ -149,6 +159,10 @@ class LayoutConverter {
       KILN_RETURN_IF_ERROR(Convert(n));
     }
     if (blocked_.empty()) return false;
+    if (automatic_ && !FewTransforms(Transforms(order), convs_)) {
+      g_.RemoveDeadNodes();  // the blocked nodes, used by nothing yet
+      return false;
+    }
     // The boundary: every reader of an original node left (and the outputs)
     // reads the blocked value transformed back.
     for (Node* n : order) {
@@ -162,6 +176,22 @@ class LayoutConverter {
   }
 
  private:
+  // How many transforms the region needs: forward, one per NCHW value a
+  // blocked op reads; back, one per blocked value read outside the region.
+  int Transforms(const std::vector<Node*>& order) const {
+    std::unordered_set<Node*> read_outside;
+    for (Node* n : order) {
+      if (!n->is_op() || blocked_.count(n)) continue;
+      for (Node* in : n->inputs) {
+        if (blocked_.count(in)) read_outside.insert(in);
+      }
+    }
+    for (Node* out : g_.outputs()) {
+      if (blocked_.count(out)) read_outside.insert(out);
+    }
+    return static_cast<int>(blocked_inputs_.size() + read_outside.size());
+  }
+
   absl::Status Convert(Node* n) {
     const std::string& op = n->op->name;
     if (op == "conv2d") return ConvertConv(n);
@@ -303,6 +333,7 @@ class LayoutConverter {
       std::copy_n(bias->value->data<float>(), o, b.begin());
       inputs.push_back(AddFloatConstant(bias->name + ".nchwc", {ob, kBlock}, b));
     }
+    ++convs_;
     return Emit(n, "conv2d_nchwc", std::move(inputs), n->attrs);
   }
 
@@ -335,6 +366,7 @@ class LayoutConverter {
       std::copy_n(bias->value->data<float>(), c, b.begin());
       inputs.push_back(AddFloatConstant(bias->name + ".nchwc", {cb, kBlock}, b));
     }
+    ++convs_;
     return Emit(n, "conv2d_nchwc_depthwise", std::move(inputs), n->attrs);
   }
 
@@ -393,6 +425,8 @@ class LayoutConverter {
   std::unordered_map<Node*, Node*> blocked_;
   // NCHW values a conv reads -> their transform into blocks.
   std::unordered_map<Node*, Node*> blocked_inputs_;
+  int convs_ = 0;  // converted
+  const bool automatic_;
 };
 
 }  // namespace
@@ -410,7 +444,7 @@ std::unique_ptr<Pass> CreateConvertLayoutNchwcPass() {
           case NchwcLayout::kOn:
             break;
         }
-        return LayoutConverter(graph).Run();
+        return LayoutConverter(graph, ctx.config.nchwc_layout == NchwcLayout::kAuto).Run();
       });
 }
 

@@ -1,7 +1,8 @@
 // CompileOptions.nchwc_layout through a real server: an inception-like model
 // (four convs, a concat of whole 16-channel blocks) compiled with the layout
-// pass off, on and left to its default, each kernel list saying whether its
-// convs run blocked, and every output NumPy's
+// pass off, on and left to its default (which leaves so small a graph in
+// NCHW), each kernel list saying whether its convs run blocked, and every
+// output NumPy's
 // (tests/compiler/lower/data/make_concat_fixtures.py).
 #include <algorithm>
 #include <cmath>
@@ -46,7 +47,8 @@ TEST_F(NchwcLayoutTest, EachSettingCompilesItsLayoutAndMatchesNumPy) {
   };
   for (const Setting& s : {Setting{"nchw", kiln::v1::NCHWC_LAYOUT_OFF, false},
                            Setting{"nchwc", kiln::v1::NCHWC_LAYOUT_ON, true},
-                           Setting{"default", kiln::v1::NCHWC_LAYOUT_AUTO, true}}) {
+                           // The pass's own rule: three transforms are too many for four convs.
+                           Setting{"default", kiln::v1::NCHWC_LAYOUT_AUTO, false}}) {
     SCOPED_TRACE(s.name);
     kiln::v1::CompileModelResponse compiled;
     grpc::ClientContext ctx;

@@ -116,17 +116,21 @@ TEST(ConvertLayoutNchwcTest, KeepsTheChainBlockedWithTransformsAtTheEnds) {
   EXPECT_EQ(g.outputs()[0]->type.shape, (std::vector<int64_t>{1, kCh, kPooled, kPooled}));
 }
 
-// Four 3x3 convs over 8 channels; the third depthwise when asked.
-Graph ConvChain(bool depthwise) {
+// Four 3x3 convs over 8 channels, each with a relu; the third depthwise, or
+// the second and third followed by an op the pass leaves NCHW (abs).
+enum class Chain { kPlain, kDepthwise, kCut };
+
+Graph ConvChain(Chain kind) {
   Graph g;
   Node* x = g.AddInput("x", {DType::kFloat32, {1, 8, 10, 10}});
   for (int i = 0; i < 4; ++i) {
     Conv2DAttrs a;
     a.padding = {1, 1, 1, 1};
-    a.groups = depthwise && i == 2 ? 8 : 1;
+    a.groups = kind == Chain::kDepthwise && i == 2 ? 8 : 1;
     const std::vector<float> w = Pseudorandom(8 * (8 / a.groups) * 9, 20 + i);
     x = Op(g, "relu",
            {Op(g, "conv2d", {x, g.AddConstant("w", FloatValues({8, 8 / a.groups, 3, 3}, w))}, a)});
+    if (kind == Chain::kCut && (i == 1 || i == 2)) x = Op(g, "abs", {x});
   }
   g.AddOutput(x);
   return g;
@@ -138,10 +142,10 @@ int CountOps(const Graph& g, const std::string& op) {
   return n;
 }
 
-TEST(ConvertLayoutNchwcTest, AutoConvertsOnlyChainsOfUngroupedConvs) {
+TEST(ConvertLayoutNchwcTest, AutoConvertsRegionsWithFewTransforms) {
   PassContext ctx;
   ctx.config.nchwc_layout = NchwcLayout::kAuto;
-  Graph plain = ConvChain(/*depthwise=*/false);
+  Graph plain = ConvChain(Chain::kPlain);
   ASSERT_TRUE(CreateInferTypePass()->Run(plain, ctx).ok());
   auto changed = CreateConvertLayoutNchwcPass()->Run(plain, ctx);
   ASSERT_TRUE(changed.ok()) << changed.status();
@@ -149,21 +153,33 @@ TEST(ConvertLayoutNchwcTest, AutoConvertsOnlyChainsOfUngroupedConvs) {
   EXPECT_EQ(CountOps(plain, "conv2d_nchwc"), 4);
   EXPECT_EQ(CountOps(plain, "layout_transform"), 2);
 
-  Graph mixed = ConvChain(/*depthwise=*/true);
+  // A depthwise conv stays in the region: transforms only at the ends.
+  Graph mixed = ConvChain(Chain::kDepthwise);
   ASSERT_TRUE(CreateInferTypePass()->Run(mixed, ctx).ok());
-  auto unchanged = CreateConvertLayoutNchwcPass()->Run(mixed, ctx);
-  ASSERT_TRUE(unchanged.ok()) << unchanged.status();
-  EXPECT_FALSE(*unchanged);
-
-  // Forced on, the depthwise conv is blocked too: transforms only at the ends.
-  ctx.config.nchwc_layout = NchwcLayout::kOn;
-  auto forced = CreateConvertLayoutNchwcPass()->Run(mixed, ctx);
-  ASSERT_TRUE(forced.ok()) << forced.status();
-  EXPECT_TRUE(*forced);
+  auto blocked = CreateConvertLayoutNchwcPass()->Run(mixed, ctx);
+  ASSERT_TRUE(blocked.ok()) << blocked.status();
+  EXPECT_TRUE(*blocked);
   EXPECT_EQ(CountOps(mixed, "conv2d_nchwc"), 3);
   EXPECT_EQ(CountOps(mixed, "conv2d_nchwc_depthwise"), 1);
   EXPECT_EQ(CountOps(mixed, "conv2d"), 0);
   EXPECT_EQ(CountOps(mixed, "layout_transform"), 2);
+
+  // Cut in three pieces, the region would need six transforms: left alone,
+  // unchanged, unless forced on.
+  Graph cut = ConvChain(Chain::kCut);
+  ASSERT_TRUE(CreateInferTypePass()->Run(cut, ctx).ok());
+  const int64_t nodes = cut.num_nodes();
+  auto unchanged = CreateConvertLayoutNchwcPass()->Run(cut, ctx);
+  ASSERT_TRUE(unchanged.ok()) << unchanged.status();
+  EXPECT_FALSE(*unchanged);
+  EXPECT_EQ(cut.num_nodes(), nodes);
+  EXPECT_EQ(CountOps(cut, "conv2d"), 4);
+  ctx.config.nchwc_layout = NchwcLayout::kOn;
+  auto forced = CreateConvertLayoutNchwcPass()->Run(cut, ctx);
+  ASSERT_TRUE(forced.ok()) << forced.status();
+  EXPECT_TRUE(*forced);
+  EXPECT_EQ(CountOps(cut, "conv2d_nchwc"), 4);
+  EXPECT_EQ(CountOps(cut, "layout_transform"), 6);
 }
 
 // A MobileNetV3-like block on 20 channels (not a multiple of 16): a strided
