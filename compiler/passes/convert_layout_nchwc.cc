@@ -4,21 +4,33 @@
 // -----------
 // Rewrites, in one walk over the graph in topological order, every float32
 // conv2d with groups 1 and constant weights (and bias) into conv2d_nchwc,
-// and keeps its consumers in the blocked layout where they allow it:
+// every depthwise one (groups = C = O) into conv2d_nchwc_depthwise, and
+// keeps their consumers in the blocked layout where they allow it:
 //
 //     x --T--> conv' --> relu' --> conv' --> add' --> max_pool' --T^-1--> flatten
 //                \________________________________/
 //   (T = layout_transform NCHW -> NCHW16c, T^-1 back; primes are blocked ops)
 //
-// What stays blocked: conv2d (as conv2d_nchwc); relu, sigmoid, tanh, clip;
-// add, sub, mul, div of two blocked values of one shape, or of a blocked
-// value and a constant that is a scalar or per channel ((C, 1, 1) or
-// (1, C, 1, 1), BatchNorm's scale and shift when FoldScaleAxis could not fold
-// them); max_pool2d and avg_pool2d; a concat along the channels whose
-// pieces, but the last, are whole blocks (a concat of blocks). Per-channel constants are re-laid at
-// compile time as (C/16, 1, 1, 16), padded with 0 (1 for a divisor), and
-// conv weights OIHW as O/16, C/c, KH, KW, c, 16, zero past O and C, bias as
-// (O/16, 16). Everything else (flatten, global pooling's sum, dense, other
+// What stays blocked: conv2d (as conv2d_nchwc or conv2d_nchwc_depthwise);
+// relu, sigmoid, tanh, clip, hard_sigmoid, hard_swish, leaky_relu; add,
+// sub, mul, div of two blocked values of one shape, of a blocked value and
+// a blocked one value per (n, c) (a squeeze-excitation scale), or of a
+// blocked value and a constant that is a scalar or per channel ((C, 1, 1)
+// or (1, C, 1, 1), BatchNorm's scale and shift when FoldScaleAxis could not
+// fold them) -- but never a blocked divisor (below); max_pool2d and
+// avg_pool2d; sum and mean over H and W, kept (global pooling, whose
+// (N, C/16, 1, 1, 16) result feeds an SE block's 1x1 convs blocked); a
+// concat along the channels whose pieces, but the last, are whole blocks
+// (a concat of blocks, still made in place at batch 1). So
+// a MobileNetV3 is blocked from the stem conv to the pooled features:
+//
+//     x -T-> conv' -> dwconv' -> hard_sigmoid', mul' (hardswish) -+-> mul' -> conv' -> ...
+//                                    mean' -> conv' -> relu' -> conv' -> hard_sigmoid' -/
+//
+// Per-channel constants are re-laid at compile time as (C/16, 1, 1, 16),
+// padded with 0 (1 for a divisor), conv weights OIHW as O/16, C/c, KH, KW,
+// c, 16, zero past O and C, depthwise weights (C, 1, KH, KW) as C/16, KH,
+// KW, 16, biases as (O/16, 16). Everything else (flatten, dense, other
 // concats, graph outputs) reads the NCHW value through one layout_transform
 // back, made once per blocked value; a conv whose input is not blocked reads
 // it through one transform forward. So transforms sit only at the
@@ -33,7 +45,8 @@
 // stem conv reads NHWC instead of padding 3 channels to 16. The padded
 // channels of a blocked value hold whatever the ops compute from zeros:
 // finite for every op kept blocked, and multiplied by zero weights in the
-// next conv, dropped by the transform back.
+// next conv, dropped by the transform back. (A blocked divisor would put
+// 0/0 = NaN there, which zero weights do not cancel: it stays NCHW.)
 //
 // Compared with TVM's AlterOpLayout / ConvertLayout: TVM asks each op's
 // strategy for its preferred layout and inserts layout_transforms on every
@@ -43,23 +56,37 @@
 // weights, keeps elementwise ops, pools and BatchNorm blocked, and reorders
 // only at the boundaries; it also takes the stem's NCHW input directly
 // (an NCHW-input NchwcConv) and fuses the activation and residual add into
-// the conv, which FuseOps does here. Not (yet) handled: depthwise and
-// grouped convs, global pooling kept blocked.
+// the conv, which FuseOps does here. Not (yet) handled: grouped convs
+// other than depthwise (regnet_y_400mf's have 8 channels a group, half a
+// block: each output lane would read 8 input lanes of its half, a permute
+// per channel that MLAS does not do either; they stay NCHW, and so kAuto
+// leaves regnet alone).
 //
 // When it runs (PassConfig::nchwc_layout): kOn converts every conv it can;
-// kAuto only graphs of four or more convs that are all convertible
-// (ResNet-style), since a depthwise or grouped conv stays NCHW and cuts the
-// blocked region with a transform each way. kAuto is the default. Measured
-// on an Intel Xeon (AVX-512) shared with other jobs, builds without and
-// with the pass alternating, 11 rounds; resnet18's sum of per-kernel
-// medians, minimum (median) over the rounds, in ms:
+// kAuto only graphs of four or more convs, all of them convertible, every
+// concat one of whole blocks, and only when the region needs at most 2 + convs / 10 transforms
+// (FewTransforms): the image in and the classifier's features out, not a
+// pair around every block. ConvNeXt's depthwise convs are convertible, but
+// each is followed by a channel LayerNorm on an NHWC permute that cuts the
+// region: forced on, convnext_tiny's sum of kernel medians went from 78 to
+// 90-92 ms (b1, 1 thread), so kAuto leaves it NCHW. kAuto is the default.
+// Measured on an Intel Xeon (AVX-512) shared with other jobs, builds
+// without and with the pass alternating, 11 rounds; resnet18's sum of
+// per-kernel medians, minimum (median) over the rounds, in ms:
 //     batch 1, 1 thread     23.3 (31.9) -> 21.4 (22.5)
 //     batch 1, 2 threads    25.0 (38.5) -> 22.8 (25.6)
 //     batch 8, 1 thread      348 (456)  ->  261 (360)
 //     batch 8, 2 threads     355 (610)  ->  286 (458)
-// (per layer: lower/blocked_conv.cc). mobilenet_v2 with the pass forced on
-// ran 21-34 ms against 15-23 off (its 17 depthwise convs stay NCHW), which
-// is why kAuto leaves such graphs alone.
+// (per layer: lower/blocked_conv.cc). With depthwise convs blocked
+// (lower/blocked_depthwise.cc) and SE blocks, hardswish and global pooling
+// kept blocked, kiln-bench on the same "Intel(R) Xeon(R) Processor"
+// (2 cores, load average 4-8 from other builds), the build before against
+// this one alternating, 3 rounds; the minimum over the rounds of the sum of
+// per-kernel medians, in ms:
+//                              b1 1 thread  b1 2 threads  b8 1 thread  b8 2 threads
+//     mobilenet_v2             5.51 -> 4.52  7.94 -> 5.34  52.3 -> 45.9  71.9 -> 44.8
+//     mobilenet_v3_large       6.07 -> 4.16  7.40 -> 5.11  73.3 -> 43.4  69.0 -> 48.3
+// regnet_y_400mf forced on: 9.5-10.2 -> 10.0-11.3 ms (b1, 1 thread).
 #include "compiler/passes/convert_layout_nchwc.h"
 
 #include <algorithm>
@@ -78,7 +105,6 @@ namespace kiln {
 namespace {
 
 constexpr int64_t kBlock = 16;  // float32 lanes of the host vector (lower::kLanes)
-
 
 std::shared_ptr<ConstantData> FloatData(std::vector<int64_t> shape, const std::vector<float>& v) {
   auto data = std::make_shared<ConstantData>();
@@ -121,7 +147,7 @@ bool ConcatKeepsBlocks(const Node& concat) {
 
 // NchwcLayout::kAuto: graphs with at least kMinConvs convs, every one of
 // them convertible (ResNet-style), and every concat one that keeps blocks.
-// A grouped or depthwise conv stays NCHW and cuts the blocked region with a
+// A grouped conv (other than depthwise) stays NCHW and cuts the blocked region with a
 // transform each way; a concat that cannot stay blocked takes its inputs
 // through transforms back, which FuseOps joins into the concat's kernel, so
 // an inception block's branches could no longer write their slices in place

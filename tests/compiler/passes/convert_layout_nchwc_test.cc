@@ -219,10 +219,9 @@ Graph SeBlock(const SeWeights& w) {
                dw);
   Node* h2 = Op(g, "hard_swish", {d});
   Node* m = Op(g, "mean", {h2}, ReduceAttrs{{2, 3}, true});
-  Node* s1 = Op(g, "relu", {Op(g, "conv2d",
-                               {m, g.AddConstant("ws1", FloatValues({kSeSqueeze, kSeCh, 1, 1}, w.ws1)),
-                                g.AddConstant("bs1", FloatValues({kSeSqueeze}, w.bs1))},
-                               Conv2DAttrs{})});
+  Node* ws1 = g.AddConstant("ws1", FloatValues({kSeSqueeze, kSeCh, 1, 1}, w.ws1));
+  Node* bs1 = g.AddConstant("bs1", FloatValues({kSeSqueeze}, w.bs1));
+  Node* s1 = Op(g, "relu", {Op(g, "conv2d", {m, ws1, bs1}, Conv2DAttrs{})});
   Node* s2 = Op(g, "hard_sigmoid",
                 {Op(g, "conv2d",
                     {s1, g.AddConstant("ws2", FloatValues({kSeCh, kSeSqueeze, 1, 1}, w.ws2)),
