@@ -10,6 +10,7 @@
 #include "compiler/passes/fold_scale_axis.h"
 #include "compiler/passes/fuse_attention.h"
 #include "compiler/passes/fuse_ops.h"
+#include "compiler/passes/fuse_prologue.h"
 #include "compiler/passes/infer_type.h"
 #include "compiler/passes/integer_qdq_conv.h"
 #include "compiler/passes/integer_qdq_matmul.h"
@@ -36,7 +37,8 @@ std::unique_ptr<Sequential> DefaultPipeline() {
   passes.push_back(CreateFuseAttentionPass());           // needs the head split's slices folded
   passes.push_back(CreateConvertLayoutNchwcPass());      // after folding BN into the convs
   passes.push_back(CreateDeadCodeEliminationPass());
-  passes.push_back(CreateFuseOpsPass());                 // last: groups are what lowering compiles
+  passes.push_back(CreateFuseOpsPass());                 // groups are what lowering compiles
+  passes.push_back(CreateFuseProloguePass());            // on FuseOps' groups: epilogues first
   return std::make_unique<Sequential>("default", std::move(passes));
 }
 
@@ -56,6 +58,7 @@ std::unique_ptr<Pass> CreatePassByName(const std::string& name) {
   if (name == "ConvertLayoutNchwc") return CreateConvertLayoutNchwcPass();
   if (name == "DeadCodeElimination") return CreateDeadCodeEliminationPass();
   if (name == "FuseOps") return CreateFuseOpsPass();
+  if (name == "FusePrologue") return CreateFuseProloguePass();
   return nullptr;
 }
 

@@ -65,7 +65,13 @@ const Node* BlockedConv(const GroupContext& g) {
 Stmt PadBlockedConvInput(GroupContext& g, const Node* conv, LoopFunction& fn,
                          std::vector<Var>& out_vars, Expr& value) {
   const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv->attrs);
-  if (!a.padding[0] && !a.padding[1] && !a.padding[2] && !a.padding[3]) return nullptr;
+  // Without padding the input is read in place, unless a fused prologue
+  // (fuse_prologue.cc) must be applied to it: the copy applies it once per
+  // element, where the in-place read would per load (per window position).
+  if (!a.padding[0] && !a.padding[1] && !a.padding[2] && !a.padding[3] &&
+      !g.member_set.count(conv->inputs[0])) {
+    return nullptr;
+  }
   te::ExprBuilder& b = g.b;
   const std::vector<int64_t>& xs = conv->inputs[0]->type.shape;
   const std::vector<int64_t>& ws = conv->inputs[1]->type.shape;

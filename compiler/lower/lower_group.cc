@@ -52,6 +52,7 @@
 #include "compiler/lower/contraction_schedule.h"
 #include "compiler/lower/conv_padding.h"
 #include "compiler/lower/pool_planes.h"
+#include "compiler/lower/prologue_copy.h"
 #include "compiler/lower/group_context.h"
 #include "compiler/lower/plane_prefetch.h"
 #include "compiler/lower/qconv_call.h"
@@ -213,12 +214,18 @@ class GroupLowerer {
     target.out_vars = out_vars;
     Expr group_value = value;
     Stmt padding_stage;
+    Stmt prologue_stage;
     bool padded_by_rows = false;
     const Node* conv = InPlaceConv(g_);
     if (const Node* blocked = BlockedConv(g_)) {
       // Blocked channels (blocked_conv.cc): N is the output's channel blocks.
       target.channel_blocks = true;
       padding_stage = PadBlockedConvInput(g_, blocked, fn, target.out_vars, group_value);
+    } else if (conv != nullptr && IsPointwiseWithoutPadding(conv) &&
+               g_.member_set.count(conv->inputs[0])) {
+      // A fused prologue (fuse_prologue.cc) computed once per element into
+      // a buffer read in place (prologue_copy.cc).
+      prologue_stage = CopyPrologue(g_, conv, fn, target, target.out_vars, group_value);
     } else if (conv != nullptr && IsPointwiseWithoutPadding(conv)) {
       // Its input is read as it is: no copy, no padded rows.
       auto param = g_.param_index.find(conv->inputs[0]);
@@ -242,11 +249,16 @@ class GroupLowerer {
     if (override_) target.schedule_override = &*override_;
     std::optional<ContractionSchedule> schedule = ScheduleContraction(target);
     if (!schedule) {
+      if (prologue_stage) {  // the prologue is inlined again
+        g_.member_set.insert(conv->inputs[0]);
+        g_.param_index.erase(conv->inputs[0]);
+      }
       fn.buffers.resize(fn.num_params);  // drop the padded input
       g_.shapes.resize(fn.num_params);
       return false;
     }
     fn.body = padding_stage ? MakeSeq({padding_stage, schedule->body}) : schedule->body;
+    if (prologue_stage) fn.body = MakeSeq({prologue_stage, schedule->body});
     out.schedule = schedule->summary;
     out.contraction = schedule->shape;
     out.tuned = schedule->override_applied;

@@ -84,7 +84,7 @@ TEST(SeedExampleTest, ReportListsEveryPassInPipelineOrder) {
                                             "QuantizeInFloat64", "FoldScaleAxis",
                                             "EliminateCommonSubexpr", "FuseAttention",
                                             "ConvertLayoutNchwc", "DeadCodeElimination",
-                                            "FuseOps"));
+                                            "FuseOps", "FusePrologue"));
   EXPECT_EQ(p->record.passes[0].depth, 0);
   EXPECT_EQ(p->record.passes[1].depth, 1);
   // The pipeline's total covers its passes; its self time is what is left.

@@ -1,0 +1,181 @@
+// FusePrologue: an elementwise producer joins the contraction that reads it.
+//
+// FuseOps (fuse_ops.cc), like TVM's, fuses a conv or matmul (OutEWiseFusable)
+// only with the elementwise ops after it, its epilogue. An elementwise op in
+// front of one stays a kernel of its own, one more pass over the activation
+// in memory, whenever it cannot join its own producer's epilogue either --
+// because it reads a second value that is not ready there:
+//
+//     x ---> global pool -> fc -> relu -> fc -> hardsigmoid      (SE block)
+//     |                                              |
+//     `------------------------> mul <---------------'   s[n, c]
+//                                 |
+//                               conv 1x1                 reads x * s
+//
+//     a + b (residual sum, also read by the next block) -> BN -> relu -> conv
+//                                                     (pre-activation ResNet)
+//
+// This pass runs on FuseOps' groups and merges such a producer group P into
+// the group of its consumer C when:
+//   - every op of P is elementwise or broadcast, float32, and P's value is
+//     read by one op only, a conv2d or conv2d_nchwc (as its data input, not
+//     its weights; conv2d of dilation 1 and stride at most 4, the convs whose
+//     input lowering copies), or a dense or matmul (either operand);
+//   - P reads at most one tensor of its own size (the activation) and
+//     otherwise only small ones (per channel, per (n, c), constants): at
+//     most 1/kSmallRatio of its size, so that applying P on the way into
+//     the contraction costs about one load of the activation per element;
+//   - C holds no other contraction and no reduction, and the merged group
+//     stays within fuse_max_depth ops.
+// Merging cannot make a cycle: P's value goes nowhere but into C.
+//
+// Why TVM never does this: its conv schedules read the input in place, so a
+// producer inlined into the conv would be recomputed for every output
+// channel and window position (K*K*O times per element). Kiln's lowering
+// already passes the input through a copy where it matters, and inlines the
+// group's producers there (group_context.h's ValueOf), so the function runs
+// once per element:
+//   - a padded conv2d's input is copied into the zero-padded buffer the
+//     micro-kernel reads (conv_padding.cc); the copy selects zero outside the
+//     input, so the padding stays the conv's zeros, not f(0);
+//   - a 1x1 conv2d without padding, read in place otherwise, takes that copy
+//     too when it has a prologue (lower_group.cc);
+//   - conv2d_nchwc copies its input into a padded blocked buffer
+//     (blocked_conv.cc), now with no padding too when it has a prologue;
+//   - dense and matmul pack an activation operand into panels, or, read in
+//     place, take the packed path once the operand is no plain load
+//     (contraction_schedule.cc).
+// Measurements: see the end of this note.
+#include "compiler/passes/fuse_prologue.h"
+
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+#include <variant>
+#include <vector>
+
+#include "compiler/ir/op_def.h"
+
+namespace kiln {
+namespace {
+
+// A producer's other inputs are "small" at this fraction of its size or less.
+constexpr int64_t kSmallRatio = 8;
+
+Node* RootOf(Node* n) { return n->group_root ? n->group_root : n; }
+
+bool IsContraction(const Node* n) {
+  const std::string& name = n->op->name;
+  return name == "conv2d" || name == "conv2d_nchwc" || name == "dense" || name == "matmul";
+}
+
+// Whether `consumer` may read `value` through a prologue: as a conv's data
+// input (whose copy lowering makes), or as either matmul operand.
+bool ReadsAsPrologue(const Node* consumer, const Node* value) {
+  const std::string& name = consumer->op->name;
+  if (name == "matmul") return true;
+  for (size_t i = 1; i < consumer->inputs.size(); ++i) {
+    if (consumer->inputs[i] == value) return false;
+  }
+  if (name != "conv2d") return true;
+  const auto* a = std::get_if<Conv2DAttrs>(&consumer->attrs);
+  return a != nullptr && a->dilation == std::vector<int64_t>{1, 1} && a->strides[0] <= 4 &&
+         a->strides[1] <= 4;
+}
+
+class PrologueFuser {
+ public:
+  PrologueFuser(Graph& graph, int max_depth) : max_depth_(max_depth) {
+    for (Node* out : graph.outputs()) outputs_.insert(out);
+    order_ = graph.TopologicalOrder();
+    for (Node* n : order_) {
+      if (!n->is_op()) continue;
+      members_[RootOf(n)].push_back(n);
+      std::unordered_set<Node*> seen;
+      for (Node* in : n->inputs) {
+        if (seen.insert(in).second) users_[in].push_back(n);
+      }
+    }
+  }
+
+  bool Run() {
+    bool changed = false;
+    for (Node* n : order_) {
+      if (!n->is_op() || RootOf(n) != n) continue;
+      Node* consumer = PrologueConsumer(n);
+      if (consumer == nullptr) continue;
+      Node* target = RootOf(consumer);
+      std::vector<Node*>& into = members_[target];
+      for (Node* m : members_[n]) {
+        m->group_root = target;
+        into.push_back(m);
+      }
+      members_.erase(n);
+      changed = true;
+    }
+    return changed;
+  }
+
+ private:
+  // The contraction that group `root` may join as its prologue, or null.
+  Node* PrologueConsumer(Node* root) {
+    if (outputs_.count(root) || root->type.dtype != DType::kFloat32) return nullptr;
+    const std::vector<Node*>& group = members_[root];
+    const std::unordered_set<const Node*> in_group(group.begin(), group.end());
+    for (const Node* m : group) {
+      if (m->op->pattern > OpPattern::kBroadcast) return nullptr;
+      if (m == root) continue;
+      for (const Node* user : users_[m]) {
+        if (!in_group.count(user)) return nullptr;
+      }
+    }
+    const std::vector<Node*>& users = users_[root];
+    if (users.size() != 1) return nullptr;
+    Node* consumer = users[0];
+    if (!IsContraction(consumer) || consumer->type.dtype != DType::kFloat32 ||
+        !ReadsAsPrologue(consumer, root) || !ReadsSmallInputs(group, in_group, root)) {
+      return nullptr;
+    }
+    const std::vector<Node*>& target = members_[RootOf(consumer)];
+    if (static_cast<int>(group.size() + target.size()) > max_depth_) return nullptr;
+    for (const Node* m : target) {
+      if (m != consumer && m->op->pattern > OpPattern::kInjective) return nullptr;
+    }
+    return consumer;
+  }
+
+  // At most one input from outside the group as large as its value, of its
+  // shape; the rest at most 1/kSmallRatio of that.
+  static bool ReadsSmallInputs(const std::vector<Node*>& group,
+                               const std::unordered_set<const Node*>& in_group, const Node* root) {
+    const int64_t size = root->type.NumElements();
+    const Node* large = nullptr;
+    for (const Node* m : group) {
+      for (const Node* in : m->inputs) {
+        if (in_group.count(in) || in->type.NumElements() * kSmallRatio <= size) continue;
+        if (in->type.shape != root->type.shape || (large != nullptr && large != in)) return false;
+        large = in;
+      }
+    }
+    return true;
+  }
+
+  int max_depth_;
+  std::unordered_set<const Node*> outputs_;
+  std::vector<Node*> order_;
+  // Each group's ops in topological order, by root; each value's op readers.
+  std::unordered_map<Node*, std::vector<Node*>> members_;
+  std::unordered_map<const Node*, std::vector<Node*>> users_;
+};
+
+absl::StatusOr<bool> FusePrologue(Graph& graph, const PassContext& ctx) {
+  return PrologueFuser(graph, std::max(1, ctx.config.fuse_max_depth)).Run();
+}
+
+}  // namespace
+
+std::unique_ptr<Pass> CreateFuseProloguePass() {
+  return std::make_unique<FunctionPass>(PassInfo{"FusePrologue", 1, {"FuseOps"}}, FusePrologue);
+}
+
+}  // namespace kiln
