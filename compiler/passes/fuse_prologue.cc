@@ -17,11 +17,14 @@
 //
 // This pass runs on FuseOps' groups and merges such a producer group P into
 // the group of its consumer C when:
-//   - every op of P is elementwise or broadcast, float32, and P's value is
+//   - every op of P is elementwise or broadcast, or a layout_transform
+//     (ConvertLayoutNchwc puts one between a pre-activation and its blocked
+//     conv; the blocked conv's copy reads through it once per element),
+//     P's value is float32 and
 //     read by one op only, a conv2d or conv2d_nchwc (as its data input, not
 //     its weights; conv2d of dilation 1 and stride at most 4, the convs whose
 //     input lowering copies), or a dense or matmul (either operand);
-//   - P reads at most one tensor of its own size (the activation) and
+//   - P reads at most one tensor about its own size (the activation) and
 //     otherwise only small ones (per channel, per (n, c), constants): at
 //     most 1/kSmallRatio of its size, so that applying P on the way into
 //     the contraction costs about one load of the activation per element;
@@ -123,7 +126,9 @@ class PrologueFuser {
     const std::vector<Node*>& group = members_[root];
     const std::unordered_set<const Node*> in_group(group.begin(), group.end());
     for (const Node* m : group) {
-      if (m->op->pattern > OpPattern::kBroadcast) return nullptr;
+      if (m->op->pattern > OpPattern::kBroadcast && m->op->name != "layout_transform") {
+        return nullptr;
+      }
       if (m == root) continue;
       for (const Node* user : users_[m]) {
         if (!in_group.count(user)) return nullptr;
@@ -144,16 +149,17 @@ class PrologueFuser {
     return consumer;
   }
 
-  // At most one input from outside the group as large as its value, of its
-  // shape; the rest at most 1/kSmallRatio of that.
+  // At most one input from outside the group larger than 1/kSmallRatio of
+  // its value, and that one no larger than the value.
   static bool ReadsSmallInputs(const std::vector<Node*>& group,
                                const std::unordered_set<const Node*>& in_group, const Node* root) {
     const int64_t size = root->type.NumElements();
     const Node* large = nullptr;
     for (const Node* m : group) {
       for (const Node* in : m->inputs) {
-        if (in_group.count(in) || in->type.NumElements() * kSmallRatio <= size) continue;
-        if (in->type.shape != root->type.shape || (large != nullptr && large != in)) return false;
+        const int64_t n = in->type.NumElements();
+        if (in_group.count(in) || n * kSmallRatio <= size) continue;
+        if (n > size || (large != nullptr && large != in)) return false;
         large = in;
       }
     }

@@ -1,7 +1,7 @@
 // Contractions with a fused elementwise prologue (fuse_prologue.cc), compiled
 // and run against reference loops (double accumulation) that apply the
 // prologue first: a padded conv whose BN + ReLU prologue must not reach the
-// padding, an SE block's per-(n, c) scale into a 1x1 conv, a dense layer
+// padding (NCHW and blocked), an SE block's per-(n, c) scale into a 1x1 conv, a dense layer
 // with a per-feature prologue and a blocked conv's scaled input.
 #include <algorithm>
 #include <cmath>
@@ -38,8 +38,9 @@ class PrologueNumericsTest : public ::testing::Test {
   std::vector<float> CompileAndRun(Graph g, const std::string& op,
                                    const std::vector<std::string>& prologue,
                                    const std::vector<std::pair<TensorType, std::vector<float>>>&
-                                       inputs) {
-    auto r = manager_->Compile("m", std::move(g), {});
+                                       inputs,
+                                   const CompileOptions& options = {}) {
+    auto r = manager_->Compile("m", std::move(g), options);
     EXPECT_TRUE(r.ok()) << r.status();
     if (!r.ok()) return {};
     bool fused = false;
@@ -84,9 +85,12 @@ class PrologueNumericsTest : public ::testing::Test {
 // relu(x * scale[c] + shift[c]) into a 3x3 conv with padding 1, stride
 // `stride`. The shifts are positive, so f(0) > 0: a kernel that applied the
 // prologue to the padding would be off along every border.
+// Blocked (ConvertLayoutNchwc on), the prologue reads its input through the
+// layout_transform into NCHW16c, in the blocked conv's padded copy.
 TEST_F(PrologueNumericsTest, PaddedConvBatchNormReluKeepsPaddingZero) {
-  for (int64_t stride : {1, 2}) {
+  for (auto [stride, blocked] : {std::pair{1, false}, {2, false}, {1, true}}) {
     SCOPED_TRACE(stride);
+    SCOPED_TRACE(blocked);
     const int64_t n = 2, c = 24, h = 15, w = 17, o = 32, k = 3;
     auto x = Pseudorandom(n * c * h * w, 1);
     auto wt = Pseudorandom(o * c * k * k, 2);
@@ -113,8 +117,13 @@ TEST_F(PrologueNumericsTest, PaddedConvBatchNormReluKeepsPaddingZero) {
       const int64_t ch = static_cast<int64_t>(i) / (h * w) % c;
       pre[i] = std::max(x[i] * scale[ch] + shift[ch], 0.0f);
     }
-    std::vector<float> got = CompileAndRun(std::move(g), "conv2d", {"mul", "add", "relu"},
-                                           {{{DType::kFloat32, {n, c, h, w}}, x}});
+    CompileOptions options;
+    options.nchwc_layout = blocked ? NchwcLayout::kOn : NchwcLayout::kOff;
+    std::vector<float> got =
+        CompileAndRun(std::move(g), blocked ? "conv2d_nchwc" : "conv2d",
+                      blocked ? std::vector<std::string>{"mul", "add", "relu", "layout_transform"}
+                              : std::vector<std::string>{"mul", "add", "relu"},
+                      {{{DType::kFloat32, {n, c, h, w}}, x}}, options);
     ExpectNear(got, kiln::testing::RefConv2DStrided(pre, wt, {}, n, c, h, w, o, k, k, stride, 1));
   }
 }

@@ -1,6 +1,8 @@
 // FusePrologue decisions, checked through the kernels CompileGraph produces.
 #include "compiler/passes/fuse_prologue.h"
 
+#include <algorithm>
+
 #include "compiler/driver/compile.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -70,6 +72,30 @@ TEST(FusePrologueTest, PreActivationChainJoinsConvWithItsEpilogue) {
   EXPECT_THAT(KernelOps(std::move(g)),
               ElementsAre(ElementsAre("add"),
                           ElementsAre("mul", "add", "relu", "conv2d", "relu", "add")));
+}
+
+// Blocked, ConvertLayoutNchwc puts a layout_transform between the BN + ReLU
+// and the conv2d_nchwc; the prologue reads through it.
+TEST(FusePrologueTest, PreActivationJoinsBlockedConvThroughLayoutTransform) {
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {1, 32, 8, 8}});
+  Node* bn = Op(g, "add", {Op(g, "mul", {x, g.AddConstant("s", FloatConstant({1, 32, 1, 1}, 2))}),
+                          g.AddConstant("t", FloatConstant({1, 32, 1, 1}, 1))});
+  Node* w = g.AddConstant("w", FloatConstant({32, 32, 3, 3}, 0.1f));
+  Conv2DAttrs same;
+  same.padding = {1, 1, 1, 1};
+  g.AddOutput(Op(g, "conv2d", {Op(g, "relu", {bn}), w}, same));
+  CompileOptions options;
+  options.nchwc_layout = NchwcLayout::kOn;
+  absl::StatusOr<LoweredProgram> program = CompileGraph(std::move(g), options);
+  ASSERT_TRUE(program.ok()) << program.status();
+  bool fused = false;
+  for (const KernelSpec& k : program->kernels) {
+    if (std::find(k.ops.begin(), k.ops.end(), "conv2d_nchwc") == k.ops.end()) continue;
+    EXPECT_THAT(k.ops, ::testing::IsSupersetOf({"mul", "add", "relu", "layout_transform"}));
+    fused = true;
+  }
+  EXPECT_TRUE(fused) << "no conv2d_nchwc kernel";
 }
 
 // A producer that reads two activations of its size stays a kernel: applied
