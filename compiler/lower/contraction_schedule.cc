@@ -224,7 +224,7 @@ class ContractionAnalysis {
     const Var& inner = ops_.n_vars.back();
     s.n_inner = inner->extent;
     s.row_tiles_apply = ReadsConvInput(ops_.fb) && t_.conv_input_has_slack &&
-                        StrideAlong(ops_.fb->operands[0], inner.get()) == 1 &&
+                        StrideAlong(ConvInputLoad(ops_.fb)->operands[0], inner.get()) == 1 &&
                         StrideAlong(ops_.out_index, inner.get()) == 1;
     // Channel lanes: the weights (a constant) become the lane operand and
     // the conv input is read in place.
@@ -293,8 +293,34 @@ class ContractionAnalysis {
     }
   }
 
-  bool ReadsConvInput(const Expr& f) const {
-    return t_.conv_input >= 0 && f->kind == ExprKind::kLoad && f->buffer == t_.conv_input;
+  bool ReadsConvInput(const Expr& f) const { return ConvInputLoad(f) != nullptr; }
+
+  // The load of the conv input `f` is: `f` itself, or, through a fused
+  // prologue (fuse_prologue.cc), the one load of it in `f` when f's other
+  // loads index by no N variable (per-channel values); else null.
+  const te::ExprNode* ConvInputLoad(const Expr& f) const {
+    if (t_.conv_input < 0) return nullptr;
+    if (f->kind == ExprKind::kLoad) return f->buffer == t_.conv_input ? f.get() : nullptr;
+    const te::ExprNode* input = nullptr;
+    bool other_by_n = false;
+    std::unordered_set<const te::ExprNode*> seen;
+    std::vector<const te::ExprNode*> stack{f.get()};
+    while (!stack.empty()) {
+      const te::ExprNode* e = stack.back();
+      stack.pop_back();
+      if (!seen.insert(e).second) continue;
+      if (e->kind == ExprKind::kLoad) {
+        if (e->buffer == t_.conv_input) {
+          if (input != nullptr) return nullptr;
+          input = e;
+          continue;
+        }
+        for (const Var& v : ops_.n_vars) other_by_n |= DependsOn(e->operands[0], v.get());
+      }
+      if (e->kind == ExprKind::kReduce) return nullptr;
+      for (const Expr& o : e->operands) stack.push_back(o.get());
+    }
+    return other_by_n ? nullptr : input;
   }
 
   // Channel lanes' pixels and batch: the output channels go to the lanes,

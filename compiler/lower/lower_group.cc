@@ -223,9 +223,14 @@ class GroupLowerer {
       padding_stage = PadBlockedConvInput(g_, blocked, fn, target.out_vars, group_value);
     } else if (conv != nullptr && IsPointwiseWithoutPadding(conv) &&
                g_.member_set.count(conv->inputs[0])) {
-      // A fused prologue (fuse_prologue.cc) computed once per element into
-      // a buffer read in place (prologue_copy.cc).
-      prologue_stage = CopyPrologue(g_, conv, fn, target, target.out_vars, group_value);
+      // A fused prologue (fuse_prologue.cc): applied as its activation is
+      // read in place (or packed), or, where there is no such float32
+      // activation, computed into a buffer read in place (prologue_copy.cc).
+      if (int input = PrologueInput(conv, fn); input >= 0) {
+        target.conv_input = input;
+      } else {
+        prologue_stage = CopyPrologue(g_, conv, fn, target, target.out_vars, group_value);
+      }
     } else if (conv != nullptr && IsPointwiseWithoutPadding(conv)) {
       // Its input is read as it is: no copy, no padded rows.
       auto param = g_.param_index.find(conv->inputs[0]);
@@ -297,6 +302,29 @@ class GroupLowerer {
       out.packed_params.push_back(std::move(node));
     }
     return true;
+  }
+
+  // The float32 parameter of the conv input's shape that the prologue
+  // computing `conv`'s input reads, or -1.
+  int PrologueInput(const Node* conv, const LoopFunction& fn) const {
+    std::vector<const Node*> stack{conv->inputs[0]};
+    std::unordered_set<const Node*> seen;
+    while (!stack.empty()) {
+      const Node* n = stack.back();
+      stack.pop_back();
+      if (!seen.insert(n).second) continue;
+      if (!g_.member_set.count(n)) {
+        auto it = g_.param_index.find(n);
+        if (it != g_.param_index.end() && n->type.shape == conv->inputs[0]->type.shape &&
+            fn.buffers[it->second].type == te::ScalarType::kF32 &&
+            !fn.buffers[it->second].storage) {
+          return it->second;
+        }
+        continue;
+      }
+      for (const Node* in : n->inputs) stack.push_back(in);
+    }
+    return -1;
   }
 
   void CollectParams() {

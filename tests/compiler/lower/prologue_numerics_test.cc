@@ -1,8 +1,9 @@
 // Contractions with a fused elementwise prologue (fuse_prologue.cc), compiled
 // and run against reference loops (double accumulation) that apply the
-// prologue first: a padded conv whose BN + ReLU prologue must not reach the
-// padding (NCHW and blocked), an SE block's per-(n, c) scale into a 1x1 conv, a dense layer
-// with a per-feature prologue and a blocked conv's scaled input.
+// prologue first: a padded conv (NCHW and blocked) whose BN + ReLU prologue
+// must not reach the padding, an SE block's per-(n, c) scale into a 1x1
+// conv, dense and matmul with a per-feature prologue, and a blocked conv's
+// scaled input.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -35,11 +36,10 @@ class PrologueNumericsTest : public ::testing::Test {
   // Compiles `g`, checks that one kernel holds `op` and every op in
   // `prologue` under the contraction schedule, runs it on `inputs` and
   // returns the first output.
-  std::vector<float> CompileAndRun(Graph g, const std::string& op,
-                                   const std::vector<std::string>& prologue,
-                                   const std::vector<std::pair<TensorType, std::vector<float>>>&
-                                       inputs,
-                                   const CompileOptions& options = {}) {
+  std::vector<float> CompileAndRun(
+      Graph g, const std::string& op, const std::vector<std::string>& prologue,
+      const std::vector<std::pair<TensorType, std::vector<float>>>& inputs,
+      const CompileOptions& options = {}) {
     auto r = manager_->Compile("m", std::move(g), options);
     EXPECT_TRUE(r.ok()) << r.status();
     if (!r.ok()) return {};
@@ -55,9 +55,8 @@ class PrologueNumericsTest : public ::testing::Test {
     EXPECT_TRUE(fused) << "the prologue should run in the tiled " << op << " kernel";
     std::vector<Tensor> tensors;
     for (const auto& [type, values] : inputs) {
-      auto t = Tensor::FromBytes(type, absl::string_view(reinterpret_cast<const char*>(
-                                                            values.data()),
-                                                        values.size() * 4));
+      auto t = Tensor::FromBytes(
+          type, absl::string_view(reinterpret_cast<const char*>(values.data()), values.size() * 4));
       EXPECT_TRUE(t.ok());
       if (!t.ok()) return {};
       tensors.push_back(*std::move(t));
@@ -138,8 +137,9 @@ TEST_F(PrologueNumericsTest, PerImageChannelScaleIntoPointwiseConv) {
   Graph g;
   Node* in = g.AddInput("x", {DType::kFloat32, {n, c, h, w}});
   Node* sc = g.AddInput("s", {DType::kFloat32, {n, c, 1, 1}});
-  Node* conv = Op(g, "conv2d", {Op(g, "mul", {in, sc}), g.AddConstant("w", FloatValues({o, c, 1, 1}, wt))},
-                  Conv2DAttrs{});
+  Node* conv =
+      Op(g, "conv2d", {Op(g, "mul", {in, sc}), g.AddConstant("w", FloatValues({o, c, 1, 1}, wt))},
+         Conv2DAttrs{});
   g.AddOutput(conv);
   std::vector<float> pre(x.size());
   for (size_t i = 0; i < x.size(); ++i) pre[i] = x[i] * s[i / (h * w)];
@@ -149,25 +149,73 @@ TEST_F(PrologueNumericsTest, PerImageChannelScaleIntoPointwiseConv) {
   ExpectNear(got, kiln::testing::RefConv2D(pre, wt, {}, n, c, h, w, o, 1, 1));
 }
 
-// dense(relu(x * scale[k] + shift[k]), w): the prologue is applied where the
-// activation operand is packed.
-TEST_F(PrologueNumericsTest, DenseWithPerFeaturePrologue) {
+// The same from a uint8 activation (cast, then scaled): with no float32
+// activation to read in place, the prologue is computed into a buffer first
+// (prologue_copy.cc).
+TEST_F(PrologueNumericsTest, NarrowActivationPrologueIntoPointwiseConv) {
+  const int64_t n = 1, c = 48, h = 14, w = 14, o = 32;
+  std::vector<uint8_t> x(n * c * h * w);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<uint8_t>((i * 37 + 11) % 251);
+  auto s = Pseudorandom(c, 14);
+  auto wt = Pseudorandom(o * c, 15);
+  Graph g;
+  Node* in = g.AddInput("x", {DType::kUInt8, {n, c, h, w}});
+  Node* cast = Op(g, "cast", {in}, CastAttrs{DType::kFloat32});
+  Node* scaled = Op(g, "mul", {cast, g.AddConstant("s", FloatValues({1, c, 1, 1}, s))});
+  g.AddOutput(
+      Op(g, "conv2d", {scaled, g.AddConstant("w", FloatValues({o, c, 1, 1}, wt))}, Conv2DAttrs{}));
+  auto r = manager_->Compile("m", std::move(g), {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  bool fused = false;
+  for (const auto& k : r->kernels) {
+    fused |= k.ops == std::vector<std::string>{"cast", "mul", "conv2d"} &&
+             k.schedule.find("gemm") != std::string::npos;
+  }
+  EXPECT_TRUE(fused);
+  auto input =
+      Tensor::FromBytes({DType::kUInt8, {n, c, h, w}},
+                        absl::string_view(reinterpret_cast<const char*>(x.data()), x.size()));
+  ASSERT_TRUE(input.ok());
+  auto result = manager_->Find("m")->Run({&*input});
+  ASSERT_TRUE(result.ok()) << result.status();
+  std::vector<float> pre(x.size());
+  for (size_t i = 0; i < x.size(); ++i) pre[i] = static_cast<float>(x[i]) * s[i / (h * w) % c];
+  const Tensor& out = result->outputs[0];
+  const float* got = static_cast<const float*>(out.data());
+  ExpectNear(std::vector<float>(got, got + out.type().NumElements()),
+             kiln::testing::RefConv2D(pre, wt, {}, n, c, h, w, o, 1, 1));
+}
+
+// dense(relu(x * scale[k] + shift[k]), w), and matmul of the same with w
+// transposed: the prologue is applied where the activation operand is
+// packed.
+TEST_F(PrologueNumericsTest, DenseAndMatMulWithPerFeaturePrologue) {
   const int64_t m = 24, k = 96, nn = 80;
   auto x = Pseudorandom(m * k, 7);
   auto scale = Pseudorandom(k, 8);
   auto shift = Pseudorandom(k, 9);
-  auto wt = Pseudorandom(nn * k, 10);
-  Graph g;
-  Node* in = g.AddInput("x", {DType::kFloat32, {m, k}});
-  Node* act = Op(g, "relu", {Op(g, "add", {Op(g, "mul", {in, g.AddConstant("s", FloatValues({k}, scale))}),
-                                          g.AddConstant("t", FloatValues({k}, shift))})});
-  g.AddOutput(Op(g, "dense", {act, g.AddConstant("w", FloatValues({nn, k}, wt))}));
-  g.AddOutput(Op(g, "neg", {in}));  // x is read elsewhere too
+  auto wt = Pseudorandom(nn * k, 10);  // [nn, k]
+  std::vector<float> wt_t(k * nn);     // [k, nn]
+  for (int64_t j = 0; j < nn; ++j)
+    for (int64_t q = 0; q < k; ++q) wt_t[q * nn + j] = wt[j * k + q];
   std::vector<float> pre(x.size());
   for (size_t i = 0; i < x.size(); ++i) pre[i] = std::max(x[i] * scale[i % k] + shift[i % k], 0.0f);
-  std::vector<float> got = CompileAndRun(std::move(g), "dense", {"mul", "add", "relu"},
-                                         {{{DType::kFloat32, {m, k}}, x}});
-  ExpectNear(got, kiln::testing::RefDense(pre, wt, {}, m, k, nn));
+  for (const std::string op : {"dense", "matmul"}) {
+    SCOPED_TRACE(op);
+    Graph g;
+    Node* in = g.AddInput("x", {DType::kFloat32, {m, k}});
+    Node* act = Op(g, "relu",
+                   {Op(g, "add",
+                       {Op(g, "mul", {in, g.AddConstant("s", FloatValues({k}, scale))}),
+                        g.AddConstant("t", FloatValues({k}, shift))})});
+    Node* w = op == "dense" ? g.AddConstant("w", FloatValues({nn, k}, wt))
+                            : g.AddConstant("w", FloatValues({k, nn}, wt_t));
+    g.AddOutput(Op(g, op, {act, w}));
+    g.AddOutput(Op(g, "neg", {in}));  // x is read elsewhere too
+    std::vector<float> got =
+        CompileAndRun(std::move(g), op, {"mul", "add", "relu"}, {{{DType::kFloat32, {m, k}}, x}});
+    ExpectNear(got, kiln::testing::RefDense(pre, wt, {}, m, k, nn));
+  }
 }
 
 // OIHW -> O/16, C/16, KH, KW, 16 (in), 16 (out), from the layout's definition.
@@ -179,7 +227,9 @@ std::vector<float> BlockWeight(const std::vector<float>& w, int64_t o, int64_t c
         for (int64_t x = 0; x < k; ++x) {
           const int64_t dst =
               ((((oi / kBlock * (c / kBlock) + ci / kBlock) * k + y) * k + x) * kBlock +
-               ci % kBlock) * kBlock + oi % kBlock;
+               ci % kBlock) *
+                  kBlock +
+              oi % kBlock;
           out[dst] = w[((oi * c + ci) * k + y) * k + x];
         }
   return out;
@@ -198,8 +248,8 @@ TEST_F(PrologueNumericsTest, BlockedConvWithChannelScale) {
     auto wt = Pseudorandom(o * c * k * k, 13);
     std::vector<float> xb(x.size());
     for (int64_t ci = 0; ci < c; ++ci)
-      for (int64_t p = 0; p < h * w; ++p) xb[(ci / kBlock * h * w + p) * kBlock + ci % kBlock] =
-          x[ci * h * w + p];
+      for (int64_t p = 0; p < h * w; ++p)
+        xb[(ci / kBlock * h * w + p) * kBlock + ci % kBlock] = x[ci * h * w + p];
     Graph g;
     Node* in = g.AddInput("x", {DType::kFloat32, {n, cb, h, w, kBlock}});
     Node* sc = g.AddInput("s", {DType::kFloat32, {n, cb, 1, 1, kBlock}});

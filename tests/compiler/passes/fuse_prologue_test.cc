@@ -27,7 +27,8 @@ std::vector<std::vector<std::string>> KernelOps(Graph graph, CompileOptions opti
 }
 
 Node* Conv1x1(Graph& g, Node* x, int64_t in, int64_t out) {
-  Node* w = g.AddConstant("w" + std::to_string(g.num_nodes()), FloatConstant({out, in, 1, 1}, 0.1f));
+  Node* w =
+      g.AddConstant("w" + std::to_string(g.num_nodes()), FloatConstant({out, in, 1, 1}, 0.1f));
   return Op(g, "conv2d", {x, w}, Conv2DAttrs{});
 }
 
@@ -52,10 +53,10 @@ TEST(FusePrologueTest, SeChannelScaleJoinsTheConvThatReadsIt) {
 TEST(FusePrologueTest, DisabledLeavesTheScaleAKernelOfItsOwn) {
   CompileOptions options;
   options.disabled_passes = {"FusePrologue"};
-  EXPECT_THAT(KernelOps(SeBlock(), options),
-              ElementsAre(ElementsAre("conv2d", "relu"), ElementsAre("mean"),
-                          ElementsAre("conv2d", "sigmoid"), ElementsAre("mul"),
-                          ElementsAre("conv2d")));
+  EXPECT_THAT(
+      KernelOps(SeBlock(), options),
+      ElementsAre(ElementsAre("conv2d", "relu"), ElementsAre("mean"),
+                  ElementsAre("conv2d", "sigmoid"), ElementsAre("mul"), ElementsAre("conv2d")));
 }
 
 // Pre-activation: BN (mul, add) and relu on a residual sum that the next
@@ -65,13 +66,14 @@ TEST(FusePrologueTest, PreActivationChainJoinsConvWithItsEpilogue) {
   Node* x = g.AddInput("x", {DType::kFloat32, {1, 16, 8, 8}});
   Node* y = g.AddInput("y", {DType::kFloat32, {1, 16, 8, 8}});
   Node* sum = Op(g, "add", {x, y});
-  Node* bn = Op(g, "add", {Op(g, "mul", {sum, g.AddConstant("s", FloatConstant({1, 16, 1, 1}, 2))}),
-                          g.AddConstant("t", FloatConstant({1, 16, 1, 1}, 1))});
+  Node* bn = Op(g, "add",
+                {Op(g, "mul", {sum, g.AddConstant("s", FloatConstant({1, 16, 1, 1}, 2))}),
+                 g.AddConstant("t", FloatConstant({1, 16, 1, 1}, 1))});
   Node* conv = Op(g, "relu", {Conv1x1(g, Op(g, "relu", {bn}), 16, 16)});
   g.AddOutput(Op(g, "add", {conv, sum}));
-  EXPECT_THAT(KernelOps(std::move(g)),
-              ElementsAre(ElementsAre("add"),
-                          ElementsAre("mul", "add", "relu", "conv2d", "relu", "add")));
+  EXPECT_THAT(
+      KernelOps(std::move(g)),
+      ElementsAre(ElementsAre("add"), ElementsAre("mul", "add", "relu", "conv2d", "relu", "add")));
 }
 
 // Blocked, ConvertLayoutNchwc puts a layout_transform between the BN + ReLU
@@ -79,8 +81,9 @@ TEST(FusePrologueTest, PreActivationChainJoinsConvWithItsEpilogue) {
 TEST(FusePrologueTest, PreActivationJoinsBlockedConvThroughLayoutTransform) {
   Graph g;
   Node* x = g.AddInput("x", {DType::kFloat32, {1, 32, 8, 8}});
-  Node* bn = Op(g, "add", {Op(g, "mul", {x, g.AddConstant("s", FloatConstant({1, 32, 1, 1}, 2))}),
-                          g.AddConstant("t", FloatConstant({1, 32, 1, 1}, 1))});
+  Node* bn = Op(g, "add",
+                {Op(g, "mul", {x, g.AddConstant("s", FloatConstant({1, 32, 1, 1}, 2))}),
+                 g.AddConstant("t", FloatConstant({1, 32, 1, 1}, 1))});
   Node* w = g.AddConstant("w", FloatConstant({32, 32, 3, 3}, 0.1f));
   Conv2DAttrs same;
   same.padding = {1, 1, 1, 1};
@@ -125,8 +128,8 @@ TEST(FusePrologueTest, ProducerWithTwoReadersStaysApart) {
   g.AddOutput(Conv1x1(g, r, 16, 16));
   g.AddOutput(Op(g, "mean", {r}, ReduceAttrs{{2, 3}, true}));
   auto ops = KernelOps(std::move(g));
-  EXPECT_THAT(ops, UnorderedElementsAre(ElementsAre("relu"), ElementsAre("conv2d"),
-                                        ElementsAre("mean")));
+  EXPECT_THAT(
+      ops, UnorderedElementsAre(ElementsAre("relu"), ElementsAre("conv2d"), ElementsAre("mean")));
 }
 
 }  // namespace
