@@ -52,7 +52,6 @@
 #include "compiler/lower/contraction_schedule.h"
 #include "compiler/lower/conv_padding.h"
 #include "compiler/lower/pool_planes.h"
-#include "compiler/lower/prologue_copy.h"
 #include "compiler/lower/group_context.h"
 #include "compiler/lower/plane_prefetch.h"
 #include "compiler/lower/qconv_call.h"
@@ -214,7 +213,6 @@ class GroupLowerer {
     target.out_vars = out_vars;
     Expr group_value = value;
     Stmt padding_stage;
-    Stmt prologue_stage;
     bool padded_by_rows = false;
     const Node* conv = InPlaceConv(g_);
     if (const Node* blocked = BlockedConv(g_)) {
@@ -223,14 +221,10 @@ class GroupLowerer {
       padding_stage = PadBlockedConvInput(g_, blocked, fn, target.out_vars, group_value);
     } else if (conv != nullptr && IsPointwiseWithoutPadding(conv) &&
                g_.member_set.count(conv->inputs[0])) {
-      // A fused prologue (fuse_prologue.cc): applied as its activation is
-      // read in place (or packed), or, where there is no such float32
-      // activation, computed into a buffer read in place (prologue_copy.cc).
-      if (int input = PrologueInput(conv, fn); input >= 0) {
-        target.conv_input = input;
-      } else {
-        prologue_stage = CopyPrologue(g_, conv, fn, target, target.out_vars, group_value);
-      }
+      // A fused prologue (fuse_prologue.cc) is applied as its float32
+      // activation is read in place (or packed); where there is none (-1),
+      // the schedule packs the input, the prologue with it.
+      target.conv_input = PrologueInput(conv, fn);
     } else if (conv != nullptr && IsPointwiseWithoutPadding(conv)) {
       // Its input is read as it is: no copy, no padded rows.
       auto param = g_.param_index.find(conv->inputs[0]);
@@ -254,16 +248,11 @@ class GroupLowerer {
     if (override_) target.schedule_override = &*override_;
     std::optional<ContractionSchedule> schedule = ScheduleContraction(target);
     if (!schedule) {
-      if (prologue_stage) {  // the prologue is inlined again
-        g_.member_set.insert(conv->inputs[0]);
-        g_.param_index.erase(conv->inputs[0]);
-      }
       fn.buffers.resize(fn.num_params);  // drop the padded input
       g_.shapes.resize(fn.num_params);
       return false;
     }
     fn.body = padding_stage ? MakeSeq({padding_stage, schedule->body}) : schedule->body;
-    if (prologue_stage) fn.body = MakeSeq({prologue_stage, schedule->body});
     out.schedule = schedule->summary;
     out.contraction = schedule->shape;
     out.tuned = schedule->override_applied;

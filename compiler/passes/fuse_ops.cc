@@ -55,6 +55,9 @@
 // (an elementwise producer, phase 0), with lowering unchanged but for the
 // one row-by-row schedule it needed anyway.
 // Inputs and constants are never fused: they become kernel parameters.
+// An elementwise producer of a conv or matmul stays apart here; the next
+// pass, FusePrologue (fuse_prologue.cc), puts it in front of that
+// contraction where lowering can apply it on the way in.
 #include "compiler/passes/fuse_ops.h"
 
 #include <algorithm>

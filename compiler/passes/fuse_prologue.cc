@@ -19,11 +19,11 @@
 // the group of its consumer C when:
 //   - every op of P is elementwise or broadcast, or a layout_transform
 //     (ConvertLayoutNchwc puts one between a pre-activation and its blocked
-//     conv; the blocked conv's copy reads through it once per element),
-//     P's value is float32 and
-//     read by one op only, a conv2d or conv2d_nchwc (as its data input, not
-//     its weights; conv2d of dilation 1 and stride at most 4, the convs whose
-//     input lowering copies), or a dense or matmul (either operand);
+//     conv; the blocked conv's copy reads through it once per element);
+//   - P's value is float32 and read by one op only: a conv2d or
+//     conv2d_nchwc as its data input (not its weights; conv2d of dilation 1
+//     and stride at most 4, the convs lowering reads in place), or a dense
+//     or matmul (either operand);
 //   - P reads at most one tensor about its own size (the activation) and
 //     otherwise only small ones (per channel, per (n, c), constants): at
 //     most 1/kSmallRatio of its size, so that applying P on the way into
@@ -32,23 +32,40 @@
 //     stays within fuse_max_depth ops.
 // Merging cannot make a cycle: P's value goes nowhere but into C.
 //
-// Why TVM never does this: its conv schedules read the input in place, so a
-// producer inlined into the conv would be recomputed for every output
-// channel and window position (K*K*O times per element). Kiln's lowering
-// already passes the input through a copy where it matters, and inlines the
-// group's producers there (group_context.h's ValueOf), so the function runs
-// once per element:
+// How it differs from TVM, which never fuses a producer into a conv: TVM's
+// conv schedules read the input in place, so an inlined producer would run
+// for every output channel and window position (K*K*O times per element).
+// Kiln's lowering reads a conv's input through a copy where it matters, and
+// inlines the group's producers there (group_context.h's ValueOf), so P
+// runs once per element, or where it is read in place it is cheap enough:
 //   - a padded conv2d's input is copied into the zero-padded buffer the
-//     micro-kernel reads (conv_padding.cc); the copy selects zero outside the
-//     input, so the padding stays the conv's zeros, not f(0);
-//   - a 1x1 conv2d without padding, read in place otherwise, takes that copy
-//     too when it has a prologue (lower_group.cc);
+//     micro-kernel reads (conv_padding.cc): P runs in the copy, which
+//     selects zero outside the input, so the padding stays the conv's
+//     zeros, not P(0) (BN's shift);
 //   - conv2d_nchwc copies its input into a padded blocked buffer
-//     (blocked_conv.cc), now with no padding too when it has a prologue;
-//   - dense and matmul pack an activation operand into panels, or, read in
-//     place, take the packed path once the operand is no plain load
-//     (contraction_schedule.cc).
-// Measurements: see the end of this note.
+//     (blocked_conv.cc); with a prologue it does so without padding too;
+//   - dense and matmul pack an activation operand into panels: P runs in
+//     the packing (the in-place read of A wants a plain load);
+//   - a 1x1 conv2d without padding reads its input in place: with P, it
+//     reads P's activation in place instead and applies P per load
+//     (contraction_schedule.cc sees through P to the load). Under channel
+//     lanes each load is one pixel's broadcast, once per tile of output
+//     channels, so only a plain channel scale (the SE block's) is fused
+//     there, and the schedule multiplies the weights' vector by it instead,
+//     once per channel and vector (TileProduct in contraction_emit.cc);
+//     flat tiles pack the input, and the scale with it. Measured against
+//     the alternatives on mobilenet_v3_large's eight SE convs (b1, 1
+//     thread, per-kernel medians of 6 alternating runs): apart 1.06 ms; the
+//     scale computed into a buffer at the start of the kernel, read in
+//     place, 1.18; the scale per pixel load 1.05; on the weights 1.03 (and
+//     1.15 -> 1.03 in a second set). A BN + ReLU per pixel load made the
+//     1x1 convs of a pre-activation model 48% slower (0.326 -> 0.481 ms,
+//     256 -> 512 channels at 14x14), so those stay apart.
+//
+// Measured (Intel Xeon Processor, AVX-512, a shared 2-core machine: per-
+// kernel medians over alternating runs of one kiln-bench build with and
+// without --disable-passes FusePrologue, 40 iterations each):
+//   (numbers follow)
 #include "compiler/passes/fuse_prologue.h"
 
 #include <algorithm>
@@ -72,9 +89,9 @@ bool IsContraction(const Node* n) {
   return name == "conv2d" || name == "conv2d_nchwc" || name == "dense" || name == "matmul";
 }
 
-// Whether `consumer` may read `value` through a prologue: as a conv's data
-// input (whose copy lowering makes), or as either matmul operand.
-bool ReadsAsPrologue(const Node* consumer, const Node* value) {
+// Whether `consumer` may read `value`, computed by `group`, through a
+// prologue: as a conv's data input, or as either matmul operand.
+bool ReadsAsPrologue(const Node* consumer, const Node* value, const std::vector<Node*>& group) {
   const std::string& name = consumer->op->name;
   if (name == "matmul") return true;
   for (size_t i = 1; i < consumer->inputs.size(); ++i) {
@@ -82,8 +99,17 @@ bool ReadsAsPrologue(const Node* consumer, const Node* value) {
   }
   if (name != "conv2d") return true;
   const auto* a = std::get_if<Conv2DAttrs>(&consumer->attrs);
-  return a != nullptr && a->dilation == std::vector<int64_t>{1, 1} && a->strides[0] <= 4 &&
-         a->strides[1] <= 4;
+  if (a == nullptr || a->dilation != std::vector<int64_t>{1, 1} || a->strides[0] > 4 ||
+      a->strides[1] > 4) {
+    return false;
+  }
+  // A 1x1 conv without padding reads its input in place, P per load: only
+  // a channel scale, which the schedule moves onto the weights, pays there.
+  const std::vector<int64_t>& ws = consumer->inputs[1]->type.shape;
+  const bool pointwise =
+      ws.size() == 4 && ws[2] == 1 && ws[3] == 1 &&
+      std::all_of(a->padding.begin(), a->padding.end(), [](int64_t p) { return p == 0; });
+  return !pointwise || (group.size() == 1 && group[0]->op->name == "mul");
 }
 
 class PrologueFuser {
@@ -138,7 +164,7 @@ class PrologueFuser {
     if (users.size() != 1) return nullptr;
     Node* consumer = users[0];
     if (!IsContraction(consumer) || consumer->type.dtype != DType::kFloat32 ||
-        !ReadsAsPrologue(consumer, root) || !ReadsSmallInputs(group, in_group, root)) {
+        !ReadsAsPrologue(consumer, root, group) || !ReadsSmallInputs(group, in_group, root)) {
       return nullptr;
     }
     const std::vector<Node*>& target = members_[RootOf(consumer)];

@@ -149,43 +149,6 @@ TEST_F(PrologueNumericsTest, PerImageChannelScaleIntoPointwiseConv) {
   ExpectNear(got, kiln::testing::RefConv2D(pre, wt, {}, n, c, h, w, o, 1, 1));
 }
 
-// The same from a uint8 activation (cast, then scaled): with no float32
-// activation to read in place, the prologue is computed into a buffer first
-// (prologue_copy.cc).
-TEST_F(PrologueNumericsTest, NarrowActivationPrologueIntoPointwiseConv) {
-  const int64_t n = 1, c = 48, h = 14, w = 14, o = 32;
-  std::vector<uint8_t> x(n * c * h * w);
-  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<uint8_t>((i * 37 + 11) % 251);
-  auto s = Pseudorandom(c, 14);
-  auto wt = Pseudorandom(o * c, 15);
-  Graph g;
-  Node* in = g.AddInput("x", {DType::kUInt8, {n, c, h, w}});
-  Node* cast = Op(g, "cast", {in}, CastAttrs{DType::kFloat32});
-  Node* scaled = Op(g, "mul", {cast, g.AddConstant("s", FloatValues({1, c, 1, 1}, s))});
-  g.AddOutput(
-      Op(g, "conv2d", {scaled, g.AddConstant("w", FloatValues({o, c, 1, 1}, wt))}, Conv2DAttrs{}));
-  auto r = manager_->Compile("m", std::move(g), {});
-  ASSERT_TRUE(r.ok()) << r.status();
-  bool fused = false;
-  for (const auto& k : r->kernels) {
-    fused |= k.ops == std::vector<std::string>{"cast", "mul", "conv2d"} &&
-             k.schedule.find("gemm") != std::string::npos;
-  }
-  EXPECT_TRUE(fused);
-  auto input =
-      Tensor::FromBytes({DType::kUInt8, {n, c, h, w}},
-                        absl::string_view(reinterpret_cast<const char*>(x.data()), x.size()));
-  ASSERT_TRUE(input.ok());
-  auto result = manager_->Find("m")->Run({&*input});
-  ASSERT_TRUE(result.ok()) << result.status();
-  std::vector<float> pre(x.size());
-  for (size_t i = 0; i < x.size(); ++i) pre[i] = static_cast<float>(x[i]) * s[i / (h * w) % c];
-  const Tensor& out = result->outputs[0];
-  const float* got = static_cast<const float*>(out.data());
-  ExpectNear(std::vector<float>(got, got + out.type().NumElements()),
-             kiln::testing::RefConv2D(pre, wt, {}, n, c, h, w, o, 1, 1));
-}
-
 // dense(relu(x * scale[k] + shift[k]), w), and matmul of the same with w
 // transposed: the prologue is applied where the activation operand is
 // packed.

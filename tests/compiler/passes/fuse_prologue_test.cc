@@ -32,6 +32,15 @@ Node* Conv1x1(Graph& g, Node* x, int64_t in, int64_t out) {
   return Op(g, "conv2d", {x, w}, Conv2DAttrs{});
 }
 
+// A 3x3 conv with padding 1: its input goes through the padded copy.
+Node* Conv3x3(Graph& g, Node* x, int64_t in, int64_t out) {
+  Node* w =
+      g.AddConstant("w" + std::to_string(g.num_nodes()), FloatConstant({out, in, 3, 3}, 0.1f));
+  Conv2DAttrs same;
+  same.padding = {1, 1, 1, 1};
+  return Op(g, "conv2d", {x, w}, same);
+}
+
 // An SE block: x feeds the global pool and the channel scale, so the scale's
 // mul cannot be x's epilogue; FusePrologue puts it in front of the 1x1 conv.
 Graph SeBlock() {
@@ -60,8 +69,8 @@ TEST(FusePrologueTest, DisabledLeavesTheScaleAKernelOfItsOwn) {
 }
 
 // Pre-activation: BN (mul, add) and relu on a residual sum that the next
-// block reads too, in front of a conv that already has an epilogue.
-TEST(FusePrologueTest, PreActivationChainJoinsConvWithItsEpilogue) {
+// block reads too, in front of a padded conv that already has an epilogue.
+Graph PreActivation(int64_t kernel) {
   Graph g;
   Node* x = g.AddInput("x", {DType::kFloat32, {1, 16, 8, 8}});
   Node* y = g.AddInput("y", {DType::kFloat32, {1, 16, 8, 8}});
@@ -69,11 +78,26 @@ TEST(FusePrologueTest, PreActivationChainJoinsConvWithItsEpilogue) {
   Node* bn = Op(g, "add",
                 {Op(g, "mul", {sum, g.AddConstant("s", FloatConstant({1, 16, 1, 1}, 2))}),
                  g.AddConstant("t", FloatConstant({1, 16, 1, 1}, 1))});
-  Node* conv = Op(g, "relu", {Conv1x1(g, Op(g, "relu", {bn}), 16, 16)});
+  Node* w = g.AddConstant("w", FloatConstant({16, 16, kernel, kernel}, 0.1f));
+  Conv2DAttrs same;
+  const int64_t pad = kernel / 2;
+  same.padding = {pad, pad, pad, pad};
+  Node* conv = Op(g, "relu", {Op(g, "conv2d", {Op(g, "relu", {bn}), w}, same)});
   g.AddOutput(Op(g, "add", {conv, sum}));
+  return g;
+}
+
+TEST(FusePrologueTest, PreActivationChainJoinsConvWithItsEpilogue) {
   EXPECT_THAT(
-      KernelOps(std::move(g)),
+      KernelOps(PreActivation(3)),
       ElementsAre(ElementsAre("add"), ElementsAre("mul", "add", "relu", "conv2d", "relu", "add")));
+}
+
+// Into a 1x1 conv, read in place, BN + ReLU would run once per load: apart.
+TEST(FusePrologueTest, PreActivationStaysApartFromPointwiseConv) {
+  EXPECT_THAT(KernelOps(PreActivation(1)),
+              ElementsAre(ElementsAre("add"), ElementsAre("mul", "add", "relu"),
+                          ElementsAre("conv2d", "relu", "add")));
 }
 
 // Blocked, ConvertLayoutNchwc puts a layout_transform between the BN + ReLU
@@ -107,7 +131,7 @@ TEST(FusePrologueTest, ProducerReadingTwoLargeTensorsStaysApart) {
   Graph g;
   Node* x = g.AddInput("x", {DType::kFloat32, {1, 16, 8, 8}});
   Node* y = g.AddInput("y", {DType::kFloat32, {1, 16, 8, 8}});
-  g.AddOutput(Conv1x1(g, Op(g, "add", {x, y}), 16, 16));
+  g.AddOutput(Conv3x3(g, Op(g, "add", {x, y}), 16, 16));
   EXPECT_THAT(KernelOps(std::move(g)), ElementsAre(ElementsAre("add"), ElementsAre("conv2d")));
 }
 
@@ -125,7 +149,7 @@ TEST(FusePrologueTest, ProducerWithTwoReadersStaysApart) {
   Graph g;
   Node* x = g.AddInput("x", {DType::kFloat32, {1, 16, 8, 8}});
   Node* r = Op(g, "relu", {x});
-  g.AddOutput(Conv1x1(g, r, 16, 16));
+  g.AddOutput(Conv3x3(g, r, 16, 16));
   g.AddOutput(Op(g, "mean", {r}, ReduceAttrs{{2, 3}, true}));
   auto ops = KernelOps(std::move(g));
   EXPECT_THAT(
