@@ -569,6 +569,8 @@ TEST_F(ContractionScheduleTest, TilesInParallelPrefetchTheNextColumnBlocksPanel)
     const std::set<int64_t>& asked = lines[jb];
     ASSERT_FALSE(asked.empty()) << "jb " << jb;
     EXPECT_GE(*asked.begin(), next / 16) << "a line of the current panel, jb " << jb;
+    // More tile steps than lines: none beyond the next panel either.
+    EXPECT_LT(*asked.rbegin(), (next + block) / 16) << "a line past the next panel, jb " << jb;
     for (int64_t line = next / 16; line < (next + block) / 16; ++line) {
       ASSERT_TRUE(asked.count(line)) << "line " << line << " not prefetched, jb " << jb;
     }
