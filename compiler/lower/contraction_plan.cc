@@ -35,7 +35,13 @@ bool ImagesApart(const ContractionShape& s, const ContractionKnobs& knobs) {
 // each: 2048^3 (16 MB of Ap) went from 134-137 to 129-195 GFLOPS (median
 // 160); 1024^3 (4 MB) from 211-213 to 202-205, and resnet18's 256-channel
 // 3x3 convs (2.4 MB, 5 column blocks) from 1.42 to 1.70 ms. So blocking
-// takes Ap past 8 MB and 8 or more column blocks re-reading it. Blocks
+// took Ap past 8 MB and 8 or more column blocks re-reading it.
+// Those runs predate the unblocked tile loop's prefetch of the next
+// column block's panel (contraction_emit.cc's PrefetchNextPanel, paced
+// since 0.4.32): with it, unblocked tiles win on an Intel Xeon with 2 MB of
+// L2 (1 thread, min of 4 interleaved runs): 2048^3 (16 MB of A) 117.7 ->
+// 100.0 ms, 1024x3072x768 (bert_base's FFN output at b8, 12 MB) 30.4 ->
+// 26.4. So the threshold is now 32 MB (not measured beyond 16). Blocks
 // split the outermost reduction variable (conv's input channel) so inner
 // window offsets stay affine, and must divide it exactly. The column
 // blocks (with the batch) are also what the pool shares out: the K block

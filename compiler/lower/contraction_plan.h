@@ -39,7 +39,7 @@ struct ContractionKnobs {
   int64_t l1_bytes = 32 << 10;
   // K blocks (KBlockSpan): the packed A size from which they pay, the B
   // block one keeps in L1, and the most partial-sum memory they may take.
-  int64_t k_block_ap_bytes = int64_t{8} << 20;
+  int64_t k_block_ap_bytes = int64_t{32} << 20;
   int64_t k_block_bytes = 24 << 10;
   int64_t max_partial_bytes = int64_t{64} << 20;
   // Channel lanes' K blocks: the weight panel size from which they pay, and

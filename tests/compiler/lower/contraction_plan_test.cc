@@ -39,19 +39,19 @@ TEST(ContractionPlanTest, ChooseTileByHand) {
   EXPECT_DOUBLE_EQ(t.cost, 324);
 }
 
-// K blocks pay only once packed A passes 8 MB: 1024^3 has about 4 MB of A,
-// 2048^3 about 16 MB with 32 column blocks re-reading it.
-TEST(ContractionPlanTest, KBlocksOnlyPastEightMegabytesOfA) {
-  const ContractionPlan small = PlanContraction(Gemm(1024, 1024, 1024));
+// K blocks pay only once packed A passes 32 MB: 2048^3 has about 16 MB of
+// A, 3072 x 3072 of K = 4096 about 48 MB, with 48 column blocks re-reading it.
+TEST(ContractionPlanTest, KBlocksOnlyPastThirtyTwoMegabytesOfA) {
+  const ContractionPlan small = PlanContraction(Gemm(2048, 2048, 2048));
   EXPECT_EQ(small.k_block_span, 0);
   EXPECT_THAT(small.Summary(), ::testing::Not(::testing::HasSubstr("K blocks")));
 
-  const ContractionPlan big = PlanContraction(Gemm(2048, 2048, 2048));
+  const ContractionPlan big = PlanContraction(Gemm(3072, 3072, 4096));
   ASSERT_GT(big.k_block_span, 0);
   // A K block keeps 24 KB of B (NR floats a row) in L1: the span is the
-  // largest divisor of K below 2048 that fits, and at least half of it.
+  // largest divisor of K that fits, and at least half of it.
   const int64_t rows_in_l1 = (24 << 10) / (big.tile.nr() * 4);
-  EXPECT_EQ(2048 % big.k_block_span, 0);
+  EXPECT_EQ(4096 % big.k_block_span, 0);
   EXPECT_LE(big.k_block_span, rows_in_l1);
   EXPECT_GT(big.k_block_span * 2, rows_in_l1);
   // Cache groups: 8 of the column blocks (at least two groups remain), and
@@ -280,7 +280,8 @@ TEST(ContractionPlanTest, OperandAccessRules) {
   ChooseOperandAccess(f, p);
   EXPECT_FALSE(p.b_in_place);
   // K blocks measured better with A packed.
-  ContractionPlan blocked = PlanContraction(Gemm(2048, 2048, 2048));
+  ContractionPlan blocked = PlanContraction(Gemm(3072, 3072, 4096));
+  ASSERT_GT(blocked.k_block_span, 0);
   ChooseOperandAccess(f, blocked);
   EXPECT_FALSE(blocked.a_in_place);
 }

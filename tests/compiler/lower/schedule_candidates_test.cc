@@ -92,10 +92,10 @@ TEST(ScheduleCandidatesTest, EveryLayoutThatAppliesIsAmongThem) {
   EXPECT_EQ(layouts, std::set<Layout>{Layout::kFlatTiles});
 }
 
-// 2048^3 takes K blocks by estimate; its twin without them is a candidate,
-// right after it (the same estimated cycles).
+// 3072 x 3072 of K = 4096 (48 MB of A) takes K blocks by estimate; its twin
+// without them is a candidate, right after it (the same estimated cycles).
 TEST(ScheduleCandidatesTest, KBlockedPlansComeWithTheirUnblockedTwin) {
-  const ContractionShape s = Gemm(2048, 2048, 2048);
+  const ContractionShape s = Gemm(3072, 3072, 4096);
   const std::vector<ScheduleOverride> c = ScheduleCandidates(s);
   ASSERT_GT(c[0].k_block_span, 0);
   bool twin = false;
