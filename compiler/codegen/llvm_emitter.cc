@@ -649,14 +649,14 @@ class Emitter {
     return absl::OkStatus();
   }
 
-  // llvm.prefetch(read, locality 2: into L2, data). Outside vector loops
-  // only: one line per statement.
+  // llvm.prefetch(read, locality 2: into L2, or 3: into L1 too, data).
+  // Outside vector loops only: one line per statement.
   absl::Status EmitPrefetch(const Stmt& s) {
     if (lane_var_ != nullptr) return absl::InternalError("a prefetch cannot be vectorised");
     llvm::Type* mem = StorageType(s->buffer);
     llvm::Value* addr = b_.CreateGEP(mem, buffers_[s->buffer], EmitExpr(s->index));
     b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {addr->getType()},
-                       {addr, b_.getInt32(0), b_.getInt32(2), b_.getInt32(1)});
+                       {addr, b_.getInt32(0), b_.getInt32(s->into_l1 ? 3 : 2), b_.getInt32(1)});
     return absl::OkStatus();
   }
 

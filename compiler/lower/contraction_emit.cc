@@ -456,6 +456,9 @@ class Emitter {
     // loop variables (no division per step).
     Stmt update =
         tile_loop(MakeStore(acc, acc_index, b_.Add(acc_value, TileProduct(a, bv, r, br))));
+    if (std::optional<Stmt> ahead = PrefetchPanelAhead(panel_index(b_batch_, jb, nr, b_.Int(0)))) {
+      update = MakeSeq({*ahead, update});
+    }
     const size_t prefetch_level = PrefetchLevel(k_loops);
     for (size_t i = k_loops.size(); i-- > 0;) {
       if (i == prefetch_level) {
@@ -515,6 +518,34 @@ class Emitter {
       }
     }
     return {std::move(tile), jb, ib, kc};
+  }
+
+  // A flat tile's B panel larger than L1 streams from L2 once per tile, NR
+  // floats (4 lines at 6x64) per k step, which the hardware prefetcher left
+  // behind: each k step asks for the lines kPanelAheadRows steps ahead into
+  // L1, given `row` (the panel index of the step's first element). Intel
+  // Xeon (48 KB L1d, 2 MB L2), 1 thread, min of 3-5 interleaved runs:
+  // 512^3 1.42 -> 1.23 ms, 128x3072x768 3.15 -> 2.79, 960x2048x384 8.65 ->
+  // 8.18, 1024^3 12.40 -> 12.13; 128x768x768 and 128x768x3072 unchanged.
+  // Null where B is read in place, its panel fits L1 (K blocks keep one
+  // block there) or the tile is not flat.
+  std::optional<Stmt> PrefetchPanelAhead(const Expr& row) {
+    constexpr int64_t kPanelAheadRows = 16;
+    if (plan_.b_in_place || plan_.k_block_span > 0 || plan_.pixel_rows ||
+        plan_.layout != ContractionPlan::Layout::kFlatTiles) {
+      return std::nullopt;
+    }
+    const BufferDecl& panel = (*t_.buffers)[b_buffer_];
+    const int64_t element_bytes =
+        panel.storage ? std::max<int64_t>(1, DTypeSize(*panel.storage)) : 4;
+    if (k_ * tile_.nr() * element_bytes <= knobs_.l1_bytes) return std::nullopt;
+    const int64_t per_line = std::max<int64_t>(1, kCacheLineBytes / element_bytes);
+    Expr ahead = b_.Add(row, b_.Int(kPanelAheadRows * tile_.nr()));
+    std::vector<Stmt> prefetches;
+    for (int64_t e = 0; e < tile_.nr(); e += per_line) {
+      prefetches.push_back(MakePrefetch(b_buffer_, b_.Add(ahead, b_.Int(e)), /*into_l1=*/true));
+    }
+    return MakeSeq(std::move(prefetches));
   }
 
   // With plain blocks (jb, then K blocks, then every row block ib over the

@@ -34,11 +34,12 @@ Stmt MakeSeq(std::vector<Stmt> stmts) {
   return s;
 }
 
-Stmt MakePrefetch(int buffer, te::Expr index) {
+Stmt MakePrefetch(int buffer, te::Expr index, bool into_l1) {
   auto s = std::make_shared<StmtNode>();
   s->kind = StmtKind::kPrefetch;
   s->buffer = buffer;
   s->index = std::move(index);
+  s->into_l1 = into_l1;
   return s;
 }
 
@@ -55,7 +56,7 @@ Stmt MapExprs(const Stmt& s, const std::function<te::Expr(const te::Expr&)>& f) 
     case StmtKind::kStore:
       return MakeStore(s->buffer, f(s->index), f(s->value), f(s->predicate));
     case StmtKind::kPrefetch:
-      return MakePrefetch(s->buffer, f(s->index));
+      return MakePrefetch(s->buffer, f(s->index), s->into_l1);
     case StmtKind::kCall: {
       std::vector<CallArg> args = s->args;
       for (CallArg& a : args) a.value = f(a.value);
@@ -129,7 +130,8 @@ void Print(const Stmt& s, int indent, std::string& out) {
       for (const Stmt& c : s->children) Print(c, indent, out);
       break;
     case StmtKind::kPrefetch:
-      absl::StrAppend(&out, pad, "prefetch b", s->buffer, "[", te::ExprToString(s->index), "]\n");
+      absl::StrAppend(&out, pad, s->into_l1 ? "prefetch to L1 b" : "prefetch b", s->buffer, "[",
+                      te::ExprToString(s->index), "]\n");
       break;
     case StmtKind::kCall:
       absl::StrAppend(&out, pad, s->callee, "(");

@@ -56,8 +56,9 @@ struct StmtNode {
   // kStore: buffer[index] = value, only where `predicate` (a bool Expr, or
   // null for always) holds. Loads in `value` are made under the same
   // predicate, so a tile's padding lanes never touch memory.
-  // kPrefetch: a hint to bring the cache line holding buffer[index] into L2
-  // (it never faults, so the index may run past the buffer).
+  // kPrefetch: a hint to bring the cache line holding buffer[index] into L2,
+  // or into L1 too where `into_l1` (it never faults, so the index may run
+  // past the buffer).
   int buffer = -1;
   te::Expr index;
   te::Expr value;
@@ -70,12 +71,13 @@ struct StmtNode {
   // may read and write every buffer it is given.
   std::string callee;
   std::vector<CallArg> args;
+  bool into_l1 = false;  // kPrefetch
 };
 
 Stmt MakeFor(te::Var var, ForKind kind, Stmt body);
 Stmt MakeStore(int buffer, te::Expr index, te::Expr value, te::Expr predicate = nullptr);
 Stmt MakeSeq(std::vector<Stmt> stmts);
-Stmt MakePrefetch(int buffer, te::Expr index);
+Stmt MakePrefetch(int buffer, te::Expr index, bool into_l1 = false);
 Stmt MakeCall(std::string callee, std::vector<CallArg> args);
 
 // `s` rebuilt with `f` applied to every expression of its stores (index,

@@ -38,7 +38,7 @@ class Reassociator {
         return MakeStore(s->buffer, Index(Loads(s->index)), Loads(s->value), Loads(s->predicate));
       case StmtKind::kPrefetch:
         atom_depth_.clear();
-        return MakePrefetch(s->buffer, Index(Loads(s->index)));
+        return MakePrefetch(s->buffer, Index(Loads(s->index)), s->into_l1);
       case StmtKind::kCall:  // one call per statement: nothing to hoist
         return s;
       case StmtKind::kSeq: {

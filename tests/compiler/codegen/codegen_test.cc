@@ -365,6 +365,26 @@ TEST_F(CodegenTest, VectorizedLoopUses512BitVectorsOnAvx512) {
   EXPECT_THAT(*ir, ::testing::HasSubstr("<16 x float>"));
 }
 
+// A prefetch into L2 is llvm.prefetch with locality 2; one into L1 too, 3.
+// Both leave the stores around them as they were.
+TEST_F(CodegenTest, PrefetchesIntoL2AndIntoL1) {
+  LoopFunction fn;
+  fn.name = "copy_with_prefetches";
+  const int64_t n = 256;
+  fn.buffers = {{"a", ScalarType::kF32, n}, {"b", ScalarType::kF32, n}};
+  fn.num_params = 2;
+  te::Var i = b_.NewVar("i", n);
+  fn.body = lower::MakeFor(
+      i, ForKind::kSerial,
+      lower::MakeSeq({lower::MakePrefetch(0, b_.Add(b_.Ref(i), b_.Int(64))),
+                      lower::MakePrefetch(0, b_.Add(b_.Ref(i), b_.Int(16)), /*into_l1=*/true),
+                      lower::MakeStore(1, b_.Ref(i), b_.Load(0, ScalarType::kF32, {b_.Ref(i)}))}));
+  auto ir = codegen::EmitOptimizedIR(fn, codegen::CodegenOptions{});
+  ASSERT_TRUE(ir.ok()) << ir.status();
+  EXPECT_THAT(*ir, ::testing::ContainsRegex("llvm.prefetch.p0\\(ptr [^,]*, i32 0, i32 2, i32 1\\)"));
+  EXPECT_THAT(*ir, ::testing::ContainsRegex("llvm.prefetch.p0\\(ptr [^,]*, i32 0, i32 3, i32 1\\)"));
+}
+
 // A channel-lanes conv's store: a tile of 6 rows (pixels) x 2 blocks of 16
 // lanes (channels), each lane a plane of `pixels` apart in the output. 27
 // pixels leave the last tile 3 rows short and 29 channels the second block

@@ -563,6 +563,7 @@ TEST_F(ContractionScheduleTest, TilesInParallelPrefetchTheNextColumnBlocksPanel)
   const int64_t block = k * nr;                // one column block's panel, in elements
   std::map<int64_t, std::set<int64_t>> lines;  // by column block
   for (const PrefetchInLoops& f : found) {
+    if (f.prefetch->into_l1) continue;  // the current panel's rows ahead (the next test)
     const std::vector<int64_t> index = kiln::testing::IndexValues(f.prefetch->index, f.loops);
     for (size_t point = 0; point < index.size(); ++point) {
       int64_t rest = static_cast<int64_t>(point), tile = -1;
@@ -586,6 +587,54 @@ TEST_F(ContractionScheduleTest, TilesInParallelPrefetchTheNextColumnBlocksPanel)
       ASSERT_TRUE(asked.count(line)) << "line " << line << " not prefetched, jb " << jb;
     }
   }
+}
+
+// A flat tile whose B panel outgrows L1 (K = 256 rows of NR floats) asks,
+// at each k step, for the panel's row 16 steps ahead into L1: every line
+// of it, and nothing else. A panel that fits L1 (K = 64) is left alone.
+TEST_F(ContractionScheduleTest, FlatTilesPrefetchTheirPanelAheadIntoL1) {
+  const int64_t m = 96, k = 256, n = 200;
+  ContractionCase dense = MakeDenseBiasReluCase(m, k, n, 72);
+  Check(dense.build, dense.x, dense.want);
+  const KernelSpec spec = FirstKernelOf(dense.build());
+  int mr = 0, nr = 0;
+  ASSERT_EQ(std::sscanf(spec.schedule.c_str(), "gemm %dx%d", &mr, &nr), 2) << spec.schedule;
+  const int64_t row_blocks = (m + mr - 1) / mr;
+  std::vector<te::Var> loops;
+  std::vector<PrefetchInLoops> found;
+  CollectPrefetches(spec.function.body, loops, found);
+  int into_l1 = 0;
+  std::map<std::pair<int64_t, int64_t>, std::set<int64_t>> offsets;  // by (jb, k)
+  for (const PrefetchInLoops& f : found) {
+    if (!f.prefetch->into_l1) continue;
+    ++into_l1;
+    const std::vector<int64_t> index = kiln::testing::IndexValues(f.prefetch->index, f.loops);
+    for (size_t point = 0; point < index.size(); ++point) {
+      int64_t rest = static_cast<int64_t>(point), tile = -1, step = -1;
+      for (size_t i = f.loops.size(); i-- > 0;) {
+        const int64_t digit = rest % f.loops[i]->extent;
+        rest /= f.loops[i]->extent;
+        if (f.loops[i]->name == "tile") tile = digit;
+        if (f.loops[i]->name == "k") step = digit;
+      }
+      ASSERT_GE(tile, 0) << LoopFunctionToString(spec.function);
+      ASSERT_GE(step, 0) << LoopFunctionToString(spec.function);
+      const int64_t jb = tile / row_blocks;
+      offsets[{jb, step}].insert(index[point] - (jb * k + step + 16) * nr);
+    }
+  }
+  ASSERT_EQ(into_l1, nr / 16) << LoopFunctionToString(spec.function);
+  std::set<int64_t> whole_row;
+  for (int64_t e = 0; e < nr; e += 16) whole_row.insert(e);
+  for (const auto& [at, asked] : offsets) {
+    EXPECT_EQ(asked, whole_row) << "jb " << at.first << " k " << at.second;
+  }
+
+  ContractionCase short_k = MakeDenseBiasReluCase(m, 64, n, 73);
+  Check(short_k.build, short_k.x, short_k.want);
+  found.clear();
+  CollectPrefetches(FirstKernelOf(short_k.build()).function.body, loops, found);
+  for (const PrefetchInLoops& f : found) EXPECT_FALSE(f.prefetch->into_l1);
 }
 
 // Padded planes of at least 1024 elements are copied in parallel by rows,
