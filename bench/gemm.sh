@@ -2,7 +2,7 @@
 # float32 GEMM GFLOPS: Kiln vs OpenBLAS (cblas_sgemm) vs oneDNN (dnnl_sgemm), in
 # one process (see gemm_bench.cc):
 #   bench/gemm.sh [--threads 1,2] [--shapes square,inference|MxKxN,...] [--repeats R]
-#                 [--min-repeat-ms MS] [--json]
+#                 [--min-repeat-ms MS] [--stat median|min] [--json]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh  # libopenblas-dev, libdnnl-dev among the rest
