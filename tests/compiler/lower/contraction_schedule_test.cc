@@ -20,6 +20,7 @@
 #include "engine/model_manager.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/thread_pool.h"
 #include "runtime/workspace_pool.h"
 #include "tests/test_util/graph_building.h"
 #include "tests/test_util/index_values.h"
@@ -635,6 +636,70 @@ TEST_F(ContractionScheduleTest, FlatTilesPrefetchTheirPanelAheadIntoL1) {
   found.clear();
   CollectPrefetches(FirstKernelOf(short_k.build()).function.body, loops, found);
   for (const PrefetchInLoops& f : found) EXPECT_FALSE(f.prefetch->into_l1);
+}
+
+// x (batch, m, k) times w (k, n) or times x's own transpose, in float64.
+std::vector<float> RefMatmul64(const std::vector<float>& x, const std::vector<float>* w,
+                               int64_t batch, int64_t m, int64_t k, int64_t n) {
+  std::vector<float> out(batch * m * n);
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int64_t r = 0; r < k; ++r) {
+          const double rhs = w ? (*w)[r * n + j] : x[(b * m + j) * k + r];
+          sum += static_cast<double>(x[(b * m + i) * k + r]) * rhs;
+        }
+        out[(b * m + i) * n + j] = static_cast<float>(sum);
+      }
+    }
+  }
+  return out;
+}
+
+// Flat tiles whose B panel outgrows L1 (and so prefetch its rows ahead) at
+// shapes no tile divides, on 1 and 2 threads, against float64: a constant
+// B (97 x 777 times 777 x 201, the panel packed at compile time) and a
+// batched product with an activation B (x times its own transpose, three
+// 70 x 301 blocks: the panel packed per call).
+TEST_F(ContractionScheduleTest, OddShapesWithPanelsBeyondL1OnOneAndTwoThreads) {
+  const int64_t m = 97, k = 777, n = 201;
+  auto x = Pseudorandom(m * k, 80), w = Pseudorandom(k * n, 81);
+  auto constant_b = [&] {
+    Graph g;
+    Node* in = g.AddInput("x", {DType::kFloat32, {m, k}});
+    g.AddOutput(Op(g, "matmul", {in, g.AddConstant("w", FloatValues({k, n}, w))}));
+    return g;
+  };
+  const int64_t batch = 3, rows = 70, depth = 301;
+  auto xb = Pseudorandom(batch * rows * depth, 82);
+  auto activation_b = [&] {
+    Graph g;
+    Node* in = g.AddInput("x", {DType::kFloat32, {batch, rows, depth}});
+    Node* t = Op(g, "transpose", {in}, TransposeAttrs{{0, 2, 1}});
+    g.AddOutput(Op(g, "matmul", {in, t}));
+    return g;
+  };
+  const std::vector<float> want = RefMatmul64(x, &w, 1, m, k, n);
+  const std::vector<float> want_b = RefMatmul64(xb, nullptr, batch, rows, depth, rows);
+  for (const std::function<Graph()>& build :
+       std::vector<std::function<Graph()>>{constant_b, activation_b}) {
+    const KernelSpec spec = FirstKernelOf(build());
+    bool into_l1 = false;
+    std::vector<te::Var> loops;
+    std::vector<PrefetchInLoops> found;
+    CollectPrefetches(spec.function.body, loops, found);
+    for (const PrefetchInLoops& f : found) into_l1 |= f.prefetch->into_l1;
+    EXPECT_TRUE(into_l1) << LoopFunctionToString(spec.function);
+  }
+  EXPECT_THAT(TempsOf(activation_b()), ::testing::Contains("b_panel"));
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE(absl::StrCat(threads, " threads"));
+    runtime::SetParallelThreads(threads);
+    Check(constant_b, x, want, "gemm", /*tolerance=*/1e-4);
+    Check(activation_b, xb, want_b, "gemm", /*tolerance=*/1e-4);
+  }
+  runtime::SetParallelThreads(1);
 }
 
 // Padded planes of at least 1024 elements are copied in parallel by rows,
