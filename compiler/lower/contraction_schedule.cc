@@ -48,6 +48,27 @@
 // Loop order jb -> ib keeps one K x NR panel of Bp in L1/L2 while the whole
 // of Ap (weights, at most a few MB for the models Kiln targets) streams.
 //
+// Prefetch (contraction_emit.cc): a flat tile whose panel outgrows L1 reads
+// NR floats of it from L2 per k step, 256 bytes at 6x64, which the hardware
+// prefetcher did not keep up with; each k step asks for the row 16 steps
+// ahead into L1. And the row tiles of one column block together prefetch
+// the next block's panel into L2, a line every (steps / lines) k steps.
+// Where the GEMM stands (Intel Xeon "Intel(R) Xeon(R) Processor": AVX-512
+// and AMX, 48 KB L1d, 2 MB L2; 1 thread; the best of 3-5 interleaved
+// kiln-bench runs on a host shared with three other jobs, 0.4.31 -> 0.4.32):
+//     512^3           1.47 -> 1.36 ms    128x3072x768    3.46 -> 3.12 ms
+//     1024^3         12.37 -> 12.13      128x768x3072    3.28 -> 3.27
+//     2048^3    109 to 117 -> 96 to 100  128x768x768     0.72 -> 0.74
+// (2048^3 now without K blocks: see KBlockSpan in contraction_plan.cc.)
+// 1024^3 at 12.1 ms is 177 GFLOPS, 74% of the FMA peak kiln-bench measured
+// (240 GFLOPS); oneDNN's dnnl_sgemm reached 171-187 on the same host in
+// quiet spells, so the large squares are about level with it at 1 thread,
+// not measurably ahead. What still separates them: the panel comes from L2,
+// and a 6x64 tile over a panel that fits L1 (K = 128) runs at 86-88% of the
+// peak. K blocks with cache groups put a 32 KB block of it in L1 but ran at
+// 77% even with every operand in L2, and 65% at 2048^3: their partial sums
+// and A's per-call packing (a 6-wide gather per k) cost more than L1 saves.
+//
 // B is read in place, unpacked, when its index already steps by one element
 // along N and the tile may overrun the end (see ContractionTarget::
 // conv_input). Lowering sets this up for conv2d of any stride up to 4
