@@ -62,10 +62,26 @@
 //     1x1 convs of a pre-activation model 48% slower (0.326 -> 0.481 ms,
 //     256 -> 512 channels at 14x14), so those stay apart.
 //
-// Measured (Intel Xeon Processor, AVX-512, a shared 2-core machine: per-
-// kernel medians over alternating runs of one kiln-bench build with and
-// without --disable-passes FusePrologue, 40 iterations each):
-//   (numbers follow)
+// Measured on an Intel Xeon Processor (AVX-512), 2 cores shared with three
+// other jobs: kiln-bench --iterations 40, one build alternating with and
+// without --disable-passes FusePrologue, 4-6 runs each; the sum over the
+// kernels that differ (the prologue kernels against the producers' own
+// kernels plus their convs) of each kernel's median across runs. Whole-
+// model p50s moved by 2-3x with the machine's load (mobilenet_v3 b1 from
+// 5 to 22 ms in one set), so they show nothing at this size.
+//                          kernels    b1 1 thr     b1 2 thr     b8 1 thr
+//   mobilenet_v3_large    81 -> 73   1.18->1.06   1.22->1.03   9.25->8.05 ms
+//                                    1.06->1.00   1.12->0.95   8.92->8.47 (set 2)
+//   regnet_y_400mf       119 -> 103  2.45->2.45   2.59->2.51   20.5->20.3
+//   pre-activation, NCHW  12 -> 8    6.42->6.26   6.60->6.32
+//   pre-activation, NCHWc 16 -> 12   5.44->5.54   4.19->4.19   60.6->62.6
+// (b8 runs as 8 chunks of 1, engine/row_chunks.h; b8 at 2 threads moved by
+// +-50% between sets and is left out. Pre-activation: 4 blocks of BN, ReLU,
+// 3x3 conv, twice, 64 channels at 56x56, the BN reading the residual sum.)
+// The SE scale's kernel was 3-15% of its conv's time; fused, the conv
+// reads the activation directly and the weights' vector takes the scale.
+// Blocked convs gain nothing yet: their padded copy gathers through the
+// layout_transform as the separate kernel did, with a select per element.
 #include "compiler/passes/fuse_prologue.h"
 
 #include <algorithm>
