@@ -117,7 +117,7 @@ INSTANTIATE_TEST_SUITE_P(
                       ConvCase{1, 16, 6, 6, 16, 3, 1, 0}));  // no padding, tiny
 
 struct DepthwiseCase {
-  int64_t n, c, h, w, k, stride, pad;
+  int64_t n, c, h, w, k, stride, pad, dilation = 1;
 };
 
 class BlockedDepthwiseTest : public ::testing::TestWithParam<DepthwiseCase> {
@@ -155,6 +155,7 @@ TEST_P(BlockedDepthwiseTest, MatchesReferenceConv) {
   a.strides = {p.stride, p.stride};
   a.padding = {p.pad, p.pad, p.pad, p.pad};
   a.groups = p.c;
+  a.dilation = {p.dilation, p.dilation};
   Node* weight = g.AddConstant("w", FloatValues({cb, p.k, p.k, kBlock}, packed));
   Node* b = g.AddConstant("b", FloatValues({cb, kBlock}, blocked_bias));
   Node* conv = Op(g, "conv2d_nchwc_depthwise", {blocked, weight, b}, a);
@@ -181,16 +182,23 @@ TEST_P(BlockedDepthwiseTest, MatchesReferenceConv) {
   ASSERT_TRUE(input.ok());
   auto result = manager_->Find("m")->Run({&*input});
   ASSERT_TRUE(result.ok()) << result.status();
-  const int64_t oh = (p.h + 2 * p.pad - p.k) / p.stride + 1;
-  const int64_t ow = (p.w + 2 * p.pad - p.k) / p.stride + 1;
+  // A dilated kernel is the dense kernel of its span with zeros between taps.
+  const int64_t span = (p.k - 1) * p.dilation + 1;
+  const int64_t oh = (p.h + 2 * p.pad - span) / p.stride + 1;
+  const int64_t ow = (p.w + 2 * p.pad - span) / p.stride + 1;
   std::vector<float> want;
   for (int64_t n = 0; n < p.n; ++n) {
     for (int64_t c = 0; c < p.c; ++c) {
       std::vector<float> plane(x.begin() + (n * p.c + c) * p.h * p.w,
                                x.begin() + (n * p.c + c + 1) * p.h * p.w);
-      std::vector<float> kernel(w.begin() + c * p.k * p.k, w.begin() + (c + 1) * p.k * p.k);
+      std::vector<float> kernel(span * span, 0.0f);
+      for (int64_t ky = 0; ky < p.k; ++ky) {
+        for (int64_t kx = 0; kx < p.k; ++kx) {
+          kernel[ky * p.dilation * span + kx * p.dilation] = w[(c * p.k + ky) * p.k + kx];
+        }
+      }
       std::vector<float> y = kiln::testing::RefConv2DStrided(
-          plane, kernel, {bias[c]}, 1, 1, p.h, p.w, 1, p.k, p.k, p.stride, p.pad);
+          plane, kernel, {bias[c]}, 1, 1, p.h, p.w, 1, span, span, p.stride, p.pad);
       ASSERT_EQ(static_cast<int64_t>(y.size()), oh * ow);
       for (float v : y) want.push_back(std::min(std::max(v, 0.0f), 6.0f));
     }
@@ -211,7 +219,9 @@ INSTANTIATE_TEST_SUITE_P(
                       DepthwiseCase{1, 40, 13, 12, 5, 2, 2},   // 5x5 stride 2
                       DepthwiseCase{1, 16, 9, 10, 7, 1, 3},    // 7x7 (ConvNeXt)
                       DepthwiseCase{1, 18, 8, 8, 3, 1, 0},     // no padding
-                      DepthwiseCase{3, 48, 7, 7, 5, 1, 2}));   // batch 3, 5x5 same
+                      DepthwiseCase{3, 48, 7, 7, 5, 1, 2},     // batch 3, 5x5 same
+                      DepthwiseCase{1, 32, 17, 17, 3, 1, 4, 4},  // dilation 4 (DeepLabV3)
+                      DepthwiseCase{1, 16, 6, 6, 3, 1, 2, 2}));  // dilated, all border
 
 }  // namespace
 }  // namespace kiln
