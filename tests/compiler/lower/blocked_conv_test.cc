@@ -219,6 +219,7 @@ INSTANTIATE_TEST_SUITE_P(
                       DepthwiseCase{1, 40, 13, 12, 5, 2, 2},   // 5x5 stride 2
                       DepthwiseCase{1, 16, 9, 10, 7, 1, 3},    // 7x7 (ConvNeXt)
                       DepthwiseCase{1, 18, 8, 8, 3, 1, 0},     // no padding
+                      DepthwiseCase{2, 8, 9, 9, 3, 1, 1},      // fewer channels than a block
                       DepthwiseCase{3, 48, 7, 7, 5, 1, 2},     // batch 3, 5x5 same
                       DepthwiseCase{1, 32, 17, 17, 3, 1, 4, 4},  // dilation 4 (DeepLabV3)
                       DepthwiseCase{1, 16, 6, 6, 3, 1, 2, 2}));  // dilated, all border
