@@ -91,7 +91,14 @@
 // 0.45-0.48 ms, b1, 1 thread) and lraspp_mobilenet_v3_large (1.74-1.81 ->
 // 1.07-1.25 ms; its head reads the features through 3 transforms), both
 // within the zoo's tolerance of PyTorch; deeplabv3_mobilenet_v3_large has
-// a concat (ASPP) and stays NCHW.
+// a concat (ASPP) and stays NCHW. Against ONNX Runtime 1.30 (MLAS NCHWc),
+// bench/compare_models.py, best p50 of 2 rounds, kiln/ort, with the load
+// average at 6 (every latency 3-4x its quiet value, so rough):
+//                              b1 1 thread  b1 2 threads  b8 1 thread  b8 2 threads
+//     mobilenet_v2             0.84         0.49          0.64         0.52
+//     mobilenet_v3_large       0.87         0.58          1.06         0.52
+// (at b8 the engine runs the batch as 8 slices of one row, so the two
+// classifier dense layers stream their 10 MB of weights 8 times.)
 #include "compiler/passes/convert_layout_nchwc.h"
 
 #include <algorithm>
