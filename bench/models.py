@@ -43,6 +43,34 @@ def _bert_base():
     return model, torch.randn(1, 128, 768)
 
 
+class PreActBlocks(torch.nn.Module):
+    """Four pre-activation residual blocks (BN, ReLU, 3x3 conv, twice), 64
+    channels at 56x56: each BN reads the residual sum the next sum reads
+    too, so it cannot be a conv's epilogue (issue 23, prologue fusion)."""
+
+    def __init__(self, channels=64, blocks=4):
+        super().__init__()
+        def bns():
+            return torch.nn.ModuleList(torch.nn.BatchNorm2d(channels) for _ in range(blocks))
+        def convs():
+            return torch.nn.ModuleList(
+                torch.nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+                for _ in range(blocks))
+        self.bn1, self.conv1, self.bn2, self.conv2 = bns(), convs(), bns(), convs()
+        for m in self.modules():  # statistics that are no identity
+            if isinstance(m, torch.nn.BatchNorm2d):
+                torch.nn.init.uniform_(m.weight, 0.5, 1.5)
+                torch.nn.init.uniform_(m.bias, -0.5, 0.5)
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 1.5)
+
+    def forward(self, x):
+        for bn1, conv1, bn2, conv2 in zip(self.bn1, self.conv1, self.bn2, self.conv2):
+            h = conv1(torch.relu(bn1(x)))
+            x = x + conv2(torch.relu(bn2(h)))
+        return x
+
+
 # Bench-only models: name -> () -> (module, example input at batch 1).
 LARGE = {
     "resnet50": _vision(lambda: torchvision.models.resnet50(weights=None)),
@@ -52,6 +80,7 @@ LARGE = {
         weights=None, aux_logits=False, init_weights=False)),
     "convnext_tiny": _vision(lambda: torchvision.models.convnext_tiny(weights=None)),
     "bert_base": _bert_base,
+    "preact_blocks": lambda: (PreActBlocks(), torch.randn(1, 64, 56, 56)),
 }
 # Opset 17 where PyTorch then exports LayerNormalization whole.
 LARGE_OPSETS = {"convnext_tiny": 17}
@@ -61,7 +90,8 @@ SAMPLE_SHAPES = {"mlp": [784], "resnet18": [3, 224, 224], "mobilenet_v2": [3, 22
                  "transformer": [128, 256], "eltwise_chain": [64, 56, 56],
                  "resnet50": [3, 224, 224], "mobilenet_v3_large": [3, 224, 224],
                  "regnet_y_400mf": [3, 224, 224], "googlenet": [3, 224, 224],
-                 "convnext_tiny": [3, 224, 224], "bert_base": [128, 768]}
+                 "convnext_tiny": [3, 224, 224], "bert_base": [128, 768],
+                 "preact_blocks": [64, 56, 56]}
 ALL = list(SAMPLE_SHAPES)
 
 # The chain: relu(abs(relu((x + 1) * 0.5) - 0.25) * 2 + 0.1), one op per entry.

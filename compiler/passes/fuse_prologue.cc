@@ -76,8 +76,8 @@
 //   pre-activation, NCHW  12 -> 8    6.42->6.26   6.60->6.32
 //   pre-activation, NCHWc 16 -> 12   5.44->5.54   4.19->4.19   60.6->62.6
 // (b8 runs as 8 chunks of 1, engine/row_chunks.h; b8 at 2 threads moved by
-// +-50% between sets and is left out. Pre-activation: 4 blocks of BN, ReLU,
-// 3x3 conv, twice, 64 channels at 56x56, the BN reading the residual sum.)
+// +-50% between sets and is left out. Pre-activation: bench/models.py's
+// preact_blocks, NCHW with --nchwc off, blocked by default.)
 // The SE scale's kernel was 3-15% of its conv's time; fused, the conv
 // reads the activation directly and the weights' vector takes the scale.
 // Blocked convs gain nothing yet: their padded copy gathers through the
