@@ -59,21 +59,18 @@ using te::Var;
 
 // The group's conv2d_nchwc_depthwise when it is the only anchor and its
 // output is the group's shape.
-const Node *DepthwiseAnchor(const GroupContext &g) {
-  const Node *conv = nullptr;
-  for (const Node *m : g.members) {
+const Node* DepthwiseAnchor(const GroupContext& g) {
+  const Node* conv = nullptr;
+  for (const Node* m : g.members) {
     if (m->op->name == "conv2d_nchwc_depthwise") {
-      if (conv != nullptr)
-        return nullptr;
+      if (conv != nullptr) return nullptr;
       conv = m;
     } else if (m->op->pattern >= OpPattern::kCommReduce) {
       return nullptr;
     }
   }
-  if (conv == nullptr || !std::holds_alternative<Conv2DAttrs>(conv->attrs))
-    return nullptr;
-  if (conv->type.shape != g.members.back()->type.shape)
-    return nullptr;
+  if (conv == nullptr || !std::holds_alternative<Conv2DAttrs>(conv->attrs)) return nullptr;
+  if (conv->type.shape != g.members.back()->type.shape) return nullptr;
   return conv;
 }
 
@@ -81,26 +78,21 @@ const Node *DepthwiseAnchor(const GroupContext &g) {
 // (or the whole row when shorter).
 int64_t TileWidth(int64_t ow) {
   for (int64_t t = 8; t >= 4; --t) {
-    if (ow % t == 0)
-      return t;
+    if (ow % t == 0) return t;
   }
   return std::min<int64_t>(ow, 8);
 }
 
-} // namespace
+}  // namespace
 
-Stmt LowerBlockedDepthwise(GroupContext &g, LoopFunction &fn,
-                           std::string &summary) {
-  const Node *conv = DepthwiseAnchor(g);
-  if (conv == nullptr)
-    return nullptr;
-  te::ExprBuilder &b = g.b;
-  const Conv2DAttrs &a = std::get<Conv2DAttrs>(conv->attrs);
-  const std::vector<int64_t> &xs =
-      conv->inputs[0]->type.shape; // N, C/16, H, W, 16
-  const std::vector<int64_t> &ws =
-      conv->inputs[1]->type.shape;                   // C/16, KH, KW, 16
-  const std::vector<int64_t> &os = conv->type.shape; // N, C/16, OH, OW, 16
+Stmt LowerBlockedDepthwise(GroupContext& g, LoopFunction& fn, std::string& summary) {
+  const Node* conv = DepthwiseAnchor(g);
+  if (conv == nullptr) return nullptr;
+  te::ExprBuilder& b = g.b;
+  const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv->attrs);
+  const std::vector<int64_t>& xs = conv->inputs[0]->type.shape;  // N, C/16, H, W, 16
+  const std::vector<int64_t>& ws = conv->inputs[1]->type.shape;  // C/16, KH, KW, 16
+  const std::vector<int64_t>& os = conv->type.shape;             // N, C/16, OH, OW, 16
   const int64_t lanes = os[4];
   const int out = fn.num_params - 1;
 
@@ -115,36 +107,29 @@ Stmt LowerBlockedDepthwise(GroupContext &g, LoopFunction &fn,
   Var r = b.NewVar("r", width), l = b.NewVar("v", lanes);
   Var ky = b.NewVar("ky", ws[1]), kx = b.NewVar("kx", ws[2]);
   const int acc = static_cast<int>(fn.buffers.size());
-  fn.buffers.push_back(
-      {"acc", te::ScalarType::kF32, width * lanes, /*local=*/true});
+  fn.buffers.push_back({"acc", te::ScalarType::kF32, width * lanes, /*local=*/true});
   g.shapes.push_back({width, lanes});
   Expr acc_index = g.FlatIndex({width, lanes}, {b.Ref(r), b.Ref(l)});
   Expr acc_value = b.Load(acc, te::ScalarType::kF32, {b.Ref(r), b.Ref(l)});
   auto tile_loop = [&](Stmt s) {
-    return MakeFor(r, ForKind::kUnrolled,
-                   MakeFor(l, ForKind::kVector, std::move(s)));
+    return MakeFor(r, ForKind::kUnrolled, MakeFor(l, ForKind::kVector, std::move(s)));
   };
 
   // The tiles [t_begin, t_end) of output row `oh`, reading the window with
   // bounds checks on the rows (check_y) and columns (check_x) it may leave.
-  auto tiles_of = [&](const Expr &oh, int64_t t_begin, int64_t t_end,
-                      bool check_y, bool check_x) -> Stmt {
-    if (t_end <= t_begin)
-      return nullptr;
+  auto tiles_of = [&](const Expr& oh, int64_t t_begin, int64_t t_end, bool check_y,
+                      bool check_x) -> Stmt {
+    if (t_end <= t_begin) return nullptr;
     Var tile = b.NewVar("owt", t_end - t_begin);
-    Expr ow = b.Add(b.Mul(b.Add(b.Ref(tile), b.Int(t_begin)), b.Int(width)),
-                    b.Ref(r));
+    Expr ow = b.Add(b.Mul(b.Add(b.Ref(tile), b.Int(t_begin)), b.Int(width)), b.Ref(r));
     Expr ow_read = ragged && check_x ? b.Min(ow, b.Int(os[3] - 1)) : ow;
-    Expr y = b.Sub(b.Add(b.Mul(oh, b.Int(a.strides[0])),
-                         b.Mul(b.Ref(ky), b.Int(a.dilation[0]))),
+    Expr y = b.Sub(b.Add(b.Mul(oh, b.Int(a.strides[0])), b.Mul(b.Ref(ky), b.Int(a.dilation[0]))),
                    b.Int(a.padding[0]));
-    Expr x = b.Sub(b.Add(b.Mul(ow_read, b.Int(a.strides[1])),
-                         b.Mul(b.Ref(kx), b.Int(a.dilation[1]))),
-                   b.Int(a.padding[1]));
+    Expr x =
+        b.Sub(b.Add(b.Mul(ow_read, b.Int(a.strides[1])), b.Mul(b.Ref(kx), b.Int(a.dilation[1]))),
+              b.Int(a.padding[1]));
     Expr inside;
-    auto require = [&](Expr c) {
-      inside = inside ? b.Binary(te::BinaryOp::kAnd, inside, c) : c;
-    };
+    auto require = [&](Expr c) { inside = inside ? b.Binary(te::BinaryOp::kAnd, inside, c) : c; };
     if (check_y) {
       require(b.InRange(y, xs[2]));
       y = b.ClampIndex(y, xs[2]);
@@ -154,40 +139,30 @@ Stmt LowerBlockedDepthwise(GroupContext &g, LoopFunction &fn,
       x = b.ClampIndex(x, xs[3]);
     }
     Expr data = g.ValueOf(conv->inputs[0], {n, cb, y, x, b.Ref(l)});
-    if (inside)
-      data = b.Select(inside, data, b.Float(0));
-    Expr weight =
-        g.ValueOf(conv->inputs[1], {cb, b.Ref(ky), b.Ref(kx), b.Ref(l)});
+    if (inside) data = b.Select(inside, data, b.Float(0));
+    Expr weight = g.ValueOf(conv->inputs[1], {cb, b.Ref(ky), b.Ref(kx), b.Ref(l)});
     Stmt init = tile_loop(MakeStore(acc, acc_index, b.Float(0)));
-    Stmt update = MakeStore(acc, acc_index,
-                            g.Flatten(b.Add(acc_value, b.Mul(data, weight))));
-    Stmt taps = MakeFor(ky, ForKind::kSerial,
-                        MakeFor(kx, ForKind::kUnrolled, tile_loop(update)));
+    Stmt update = MakeStore(acc, acc_index, g.Flatten(b.Add(acc_value, b.Mul(data, weight))));
+    Stmt taps = MakeFor(ky, ForKind::kSerial, MakeFor(kx, ForKind::kUnrolled, tile_loop(update)));
     // The epilogue: the group's element with the conv's replaced by acc + bias.
     std::vector<Expr> idx{n, cb, oh, ow, b.Ref(l)};
     Expr conv_value = acc_value;
     if (conv->inputs.size() == 3) {
-      conv_value =
-          b.Add(conv_value, g.ValueOf(conv->inputs[2], {cb, b.Ref(l)}));
+      conv_value = b.Add(conv_value, g.ValueOf(conv->inputs[2], {cb, b.Ref(l)}));
     }
-    std::vector<const te::ExprNode *> key;
-    for (const Expr &e : idx)
-      key.push_back(e.get());
+    std::vector<const te::ExprNode*> key;
+    for (const Expr& e : idx) key.push_back(e.get());
     g.memo[{conv, key}] = conv_value;
     Expr value = g.ValueOf(g.members.back(), idx);
-    Expr in_row = ragged && check_x
-                      ? b.Compare(te::CompareOp::kLT, ow, b.Int(os[3]))
-                      : nullptr;
-    Stmt store = tile_loop(
-        MakeStore(out, g.FlatIndex(os, idx), g.Flatten(value), in_row));
+    Expr in_row = ragged && check_x ? b.Compare(te::CompareOp::kLT, ow, b.Int(os[3])) : nullptr;
+    Stmt store = tile_loop(MakeStore(out, g.FlatIndex(os, idx), g.Flatten(value), in_row));
     return MakeFor(tile, ForKind::kSerial, MakeSeq({init, taps, store}));
   };
 
   // Rows and tiles whose windows stay inside the input need no checks:
   // outputs o with o * s - pad >= 0 and o * s + (K - 1) * d - pad <= extent
   // - 1.
-  auto interior = [&](int d, int64_t extent, int64_t out_extent, int64_t &lo,
-                      int64_t &hi) {
+  auto interior = [&](int d, int64_t extent, int64_t out_extent, int64_t& lo, int64_t& hi) {
     const int64_t s = a.strides[d], pad = a.padding[d];
     const int64_t reach = (ws[1 + d] - 1) * a.dilation[d];
     lo = std::min(CeilDiv(pad, s), out_extent);
@@ -198,13 +173,11 @@ Stmt LowerBlockedDepthwise(GroupContext &g, LoopFunction &fn,
   interior(0, xs[2], os[2], oh_lo, oh_hi);
   interior(1, xs[3], os[3], ow_lo, ow_hi);
   const int64_t t_lo = std::min(CeilDiv(ow_lo, width), tiles);
-  const int64_t t_hi =
-      std::max(t_lo, ow_hi / width); // whole tiles only: not the ragged one
+  const int64_t t_hi = std::max(t_lo, ow_hi / width);  // whole tiles only: not the ragged one
   std::vector<Stmt> rows;
-  for (auto [begin, end] : {std::pair{int64_t{0}, oh_lo},
-                            std::pair{oh_lo, oh_hi}, std::pair{oh_hi, os[2]}}) {
-    if (end <= begin)
-      continue;
+  for (auto [begin, end] :
+       {std::pair{int64_t{0}, oh_lo}, std::pair{oh_lo, oh_hi}, std::pair{oh_hi, os[2]}}) {
+    if (end <= begin) continue;
     const bool check_y = begin != oh_lo || end != oh_hi;
     Var oh = b.NewVar("oh", end - begin);
     Expr oh_value = b.Add(b.Ref(oh), b.Int(begin));
@@ -212,17 +185,15 @@ Stmt LowerBlockedDepthwise(GroupContext &g, LoopFunction &fn,
     for (Stmt s : {tiles_of(oh_value, 0, t_lo, check_y, true),
                    tiles_of(oh_value, t_lo, t_hi, check_y, false),
                    tiles_of(oh_value, t_hi, tiles, check_y, true)}) {
-      if (s)
-        parts.push_back(s);
+      if (s) parts.push_back(s);
     }
     rows.push_back(MakeFor(oh, ForKind::kSerial, MakeSeq(std::move(parts))));
   }
   const int64_t work = os[0] * os[1] * os[2] * os[3] * lanes * ws[1] * ws[2];
-  const ForKind kind = plane->extent > 1 && work >= kParallelWorkThreshold
-                           ? ForKind::kParallel
-                           : ForKind::kSerial;
+  const ForKind kind =
+      plane->extent > 1 && work >= kParallelWorkThreshold ? ForKind::kParallel : ForKind::kSerial;
   summary = absl::StrCat("blocked depthwise ", width, "-pixel tiles");
   return MakeFor(plane, kind, MakeSeq(std::move(rows)));
 }
 
-} // namespace kiln::lower
+}  // namespace kiln::lower

@@ -15,9 +15,8 @@ namespace kiln::lower {
 // one conv2d_nchwc_depthwise with elementwise consumers producing its shape;
 // adds the buffers it needs to `fn` and says what it did in `summary`. Null
 // otherwise, `fn` unchanged.
-Stmt LowerBlockedDepthwise(GroupContext &g, LoopFunction &fn,
-                           std::string &summary);
+Stmt LowerBlockedDepthwise(GroupContext& g, LoopFunction& fn, std::string& summary);
 
-} // namespace kiln::lower
+}  // namespace kiln::lower
 
-#endif // KILN_COMPILER_LOWER_BLOCKED_DEPTHWISE_H_
+#endif  // KILN_COMPILER_LOWER_BLOCKED_DEPTHWISE_H_
