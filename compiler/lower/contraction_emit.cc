@@ -194,7 +194,7 @@ class Emitter {
   // scale (fuse_prologue.cc), read in place under channel lanes -- the scale
   // moves to b: x * (s * b), one vector multiply per k and vector of the
   // tile row rather than a scalar multiply and broadcast per row. (On
-  // mobilenet_v3's SE convs per row: 2-8% slower than the scale's own
+  // mobilenet_v3's SE convs per row: 0-8% slower than the scale's own
   // kernel and the conv; see fuse_prologue.cc.)
   Expr TileProduct(const Expr& a, const Expr& b, const Var& r, const Var& br) {
     if (a->kind != ExprKind::kBinary || a->binary_op() != te::BinaryOp::kMul) return b_.Mul(a, b);
