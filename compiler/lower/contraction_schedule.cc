@@ -60,6 +60,12 @@
 //     1024^3         12.37 -> 12.13      128x768x3072    3.28 -> 3.27
 //     2048^3    109 to 117 -> 96 to 100  128x768x768     0.72 -> 0.74
 // (2048^3 now without K blocks: see KBlockSpan in contraction_plan.cc.)
+// In a model the panels come from further away: bert_base at seq 128, 1
+// thread, went from 155 to 127 ms at batch 1 (its 128x3072x768 GEMMs with
+// bias and residual from 5.1 to 3.7 ms, 51% to 71% of the peak) and from
+// 3.09 to 2.53 s at batch 8. gemm-bench in a quiet spell (medians of 11,
+// Kiln / oneDNN): 2048^3 0.77 -> 0.96 at 1 thread; 1024^3 0.92 -> 0.94 (1
+// thread), 0.92 -> 0.98 (2); 512^3 0.94 -> 0.96.
 // 1024^3 at 12.1 ms is 177 GFLOPS, 74% of the FMA peak kiln-bench measured
 // (240 GFLOPS); oneDNN's dnnl_sgemm reached 171-187 on the same host in
 // quiet spells, so the large squares are about level with it at 1 thread,
