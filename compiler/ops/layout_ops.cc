@@ -137,34 +137,39 @@ absl::StatusOr<TensorType> Conv2DNchwcRelation(const std::vector<TensorType>& in
   return TensorType{DType::kFloat32, out};
 }
 
+// What a blocked conv's output (n, ., oh, ow, .) reads at window tap
+// (ky, kx): data[n][block][oh*s + ky*d - p][ow*s + kx*d - p][lane], zero
+// outside the input where the conv pads.
+Expr WindowRead(ComputeContext& ctx, const Expr& ky, const Expr& kx, const Expr& block,
+                const Expr& lane) {
+  te::ExprBuilder& b = ctx.b();
+  const Conv2DAttrs& a = ctx.attrs<Conv2DAttrs>();
+  const std::vector<int64_t>& xs = ctx.input_type(0).shape;
+  const std::vector<Expr>& o = ctx.out();
+  Expr y = b.Sub(b.Add(b.Mul(o[2], b.Int(a.strides[0])), b.Mul(ky, b.Int(a.dilation[0]))),
+                 b.Int(a.padding[0]));
+  Expr x = b.Sub(b.Add(b.Mul(o[3], b.Int(a.strides[1])), b.Mul(kx, b.Int(a.dilation[1]))),
+                 b.Int(a.padding[1]));
+  const bool padded = a.padding[0] || a.padding[1] || a.padding[2] || a.padding[3];
+  if (!padded) return ctx.Input(0, {o[0], block, y, x, lane});
+  Expr cond = b.Binary(te::BinaryOp::kAnd, b.InRange(y, xs[2]), b.InRange(x, xs[3]));
+  return b.Select(
+      cond, ctx.Input(0, {o[0], block, b.ClampIndex(y, xs[2]), b.ClampIndex(x, xs[3]), lane}),
+      b.Float(0));
+}
+
 // The reduction runs over input channel blocks, window rows, window columns
 // and, innermost, the channels of a block: one contiguous line of the input
 // per pixel, which the contraction schedule broadcasts in place.
 Expr Conv2DNchwcCompute(ComputeContext& ctx) {
   te::ExprBuilder& b = ctx.b();
-  const Conv2DAttrs& a = ctx.attrs<Conv2DAttrs>();
-  const std::vector<int64_t>& xs = ctx.input_type(0).shape;
   const std::vector<int64_t>& ws = ctx.input_type(1).shape;
   te::Var cb = ctx.ReduceVar("rc", ws[1]);
   te::Var ky = ctx.ReduceVar("ry", ws[2]);
   te::Var kx = ctx.ReduceVar("rx", ws[3]);
   te::Var ci = ctx.ReduceVar("ri", ws[4]);
   const std::vector<Expr>& o = ctx.out();
-  Expr y = b.Sub(b.Add(b.Mul(o[2], b.Int(a.strides[0])), b.Mul(b.Ref(ky), b.Int(a.dilation[0]))),
-                 b.Int(a.padding[0]));
-  Expr x = b.Sub(b.Add(b.Mul(o[3], b.Int(a.strides[1])), b.Mul(b.Ref(kx), b.Int(a.dilation[1]))),
-                 b.Int(a.padding[1]));
-  const bool padded = a.padding[0] || a.padding[1] || a.padding[2] || a.padding[3];
-  Expr data;
-  if (padded) {
-    Expr cond = b.Binary(te::BinaryOp::kAnd, b.InRange(y, xs[2]), b.InRange(x, xs[3]));
-    data = b.Select(
-        cond,
-        ctx.Input(0, {o[0], b.Ref(cb), b.ClampIndex(y, xs[2]), b.ClampIndex(x, xs[3]), b.Ref(ci)}),
-        b.Float(0));
-  } else {
-    data = ctx.Input(0, {o[0], b.Ref(cb), y, x, b.Ref(ci)});
-  }
+  Expr data = WindowRead(ctx, b.Ref(ky), b.Ref(kx), b.Ref(cb), b.Ref(ci));
   Expr weight = ctx.Input(1, {o[1], b.Ref(cb), b.Ref(ky), b.Ref(kx), b.Ref(ci), o[4]});
   Expr sum = b.Reduce(te::ReduceOp::kSum, {cb, ky, kx, ci}, b.Mul(data, weight));
   if (ctx.num_inputs() == 3) sum = b.Add(sum, ctx.Input(2, {o[1], o[4]}));
@@ -229,26 +234,11 @@ absl::StatusOr<TensorType> DepthwiseNchwcRelation(const std::vector<TensorType>&
 // sum over the window of input[n][cb][y][x][lane] * weight[cb][ky][kx][lane].
 Expr DepthwiseNchwcCompute(ComputeContext& ctx) {
   te::ExprBuilder& b = ctx.b();
-  const Conv2DAttrs& a = ctx.attrs<Conv2DAttrs>();
-  const std::vector<int64_t>& xs = ctx.input_type(0).shape;
   const std::vector<int64_t>& ws = ctx.input_type(1).shape;
   te::Var ky = ctx.ReduceVar("ry", ws[1]);
   te::Var kx = ctx.ReduceVar("rx", ws[2]);
   const std::vector<Expr>& o = ctx.out();
-  Expr y = b.Sub(b.Add(b.Mul(o[2], b.Int(a.strides[0])), b.Mul(b.Ref(ky), b.Int(a.dilation[0]))),
-                 b.Int(a.padding[0]));
-  Expr x = b.Sub(b.Add(b.Mul(o[3], b.Int(a.strides[1])), b.Mul(b.Ref(kx), b.Int(a.dilation[1]))),
-                 b.Int(a.padding[1]));
-  const bool padded = a.padding[0] || a.padding[1] || a.padding[2] || a.padding[3];
-  Expr data;
-  if (padded) {
-    Expr cond = b.Binary(te::BinaryOp::kAnd, b.InRange(y, xs[2]), b.InRange(x, xs[3]));
-    data = b.Select(
-        cond, ctx.Input(0, {o[0], o[1], b.ClampIndex(y, xs[2]), b.ClampIndex(x, xs[3]), o[4]}),
-        b.Float(0));
-  } else {
-    data = ctx.Input(0, {o[0], o[1], y, x, o[4]});
-  }
+  Expr data = WindowRead(ctx, b.Ref(ky), b.Ref(kx), o[1], o[4]);
   Expr weight = ctx.Input(1, {o[1], b.Ref(ky), b.Ref(kx), o[4]});
   Expr sum = b.Reduce(te::ReduceOp::kSum, {ky, kx}, b.Mul(data, weight));
   if (ctx.num_inputs() == 3) sum = b.Add(sum, ctx.Input(2, {o[1], o[4]}));
