@@ -47,10 +47,10 @@ namespace kiln::lower {
 using te::Expr;
 using te::Var;
 
-const Node* BlockedConv(const GroupContext& g) {
+const Node* LoneAnchor(const GroupContext& g, const std::string& op) {
   const Node* conv = nullptr;
   for (const Node* m : g.members) {
-    if (m->op->name == "conv2d_nchwc") {
+    if (m->op->name == op) {
       if (conv != nullptr) return nullptr;
       conv = m;
     } else if (m->op->pattern >= OpPattern::kCommReduce) {
@@ -61,6 +61,8 @@ const Node* BlockedConv(const GroupContext& g) {
   if (conv->type.shape != g.members.back()->type.shape) return nullptr;
   return conv;
 }
+
+const Node* BlockedConv(const GroupContext& g) { return LoneAnchor(g, "conv2d_nchwc"); }
 
 Stmt PadBlockedConvInput(GroupContext& g, const Node* conv, LoopFunction& fn,
                          std::vector<Var>& out_vars, Expr& value) {

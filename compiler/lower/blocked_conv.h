@@ -5,6 +5,7 @@
 #ifndef KILN_COMPILER_LOWER_BLOCKED_CONV_H_
 #define KILN_COMPILER_LOWER_BLOCKED_CONV_H_
 
+#include <string>
 #include <vector>
 
 #include "compiler/ir/graph.h"
@@ -14,8 +15,12 @@
 
 namespace kiln::lower {
 
-// The group's conv2d_nchwc when it is the group's only anchor and its
-// output is the group's shape; else null.
+// The group's one node of `op` when no other member is a reduction or
+// opaque and its output is the group's shape (so the group is that op and
+// its elementwise epilogue); else null.
+const Node* LoneAnchor(const GroupContext& g, const std::string& op);
+
+// LoneAnchor for conv2d_nchwc.
 const Node* BlockedConv(const GroupContext& g);
 
 // For a padded `conv`: adds a zero-padded copy of its input to `fn`, rewrites

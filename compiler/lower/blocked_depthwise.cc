@@ -50,29 +50,13 @@
 #include "absl/strings/str_cat.h"
 #include "common/int_math.h"
 #include "compiler/ir/op_def.h"
+#include "compiler/lower/blocked_conv.h"
 
 namespace kiln::lower {
 namespace {
 
 using te::Expr;
 using te::Var;
-
-// The group's conv2d_nchwc_depthwise when it is the only anchor and its
-// output is the group's shape.
-const Node* DepthwiseAnchor(const GroupContext& g) {
-  const Node* conv = nullptr;
-  for (const Node* m : g.members) {
-    if (m->op->name == "conv2d_nchwc_depthwise") {
-      if (conv != nullptr) return nullptr;
-      conv = m;
-    } else if (m->op->pattern >= OpPattern::kCommReduce) {
-      return nullptr;
-    }
-  }
-  if (conv == nullptr || !std::holds_alternative<Conv2DAttrs>(conv->attrs)) return nullptr;
-  if (conv->type.shape != g.members.back()->type.shape) return nullptr;
-  return conv;
-}
 
 // Pixels per tile: the largest width in [4, 8] that divides the row, else 8
 // (or the whole row when shorter).
@@ -86,7 +70,7 @@ int64_t TileWidth(int64_t ow) {
 }  // namespace
 
 Stmt LowerBlockedDepthwise(GroupContext& g, LoopFunction& fn, std::string& summary) {
-  const Node* conv = DepthwiseAnchor(g);
+  const Node* conv = LoneAnchor(g, "conv2d_nchwc_depthwise");
   if (conv == nullptr) return nullptr;
   te::ExprBuilder& b = g.b;
   const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv->attrs);
