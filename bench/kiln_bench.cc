@@ -390,7 +390,7 @@ int Main(int argc, char** argv) {
       k.bytes *= model->row_chunks();
     }
     for (engine::KernelCompileReport k : tail_compile->kernels) {
-      k.name = "tail." + k.name;
+      k.name = runtime::kTailKernelPrefix + k.name;
       compiled->kernels.push_back(std::move(k));
     }
     compiled->total_ms += tail_compile->total_ms;

@@ -77,7 +77,7 @@ Graph TailGraph(const Graph& whole, const Node* cut) {
   Graph tail = whole.Clone();
   Node* from = nullptr;
   for (Node* n : tail.AllNodes()) {
-    if (n->name == cut->name) from = n;
+    if (n->id == cut->id) from = n;  // a clone keeps every node's place
   }
   Node* input = tail.AddInput(cut->name + ".rows", cut->type);
   tail.ReplaceAllUses(from, input);

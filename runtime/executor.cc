@@ -92,7 +92,7 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::CreateRowChunked(
     }
     program.values.insert(program.values.end(), t.values.begin(), t.values.end());
     for (KernelCall k : t.kernels) {
-      k.name = "tail." + k.name;
+      k.name = kTailKernelPrefix + k.name;
       for (int& a : k.args) a = index[a];
       program.kernels.push_back(std::move(k));
     }
@@ -254,7 +254,7 @@ absl::StatusOr<RunResult> CompiledModel::RunRowChunks(const std::vector<const Te
     int64_t ns = 0;
     KILN_RETURN_IF_ERROR(tail_model_->RunOnBuffers(in, out, deadline, &tail_times, &ns));
     for (KernelRunTime& k : tail_times) {
-      k.name = "tail." + k.name;
+      k.name = kTailKernelPrefix + k.name;
       result.kernel_times.push_back(std::move(k));
     }
   }

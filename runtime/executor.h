@@ -20,6 +20,10 @@
 
 namespace kiln::runtime {
 
+// Before the names of a row-chunked model's whole-batch tail kernels, in
+// its program and its run times.
+inline constexpr char kTailKernelPrefix[] = "tail.";
+
 struct KernelRunTime {
   std::string name;
   int64_t ns = 0;
@@ -61,7 +65,7 @@ class CompiledModel {
   // into a buffer of the call's, and `tail` (whose inputs are
   // `chunk_model`'s, at the whole batch and unread, then the cut value)
   // computes the outputs from it. The program then lists the slices'
-  // kernels, then the tail's (named with a "tail." prefix).
+  // kernels, then the tail's (named with kTailKernelPrefix before theirs).
   static absl::StatusOr<std::unique_ptr<CompiledModel>> CreateRowChunked(
       std::shared_ptr<CompiledModel> chunk_model, int64_t chunks,
       std::shared_ptr<CompiledModel> tail = nullptr);

@@ -239,7 +239,7 @@ TEST_F(RowChunksTest, AClassifierHeadRunsOnceForTheWholeBatch) {
     EXPECT_EQ((*model)->row_chunks(), 6);
     int tail_kernels = 0, dense_in_slices = 0;
     for (const KernelCall& k : (*model)->program().kernels) {
-      const bool in_tail = k.name.rfind("tail.", 0) == 0;
+      const bool in_tail = k.name.rfind(runtime::kTailKernelPrefix, 0) == 0;
       tail_kernels += in_tail;
       dense_in_slices += !in_tail && k.name.find("dense") != std::string::npos;
     }
@@ -345,7 +345,7 @@ TEST(RowChunksServingTest, AClassifierVariantHasAWholeBatchTail) {
   EXPECT_EQ((*model)->row_chunks(), 8);
   int tail_kernels = 0;
   for (const KernelCall& k : (*model)->program().kernels) {
-    tail_kernels += k.name.rfind("tail.", 0) == 0;
+    tail_kernels += k.name.rfind(runtime::kTailKernelPrefix, 0) == 0;
   }
   EXPECT_GE(tail_kernels, 1);
   const std::vector<float> x = Pseudorandom(8 * 3 * kCh * kCh, 16);
