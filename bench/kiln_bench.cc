@@ -373,22 +373,19 @@ int Main(int argc, char** argv) {
                        : (*manager)->Compile("bench", *std::move(graph), compile_options);
   if (!compiled.ok()) return Fail(compiled.status());
   if (model == nullptr) model = (*manager)->Find("bench");
+  // With a whole-batch tail the slices run its head's kernels.
+  const bool has_tail = model->row_chunks() > 1 && head_compile.has_value() &&
+                        tail_compile.has_value() &&
+                        model->program().kernels.size() ==
+                            head_compile->kernels.size() + tail_compile->kernels.size();
+  if (has_tail) compiled = *head_compile;
   // A slice's kernels run once per slice: their work per call is that many times theirs.
   for (auto& k : compiled->kernels) {
     k.flops *= static_cast<double>(model->row_chunks());
     k.bytes *= model->row_chunks();
   }
-  // A whole-batch tail's kernels follow the slices' (its head's), as in the program.
-  const bool has_tail = model->row_chunks() > 1 && head_compile.has_value() &&
-                        tail_compile.has_value() &&
-                        model->program().kernels.size() ==
-                            head_compile->kernels.size() + tail_compile->kernels.size();
+  // The tail's kernels follow the slices', as in the program.
   if (has_tail) {
-    compiled = *head_compile;
-    for (auto& k : compiled->kernels) {
-      k.flops *= static_cast<double>(model->row_chunks());
-      k.bytes *= model->row_chunks();
-    }
     for (engine::KernelCompileReport k : tail_compile->kernels) {
       k.name = runtime::kTailKernelPrefix + k.name;
       compiled->kernels.push_back(std::move(k));
