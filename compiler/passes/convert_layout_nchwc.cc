@@ -64,9 +64,9 @@
 //
 // When it runs (PassConfig::nchwc_layout): kOn converts every conv it can;
 // kAuto only graphs of four or more convs, all of them convertible, every
-// concat one of whole blocks, and only when the region needs at most 2 + convs / 10 transforms
-// (FewTransforms): the image in and the classifier's features out, not a
-// pair around every block. ConvNeXt's depthwise convs are convertible, but
+// concat one of whole blocks, and only when the region needs at most
+// 2 + convs / 10 transforms (FewTransforms): the image in and the
+// classifier's features out, not a pair around every block. ConvNeXt's depthwise convs are convertible, but
 // each is followed by a channel LayerNorm on an NHWC permute that cuts the
 // region: forced on, convnext_tiny's sum of kernel medians went from 78 to
 // 90-92 ms (b1, 1 thread), so kAuto leaves it NCHW. kAuto is the default.
@@ -97,8 +97,9 @@
 //                              b1 1 thread  b1 2 threads  b8 1 thread  b8 2 threads
 //     mobilenet_v2             0.84         0.49          0.64         0.52
 //     mobilenet_v3_large       0.87         0.58          1.06         0.52
-// (at b8 the engine runs the batch as 8 slices of one row, so the two
-// classifier dense layers stream their 10 MB of weights 8 times.)
+// (at b8 the engine ran the batch as 8 slices of one row, so the two
+// classifier dense layers streamed their 10 MB of weights 8 times; they
+// now run once on the whole batch, engine/row_chunks.h's tail.)
 #include "compiler/passes/convert_layout_nchwc.h"
 
 #include <algorithm>
