@@ -348,7 +348,7 @@ int Main(int argc, char** argv) {
     (what == "tail" ? tail_compile : head_compile) = *std::move(r);
     return (*manager)->Find(name);
   };
-  std::string why_whole;
+  engine::RowChunkReport chunk_report;
   absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> chunked = engine::RowChunkedModel(
       *graph,
       graph->inputs().empty() || graph->inputs()[0]->type.shape.empty()
@@ -365,7 +365,7 @@ int Main(int argc, char** argv) {
         slice_compile = *std::move(r);
         return (*manager)->Find(name);
       },
-      &why_whole, &tail);
+      &chunk_report, &tail);
   if (!chunked.ok()) return Fail(chunked.status());
   std::shared_ptr<runtime::CompiledModel> model = *chunked;
   absl::StatusOr<engine::CompileResult> compiled =
@@ -495,9 +495,10 @@ int Main(int argc, char** argv) {
                                  has_tail ? absl::StrCat(", then a whole-batch tail of ",
                                                          tail_compile->kernels.size(), " kernels")
                                           : "");
-  } else if (!why_whole.empty()) {
-    std::cout << "  the batch runs whole: " << why_whole << "\n";
+  } else if (!chunk_report.why_whole.empty()) {
+    std::cout << "  the batch runs whole: " << chunk_report.why_whole << "\n";
   }
+  if (!chunk_report.why_no_tail.empty()) std::cout << "  " << chunk_report.why_no_tail << "\n";
   std::cout << absl::StrFormat("  first run: %.3f ms\n", first_ms);
   std::cout << absl::StrFormat(
       "  %d inferences after %d warm-up:\n"

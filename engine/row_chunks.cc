@@ -190,9 +190,11 @@ int64_t ChunkRowsFor(const Program& one_row, int64_t rows) {
 
 absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> RowChunkedModel(
     const Graph& whole, int64_t rows, RowChunkSetting setting, const ModelForRows& model_for,
-    std::string* why_whole, const TailCompiler* tail) {
+    RowChunkReport* report, const TailCompiler* tail) {
+  RowChunkReport unread;
+  RowChunkReport& said = report != nullptr ? *report : unread;
   auto whole_because = [&](std::string why) {
-    if (why_whole != nullptr) *why_whole = std::move(why);
+    said.why_whole = std::move(why);
     return nullptr;
   };
   if (setting.rows == RowChunkSetting::kOff) return whole_because("row chunks are off");
@@ -203,13 +205,43 @@ absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> RowChunkedModel(
   if (absl::Status s = CheckRowsIndependent(whole, rows); !s.ok()) {
     return whole_because(std::string(s.message()));
   }
-  int64_t chunk = setting.rows;
-  std::shared_ptr<runtime::CompiledModel> part;
-  if (chunk == RowChunkSetting::kAuto && !SomeValueOutgrowsTheCache(whole, rows)) {
+  const bool automatic = setting.rows == RowChunkSetting::kAuto;
+  if (automatic && !SomeValueOutgrowsTheCache(whole, rows)) {
     return whole_because("every value of the whole batch fits in cache");
   }
-  if (chunk == RowChunkSetting::kAuto) {
-    KILN_ASSIGN_OR_RETURN(part, model_for(1));
+  const Node* cut = tail != nullptr && tail->graph_for && tail->compile
+                        ? WholeBatchTailCut(whole, rows)
+                        : nullptr;
+  // The slices stop at the cut: a model of their own, the graph at their
+  // rows up to it (its kernels, but the cut's, are the sliced variant's,
+  // found in the kernel cache). A head or tail that does not compile
+  // leaves the slices whole-graph, and the report says why.
+  auto head_for =
+      [&](int64_t slice_rows) -> absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> {
+    KILN_ASSIGN_OR_RETURN(Graph sliced, tail->graph_for(slice_rows));
+    KILN_ASSIGN_OR_RETURN(Graph head, HeadGraph(std::move(sliced), whole, cut));
+    return tail->compile(std::move(head), "head");
+  };
+  auto without_tail = [&](const absl::Status& why) {
+    said.why_no_tail = absl::StrCat("no whole-batch tail after '", cut->name, "': ", why.message());
+    cut = nullptr;
+  };
+  int64_t chunk = setting.rows;
+  std::shared_ptr<runtime::CompiledModel> part;
+  if (automatic) {
+    // The rule weighs what the slices would run: with a cut, the head
+    // alone, since the tail streams its weights once for the whole batch.
+    if (cut != nullptr) {
+      absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> head = head_for(1);
+      if (head.ok()) {
+        part = *std::move(head);
+      } else {
+        without_tail(head.status());
+      }
+    }
+    if (part == nullptr) {
+      KILN_ASSIGN_OR_RETURN(part, model_for(1));
+    }
     chunk = ChunkRowsFor(part->program(), rows);
     if (chunk >= rows || chunk < 1 || rows % chunk != 0) {
       return whole_because(
@@ -217,25 +249,18 @@ absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> RowChunkedModel(
     }
     if (chunk != 1) part.reset();
   }
-  const Node* cut = tail != nullptr && tail->graph_for && tail->compile
-                        ? WholeBatchTailCut(whole, rows)
-                        : nullptr;
-  std::shared_ptr<runtime::CompiledModel> head_model, tail_model;
+  std::shared_ptr<runtime::CompiledModel> tail_model;
   if (cut != nullptr) {
-    // The slices stop at the cut: a model of their own, the graph at their
-    // rows up to it (its kernels, but the cut's, are the sliced variant's,
-    // found in the kernel cache). A head or tail that does not compile
-    // leaves the slices whole-graph.
     absl::Status split = [&]() -> absl::Status {
-      KILN_ASSIGN_OR_RETURN(Graph sliced, tail->graph_for(chunk));
-      KILN_ASSIGN_OR_RETURN(Graph head, HeadGraph(std::move(sliced), whole, cut));
-      KILN_ASSIGN_OR_RETURN(head_model, tail->compile(std::move(head), "head"));
+      if (part == nullptr) {
+        KILN_ASSIGN_OR_RETURN(part, head_for(chunk));
+      }
       KILN_ASSIGN_OR_RETURN(tail_model, tail->compile(TailGraph(whole, cut), "tail"));
       return absl::OkStatus();
     }();
-    if (split.ok()) {
-      part = std::move(head_model);
-    } else {
+    if (!split.ok()) {
+      without_tail(split);
+      part.reset();
       tail_model.reset();
     }
   }

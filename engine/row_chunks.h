@@ -64,9 +64,9 @@ int64_t ChunkRowsFor(const Program& one_row, int64_t rows);
 // value whose descendants (the tail) hold the graph's one output, read
 // nothing else computed but the cut and each other, and, like the cut,
 // fit in half of L2 for the whole batch; the tail must read a weight of at
-// least kTailWeightBytes. Null when there is none. (ChunkRowsFor still
-// counts the tail's weights as streamed once per slice: it errs towards
-// whole.)
+// least kTailWeightBytes. Null when there is none. With a cut,
+// ChunkRowsFor weighs the head's program alone: the tail's weights stream
+// once for the whole batch, not once per slice.
 inline constexpr int64_t kTailWeightBytes = 256 << 10;
 const Node* WholeBatchTailCut(const Graph& whole, int64_t rows);
 
@@ -79,15 +79,21 @@ struct TailCompiler {
       compile;
 };
 
+// What RowChunkedModel decided, in words, for a log line or kiln-bench.
+struct RowChunkReport {
+  std::string why_whole;    // the batch runs whole, because ...
+  std::string why_no_tail;  // a tail was found but not used, because ...
+};
+
 // The model for `whole` (the graph at `rows` rows, types inferred) as
 // slices of a smaller batch when its rows are independent and the setting
 // (or ChunkRowsFor) says so, and with a whole-batch tail where `tail` can
 // compile one and WholeBatchTailCut finds it; null when the batch is better
-// run whole (or cannot be split): the caller compiles `whole` then, and
-// `why_whole` (if given) says why.
+// run whole (or cannot be split): the caller compiles `whole` then.
+// `report` (if given) says why whenever either is not done.
 absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> RowChunkedModel(
     const Graph& whole, int64_t rows, RowChunkSetting setting, const ModelForRows& model_for,
-    std::string* why_whole = nullptr, const TailCompiler* tail = nullptr);
+    RowChunkReport* report = nullptr, const TailCompiler* tail = nullptr);
 
 }  // namespace kiln::engine
 

@@ -1,7 +1,5 @@
 #include "engine/shape_variants.h"
 
-#include "absl/time/clock.h"
-
 #include <algorithm>
 #include <atomic>
 #include <set>
@@ -10,6 +8,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "common/log.h"
 #include "compiler/ir/verifier.h"
 
 namespace kiln::engine {
@@ -289,6 +289,7 @@ std::shared_ptr<runtime::CompiledModel> ShapeVariants::AsRowChunks(
     return graph_for_(binding, ValueBinding{});
   };
   tail.compile = [&](Graph part, const std::string&) { return compile_(std::move(part)); };
+  RowChunkReport report;
   absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> chunked = RowChunkedModel(
       graph, rows, row_chunks_,
       [&](int64_t slice_rows) -> absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> {
@@ -296,7 +297,11 @@ std::shared_ptr<runtime::CompiledModel> ShapeVariants::AsRowChunks(
         for (std::vector<int64_t>& shape : slice) shape[0] = slice_rows;
         return Get(slice);
       },
-      nullptr, &tail);
+      &report, &tail);
+  if (!report.why_no_tail.empty()) {
+    Log(LogLevel::kWarning, "row_chunks",
+        absl::StrCat("batch ", rows, ": ", report.why_no_tail, "; the slices run the whole graph"));
+  }
   return chunked.ok() ? *std::move(chunked) : nullptr;
 }
 

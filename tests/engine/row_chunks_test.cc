@@ -79,16 +79,17 @@ Graph WideConv(int64_t rows) {
   return Typed(std::move(g));
 }
 
-// A classifier: conv 3x3 (pad 1) -> relu -> global mean -> dense 32 -> 2048
-// (256 KB of weights) -> relu -> dense 2048 -> 10. One image's conv output
-// (288 KB) fits in half of L2 but six do not; the pooled features do.
+// A classifier: conv 3x3 (pad 1) -> relu -> global mean -> dense 32 ->
+// hidden (2048: 256 KB of weights) -> relu -> dense hidden -> 10. One
+// image's conv output (288 KB) fits in half of L2 but six do not; the
+// pooled features do.
 constexpr int64_t kCc = 32, kCh = 48, kHidden = 2048, kOut = 10;
 std::vector<float> ClassifierConv() { return Pseudorandom(kCc * 3 * 9, 11); }
-std::vector<float> Hidden() { return Pseudorandom(kHidden * kCc, 12); }
-std::vector<float> HiddenBias() { return Pseudorandom(kHidden, 13); }
-std::vector<float> Logits() { return Pseudorandom(kOut * kHidden, 14); }
+std::vector<float> Hidden(int64_t hidden) { return Pseudorandom(hidden * kCc, 12); }
+std::vector<float> HiddenBias(int64_t hidden) { return Pseudorandom(hidden, 13); }
+std::vector<float> Logits(int64_t hidden) { return Pseudorandom(kOut * hidden, 14); }
 
-Graph ConvClassifier(int64_t rows) {
+Graph ConvClassifier(int64_t rows, int64_t hidden = kHidden) {
   Graph g;
   Node* x = g.AddInput("x", {DType::kFloat32, {rows, 3, kCh, kCh}});
   Conv2DAttrs conv;
@@ -100,13 +101,19 @@ Graph ConvClassifier(int64_t rows) {
       Op(g, "reshape", {Op(g, "mean", {c}, ReduceAttrs{{2, 3}, true})}, ReshapeAttrs{{rows, kCc}});
   Node* h = Op(g, "relu",
                {Op(g, "dense",
-                   {pooled, g.AddConstant("h", FloatValues({kHidden, kCc}, Hidden())),
-                    g.AddConstant("hb", FloatValues({kHidden}, HiddenBias()))})});
-  g.AddOutput(Op(g, "dense", {h, g.AddConstant("o", FloatValues({kOut, kHidden}, Logits()))}), "y");
+                   {pooled, g.AddConstant("h", FloatValues({hidden, kCc}, Hidden(hidden))),
+                    g.AddConstant("hb", FloatValues({hidden}, HiddenBias(hidden)))})});
+  g.AddOutput(Op(g, "dense", {h, g.AddConstant("o", FloatValues({kOut, hidden}, Logits(hidden)))}),
+              "y");
   return Typed(std::move(g));
 }
 
-std::vector<float> ClassifierReference(const std::vector<float>& x, int64_t rows) {
+std::function<Graph(int64_t)> Classifier(int64_t hidden = kHidden) {
+  return [hidden](int64_t rows) { return ConvClassifier(rows, hidden); };
+}
+
+std::vector<float> ClassifierReference(const std::vector<float>& x, int64_t rows,
+                                       int64_t hidden = kHidden) {
   const std::vector<float> c = testing::RefRelu(testing::RefConv2DStrided(
       x, ClassifierConv(), {}, rows, 3, kCh, kCh, kCc, 3, 3, /*stride=*/1, /*pad=*/1));
   std::vector<float> pooled(rows * kCc, 0.0f);
@@ -115,9 +122,9 @@ std::vector<float> ClassifierReference(const std::vector<float>& x, int64_t rows
     for (int64_t p = 0; p < kCh * kCh; ++p) sum += c[i * kCh * kCh + p];
     pooled[i] = static_cast<float>(sum / (kCh * kCh));
   }
-  const std::vector<float> h =
-      testing::RefRelu(testing::RefDense(pooled, Hidden(), HiddenBias(), rows, kCc, kHidden));
-  return testing::RefDense(h, Logits(), std::vector<float>(kOut, 0.0f), rows, kHidden, kOut);
+  const std::vector<float> h = testing::RefRelu(
+      testing::RefDense(pooled, Hidden(hidden), HiddenBias(hidden), rows, kCc, hidden));
+  return testing::RefDense(h, Logits(hidden), std::vector<float>(kOut, 0.0f), rows, hidden, kOut);
 }
 
 class RowChunksTest : public ::testing::Test {
@@ -138,6 +145,21 @@ class RowChunksTest : public ::testing::Test {
       if (!r.ok()) return r.status();
       return manager_->Find(name);
     };
+  }
+
+  // Heads and tails of `build`'s graphs, compiled as models of their own.
+  TailCompiler Tails(std::function<Graph(int64_t)> build) {
+    TailCompiler tail;
+    tail.graph_for = [build](int64_t rows) -> absl::StatusOr<Graph> { return build(rows); };
+    tail.compile =
+        [this](Graph part,
+               const std::string& what) -> absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> {
+      const std::string name = absl::StrCat(what, "_", ++compiles_);
+      absl::StatusOr<CompileResult> r = manager_->Compile(name, std::move(part), CompileOptions{});
+      if (!r.ok()) return r.status();
+      return manager_->Find(name);
+    };
+    return tail;
   }
 
   void ExpectReference(runtime::CompiledModel& model, int64_t rows) {
@@ -165,11 +187,11 @@ TEST_F(RowChunksTest, EverySliceSizeComputesTheWholeBatch) {
     runtime::SetParallelThreads(threads);
     for (int64_t slice : {1, 2, 3}) {
       SCOPED_TRACE(absl::StrCat(threads, " threads, slices of ", slice));
-      std::string why;
+      RowChunkReport why;
       absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> model =
           RowChunkedModel(ConvNet(6), 6, RowChunkSetting{slice}, Compiler(ConvNet), &why);
       ASSERT_TRUE(model.ok()) << model.status();
-      ASSERT_NE(*model, nullptr) << why;
+      ASSERT_NE(*model, nullptr) << why.why_whole;
       EXPECT_EQ((*model)->row_chunks(), 6 / slice);
       EXPECT_EQ((*model)->program().values[(*model)->program().inputs[0]].type.shape[0], 6);
       ExpectReference(**model, 6);
@@ -185,28 +207,24 @@ TEST_F(RowChunksTest, AGraphMixingRowsRunsWhole) {
     g.AddOutput(Op(g, "sub", {x, Op(g, "mean", {x}, ReduceAttrs{{0}, true})}), "y");
     return Typed(std::move(g));
   };
-  std::string why;
+  RowChunkReport why;
   absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> model =
       RowChunkedModel(centred(4), 4, RowChunkSetting{1}, Compiler(centred), &why);
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_EQ(*model, nullptr);
-  EXPECT_THAT(why, HasSubstr("mean"));
+  EXPECT_THAT(why.why_whole, HasSubstr("mean"));
   EXPECT_EQ(compiles_, 0);
 }
 
 TEST_F(RowChunksTest, ASliceThatDoesNotDivideTheBatchRunsWhole) {
-  std::string why;
+  RowChunkReport why;
   absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> model =
       RowChunkedModel(ConvNet(6), 6, RowChunkSetting{4}, Compiler(ConvNet), &why);
   ASSERT_TRUE(model.ok());
   EXPECT_EQ(*model, nullptr);
-  EXPECT_THAT(why, HasSubstr("divide"));
+  EXPECT_THAT(why.why_whole, HasSubstr("divide"));
 }
 
-// The rule, on the two kinds of model it weighs: a conv whose batch of
-// outputs is larger than L2 and one image's is not, with few weights used
-// at every pixel; and a dense layer whose one row uses each of its many
-// weights once.
 // The classifier's weights read once for the whole batch, not per slice:
 // the slices stop at the pooled features and a whole-batch tail does the
 // dense layers. A small weight is not worth a tail.
@@ -216,26 +234,18 @@ TEST_F(RowChunksTest, AClassifierHeadRunsOnceForTheWholeBatch) {
   EXPECT_EQ(cut->op_name(), "mean");
   EXPECT_EQ(WholeBatchTailCut(ConvNet(6), 6), nullptr);  // 16 KB of dense weights
 
-  TailCompiler tail;
-  tail.graph_for = [](int64_t rows) -> absl::StatusOr<Graph> { return ConvClassifier(rows); };
-  tail.compile =
-      [this](Graph part,
-             const std::string& what) -> absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> {
-    const std::string name = absl::StrCat(what, "_", ++compiles_);
-    absl::StatusOr<CompileResult> r = manager_->Compile(name, std::move(part), CompileOptions{});
-    if (!r.ok()) return r.status();
-    return manager_->Find(name);
-  };
+  const TailCompiler tail = Tails(Classifier());
   const std::vector<float> x = Pseudorandom(6 * 3 * kCh * kCh, 15);
   const std::vector<float> want = ClassifierReference(x, 6);
   for (int threads : {1, 2}) {
     runtime::SetParallelThreads(threads);
     SCOPED_TRACE(absl::StrCat(threads, " threads"));
-    std::string why;
+    RowChunkReport why;
     absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> model = RowChunkedModel(
-        ConvClassifier(6), 6, RowChunkSetting{1}, Compiler(ConvClassifier), &why, &tail);
+        ConvClassifier(6), 6, RowChunkSetting{1}, Compiler(Classifier()), &why, &tail);
     ASSERT_TRUE(model.ok()) << model.status();
-    ASSERT_NE(*model, nullptr) << why;
+    ASSERT_NE(*model, nullptr) << why.why_whole;
+    EXPECT_EQ(why.why_no_tail, "");
     EXPECT_EQ((*model)->row_chunks(), 6);
     int tail_kernels = 0, dense_in_slices = 0;
     for (const KernelCall& k : (*model)->program().kernels) {
@@ -262,6 +272,10 @@ TEST_F(RowChunksTest, AClassifierHeadRunsOnceForTheWholeBatch) {
   }
 }
 
+// The rule, on the two kinds of model it weighs: a conv whose batch of
+// outputs is larger than L2 and one image's is not, with few weights used
+// at every pixel; and a dense layer whose one row uses each of its many
+// weights once.
 TEST_F(RowChunksTest, TheRuleSplitsACacheBoundConvAndKeepsADenseLayerWhole) {
   auto dense = [](int64_t rows) {
     Graph g;
@@ -275,6 +289,79 @@ TEST_F(RowChunksTest, TheRuleSplitsACacheBoundConvAndKeepsADenseLayerWhole) {
   ASSERT_TRUE(one_conv.ok() && one_dense.ok());
   EXPECT_EQ(ChunkRowsFor((*one_conv)->program(), 16), 1);
   EXPECT_EQ(ChunkRowsFor((*one_dense)->program(), 16), 16);
+}
+
+// With a tail the rule weighs the head alone. A classifier whose dense
+// layers hold 1.3 MB: weighed whole, one-row slices would stream them 8
+// times (9 MB) to keep 4.7 MB of conv outputs in cache, so the whole
+// program's rule takes slices of 2 rows (or none); the head alone streams
+// only the conv's 3 KB, so the batch runs as 8 slices of one row and the
+// dense layers once, in the tail.
+TEST_F(RowChunksTest, TheRuleWeighsTheHeadAloneWhenATailTakesTheWeights) {
+  constexpr int64_t kWide = 8192, kRows = 8;
+  absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> one_row = Compiler(Classifier(kWide))(1);
+  ASSERT_TRUE(one_row.ok()) << one_row.status();
+  EXPECT_GT(ChunkRowsFor((*one_row)->program(), kRows), 1);
+
+  const TailCompiler tail = Tails(Classifier(kWide));
+  RowChunkReport why;
+  absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> model =
+      RowChunkedModel(ConvClassifier(kRows, kWide), kRows, RowChunkSetting{},
+                      Compiler(Classifier(kWide)), &why, &tail);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_NE(*model, nullptr) << why.why_whole;
+  EXPECT_EQ(why.why_no_tail, "");
+  EXPECT_EQ((*model)->row_chunks(), kRows);
+  int tail_kernels = 0;
+  for (const KernelCall& k : (*model)->program().kernels) {
+    tail_kernels += k.name.rfind(runtime::kTailKernelPrefix, 0) == 0;
+  }
+  EXPECT_GE(tail_kernels, 1);
+  const std::vector<float> x = Pseudorandom(kRows * 3 * kCh * kCh, 17);
+  absl::StatusOr<Tensor> in = Tensor::FromBytes(
+      {DType::kFloat32, {kRows, 3, kCh, kCh}},
+      absl::string_view(reinterpret_cast<const char*>(x.data()), x.size() * sizeof(float)));
+  ASSERT_TRUE(in.ok());
+  absl::StatusOr<runtime::RunResult> r = (*model)->Run({&*in});
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::vector<float> want = ClassifierReference(x, kRows, kWide);
+  const float* y = static_cast<const float*>(r->outputs[0].data());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_NEAR(y[i], want[i], 1e-4 * std::max(1.0f, std::fabs(want[i]))) << i;
+  }
+}
+
+// A tail that does not compile leaves the slices whole-graph, and says so.
+TEST_F(RowChunksTest, ATailThatDoesNotCompileIsReportedAndTheSlicesRunWhole) {
+  TailCompiler tail = Tails(Classifier());
+  auto compile = tail.compile;
+  tail.compile = [compile](Graph part, const std::string& what)
+      -> absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> {
+    if (what == "tail") return absl::ResourceExhaustedError("no room for the tail");
+    return compile(std::move(part), what);
+  };
+  RowChunkReport why;
+  absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> model = RowChunkedModel(
+      ConvClassifier(6), 6, RowChunkSetting{1}, Compiler(Classifier()), &why, &tail);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_NE(*model, nullptr) << why.why_whole;
+  EXPECT_THAT(why.why_no_tail, HasSubstr("no room for the tail"));
+  EXPECT_EQ((*model)->row_chunks(), 6);
+  for (const KernelCall& k : (*model)->program().kernels) {
+    EXPECT_NE(k.name.rfind(runtime::kTailKernelPrefix, 0), 0u) << k.name;
+  }
+  const std::vector<float> x = Pseudorandom(6 * 3 * kCh * kCh, 18);
+  absl::StatusOr<Tensor> in = Tensor::FromBytes(
+      {DType::kFloat32, {6, 3, kCh, kCh}},
+      absl::string_view(reinterpret_cast<const char*>(x.data()), x.size() * sizeof(float)));
+  ASSERT_TRUE(in.ok());
+  absl::StatusOr<runtime::RunResult> r = (*model)->Run({&*in});
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::vector<float> want = ClassifierReference(x, 6);
+  const float* y = static_cast<const float*>(r->outputs[0].data());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_NEAR(y[i], want[i], 1e-4 * std::max(1.0f, std::fabs(want[i]))) << i;
+  }
 }
 
 // Through the server's path: a model with a symbolic batch gets its batch-8
