@@ -20,15 +20,6 @@ absl::Status Refuse(const Node* n, absl::string_view why) {
       absl::StrCat("rows are not independent at '", n->name, "' (", n->op_name(), "): ", why));
 }
 
-// Where a value holds the rows: dim `axis`, of size outer * rows * inner,
-// whose index is o * rows * inner + r * inner + i for row r (PyTorch's
-// attention merges the batch into [S * B, E]: outer S, inner 1).
-struct RowDim {
-  int axis = 0;
-  int64_t outer = 1;
-  int64_t inner = 1;
-};
-
 // The rows of a reshape's output, whose input holds them at `in_rows`: a
 // reshape keeps row-major order, so the elements before the rows (`before`)
 // and after one row's first (`after`) stay; an output dim splitting them
@@ -175,6 +166,11 @@ absl::StatusOr<RowDim> RowDimOf(const Node* n,
 }  // namespace
 
 absl::Status CheckRowsIndependent(const Graph& graph, int64_t rows) {
+  return RowCarryingValues(graph, rows).status();
+}
+
+absl::StatusOr<std::unordered_map<const Node*, RowDim>> RowCarryingValues(const Graph& graph,
+                                                                         int64_t rows) {
   if (rows < 1) return absl::InvalidArgumentError("rows must be positive");
   std::unordered_map<const Node*, RowDim> carrying;  // node -> where it holds the rows
   for (const Node* in : graph.inputs()) {
@@ -203,7 +199,7 @@ absl::Status CheckRowsIndependent(const Graph& graph, int64_t rows) {
           "output '", graph.output_names()[o], "' does not keep the rows of the inputs on dim 0"));
     }
   }
-  return absl::OkStatus();
+  return carrying;
 }
 
 }  // namespace kiln

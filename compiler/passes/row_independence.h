@@ -5,8 +5,10 @@
 #define KILN_COMPILER_PASSES_ROW_INDEPENDENCE_H_
 
 #include <cstdint>
+#include <unordered_map>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "compiler/ir/graph.h"
 
 namespace kiln {
@@ -36,6 +38,21 @@ namespace kiln {
 // carry none and are read whole by every slice. The outputs must carry
 // their rows on dim 0, where a slice of the caller's tensor is contiguous.
 absl::Status CheckRowsIndependent(const Graph& graph, int64_t rows);
+
+// Where a value holds the rows: dim `axis`, of size outer * rows * inner,
+// whose index is o * rows * inner + r * inner + i for row r (PyTorch's
+// attention merges the batch into [S * B, E]: outer S, inner 1).
+struct RowDim {
+  int axis = 0;
+  int64_t outer = 1;
+  int64_t inner = 1;
+};
+
+// Every value of `graph` that carries rows (the inputs and what is computed
+// from them), and where; the errors of CheckRowsIndependent, which this
+// also checks.
+absl::StatusOr<std::unordered_map<const Node*, RowDim>> RowCarryingValues(const Graph& graph,
+                                                                         int64_t rows);
 
 }  // namespace kiln
 
