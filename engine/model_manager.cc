@@ -10,6 +10,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "compiler/passes/graph_at_rows.h"
+#include "engine/row_chunks.h"
 
 namespace kiln::engine {
 namespace {
@@ -213,7 +217,14 @@ absl::StatusOr<CompileResult> ModelManager::CompileAndStore(
   served.fingerprint = identity.fingerprint;
   CompileResult report;
   served.source_bytes = variants ? symbolic.source_bytes : 0;
-  if (graph.has_value()) {
+  std::optional<CompiledModelAndReport> sliced;
+  if (graph.has_value() && !variants) {
+    sliced = FixedBatchAsSlices(name, *graph, options, events, deadline);
+  }
+  if (sliced.has_value()) {
+    served.model = std::move(sliced->model);
+    report = std::move(sliced->report);
+  } else if (graph.has_value()) {
     absl::StatusOr<CompiledModelAndReport> compiled =
         CompileModel(name, *std::move(graph), options, DriverOptions(), cache_, events, deadline,
                      {&budget_, absl::StrCat("model '", name, "'")});
@@ -398,6 +409,61 @@ bool ModelManager::UnloadColdestVariant(absl::string_view for_what) {
     return true;
   }
   return false;
+}
+
+std::optional<CompiledModelAndReport> ModelManager::FixedBatchAsSlices(
+    const std::string& name, const Graph& graph, const CompileOptions& options,
+    const CompileEventSink& events, absl::Time deadline) {
+  if (options_.row_chunks.rows == RowChunkSetting::kOff || graph.inputs().empty()) {
+    return std::nullopt;
+  }
+  const int64_t rows = graph.inputs()[0]->type.shape.empty() ? 0 : graph.inputs()[0]->type.shape[0];
+  for (const Node* in : graph.inputs()) {
+    if (in->type.shape.empty() || in->type.shape[0] != rows) return std::nullopt;
+  }
+  if (rows < 2) return std::nullopt;
+  // Each part (the slices' model, or their head and the whole-batch tail)
+  // is a model of its own, charged to the budget as the model's.
+  std::optional<CompileResult> slices_report, tail_report;
+  auto compile =
+      [&](Graph part,
+          const std::string& what) -> absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> {
+    absl::StatusOr<CompiledModelAndReport> compiled =
+        CompileModel(name, std::move(part), options, DriverOptions(), cache_, events, deadline,
+                     {&budget_, absl::StrCat("model '", name, "' (", what, ")")});
+    if (!compiled.ok()) return compiled.status();
+    (what == "tail" ? tail_report : slices_report) = std::move(compiled->report);
+    return std::move(compiled->model);
+  };
+  TailCompiler tail;
+  tail.graph_for = [&](int64_t slice_rows) { return GraphAtRows(graph, rows, slice_rows); };
+  tail.compile = compile;
+  RowChunkReport said;
+  absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> chunked = RowChunkedModel(
+      graph, rows, options_.row_chunks,
+      [&](int64_t slice_rows) -> absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> {
+        KILN_ASSIGN_OR_RETURN(Graph part, GraphAtRows(graph, rows, slice_rows));
+        return compile(std::move(part), "slices");
+      },
+      &said, &tail);
+  if (!said.why_no_tail.empty()) {
+    Log(LogLevel::kWarning, "row_chunks",
+        absl::StrCat("model '", name, "' at batch ", rows, ": ", said.why_no_tail,
+                     "; the slices run the whole graph"));
+  }
+  // A part that does not compile leaves the batch to compile whole, which
+  // says what is wrong with the model, if anything is.
+  if (!chunked.ok() || *chunked == nullptr || !slices_report.has_value()) return std::nullopt;
+  CompiledModelAndReport out{*std::move(chunked), *std::move(slices_report)};
+  out.report.model_name = name;
+  if (tail_report.has_value() && out.model->program().kernels.size() ==
+                                     out.report.kernels.size() + tail_report->kernels.size()) {
+    for (KernelCompileReport& k : tail_report->kernels) {
+      k.name = runtime::kTailKernelPrefix + k.name;
+      out.report.kernels.push_back(std::move(k));
+    }
+  }
+  return out;
 }
 
 ModelMemory MemoryOf(const ServedModel& served) {

@@ -237,6 +237,16 @@ class ModelManager {
                                                 std::shared_ptr<ShapeVariants> variants,
                                                 const SymbolicModel& symbolic,
                                                 const ModelIdentity& identity);
+  // A model whose batch is fixed (every input's dim 0, at least 2) as
+  // slices of a smaller batch, when the rule of row_chunks.h says so: the
+  // graph at the slices' rows is GraphAtRows's, since no importer can give
+  // it. Null when the batch runs whole; the compile's report is the
+  // slices' (and the tail's kernels after theirs).
+  std::optional<CompiledModelAndReport> FixedBatchAsSlices(const std::string& name,
+                                                           const Graph& graph,
+                                                           const CompileOptions& options,
+                                                           const CompileEventSink& events,
+                                                           absl::Time deadline);
   // CheckServable's test, and the version a model of `identity` would be.
   absl::StatusOr<int64_t> VersionFor(const std::string& name, const ModelIdentity& identity) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);

@@ -410,6 +410,49 @@ TEST(RowChunksServingTest, ABatchOfASymbolicModelRunsAsSlicesOfItsOneRowVariant)
   }
 }
 
+// A model exported at a fixed batch of 8, its flatten's reshape to [8, 32]
+// baked in: it runs as 8 slices of its graph at one row (GraphAtRows) and a
+// whole-batch tail, unless row chunks are off.
+TEST(RowChunksServingTest, AFixedBatchModelRunsAsSlicesOfItsGraphAtOneRow) {
+  const std::vector<float> x = Pseudorandom(8 * 3 * kCh * kCh, 19);
+  const std::vector<float> want = ClassifierReference(x, 8);
+  for (bool on : {true, false}) {
+    SCOPED_TRACE(on);
+    ModelManagerOptions options;
+    options.cache.dir.clear();
+    if (!on) options.row_chunks.rows = RowChunkSetting::kOff;
+    auto manager = ModelManager::Create(options);
+    ASSERT_TRUE(manager.ok());
+    absl::StatusOr<CompileResult> compiled =
+        (*manager)->Compile("c", ConvClassifier(8), CompileOptions{});
+    ASSERT_TRUE(compiled.ok()) << compiled.status();
+    std::shared_ptr<runtime::CompiledModel> model = (*manager)->Find("c");
+    ASSERT_NE(model, nullptr);
+    EXPECT_EQ(model->row_chunks(), on ? 8 : 1);
+    int tail_kernels = 0;
+    for (const KernelCall& k : model->program().kernels) {
+      tail_kernels += k.name.rfind(runtime::kTailKernelPrefix, 0) == 0;
+    }
+    EXPECT_EQ(tail_kernels > 0, on);
+    // The report names what runs: the slices' kernels, then the tail's.
+    ASSERT_EQ(compiled->kernels.size(), model->program().kernels.size());
+    for (size_t k = 0; k < compiled->kernels.size(); ++k) {
+      EXPECT_EQ(compiled->kernels[k].name, model->program().kernels[k].name);
+    }
+    absl::StatusOr<Tensor> in = Tensor::FromBytes(
+        {DType::kFloat32, {8, 3, kCh, kCh}},
+        absl::string_view(reinterpret_cast<const char*>(x.data()), x.size() * sizeof(float)));
+    ASSERT_TRUE(in.ok());
+    absl::StatusOr<runtime::RunResult> r = model->Run({&*in});
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->outputs[0].type(), (TensorType{DType::kFloat32, {8, kOut}}));
+    const float* y = static_cast<const float*>(r->outputs[0].data());
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(y[i], want[i], 1e-4 * std::max(1.0f, std::fabs(want[i]))) << i;
+    }
+  }
+}
+
 // Through the server's path too: the batch-8 variant of a symbolic
 // classifier is slices of its pooled features and a whole-batch tail.
 TEST(RowChunksServingTest, AClassifierVariantHasAWholeBatchTail) {
