@@ -1,5 +1,7 @@
 #include "compiler/passes/graph_at_rows.h"
 
+#include <memory>
+#include <string>
 #include <unordered_map>
 #include <variant>
 #include <vector>
@@ -33,6 +35,11 @@ absl::StatusOr<Graph> GraphAtRows(const Graph& graph, int64_t rows, int64_t new_
     if (it != carrying.end() && n->is_op() && n->op_name() == "reshape") {
       n->attrs = ReshapeAttrs{type.shape};
     }
+    // A slice's sizes are its output's shape; along the rows it takes them
+    // all, from 0 by 1 (else it would read another row: not independent).
+    if (it != carrying.end() && n->is_op() && n->op_name() == "slice") {
+      std::get<SliceAttrs>(n->attrs).sizes = type.shape;
+    }
     // An expand's target (aligned with the output's trailing dims) names
     // the rows' dim at the whole batch's size.
     if (it != carrying.end() && n->is_op() && n->op_name() == "expand") {
@@ -42,6 +49,32 @@ absl::StatusOr<Graph> GraphAtRows(const Graph& graph, int64_t rows, int64_t new_
       if (at >= 0 && target[at] == o->type.shape[it->second.axis]) {
         target[at] = type.shape[it->second.axis];
       }
+    }
+  }
+  // A constant of one value as tall as the whole batch where a row-carrying
+  // op broadcasts it over the rows (the zeros PyTorch's attention selects
+  // from, [B * H, 1, S]) is made as tall as the new batch: any row of it is
+  // any other.
+  for (Node* n : resized.AllNodes()) {
+    auto it = n->is_op() ? carrying.find(original.at(n->id)) : carrying.end();
+    if (it == carrying.end()) continue;
+    const int64_t axis = it->second.axis;
+    const std::vector<int64_t>& was = original.at(n->id)->type.shape;
+    for (Node*& in : n->inputs) {
+      if (!in->is_constant() || !OneValueRepeated(in)) continue;
+      const int64_t at = axis - static_cast<int64_t>(was.size()) + in->type.rank();
+      if (at < 0 || in->type.shape[at] != was[axis] || was[axis] == want.at(n).shape[axis]) {
+        continue;
+      }
+      auto data = std::make_shared<ConstantData>();
+      data->type = in->type;
+      data->type.shape[at] = want.at(n).shape[axis];
+      const absl::string_view one = in->value->bytes.view().substr(0, DTypeSize(in->type.dtype));
+      std::string bytes;
+      for (int64_t e = 0; e < data->type.NumElements(); ++e) bytes.append(one.data(), one.size());
+      data->bytes.assign(bytes.data(), bytes.size());
+      in = resized.AddConstant(absl::StrCat(in->name, ".at_", new_rows, "_rows"), data);
+      want[in] = in->type;
     }
   }
   if (absl::StatusOr<bool> typed = InferTypes(resized); !typed.ok()) {

@@ -14,7 +14,7 @@ namespace kiln {
 // `graph` (types inferred, `rows` rows as every input's dim 0, rows
 // independent: CheckRowsIndependent) at `new_rows` rows: every value that
 // carries rows has them resized where it holds them (RowCarryingValues),
-// reshapes' and expands' targets with them; nodes keep their names and
+// reshapes', expands' and slices' sizes with them; nodes keep their names and
 // ids. Types are then inferred again and must come out as resized: a value
 // still holding the batch size (a constant as tall as the batch that a row
 // is added to, say) is refused (FailedPrecondition naming it) rather than

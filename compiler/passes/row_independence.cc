@@ -24,8 +24,8 @@ absl::Status Refuse(const Node* n, absl::string_view why) {
 // reshape keeps row-major order, so the elements before the rows (`before`)
 // and after one row's first (`after`) stay; an output dim splitting them
 // there holds the rows.
-std::optional<RowDim> RowsAfterReshape(const TensorType& in, RowDim in_rows,
-                                       const TensorType& out, int64_t rows) {
+std::optional<RowDim> RowsAfterReshape(const TensorType& in, RowDim in_rows, const TensorType& out,
+                                       int64_t rows) {
   int64_t before = in_rows.outer, after = in_rows.inner;
   for (int a = 0; a < in_rows.axis; ++a) before *= in.shape[a];
   for (size_t a = in_rows.axis + 1; a < in.shape.size(); ++a) after *= in.shape[a];
@@ -48,18 +48,6 @@ std::optional<RowDim> RowsAfterReshape(const TensorType& in, RowDim in_rows,
 // other), and none (kNone) otherwise.
 constexpr int kNone = -1;
 constexpr int kAnyIndex = -2;
-
-bool OneValueRepeated(const Node* n) {
-  if (!n->is_constant() || n->value == nullptr) return false;
-  const absl::string_view bytes = n->value->bytes.view();
-  const size_t element = static_cast<size_t>(DTypeSize(n->type.dtype));
-  const size_t count = static_cast<size_t>(n->type.NumElements());
-  if (element == 0 || bytes.size() < count * element) return false;
-  for (size_t i = 1; i < count; ++i) {
-    if (bytes.compare(i * element, element, bytes.substr(0, element)) != 0) return false;
-  }
-  return true;
-}
 
 // Whether `e` uses `row` other than as allowed by `skip` (per input, its
 // row dim, kAnyIndex or kNone): an op comparing or computing with it (a
@@ -155,8 +143,8 @@ absl::StatusOr<RowDim> RowDimOf(const Node* n,
   }
   for (size_t i = 0; i < n->inputs.size(); ++i) {
     if (carrying.count(n->inputs[i]) && !read[i]) {
-      return Refuse(n, absl::StrCat("input '", n->inputs[i]->name,
-                                    "' is used for more than its elements"));
+      return Refuse(
+          n, absl::StrCat("input '", n->inputs[i]->name, "' is used for more than its elements"));
     }
   }
   if (out_axis < 0) return Refuse(n, "no output dim holds the rows");
@@ -165,19 +153,31 @@ absl::StatusOr<RowDim> RowDimOf(const Node* n,
 
 }  // namespace
 
+bool OneValueRepeated(const Node* n) {
+  if (!n->is_constant() || n->value == nullptr) return false;
+  const absl::string_view bytes = n->value->bytes.view();
+  const size_t element = static_cast<size_t>(DTypeSize(n->type.dtype));
+  const size_t count = static_cast<size_t>(n->type.NumElements());
+  if (element == 0 || bytes.size() < count * element) return false;
+  for (size_t i = 1; i < count; ++i) {
+    if (bytes.compare(i * element, element, bytes.substr(0, element)) != 0) return false;
+  }
+  return true;
+}
+
 absl::Status CheckRowsIndependent(const Graph& graph, int64_t rows) {
   return RowCarryingValues(graph, rows).status();
 }
 
 absl::StatusOr<std::unordered_map<const Node*, RowDim>> RowCarryingValues(const Graph& graph,
-                                                                         int64_t rows) {
+                                                                          int64_t rows) {
   if (rows < 1) return absl::InvalidArgumentError("rows must be positive");
   std::unordered_map<const Node*, RowDim> carrying;  // node -> where it holds the rows
   for (const Node* in : graph.inputs()) {
     if (in->type.shape.empty() || in->type.shape[0] != rows) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "input '", in->name, "' ", in->type.ToString(), " does not have ", rows,
-          " rows as dim 0"));
+      return absl::FailedPreconditionError(absl::StrCat("input '", in->name, "' ",
+                                                        in->type.ToString(), " does not have ",
+                                                        rows, " rows as dim 0"));
     }
     carrying[in] = RowDim{};
   }

@@ -48,11 +48,15 @@ struct RowDim {
   int64_t inner = 1;
 };
 
+// Whether `n` is a constant of one value repeated (what ConstantOfShape
+// makes of a batch-sized shape): any row of it is any other.
+bool OneValueRepeated(const Node* n);
+
 // Every value of `graph` that carries rows (the inputs and what is computed
 // from them), and where; the errors of CheckRowsIndependent, which this
 // also checks.
 absl::StatusOr<std::unordered_map<const Node*, RowDim>> RowCarryingValues(const Graph& graph,
-                                                                         int64_t rows);
+                                                                          int64_t rows);
 
 }  // namespace kiln
 

@@ -143,16 +143,23 @@ TEST(GraphAtRowsTest, MergedRowsAndAnExpandOfTheRowsFollowThem) {
 }
 
 // A constant of one value as tall as the batch (what ConstantOfShape makes
-// of the batch's shape) keeps its rows: at one row the sum would be as tall
-// as the whole batch again, so the graph is refused.
-TEST(GraphAtRowsTest, AValueStillHoldingTheBatchIsRefused) {
+// of the batch's shape: PyTorch's attention selects from zeros of [B * H, 1,
+// S]) is made as tall as the new batch where a row-carrying op broadcasts
+// it, here through rows merged with the heads.
+TEST(GraphAtRowsTest, AConstantOfOneValueAsTallAsTheBatchIsResized) {
   Graph g;
   Node* x = g.AddInput("x", {DType::kFloat32, {4, 6}});
-  g.AddOutput(Op(g, "add", {x, g.AddConstant("ones", FloatConstant({4, 6}, 1.0f))}), "y");
+  Node* heads = Op(g, "reshape", {x}, ReshapeAttrs{{8, 1, 3}});  // [B * 2, 1, 3]
+  Node* positive = Op(g, "greater", {heads, g.AddConstant("zero", FloatConstant({}, 0.0f))});
+  Node* picked =
+      g.AddOp("picked", OpRegistry::Default().Find("where"),
+              {positive, heads, g.AddConstant("twos", FloatConstant({8, 1, 3}, 2.0f))}, NoAttrs{});
+  g.AddOutput(Op(g, "reshape", {picked}, ReshapeAttrs{{4, 6}}), "y");
   const Graph whole = Typed(std::move(g));
   absl::StatusOr<Graph> one = GraphAtRows(whole, 4, 1);
-  EXPECT_EQ(one.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(one.status().message()), HasSubstr("holds the batch size"));
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(Named(*one, "picked")->inputs[2]->type.shape, (std::vector<int64_t>{2, 1, 3}));
+  ExpectRowByRow(whole, 4);
 }
 
 TEST(GraphAtRowsTest, AGraphMixingRowsIsRefused) {
