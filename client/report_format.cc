@@ -163,6 +163,8 @@ std::string FormatTimingStats(const kiln::v1::GetTimingStatsResponse& stats) {
       absl::StrAppend(&out, absl::StrFormat(", mean %.3f us",
                                             m.inference_total_ns() / 1e3 / m.inference_count()));
     }
+    if (m.row_chunks() > 1)
+      absl::StrAppend(&out, absl::StrFormat(" (as %d slices)", m.row_chunks()));
     absl::StrAppend(&out, "\n");
     absl::StrAppend(&out, absl::StrFormat("  %-28s %7s %10s %10s %10s %10s %10s %10s\n",
                                           "kernel", "count", "first us", "mean us", "p50 us",

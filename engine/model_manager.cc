@@ -453,7 +453,12 @@ std::optional<CompiledModelAndReport> ModelManager::FixedBatchAsSlices(
   }
   // A part that does not compile leaves the batch to compile whole, which
   // says what is wrong with the model, if anything is.
-  if (!chunked.ok() || *chunked == nullptr || !slices_report.has_value()) return std::nullopt;
+  if (!chunked.ok() || *chunked == nullptr || !slices_report.has_value()) {
+    Log(LogLevel::kDebug, "row_chunks",
+        absl::StrCat("model '", name, "' at batch ", rows, " runs whole: ",
+                     !chunked.ok() ? chunked.status().ToString() : said.why_whole));
+    return std::nullopt;
+  }
   CompiledModelAndReport out{*std::move(chunked), *std::move(slices_report)};
   out.report.model_name = name;
   if (tail_report.has_value() && out.model->program().kernels.size() ==

@@ -160,6 +160,7 @@ void FillModelTiming(const engine::ServedModel& served, kiln::v1::ModelTiming* o
     runtime::ModelTimingStats stats = served.model->TimingStats();
     out->set_inference_count(stats.inference.count);
     out->set_inference_total_ns(stats.inference.total_ns);
+    out->set_row_chunks(served.model->row_chunks());
     FillKernelTiming("inference", stats.inference, out->mutable_inference());
     for (const runtime::KernelTimingStats& k : stats.kernels) {
       FillKernelTiming(k.name, k.durations, out->add_kernels());

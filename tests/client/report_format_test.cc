@@ -68,6 +68,18 @@ TEST(ReportFormatTest, TimingStatsShowBatchesQueueAndShapes) {
   EXPECT_THAT(text, HasSubstr("queue: 32 requests, p50 1.500 us, p99 9.000 us; 3 padded rows"));
   EXPECT_THAT(text, HasSubstr("shapes: 1 loaded, 2 compiled besides the load-time one"));
   EXPECT_THAT(text, HasSubstr("x=[8,16]"));
+  EXPECT_THAT(text, Not(HasSubstr("slices")));
+}
+
+TEST(ReportFormatTest, TimingStatsSayAFixedBatchRunsAsSlices) {
+  kiln::v1::GetTimingStatsResponse stats;
+  kiln::v1::ModelTiming* m = stats.add_models();
+  m->set_model_name("cnn");
+  m->set_inference_count(4);
+  m->set_inference_total_ns(8'000'000);
+  m->set_row_chunks(8);
+  EXPECT_THAT(FormatTimingStats(stats),
+              HasSubstr("model cnn: 4 inferences, mean 2000.000 us (as 8 slices)\n"));
 }
 
 TEST(ReportFormatTest, ModelsShowWhatEachHoldsAndTheBudget) {

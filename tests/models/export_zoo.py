@@ -548,12 +548,29 @@ def bert_encoder_b16():
                 dynamic_batch=True)
 
 
+def mobilenet_v3_small_fixed_b8():
+    """mobilenet_v3_small_b8 exported with its batch of 8 baked in: the
+    server runs it as slices of its graph at one row (GraphAtRows)."""
+    return Case(torchvision.models.mobilenet_v3_small(weights=None),
+                (torch.randn(8, 3, 224, 224),))
+
+
+def bert_encoder_fixed_b16():
+    """bert_encoder_b16 with its batch baked in: the reshapes that split the
+    heads name 16 sequences, which the slices' graph must name as 1."""
+    ids = torch.randint(0, 1000, (16, 64))
+    padding = torch.zeros(16, 64, dtype=torch.bool)
+    padding[3, 20:] = True
+    return Case(BertEncoder(max_len=64, d_model=256), (ids, padding), opset=17)
+
+
 MODELS = {f.__name__: f for f in [
     resnet50, mobilenet_v3_small, regnet_y_400mf, convnext_tiny, googlenet, inception_v3,
     alexnet, swin_t, vit_small, fcn_resnet50, deeplabv3_mobilenet_v3_large,
     lraspp_mobilenet_v3_large, unet, lstm, gru, audio_conv1d, video_conv3d, grid_sampling,
     bert_encoder, gpt_decoder, fp16_mlp, fp16_cnn, qdq_int8, qdq_resnet18,
-    mobilenet_v3_small_b8, bert_encoder_b16]}
+    mobilenet_v3_small_b8, bert_encoder_b16, mobilenet_v3_small_fixed_b8,
+    bert_encoder_fixed_b16]}
 
 
 def calibrate_batch_norm(model, x):

@@ -3,11 +3,13 @@
 # exported from PyTorch with a dynamic batch axis (tests/models/export_zoo.py:
 # a mobilenet_v3_small at batch 8 of 224x224 images, a BERT-style encoder
 # with a padding mask at batch 16), loaded at their batch-1 shape and asked
-# for the whole batch. Each must match PyTorch's outputs, and the server's
-# timing must show the batch ran as one slice per row.
+# for the whole batch; and the same two exported with their batch baked in
+# (fixed_b8, fixed_b16: the graph at one row is GraphAtRows's). Each must
+# match PyTorch's outputs, and the server's timing must show the batch ran
+# as one slice per row.
 set -euo pipefail
 work="${TEST_TMPDIR:-$(mktemp -d)}"
-models=(mobilenet_v3_small_b8 bert_encoder_b16)
+models=(mobilenet_v3_small_b8 bert_encoder_b16 mobilenet_v3_small_fixed_b8 bert_encoder_fixed_b16)
 /usr/bin/python3 tests/models/export_zoo.py "$work/models" "${models[@]}" >/dev/null 2>&1
 
 source tests/test_util/start_kiln_server.sh
@@ -45,4 +47,6 @@ done
 client/kiln stats timing --server "127.0.0.1:$port" | tee "$work/timing.txt"
 grep -q "input_0=\[8,3,224,224\] .*(as 8 slices)" "$work/timing.txt"
 grep -q "input_0=\[16,64\] input_1=\[16,64\] .*(as 16 slices)" "$work/timing.txt"
+grep -q "^model mobilenet_v3_small_fixed_b8: 1 inferences.*(as 8 slices)$" "$work/timing.txt"
+grep -q "^model bert_encoder_fixed_b16: 1 inferences.*(as 16 slices)$" "$work/timing.txt"
 echo "row chunks: ok"
