@@ -40,6 +40,7 @@
 #include "compiler/frontend/onnx_importer.h"
 #include "compiler/lower/loop_ir.h"
 #include "compiler/ops/op_registry.h"
+#include "compiler/passes/graph_at_rows.h"
 #include "engine/model_manager.h"
 #include "engine/row_chunks.h"
 #include "runtime/host_peaks.h"
@@ -306,6 +307,9 @@ int Main(int argc, char** argv) {
   options.compile_threads = *compile_threads;
   options.cache.dir.clear();
   options.cache.tuning_dir = args->Get("tuning-dir");
+  // The slices are this tool's to choose (--row-chunks), by the rule the
+  // manager would follow: each model it compiles here compiles whole.
+  options.row_chunks.rows = engine::RowChunkSetting::kOff;
   const Clock::time_point jit_start = Clock::now();
   absl::StatusOr<std::unique_ptr<engine::ModelManager>> manager =
       engine::ModelManager::Create(options);
@@ -334,10 +338,15 @@ int Main(int argc, char** argv) {
     }
   }
   // A slice's model compiles as the server's variant for its rows would;
-  // so do a whole-batch tail's head (the slices) and tail.
+  // so do a whole-batch tail's head (the slices) and tail. Their graphs are
+  // the whole batch's at their rows (GraphAtRows), which an export with its
+  // batch baked in cannot be imported at.
+  const int64_t batch_rows = graph->inputs().empty() || graph->inputs()[0]->type.shape.empty()
+                                 ? 1
+                                 : graph->inputs()[0]->type.shape[0];
   std::optional<engine::CompileResult> slice_compile, head_compile, tail_compile;
   engine::TailCompiler tail;
-  tail.graph_for = [&](int64_t rows) { return ImportModel(path, static_cast<int>(rows)); };
+  tail.graph_for = [&](int64_t rows) { return GraphAtRows(*graph, batch_rows, rows); };
   tail.compile =
       [&](Graph part,
           const std::string& what) -> absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> {
@@ -350,13 +359,9 @@ int Main(int argc, char** argv) {
   };
   engine::RowChunkReport chunk_report;
   absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> chunked = engine::RowChunkedModel(
-      *graph,
-      graph->inputs().empty() || graph->inputs()[0]->type.shape.empty()
-          ? 1
-          : graph->inputs()[0]->type.shape[0],
-      row_chunks,
+      *graph, batch_rows, row_chunks,
       [&](int64_t rows) -> absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> {
-        absl::StatusOr<Graph> slice = ImportModel(path, static_cast<int>(rows));
+        absl::StatusOr<Graph> slice = GraphAtRows(*graph, batch_rows, rows);
         if (!slice.ok()) return slice.status();
         const std::string name = absl::StrCat("bench-rows-", rows);
         absl::StatusOr<engine::CompileResult> r =
