@@ -26,8 +26,8 @@ namespace {
 using ::kiln::testing::FloatValues;
 using ::kiln::testing::Op;
 using ::kiln::testing::Pseudorandom;
-using ::testing::HasSubstr;
 using runtime::Tensor;
+using ::testing::HasSubstr;
 
 constexpr int64_t kC = 3, kH = 10, kW = 10, kO = 8, kClasses = 5;
 
@@ -48,8 +48,8 @@ Graph ConvNet(int64_t rows) {
   Node* x = g.AddInput("x", {DType::kFloat32, {rows, kC, kH, kW}});
   Conv2DAttrs conv;
   conv.padding = {1, 1, 1, 1};
-  Node* c = Op(g, "conv2d", {x, g.AddConstant("w", FloatValues({kO, kC, 3, 3}, ConvWeights()))},
-               conv);
+  Node* c =
+      Op(g, "conv2d", {x, g.AddConstant("w", FloatValues({kO, kC, 3, 3}, ConvWeights()))}, conv);
   c = Op(g, "relu", {Op(g, "add", {c, g.AddConstant("b", FloatValues({kO, 1, 1}, ConvBias()))})});
   Node* flat = Op(g, "reshape", {c}, ReshapeAttrs{{rows, kO * kH * kW}});
   Node* fc = Op(g, "dense",
@@ -125,6 +125,35 @@ std::vector<float> ClassifierReference(const std::vector<float>& x, int64_t rows
   const std::vector<float> h = testing::RefRelu(
       testing::RefDense(pooled, Hidden(hidden), HiddenBias(hidden), rows, kCc, hidden));
   return testing::RefDense(h, Logits(hidden), std::vector<float>(kOut, 0.0f), rows, hidden, kOut);
+}
+
+// Kernels of the whole-batch tail in `model`'s program.
+int TailKernels(const runtime::CompiledModel& model) {
+  int n = 0;
+  for (const KernelCall& k : model.program().kernels) {
+    n += k.name.rfind(runtime::kTailKernelPrefix, 0) == 0;
+  }
+  return n;
+}
+
+// Runs `model` (the classifier at `rows` rows) on pseudorandom images
+// seeded by `seed` and checks ClassifierReference's logits.
+void ExpectClassifies(runtime::CompiledModel& model, int64_t rows, uint32_t seed,
+                      int64_t hidden = kHidden) {
+  const std::vector<float> x = Pseudorandom(rows * 3 * kCh * kCh, seed);
+  absl::StatusOr<Tensor> in = Tensor::FromBytes(
+      {DType::kFloat32, {rows, 3, kCh, kCh}},
+      absl::string_view(reinterpret_cast<const char*>(x.data()), x.size() * sizeof(float)));
+  ASSERT_TRUE(in.ok());
+  absl::StatusOr<runtime::RunResult> r = model.Run({&*in});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->outputs[0].type(), (TensorType{DType::kFloat32, {rows, kOut}}));
+  EXPECT_EQ(r->kernel_times.size(), model.program().kernels.size());
+  const std::vector<float> want = ClassifierReference(x, rows, hidden);
+  const float* y = static_cast<const float*>(r->outputs[0].data());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_NEAR(y[i], want[i], 1e-4 * std::max(1.0f, std::fabs(want[i]))) << i;
+  }
 }
 
 class RowChunksTest : public ::testing::Test {
@@ -235,8 +264,6 @@ TEST_F(RowChunksTest, AClassifierHeadRunsOnceForTheWholeBatch) {
   EXPECT_EQ(WholeBatchTailCut(ConvNet(6), 6), nullptr);  // 16 KB of dense weights
 
   const TailCompiler tail = Tails(Classifier());
-  const std::vector<float> x = Pseudorandom(6 * 3 * kCh * kCh, 15);
-  const std::vector<float> want = ClassifierReference(x, 6);
   for (int threads : {1, 2}) {
     runtime::SetParallelThreads(threads);
     SCOPED_TRACE(absl::StrCat(threads, " threads"));
@@ -247,28 +274,12 @@ TEST_F(RowChunksTest, AClassifierHeadRunsOnceForTheWholeBatch) {
     ASSERT_NE(*model, nullptr) << why.why_whole;
     EXPECT_EQ(why.why_no_tail, "");
     EXPECT_EQ((*model)->row_chunks(), 6);
-    int tail_kernels = 0, dense_in_slices = 0;
+    EXPECT_GE(TailKernels(**model), 1);
     for (const KernelCall& k : (*model)->program().kernels) {
-      const bool in_tail = k.name.rfind(runtime::kTailKernelPrefix, 0) == 0;
-      tail_kernels += in_tail;
-      dense_in_slices += !in_tail && k.name.find("dense") != std::string::npos;
+      if (k.name.rfind(runtime::kTailKernelPrefix, 0) == 0) continue;
+      EXPECT_EQ(k.name.find("dense"), std::string::npos) << k.name << " runs in the slices";
     }
-    EXPECT_GE(tail_kernels, 1);
-    EXPECT_EQ(dense_in_slices, 0);
-    absl::StatusOr<Tensor> in = Tensor::FromBytes(
-        {DType::kFloat32, {6, 3, kCh, kCh}},
-        absl::string_view(reinterpret_cast<const char*>(x.data()), x.size() * sizeof(float)));
-    ASSERT_TRUE(in.ok());
-    for (int run = 0; run < 2; ++run) {
-      absl::StatusOr<runtime::RunResult> r = (*model)->Run({&*in});
-      ASSERT_TRUE(r.ok()) << r.status();
-      ASSERT_EQ(r->outputs[0].type(), (TensorType{DType::kFloat32, {6, kOut}}));
-      EXPECT_EQ(r->kernel_times.size(), (*model)->program().kernels.size());
-      const float* y = static_cast<const float*>(r->outputs[0].data());
-      for (size_t i = 0; i < want.size(); ++i) {
-        ASSERT_NEAR(y[i], want[i], 1e-4 * std::max(1.0f, std::fabs(want[i]))) << i;
-      }
-    }
+    for (int run = 0; run < 2; ++run) ExpectClassifies(**model, 6, 15);
   }
 }
 
@@ -312,23 +323,8 @@ TEST_F(RowChunksTest, TheRuleWeighsTheHeadAloneWhenATailTakesTheWeights) {
   ASSERT_NE(*model, nullptr) << why.why_whole;
   EXPECT_EQ(why.why_no_tail, "");
   EXPECT_EQ((*model)->row_chunks(), kRows);
-  int tail_kernels = 0;
-  for (const KernelCall& k : (*model)->program().kernels) {
-    tail_kernels += k.name.rfind(runtime::kTailKernelPrefix, 0) == 0;
-  }
-  EXPECT_GE(tail_kernels, 1);
-  const std::vector<float> x = Pseudorandom(kRows * 3 * kCh * kCh, 17);
-  absl::StatusOr<Tensor> in = Tensor::FromBytes(
-      {DType::kFloat32, {kRows, 3, kCh, kCh}},
-      absl::string_view(reinterpret_cast<const char*>(x.data()), x.size() * sizeof(float)));
-  ASSERT_TRUE(in.ok());
-  absl::StatusOr<runtime::RunResult> r = (*model)->Run({&*in});
-  ASSERT_TRUE(r.ok()) << r.status();
-  const std::vector<float> want = ClassifierReference(x, kRows, kWide);
-  const float* y = static_cast<const float*>(r->outputs[0].data());
-  for (size_t i = 0; i < want.size(); ++i) {
-    ASSERT_NEAR(y[i], want[i], 1e-4 * std::max(1.0f, std::fabs(want[i]))) << i;
-  }
+  EXPECT_GE(TailKernels(**model), 1);
+  ExpectClassifies(**model, kRows, 17, kWide);
 }
 
 // A tail that does not compile leaves the slices whole-graph, and says so.
@@ -347,21 +343,8 @@ TEST_F(RowChunksTest, ATailThatDoesNotCompileIsReportedAndTheSlicesRunWhole) {
   ASSERT_NE(*model, nullptr) << why.why_whole;
   EXPECT_THAT(why.why_no_tail, HasSubstr("no room for the tail"));
   EXPECT_EQ((*model)->row_chunks(), 6);
-  for (const KernelCall& k : (*model)->program().kernels) {
-    EXPECT_NE(k.name.rfind(runtime::kTailKernelPrefix, 0), 0u) << k.name;
-  }
-  const std::vector<float> x = Pseudorandom(6 * 3 * kCh * kCh, 18);
-  absl::StatusOr<Tensor> in = Tensor::FromBytes(
-      {DType::kFloat32, {6, 3, kCh, kCh}},
-      absl::string_view(reinterpret_cast<const char*>(x.data()), x.size() * sizeof(float)));
-  ASSERT_TRUE(in.ok());
-  absl::StatusOr<runtime::RunResult> r = (*model)->Run({&*in});
-  ASSERT_TRUE(r.ok()) << r.status();
-  const std::vector<float> want = ClassifierReference(x, 6);
-  const float* y = static_cast<const float*>(r->outputs[0].data());
-  for (size_t i = 0; i < want.size(); ++i) {
-    ASSERT_NEAR(y[i], want[i], 1e-4 * std::max(1.0f, std::fabs(want[i]))) << i;
-  }
+  EXPECT_EQ(TailKernels(**model), 0);
+  ExpectClassifies(**model, 6, 18);
 }
 
 // Through the server's path: a model with a symbolic batch gets its batch-8
@@ -414,8 +397,6 @@ TEST(RowChunksServingTest, ABatchOfASymbolicModelRunsAsSlicesOfItsOneRowVariant)
 // baked in: it runs as 8 slices of its graph at one row (GraphAtRows) and a
 // whole-batch tail, unless row chunks are off.
 TEST(RowChunksServingTest, AFixedBatchModelRunsAsSlicesOfItsGraphAtOneRow) {
-  const std::vector<float> x = Pseudorandom(8 * 3 * kCh * kCh, 19);
-  const std::vector<float> want = ClassifierReference(x, 8);
   for (bool on : {true, false}) {
     SCOPED_TRACE(on);
     ModelManagerOptions options;
@@ -429,27 +410,13 @@ TEST(RowChunksServingTest, AFixedBatchModelRunsAsSlicesOfItsGraphAtOneRow) {
     std::shared_ptr<runtime::CompiledModel> model = (*manager)->Find("c");
     ASSERT_NE(model, nullptr);
     EXPECT_EQ(model->row_chunks(), on ? 8 : 1);
-    int tail_kernels = 0;
-    for (const KernelCall& k : model->program().kernels) {
-      tail_kernels += k.name.rfind(runtime::kTailKernelPrefix, 0) == 0;
-    }
-    EXPECT_EQ(tail_kernels > 0, on);
+    EXPECT_EQ(TailKernels(*model) > 0, on);
     // The report names what runs: the slices' kernels, then the tail's.
     ASSERT_EQ(compiled->kernels.size(), model->program().kernels.size());
     for (size_t k = 0; k < compiled->kernels.size(); ++k) {
       EXPECT_EQ(compiled->kernels[k].name, model->program().kernels[k].name);
     }
-    absl::StatusOr<Tensor> in = Tensor::FromBytes(
-        {DType::kFloat32, {8, 3, kCh, kCh}},
-        absl::string_view(reinterpret_cast<const char*>(x.data()), x.size() * sizeof(float)));
-    ASSERT_TRUE(in.ok());
-    absl::StatusOr<runtime::RunResult> r = model->Run({&*in});
-    ASSERT_TRUE(r.ok()) << r.status();
-    ASSERT_EQ(r->outputs[0].type(), (TensorType{DType::kFloat32, {8, kOut}}));
-    const float* y = static_cast<const float*>(r->outputs[0].data());
-    for (size_t i = 0; i < want.size(); ++i) {
-      ASSERT_NEAR(y[i], want[i], 1e-4 * std::max(1.0f, std::fabs(want[i]))) << i;
-    }
+    ExpectClassifies(*model, 8, 19);
   }
 }
 
@@ -473,23 +440,8 @@ TEST(RowChunksServingTest, AClassifierVariantHasAWholeBatchTail) {
   auto model = (*manager)->FindForShapes("c", {{8, 3, kCh, kCh}});
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_EQ((*model)->row_chunks(), 8);
-  int tail_kernels = 0;
-  for (const KernelCall& k : (*model)->program().kernels) {
-    tail_kernels += k.name.rfind(runtime::kTailKernelPrefix, 0) == 0;
-  }
-  EXPECT_GE(tail_kernels, 1);
-  const std::vector<float> x = Pseudorandom(8 * 3 * kCh * kCh, 16);
-  absl::StatusOr<Tensor> in = Tensor::FromBytes(
-      {DType::kFloat32, {8, 3, kCh, kCh}},
-      absl::string_view(reinterpret_cast<const char*>(x.data()), x.size() * sizeof(float)));
-  ASSERT_TRUE(in.ok());
-  absl::StatusOr<runtime::RunResult> r = (*model)->Run({&*in});
-  ASSERT_TRUE(r.ok()) << r.status();
-  const std::vector<float> want = ClassifierReference(x, 8);
-  const float* y = static_cast<const float*>(r->outputs[0].data());
-  for (size_t i = 0; i < want.size(); ++i) {
-    ASSERT_NEAR(y[i], want[i], 1e-4 * std::max(1.0f, std::fabs(want[i]))) << i;
-  }
+  EXPECT_GE(TailKernels(**model), 1);
+  ExpectClassifies(**model, 8, 16);
 }
 
 }  // namespace
