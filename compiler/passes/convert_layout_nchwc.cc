@@ -66,10 +66,11 @@
 // kAuto only graphs of four or more convs, all of them convertible, every
 // concat one of whole blocks, and only when the region needs at most
 // 2 + convs / 10 transforms (FewTransforms): the image in and the
-// classifier's features out, not a pair around every block. ConvNeXt's depthwise convs are convertible, but
-// each is followed by a channel LayerNorm on an NHWC permute that cuts the
-// region: forced on, convnext_tiny's sum of kernel medians went from 78 to
-// 90-92 ms (b1, 1 thread), so kAuto leaves it NCHW. kAuto is the default.
+// classifier's features out, not a pair around every block. ConvNeXt's
+// depthwise convs are convertible, but each is followed by a channel
+// LayerNorm on an NHWC permute that cuts the region: forced on,
+// convnext_tiny's sum of kernel medians went from 78 to 90-92 ms (b1, 1
+// thread), so kAuto leaves it NCHW. kAuto is the default.
 // Measured on an Intel Xeon (AVX-512) shared with other jobs, builds
 // without and with the pass alternating, 11 rounds; resnet18's sum of
 // per-kernel medians, minimum (median) over the rounds, in ms:
