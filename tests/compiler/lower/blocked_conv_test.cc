@@ -1,12 +1,16 @@
 // conv2d_nchwc and conv2d_nchwc_depthwise between two layout_transforms,
 // compiled and run, against the reference NCHW conv loop (double
 // accumulation) on shapes that exercise the block padding: channels that are
-// not a multiple of 16, strides, padding, 5x5 and 7x7 windows.
+// not a multiple of 16, strides, padding, 5x5 and 7x7 windows; and the
+// padded copy's two fills (per 16-channel pixel, or along the row for an
+// input block of fewer channels) with a different padding on every side, at
+// one and two threads.
 #include <algorithm>
 #include <cmath>
 
 #include "engine/model_manager.h"
 #include "gtest/gtest.h"
+#include "runtime/thread_pool.h"
 #include "tests/test_util/graph_building.h"
 #include "tests/test_util/reference_ops.h"
 
@@ -115,6 +119,116 @@ INSTANTIATE_TEST_SUITE_P(
                       ConvCase{1, 3, 23, 23, 32, 7, 2, 3},   // a stem: 3 channels, 7x7/2
                       ConvCase{1, 40, 9, 9, 72, 1, 2, 0},    // 1x1 stride 2, no padding
                       ConvCase{1, 16, 6, 6, 16, 3, 1, 0}));  // no padding, tiny
+
+// A blocked conv with its own padding on each side (top, left, bottom,
+// right), run at `threads`.
+struct PaddedCase {
+  int64_t n, c, h, w, o, k, stride;
+  int64_t top, left, bottom, right;
+  int threads;
+  int64_t in_block() const { return std::min(c, kBlock); }
+  int64_t oh() const { return (h + top + bottom - k) / stride + 1; }
+  int64_t ow() const { return (w + left + right - k) / stride + 1; }
+};
+
+// relu(conv + bias) in NCHW, accumulated in double, zero outside the input.
+std::vector<float> RefPaddedConv(const std::vector<float>& x, const std::vector<float>& w,
+                                 const std::vector<float>& bias, const PaddedCase& p) {
+  std::vector<float> y(p.n * p.o * p.oh() * p.ow());
+  for (int64_t n = 0; n < p.n; ++n)
+    for (int64_t o = 0; o < p.o; ++o)
+      for (int64_t oy = 0; oy < p.oh(); ++oy)
+        for (int64_t ox = 0; ox < p.ow(); ++ox) {
+          double acc = bias[o];
+          for (int64_t c = 0; c < p.c; ++c)
+            for (int64_t ky = 0; ky < p.k; ++ky)
+              for (int64_t kx = 0; kx < p.k; ++kx) {
+                const int64_t iy = oy * p.stride + ky - p.top, ix = ox * p.stride + kx - p.left;
+                if (iy < 0 || iy >= p.h || ix < 0 || ix >= p.w) continue;
+                acc += double(x[((n * p.c + c) * p.h + iy) * p.w + ix]) *
+                       double(w[((o * p.c + c) * p.k + ky) * p.k + kx]);
+              }
+          y[((n * p.o + o) * p.oh() + oy) * p.ow() + ox] = static_cast<float>(std::max(acc, 0.0));
+        }
+  return y;
+}
+
+class BlockedConvPaddingTest : public ::testing::TestWithParam<PaddedCase> {
+ protected:
+  void SetUp() override {
+    threads_before_ = runtime::GetParallelThreads();
+    runtime::SetParallelThreads(GetParam().threads);
+    auto m = ModelManager::Create({});
+    ASSERT_TRUE(m.ok()) << m.status();
+    manager_ = *std::move(m);
+  }
+  void TearDown() override { runtime::SetParallelThreads(threads_before_); }
+  std::unique_ptr<ModelManager> manager_;
+  int threads_before_ = 1;
+};
+
+TEST_P(BlockedConvPaddingTest, MatchesReferenceConv) {
+  const PaddedCase p = GetParam();
+  const int64_t ib = p.in_block();
+  const int64_t ob = (p.o + kBlock - 1) / kBlock, cb = (p.c + ib - 1) / ib;
+  auto x = Pseudorandom(p.n * p.c * p.h * p.w, 27);
+  auto w = Pseudorandom(p.o * p.c * p.k * p.k, 28);
+  auto bias = Pseudorandom(p.o, 29);
+  std::vector<float> blocked_bias(ob * kBlock, 0.0f);
+  std::copy(bias.begin(), bias.end(), blocked_bias.begin());
+  const ConvCase shape{p.n, p.c, p.h, p.w, p.o, p.k, p.stride, 0};
+
+  Graph g;
+  Node* in = g.AddInput("x", {DType::kFloat32, {p.n, p.c, p.h, p.w}});
+  Node* blocked = Op(g, "layout_transform", {in}, LayoutTransformAttrs{0, ib, 0});
+  Conv2DAttrs a;
+  a.strides = {p.stride, p.stride};
+  a.padding = {p.top, p.left, p.bottom, p.right};
+  Node* weight =
+      g.AddConstant("w", FloatValues({ob, cb, p.k, p.k, ib, kBlock}, PackWeight(w, shape)));
+  Node* b = g.AddConstant("b", FloatValues({ob, kBlock}, blocked_bias));
+  Node* conv = Op(g, "conv2d_nchwc", {blocked, weight, b}, a);
+  Node* relu = Op(g, "relu", {conv});
+  g.AddOutput(Op(g, "layout_transform", {relu}, LayoutTransformAttrs{kBlock, 0, p.o}));
+
+  auto r = manager_->Compile("m", std::move(g), {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  bool tiled = false;
+  for (const auto& k : r->kernels) {
+    if (std::find(k.ops.begin(), k.ops.end(), "conv2d_nchwc") != k.ops.end()) {
+      tiled = k.schedule.find("gemm") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(tiled) << "the blocked conv should take the contraction schedule";
+  auto input =
+      Tensor::FromBytes({DType::kFloat32, {p.n, p.c, p.h, p.w}},
+                        absl::string_view(reinterpret_cast<const char*>(x.data()), x.size() * 4));
+  ASSERT_TRUE(input.ok());
+  auto result = manager_->Find("m")->Run({&*input});
+  ASSERT_TRUE(result.ok()) << result.status();
+  const std::vector<float> want = RefPaddedConv(x, w, bias, p);
+  const Tensor& out = result->outputs[0];
+  ASSERT_EQ(out.type().NumElements(), static_cast<int64_t>(want.size()));
+  const float* got = static_cast<const float*>(out.data());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], 1e-4 * std::max(1.0f, std::fabs(want[i]))) << "at " << i;
+  }
+}
+
+// Input blocks of 3, 5 and 1 channels take the fill along the row (the
+// interleaved stem copy); 20 and 40 channels the per-pixel one.
+INSTANTIATE_TEST_SUITE_P(
+    EverySide, BlockedConvPaddingTest,
+    ::testing::Values(PaddedCase{1, 3, 13, 13, 64, 7, 2, 3, 2, 1, 3, 1},     // stem-like 7x7/2
+                      PaddedCase{3, 3, 13, 13, 32, 7, 2, 3, 2, 1, 3, 2},     // batch 3, 2 threads
+                      PaddedCase{1, 5, 7, 7, 24, 3, 1, 0, 1, 2, 0, 1},       // 5 channels, 7x7
+                      PaddedCase{3, 5, 13, 7, 16, 3, 2, 2, 0, 1, 1, 2},      // odd sizes, stride 2
+                      PaddedCase{1, 1, 13, 13, 16, 3, 1, 1, 1, 1, 1, 1},     // one channel
+                      PaddedCase{1, 3, 40, 37, 32, 3, 2, 1, 0, 0, 1, 2},     // rows past a vector
+                      PaddedCase{1, 20, 13, 13, 40, 3, 1, 2, 1, 0, 1, 1},    // C, O not whole
+                      PaddedCase{3, 40, 7, 7, 24, 3, 2, 1, 2, 2, 1, 2},      // batch 3, stride 2
+                      PaddedCase{1, 20, 7, 7, 16, 1, 1, 1, 0, 0, 1, 1},      // padded 1x1
+                      PaddedCase{3, 20, 13, 13, 40, 7, 2, 3, 3, 2, 2, 2}));  // 7x7, 16-lane fill
 
 struct DepthwiseCase {
   int64_t n, c, h, w, k, stride, pad, dilation = 1;
