@@ -126,6 +126,9 @@ struct PaddedCase {
   int64_t n, c, h, w, o, k, stride;
   int64_t top, left, bottom, right;
   int threads;
+  // The graph's input already blocked (zero past C), as a conv reads its
+  // producer's output in a chain: no layout_transform fused before the conv.
+  bool blocked_input = false;
   int64_t in_block() const { return std::min(c, kBlock); }
   int64_t oh() const { return (h + top + bottom - k) / stride + 1; }
   int64_t ow() const { return (w + left + right - k) / stride + 1; }
@@ -179,8 +182,22 @@ TEST_P(BlockedConvPaddingTest, MatchesReferenceConv) {
   const ConvCase shape{p.n, p.c, p.h, p.w, p.o, p.k, p.stride, 0};
 
   Graph g;
-  Node* in = g.AddInput("x", {DType::kFloat32, {p.n, p.c, p.h, p.w}});
-  Node* blocked = Op(g, "layout_transform", {in}, LayoutTransformAttrs{0, ib, 0});
+  Node* blocked;
+  std::vector<float> fed = x;
+  std::vector<int64_t> fed_shape{p.n, p.c, p.h, p.w};
+  if (p.blocked_input) {
+    fed_shape = {p.n, cb, p.h, p.w, ib};
+    fed.assign(p.n * cb * p.h * p.w * ib, 0.0f);
+    for (int64_t n = 0; n < p.n; ++n)
+      for (int64_t c = 0; c < p.c; ++c)
+        for (int64_t i = 0; i < p.h * p.w; ++i) {
+          fed[((n * cb + c / ib) * p.h * p.w + i) * ib + c % ib] = x[(n * p.c + c) * p.h * p.w + i];
+        }
+    blocked = g.AddInput("x", {DType::kFloat32, fed_shape});
+  } else {
+    Node* in = g.AddInput("x", {DType::kFloat32, fed_shape});
+    blocked = Op(g, "layout_transform", {in}, LayoutTransformAttrs{0, ib, 0});
+  }
   Conv2DAttrs a;
   a.strides = {p.stride, p.stride};
   a.padding = {p.top, p.left, p.bottom, p.right};
@@ -200,9 +217,9 @@ TEST_P(BlockedConvPaddingTest, MatchesReferenceConv) {
     }
   }
   EXPECT_TRUE(tiled) << "the blocked conv should take the contraction schedule";
-  auto input =
-      Tensor::FromBytes({DType::kFloat32, {p.n, p.c, p.h, p.w}},
-                        absl::string_view(reinterpret_cast<const char*>(x.data()), x.size() * 4));
+  auto input = Tensor::FromBytes(
+      {DType::kFloat32, fed_shape},
+      absl::string_view(reinterpret_cast<const char*>(fed.data()), fed.size() * 4));
   ASSERT_TRUE(input.ok());
   auto result = manager_->Find("m")->Run({&*input});
   ASSERT_TRUE(result.ok()) << result.status();
@@ -215,20 +232,25 @@ TEST_P(BlockedConvPaddingTest, MatchesReferenceConv) {
   }
 }
 
-// Input blocks of 3, 5 and 1 channels take the fill along the row (the
-// interleaved stem copy); 20 and 40 channels the per-pixel one.
+// Input blocks of 3 and 5 channels take the interleaved copy along the row
+// (a stem's); 1 channel and whole blocks one line per pixel, behind a fused
+// layout_transform or read as they are (blocked_input, as in a conv chain).
 INSTANTIATE_TEST_SUITE_P(
     EverySide, BlockedConvPaddingTest,
-    ::testing::Values(PaddedCase{1, 3, 13, 13, 64, 7, 2, 3, 2, 1, 3, 1},     // stem-like 7x7/2
-                      PaddedCase{3, 3, 13, 13, 32, 7, 2, 3, 2, 1, 3, 2},     // batch 3, 2 threads
-                      PaddedCase{1, 5, 7, 7, 24, 3, 1, 0, 1, 2, 0, 1},       // 5 channels, 7x7
-                      PaddedCase{3, 5, 13, 7, 16, 3, 2, 2, 0, 1, 1, 2},      // odd sizes, stride 2
-                      PaddedCase{1, 1, 13, 13, 16, 3, 1, 1, 1, 1, 1, 1},     // one channel
-                      PaddedCase{1, 3, 40, 37, 32, 3, 2, 1, 0, 0, 1, 2},     // rows past a vector
-                      PaddedCase{1, 20, 13, 13, 40, 3, 1, 2, 1, 0, 1, 1},    // C, O not whole
-                      PaddedCase{3, 40, 7, 7, 24, 3, 2, 1, 2, 2, 1, 2},      // batch 3, stride 2
-                      PaddedCase{1, 20, 7, 7, 16, 1, 1, 1, 0, 0, 1, 1},      // padded 1x1
-                      PaddedCase{3, 20, 13, 13, 40, 7, 2, 3, 3, 2, 2, 2}));  // 7x7, 16-lane fill
+    ::testing::Values(PaddedCase{1, 3, 13, 13, 64, 7, 2, 3, 2, 1, 3, 1},   // stem-like 7x7/2
+                      PaddedCase{3, 3, 13, 13, 32, 7, 2, 3, 2, 1, 3, 2},   // batch 3, 2 threads
+                      PaddedCase{1, 5, 7, 7, 24, 3, 1, 0, 1, 2, 0, 1},     // 5 channels, 7x7
+                      PaddedCase{3, 5, 13, 7, 16, 3, 2, 2, 0, 1, 1, 2},    // odd sizes, stride 2
+                      PaddedCase{1, 1, 13, 13, 16, 3, 1, 1, 1, 1, 1, 1},   // one channel
+                      PaddedCase{1, 3, 40, 37, 32, 3, 2, 1, 0, 0, 1, 2},   // rows past a vector
+                      PaddedCase{1, 20, 13, 13, 40, 3, 1, 2, 1, 0, 1, 1},  // C, O not whole
+                      PaddedCase{3, 40, 7, 7, 24, 3, 2, 1, 2, 2, 1, 2},    // batch 3, stride 2
+                      PaddedCase{1, 20, 7, 7, 16, 1, 1, 1, 0, 0, 1, 1},    // padded 1x1
+                      PaddedCase{3, 20, 13, 13, 40, 7, 2, 3, 3, 2, 2, 2},  // 7x7, 16-lane fill
+                      PaddedCase{1, 64, 13, 13, 32, 3, 1, 1, 2, 0, 1, 1, true},   // row copy
+                      PaddedCase{3, 20, 7, 7, 40, 3, 2, 2, 1, 1, 0, 2, true},     // batch 3, /2
+                      PaddedCase{1, 24, 13, 7, 16, 7, 1, 3, 0, 2, 3, 1, true},    // 7x7, odd
+                      PaddedCase{3, 40, 7, 13, 24, 1, 1, 0, 1, 1, 0, 2, true}));  // padded 1x1
 
 struct DepthwiseCase {
   int64_t n, c, h, w, k, stride, pad, dilation = 1;
