@@ -148,7 +148,9 @@ Stmt PadBlockedConvInput(GroupContext& g, const Node* conv, LoopFunction& fn,
   Var ci = b.NewVar("ri", ws[4]);
   Expr py = b.Add(b.Mul(idx[2], b.Int(a.strides[0])), b.Mul(b.Ref(ky), b.Int(a.dilation[0])));
   Expr px = b.Add(b.Mul(idx[3], b.Int(a.strides[1])), b.Mul(b.Ref(kx), b.Int(a.dilation[1])));
-  Expr data = b.Load(padded, te::ScalarType::kF32, {idx[0], b.Ref(cb), py, px, b.Ref(ci)});
+  // With groups, the output's block reads the input's block of its index alone.
+  Expr block = a.groups != 1 ? idx[1] : b.Ref(cb);
+  Expr data = b.Load(padded, te::ScalarType::kF32, {idx[0], block, py, px, b.Ref(ci)});
   Expr weight =
       g.ValueOf(conv->inputs[1], {idx[1], b.Ref(cb), b.Ref(ky), b.Ref(kx), b.Ref(ci), idx[4]});
   Expr sum = b.Reduce(te::ReduceOp::kSum, {cb, ky, kx, ci}, b.Mul(data, weight));

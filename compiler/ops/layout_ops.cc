@@ -108,15 +108,26 @@ void RegisterLayoutTransform(OpRegistry& r) {
 }
 
 // conv2d_nchwc: data (N, C/c, H, W, c), weight (O/oc, C/c, KH, KW, c, oc),
-// optional bias (O/oc, oc) -> (N, O/oc, OH, OW, oc). Groups 1.
+// optional bias (O/oc, oc) -> (N, O/oc, OH, OW, oc). Groups 1, or groups =
+// C/c = O/oc blocks apart: weight (O/oc, 1, KH, KW, c, oc), output block b
+// reading input block b alone (a grouped conv whose groups each lie within
+// one block, its weights block-diagonal in each c x oc matrix).
 absl::StatusOr<TensorType> Conv2DNchwcRelation(const std::vector<TensorType>& in,
                                                const Attrs& attrs) {
   KILN_RETURN_IF_ERROR(RequireDType(in, DType::kFloat32));
   const Conv2DAttrs& a = std::get<Conv2DAttrs>(attrs);
   const TensorType& x = in[0];
   const TensorType& w = in[1];
-  if (a.groups != 1) return absl::InvalidArgumentError("conv2d_nchwc wants groups = 1");
-  if (x.rank() != 5 || w.rank() != 6 || w.shape[1] != x.shape[1] || w.shape[4] != x.shape[4]) {
+  const bool blocks_apart = a.groups != 1;
+  if (blocks_apart && (x.rank() != 5 || w.rank() != 6 || a.groups != x.shape[1] ||
+                       a.groups != w.shape[0] || w.shape[1] != 1 || w.shape[4] != w.shape[5])) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "conv2d_nchwc with groups wants one group per channel block: data (N, groups, H, W, c), "
+        "weight (groups, 1, KH, KW, c, c), got ",
+        x.ToString(), " and ", w.ToString(), " with groups ", a.groups));
+  }
+  if (x.rank() != 5 || w.rank() != 6 || (!blocks_apart && w.shape[1] != x.shape[1]) ||
+      w.shape[4] != x.shape[4]) {
     return absl::InvalidArgumentError(
         absl::StrCat("conv2d_nchwc wants data (N, C/c, H, W, c) and weight "
                      "(O/oc, C/c, KH, KW, "
@@ -160,7 +171,8 @@ Expr WindowRead(ComputeContext& ctx, const Expr& ky, const Expr& kx, const Expr&
 
 // The reduction runs over input channel blocks, window rows, window columns
 // and, innermost, the channels of a block: one contiguous line of the input
-// per pixel, which the contraction schedule broadcasts in place.
+// per pixel, which the contraction schedule broadcasts in place. With groups,
+// the one input block is the output's.
 Expr Conv2DNchwcCompute(ComputeContext& ctx) {
   te::ExprBuilder& b = ctx.b();
   const std::vector<int64_t>& ws = ctx.input_type(1).shape;
@@ -169,7 +181,8 @@ Expr Conv2DNchwcCompute(ComputeContext& ctx) {
   te::Var kx = ctx.ReduceVar("rx", ws[3]);
   te::Var ci = ctx.ReduceVar("ri", ws[4]);
   const std::vector<Expr>& o = ctx.out();
-  Expr data = WindowRead(ctx, b.Ref(ky), b.Ref(kx), b.Ref(cb), b.Ref(ci));
+  const bool blocks_apart = ctx.attrs<Conv2DAttrs>().groups != 1;
+  Expr data = WindowRead(ctx, b.Ref(ky), b.Ref(kx), blocks_apart ? o[1] : b.Ref(cb), b.Ref(ci));
   Expr weight = ctx.Input(1, {o[1], b.Ref(cb), b.Ref(ky), b.Ref(kx), b.Ref(ci), o[4]});
   Expr sum = b.Reduce(te::ReduceOp::kSum, {cb, ky, kx, ci}, b.Mul(data, weight));
   if (ctx.num_inputs() == 3) sum = b.Add(sum, ctx.Input(2, {o[1], o[4]}));
@@ -192,7 +205,7 @@ void RegisterConv2DNchwc(OpRegistry& r) {
   def.max_inputs = 3;
   def.summary =
       "2-D convolution, NCHW{c}c data, O/oc,C/c,KH,KW,c,oc weight, "
-      "bias (O/oc, oc)";
+      "bias (O/oc, oc); groups 1, or one per channel block";
   def.parse_attrs = ParseConv2DAttrs;
   def.infer_type = Conv2DNchwcRelation;
   def.compute = Conv2DNchwcCompute;

@@ -4,8 +4,10 @@
 // -----------
 // Rewrites, in one walk over the graph in topological order, every float32
 // conv2d with groups 1 and constant weights (and bias) into conv2d_nchwc,
-// every depthwise one (groups = C = O) into conv2d_nchwc_depthwise, and
-// keeps their consumers in the blocked layout where they allow it:
+// every depthwise one (groups = C = O) into conv2d_nchwc_depthwise, every
+// grouped one whose groups lie within blocks (below) into conv2d_nchwc with
+// one group per block, and keeps their consumers in the blocked layout where
+// they allow it:
 //
 //     x --T--> conv' --> relu' --> conv' --> add' --> max_pool' --T^-1--> flatten
 //                \________________________________/
@@ -30,7 +32,8 @@
 // Per-channel constants are re-laid at compile time as (C/16, 1, 1, 16),
 // padded with 0 (1 for a divisor), conv weights OIHW as O/16, C/c, KH, KW,
 // c, 16, zero past O and C, depthwise weights (C, 1, KH, KW) as C/16, KH,
-// KW, 16, biases as (O/16, 16). Everything else (flatten, dense, other
+// KW, 16, grouped weights (O, w, KH, KW) as O/16, 1, KH, KW, 16, 16, biases
+// as (O/16, 16). Everything else (flatten, dense, other
 // concats, graph outputs) reads the NCHW value through one layout_transform
 // back, made once per blocked value; a conv whose input is not blocked reads
 // it through one transform forward. So transforms sit only at the
@@ -56,11 +59,23 @@
 // weights, keeps elementwise ops, pools and BatchNorm blocked, and reorders
 // only at the boundaries; it also takes the stem's NCHW input directly
 // (an NCHW-input NchwcConv) and fuses the activation and residual add into
-// the conv, which FuseOps does here. Not (yet) handled: grouped convs
-// other than depthwise (regnet_y_400mf's have 8 channels a group, half a
-// block: each output lane would read 8 input lanes of its half, a permute
-// per channel that MLAS does not do either; they stay NCHW, and so kAuto
-// leaves regnet alone).
+// the conv, which FuseOps does here.
+//
+// Grouped convs: with groups of w channels in and out (C = O), w dividing 16
+// (RegNet's 8), every group lies inside one block, and output block b reads
+// input block b alone. Each block's 16 x 16 weight matrix per tap is then
+// block-diagonal (16 / w groups of w x w), packed with its zeros, and the
+// conv is conv2d_nchwc with groups = C/16 blocks: the contraction schedule
+// runs it as a batch over blocks of GEMMs M = pixels, N = 16, K = KH*KW*16,
+// one broadcast per input channel as for groups 1, at 16 / w times the
+// multiply-adds (2x at RegNet's width). Other grouped convs (groups wider
+// than a block, or straddling blocks) stay NCHW, and kAuto leaves their
+// graph alone. MLAS does not block grouped convs either (ORT runs RegNet's
+// NCHW). Measured on an AMD EPYC (Zen 5, AVX-512, 2 cores shared with other
+// builds), regnet_y_400mf b1, 1 thread, the 16 grouped convs' kernel
+// medians summed: NCHW (gemm 1x64 over K = 72 per group, 10-30% of the FMA
+// peak) 2.31 ms -> blocked 1.54 ms; the model's p50, --nchwc off against
+// auto alternating, 3 rounds: 6.5-10.8 -> 5.4-5.7 ms (ORT 7.2-7.4).
 //
 // When it runs (PassConfig::nchwc_layout): kOn converts every conv it can;
 // kAuto only graphs of four or more convs, all of them convertible, every
@@ -87,8 +102,9 @@
 //                              b1 1 thread  b1 2 threads  b8 1 thread  b8 2 threads
 //     mobilenet_v2             5.51 -> 4.52  7.94 -> 5.34  52.3 -> 45.9  71.9 -> 44.8
 //     mobilenet_v3_large       6.07 -> 4.16  7.40 -> 5.11  73.3 -> 43.4  69.0 -> 48.3
-// regnet_y_400mf forced on: 9.5-10.2 -> 10.0-11.3 ms (b1, 1 thread). kAuto
-// now also converts the model zoo's mobilenet_v3_small (sum 0.90-0.95 ->
+// regnet_y_400mf forced on, its grouped convs then still NCHW: 9.5-10.2 ->
+// 10.0-11.3 ms (b1, 1 thread; grouped convs blocked: above). kAuto now
+// also converts the model zoo's mobilenet_v3_small (sum 0.90-0.95 ->
 // 0.45-0.48 ms, b1, 1 thread) and lraspp_mobilenet_v3_large (1.74-1.81 ->
 // 1.07-1.25 ms; its head reads the features through 3 transforms), both
 // within the zoo's tolerance of PyTorch; deeplabv3_mobilenet_v3_large has
@@ -135,11 +151,22 @@ bool IsDepthwise(const Node& conv) {
          conv.inputs[0]->type.shape[1] == a.groups;
 }
 
+// Grouped within blocks: groups of the same width w in and out (C = O),
+// w dividing the block, so every group lies inside one block of 16 channels
+// and an output block reads the input block of its own index alone.
+bool IsGroupedWithinBlocks(const Node& conv) {
+  const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv.attrs);
+  const std::vector<int64_t>& ws = conv.inputs[1]->type.shape;
+  const int64_t width = ws[1];
+  return a.groups > 1 && width > 1 && kBlock % width == 0 && ws[0] == a.groups * width &&
+         conv.inputs[0]->type.shape[1] == ws[0];
+}
+
 // Whether `conv` becomes a conv2d_nchwc (or conv2d_nchwc_depthwise).
 bool Convertible(const Node& conv) {
   const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv.attrs);
-  return (a.groups == 1 || IsDepthwise(conv)) && conv.type.dtype == DType::kFloat32 &&
-         conv.inputs[1]->is_constant() &&
+  return (a.groups == 1 || IsDepthwise(conv) || IsGroupedWithinBlocks(conv)) &&
+         conv.type.dtype == DType::kFloat32 && conv.inputs[1]->is_constant() &&
          (conv.inputs.size() < 3 || conv.inputs[2]->is_constant());
 }
 
@@ -161,7 +188,7 @@ bool ConcatKeepsBlocks(const Node& concat) {
 
 // NchwcLayout::kAuto: graphs with at least kMinConvs convs, every one of
 // them convertible (ResNet-style), and every concat one that keeps blocks.
-// A grouped conv (other than depthwise) stays NCHW and cuts the blocked region with a
+// A grouped conv whose groups straddle blocks stays NCHW and cuts the blocked region with a
 // transform each way; a concat that cannot stay blocked takes its inputs
 // through transforms back, which FuseOps joins into the concat's kernel, so
 // an inception block's branches could no longer write their slices in place
@@ -340,6 +367,7 @@ class LayoutConverter {
   absl::Status ConvertConv(Node* n) {
     if (!Convertible(*n)) return absl::OkStatus();
     if (IsDepthwise(*n)) return ConvertDepthwise(n);
+    if (IsGroupedWithinBlocks(*n)) return ConvertGroupedWithinBlocks(n);
     Node* x = n->inputs[0];
     Node* w = n->inputs[1];
     const std::vector<int64_t>& ws = w->type.shape;
@@ -408,6 +436,50 @@ class LayoutConverter {
     }
     ++convs_;
     return Emit(n, "conv2d_nchwc_depthwise", std::move(inputs), n->attrs);
+  }
+
+  // conv2d(x, W, b), groups of width w dividing 16 -> conv2d_nchwc(x', W',
+  // b') with one group per channel block: W (O, w, KH, KW) as (O/16, 1, KH,
+  // KW, 16, 16), each block's 16 x 16 matrix per tap block-diagonal (its
+  // 16 / w groups' w x w), zero elsewhere and past O.
+  absl::Status ConvertGroupedWithinBlocks(Node* n) {
+    Node* x = n->inputs[0];
+    Node* w = n->inputs[1];
+    const std::vector<int64_t>& ws = w->type.shape;
+    const int64_t o = ws[0], width = ws[1], kh = ws[2], kw = ws[3];
+    Node* data;
+    if (auto it = blocked_.find(x); it != blocked_.end()) {
+      data = it->second;
+    } else {
+      KILN_ASSIGN_OR_RETURN(data, Blocked(x, kBlock));
+    }
+    const int64_t ob = CeilDiv(o, kBlock);
+    const float* src = w->value->data<float>();
+    std::vector<float> packed(ob * kh * kw * kBlock * kBlock, 0.0f);
+    for (int64_t oi = 0; oi < o; ++oi) {
+      // Output channel oi's group reads input channels oi / w * w + j, which
+      // are lanes oi % 16 / w * w + j of the same block.
+      const int64_t first_lane = oi % kBlock / width * width;
+      for (int64_t j = 0; j < width; ++j) {
+        for (int64_t y = 0; y < kh * kw; ++y) {
+          const int64_t dst =
+              ((oi / kBlock * kh * kw + y) * kBlock + first_lane + j) * kBlock + oi % kBlock;
+          packed[dst] = src[(oi * width + j) * kh * kw + y];
+        }
+      }
+    }
+    std::vector<Node*> inputs{
+        data, AddFloatConstant(w->name + ".nchwc", {ob, 1, kh, kw, kBlock, kBlock}, packed)};
+    if (n->inputs.size() == 3) {
+      const Node* bias = n->inputs[2];
+      std::vector<float> b(ob * kBlock, 0.0f);
+      std::copy_n(bias->value->data<float>(), o, b.begin());
+      inputs.push_back(AddFloatConstant(bias->name + ".nchwc", {ob, kBlock}, b));
+    }
+    Conv2DAttrs attrs = std::get<Conv2DAttrs>(n->attrs);
+    attrs.groups = ob;
+    ++convs_;
+    return Emit(n, "conv2d_nchwc", std::move(inputs), attrs);
   }
 
   // Both operands blocked (one shape), or one blocked and the other a
