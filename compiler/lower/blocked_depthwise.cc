@@ -9,7 +9,7 @@
 // GEMM (every lane has its own weights), so it skips the contraction
 // schedule for a tile of T pixels along an output row:
 //
-//     parallel for (n, cb):                       one plane of 16 channels
+//     parallel for (n, cb):                       one plane of 16 channels (+ rows, below)
 //       for oh:  for each tile of T pixels along ow:
 //         acc[0..T) = 0                                  T vector registers
 //         for ky:  for kx (unrolled):  w = weight[cb][ky][kx][:]
@@ -21,6 +21,16 @@
 // time, what the generic loop nest did, ran at 8% of the FMA peak). T is
 // the largest width in [4, 8] dividing OW (7 for 7x7 to 28x28 outputs),
 // else 8 with a ragged last tile whose reads are clamped.
+//
+// Few planes (a 16- to 48-channel layer at batch 1: 1 to 3 planes) would
+// leave a thread idle or unevenly loaded, so the parallel loop then runs
+// over (plane, chunk of interior rows) instead, with the border rows and
+// the rows past the last whole chunk serially around it (RowChunks). On an
+// AMD EPYC (Zen 5, 2 cores shared with other builds), 2 threads, per-kernel
+// medians over 6 alternating rounds (min / median of the rounds):
+// mobilenet_v3_large's 16-channel 112x112 conv 0.0257 / 0.0287 -> 0.0200 /
+// 0.0264 ms, mobilenet_v2's 32-channel one 0.051 / 0.066 -> 0.042 / 0.066
+// (the host's load made the whole model's difference unmeasurable).
 //
 // Padding: the input is read in place, never copied. The rows and tiles
 // whose windows stay inside the input (all but the first and last few) read
@@ -65,6 +75,26 @@ int64_t TileWidth(int64_t ow) {
     if (ow % t == 0) return t;
   }
   return std::min<int64_t>(ow, 8);
+}
+
+// Planes below which rows are split too: a 16- to 48-channel layer at batch
+// 1, which leaves a thread of two idle, or one of them with twice the other's
+// share. (Split at 5 planes too, mobilenet_v3_large's 72-channel 5x5 conv
+// ran 8-10% slower at one thread, 0.019 -> 0.021 ms: the border rows of
+// all planes then run apart from their interiors.)
+constexpr int64_t kFewPlanes = 4;
+// Work items to offer then: threads x a few, so a late worker still takes
+// a share.
+constexpr int64_t kMinWorkItems = 16;
+// Interior rows per chunk at least, so a chunk's setup stays small.
+constexpr int64_t kMinChunkRows = 4;
+
+// How many chunks to split each plane's interior rows into: 1 unless the
+// planes are few.
+int64_t RowChunks(int64_t planes, int64_t interior_rows) {
+  if (planes >= kFewPlanes) return 1;
+  return std::max<int64_t>(1,
+                           std::min(CeilDiv(kMinWorkItems, planes), interior_rows / kMinChunkRows));
 }
 
 }  // namespace
@@ -158,24 +188,65 @@ Stmt LowerBlockedDepthwise(GroupContext& g, LoopFunction& fn, std::string& summa
   interior(1, xs[3], os[3], ow_lo, ow_hi);
   const int64_t t_lo = std::min(CeilDiv(ow_lo, width), tiles);
   const int64_t t_hi = std::max(t_lo, ow_hi / width);  // whole tiles only: not the ragged one
+  // One output row `oh` of the plane, its tiles in three column ranges.
+  auto row = [&](const Expr& oh, bool check_y) {
+    std::vector<Stmt> parts;
+    for (Stmt s : {tiles_of(oh, 0, t_lo, check_y, true), tiles_of(oh, t_lo, t_hi, check_y, false),
+                   tiles_of(oh, t_hi, tiles, check_y, true)}) {
+      if (s) parts.push_back(s);
+    }
+    return MakeSeq(std::move(parts));
+  };
+  // Rows [begin, end) of the plane, checked or not.
+  auto rows_of = [&](int64_t begin, int64_t end, bool check_y) -> Stmt {
+    if (end <= begin) return nullptr;
+    Var oh = b.NewVar("oh", end - begin);
+    return MakeFor(oh, ForKind::kSerial, row(b.Add(b.Ref(oh), b.Int(begin)), check_y));
+  };
+  const int64_t work = os[0] * os[1] * os[2] * os[3] * lanes * ws[1] * ws[2];
+  const bool parallel = work >= kParallelWorkThreshold;
+  const int64_t chunks = parallel ? RowChunks(plane->extent, oh_hi - oh_lo) : 1;
+  if (chunks > 1) {
+    // Few planes: the parallel loop runs over (plane, chunk of interior
+    // rows); the checked border rows (a row or two) and the interior rows
+    // past the last whole chunk (fewer than a chunk's) run serially around
+    // it. (Clamping a ragged last chunk's rows instead recomputed up to a
+    // chunk less one row and cost 5-10% at one thread.)
+    const int64_t per_chunk = (oh_hi - oh_lo) / chunks;
+    const int64_t used = (oh_hi - oh_lo) / per_chunk;
+    const int64_t rest = oh_lo + used * per_chunk;
+    Var item = b.NewVar("item", plane->extent * used);
+    Var top = b.NewVar("plane", plane->extent), bottom = b.NewVar("plane", plane->extent);
+    Var i = b.NewVar("oh", per_chunk);
+    Expr oh = b.Add(b.Add(b.Mul(b.Mod(b.Ref(item), b.Int(used)), b.Int(per_chunk)), b.Ref(i)),
+                    b.Int(oh_lo));
+    // tiles_of reads the plane's (n, cb) when called: each stage sets them
+    // to its own loop's plane first.
+    auto plane_is = [&](const Expr& value) {
+      n = os[0] == 1 ? b.Int(0) : b.Div(value, b.Int(os[1]));
+      cb = os[1] == 1 ? b.Int(0) : b.Mod(value, b.Int(os[1]));
+    };
+    std::vector<Stmt> stages;
+    plane_is(b.Ref(top));
+    if (Stmt s = rows_of(0, oh_lo, true)) stages.push_back(MakeFor(top, ForKind::kSerial, s));
+    plane_is(b.Div(b.Ref(item), b.Int(used)));
+    stages.push_back(
+        MakeFor(item, ForKind::kParallel, MakeFor(i, ForKind::kSerial, row(oh, false))));
+    plane_is(b.Ref(bottom));
+    std::vector<Stmt> last;
+    for (Stmt s : {rows_of(rest, oh_hi, false), rows_of(oh_hi, os[2], true)}) {
+      if (s) last.push_back(s);
+    }
+    if (!last.empty()) stages.push_back(MakeFor(bottom, ForKind::kSerial, MakeSeq(last)));
+    summary = absl::StrCat("blocked depthwise ", width, "-pixel tiles, rows in ", used, " chunks");
+    return MakeSeq(std::move(stages));
+  }
   std::vector<Stmt> rows;
   for (auto [begin, end] :
        {std::pair{int64_t{0}, oh_lo}, std::pair{oh_lo, oh_hi}, std::pair{oh_hi, os[2]}}) {
-    if (end <= begin) continue;
-    const bool check_y = begin != oh_lo || end != oh_hi;
-    Var oh = b.NewVar("oh", end - begin);
-    Expr oh_value = b.Add(b.Ref(oh), b.Int(begin));
-    std::vector<Stmt> parts;
-    for (Stmt s : {tiles_of(oh_value, 0, t_lo, check_y, true),
-                   tiles_of(oh_value, t_lo, t_hi, check_y, false),
-                   tiles_of(oh_value, t_hi, tiles, check_y, true)}) {
-      if (s) parts.push_back(s);
-    }
-    rows.push_back(MakeFor(oh, ForKind::kSerial, MakeSeq(std::move(parts))));
+    if (Stmt s = rows_of(begin, end, begin != oh_lo || end != oh_hi)) rows.push_back(s);
   }
-  const int64_t work = os[0] * os[1] * os[2] * os[3] * lanes * ws[1] * ws[2];
-  const ForKind kind =
-      plane->extent > 1 && work >= kParallelWorkThreshold ? ForKind::kParallel : ForKind::kSerial;
+  const ForKind kind = plane->extent > 1 && parallel ? ForKind::kParallel : ForKind::kSerial;
   summary = absl::StrCat("blocked depthwise ", width, "-pixel tiles");
   return MakeFor(plane, kind, MakeSeq(std::move(rows)));
 }

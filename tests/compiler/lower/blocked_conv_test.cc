@@ -254,6 +254,8 @@ INSTANTIATE_TEST_SUITE_P(
 
 struct DepthwiseCase {
   int64_t n, c, h, w, k, stride, pad, dilation = 1;
+  // Whether the parallel loop must run over chunks of rows too (few planes).
+  bool row_chunks = false;
 };
 
 class BlockedDepthwiseTest : public ::testing::TestWithParam<DepthwiseCase> {
@@ -307,6 +309,7 @@ TEST_P(BlockedDepthwiseTest, MatchesReferenceConv) {
   for (const auto& k : r->kernels) {
     if (std::find(k.ops.begin(), k.ops.end(), "conv2d_nchwc_depthwise") != k.ops.end()) {
       tiled = k.schedule.find("blocked depthwise") != std::string::npos;
+      if (p.row_chunks) EXPECT_NE(k.schedule.find("rows in"), std::string::npos) << k.schedule;
       // The clip is the conv's epilogue, not a kernel of its own.
       EXPECT_NE(std::find(k.ops.begin(), k.ops.end(), "clip"), k.ops.end()) << k.schedule;
     }
@@ -349,16 +352,22 @@ TEST_P(BlockedDepthwiseTest, MatchesReferenceConv) {
 
 INSTANTIATE_TEST_SUITE_P(
     OddShapes, BlockedDepthwiseTest,
-    ::testing::Values(DepthwiseCase{1, 32, 14, 14, 3, 1, 1},   // whole blocks, 3x3 same
-                      DepthwiseCase{1, 20, 11, 13, 3, 1, 1},   // C not a multiple of 16
-                      DepthwiseCase{2, 24, 15, 15, 3, 2, 1},   // batch 2, stride 2
-                      DepthwiseCase{1, 40, 13, 12, 5, 2, 2},   // 5x5 stride 2
-                      DepthwiseCase{1, 16, 9, 10, 7, 1, 3},    // 7x7 (ConvNeXt)
-                      DepthwiseCase{1, 18, 8, 8, 3, 1, 0},     // no padding
-                      DepthwiseCase{2, 8, 9, 9, 3, 1, 1},      // fewer channels than a block
-                      DepthwiseCase{3, 48, 7, 7, 5, 1, 2},     // batch 3, 5x5 same
+    ::testing::Values(DepthwiseCase{1, 32, 14, 14, 3, 1, 1},     // whole blocks, 3x3 same
+                      DepthwiseCase{1, 20, 11, 13, 3, 1, 1},     // C not a multiple of 16
+                      DepthwiseCase{2, 24, 15, 15, 3, 2, 1},     // batch 2, stride 2
+                      DepthwiseCase{1, 40, 13, 12, 5, 2, 2},     // 5x5 stride 2
+                      DepthwiseCase{1, 16, 9, 10, 7, 1, 3},      // 7x7 (ConvNeXt)
+                      DepthwiseCase{1, 18, 8, 8, 3, 1, 0},       // no padding
+                      DepthwiseCase{2, 8, 9, 9, 3, 1, 1},        // fewer channels than a block
+                      DepthwiseCase{3, 48, 7, 7, 5, 1, 2},       // batch 3, 5x5 same
                       DepthwiseCase{1, 32, 17, 17, 3, 1, 4, 4},  // dilation 4 (DeepLabV3)
-                      DepthwiseCase{1, 16, 6, 6, 3, 1, 2, 2}));  // dilated, all border
+                      DepthwiseCase{1, 16, 6, 6, 3, 1, 2, 2},    // dilated, all border
+                      // One plane: its 38 interior rows in 9 chunks of 4, 2 rows left over.
+                      DepthwiseCase{1, 16, 40, 40, 3, 1, 1, 1, true},
+                      // Batch 3, stride 2: 3 planes, 14 interior rows in 3 chunks of 4 and 1.
+                      DepthwiseCase{3, 16, 30, 29, 3, 2, 1, 1, true},
+                      // 5x5 stride 2, 2 planes of 20 channels (padded lanes), 22 rows: 5 x 4 + 2.
+                      DepthwiseCase{1, 20, 47, 45, 5, 2, 2, 1, true}));
 
 }  // namespace
 }  // namespace kiln
