@@ -1,25 +1,29 @@
 // Runs kiln_attention_f32 on one case written by attention_f32_test.py:
-//   attention_f32_probe IN OUT
+//   attention_f32_probe IN OUT THREADS
 // IN: 22 int64 (n1, n2, s, t, d, dv, q_s1, q_s2, q_row, k_s1, k_s2, k_row,
 // v_s1, v_s2, v_row, m_s1, m_s2, m_row, o_s1, o_s2, o_row, has_mask), the
 // float32 scale, then five int64 element counts: of the float32 buffers q,
 // k, v and mask that follow (the kernel reads each through its strides)
 // and of the output buffer; OUT: that buffer (zeros where the kernel wrote
-// nothing), raw.
+// nothing), raw. THREADS: the kernel pool's size (work items split across
+// threads must give the same values).
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <vector>
 
 #include "common/kernel_abi.h"
+#include "runtime/thread_pool.h"
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: attention_f32_probe IN OUT\n");
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: attention_f32_probe IN OUT THREADS\n");
     return 2;
   }
+  kiln::runtime::SetParallelThreads(std::atoi(argv[3]));
   std::ifstream in(argv[1], std::ios::binary);
   const std::vector<char> bytes{std::istreambuf_iterator<char>(in),
                                 std::istreambuf_iterator<char>()};

@@ -3,11 +3,13 @@ strided head views of a fused QKV projection (PyTorch's layout, the
 kernel's reason to take strides), output rows strided as a head merge
 wants them, masks broadcast over heads and rows
 (padding), a causal mask, a float mask, sequences that are not multiples
-of the kernel's tiles (4 query rows, 64 keys, 128-row chunks, 8 x 8 key
-packing), head dims 20, 32 and 64 and value widths that are not multiples
-of 16, scores whose maximum rises from one key block to the next (the
-online rescaling), and a fully masked row (NaN, as softmax over nothing but
--inf gives).
+of the kernel's tiles (6 query rows, 64-key sub-blocks, 128-key blocks,
+128-row chunks, 8 x 8 key packing; 1, 7, 77 and 130 tokens), head dims 20,
+32 and 64 and value widths that are not multiples of 16, scores whose
+maximum rises from one key block to the next (the online rescaling), a row
+whose keys are all masked in the first block but not later, and a fully
+masked row (NaN, as softmax over nothing but -inf gives). Every case runs
+at 1 and 2 threads.
 Tolerance per case: |kiln - numpy| <= 2e-6 * max(1, max |numpy|) * max(1,
 max |score| / 8): float32 scores carry a relative rounding error, which
 exp turns into an absolute one on the probabilities, growing with |score|.
@@ -58,23 +60,28 @@ def run(probe, tmp, name, n1, n2, s, t, d, dv, q, k, v, mask, scale, out=None):
         f.write(np.array([b.size for b in buffers] + [out[0]], np.int64).tobytes())
         for b in buffers:
             f.write(b.astype(np.float32).tobytes())
-    subprocess.run([probe, path_in, path_out], check=True)
-    got = view(np.fromfile(path_out, np.float32), n1, n2, s, dv, *out[1])
     qv = view(q[0], n1, n2, s, d, *q[1])
     kv = view(k[0], n1, n2, t, d, *k[1])
     vv = view(v[0], n1, n2, t, dv, *v[1])
     mv = view(mask[0], n1, n2, s, t, *mask[1]) if mask is not None else None
     want, largest = reference(qv, kv, vv, mv, scale)
     nan = np.isnan(want)
-    if not np.array_equal(np.isnan(got), nan):
-        print(f"FAIL {name}: NaN at different places")
-        return False
     finite = want[~nan]
-    err = float(np.max(np.abs(got[~nan] - finite))) if finite.size else 0.0
     bound = 2e-6 * max(1.0, float(np.max(np.abs(finite))) if finite.size else 1.0)
     bound *= max(1.0, largest / 8)
-    ok = err <= bound
-    print(f"{'ok  ' if ok else 'FAIL'} {name}: max error {err:.3g} (bound {bound:.3g})")
+    ok = True
+    for threads in (1, 2):
+        subprocess.run([probe, path_in, path_out, str(threads)], check=True)
+        got = view(np.fromfile(path_out, np.float32), n1, n2, s, dv, *out[1])
+        if not np.array_equal(np.isnan(got), nan):
+            print(f"FAIL {name}, {threads} threads: NaN at different places")
+            ok = False
+            continue
+        err = float(np.max(np.abs(got[~nan] - finite))) if finite.size else 0.0
+        good = err <= bound
+        print(f"{'ok  ' if good else 'FAIL'} {name}, {threads} threads: max error {err:.3g} "
+              f"(bound {bound:.3g})")
+        ok &= good
     return ok
 
 
@@ -143,6 +150,33 @@ def main():
               rng.uniform(0.5, 1.0, (t, d)).astype(np.float32)).ravel()
         ok &= run(probe, tmp, "rising scores t=256", 1, 1, s, t, d, d, (qf, qs),
                   (kf, (0, t * d, d)), contiguous(rng, 1, t, d), None, 3.0)
+        # Odd sequence lengths in the fused QKV layout (one sequence, 2 heads),
+        # with a padding mask that hides the last quarter of the keys: a single
+        # token, fewer tokens than a tile, and 77 and 130 (one row past the
+        # 128-row chunk, two keys past the 128-key block).
+        for s in (1, 7, 77, 130):
+            for dh in (32, 64):
+                h = 2
+                e = h * dh
+                qkv = rng.standard_normal(s * 3 * e).astype(np.float32)
+                st = (0, dh, 3 * e)
+                pad = np.zeros(s, np.float32)
+                pad[s - s // 4:] = -np.inf
+                ok &= run(probe, tmp, f"fused qkv s={s} d={dh}", 1, h, s, s, dh, dh,
+                          (qkv, st), (qkv[e:], st), (qkv[2 * e:], st), None, dh ** -0.5)
+                ok &= run(probe, tmp, f"fused qkv s={s} d={dh} padding mask", 1, h, s, s, dh,
+                          dh, (qkv, st), (qkv[e:], st), (qkv[2 * e:], st), (pad, (0, 0, 0)),
+                          dh ** -0.5)
+        # Three key blocks, the last partial (t = 300), and a row whose first
+        # block is masked everywhere: its running maximum starts at -inf and
+        # the first finite block's rescaling factor must be 0, not NaN.
+        s, t, d = 10, 300, 64
+        m = rng.uniform(-2, 2, (s, t)).astype(np.float32)
+        m[4, :128] = -np.inf
+        m[5, :290] = -np.inf
+        ok &= run(probe, tmp, "t=300 a row masked through the first block", 1, 1, s, t, d, d,
+                  contiguous(rng, 1, s, d), contiguous(rng, 1, t, d), contiguous(rng, 1, t, d),
+                  (m.ravel(), (0, 0, t)), d ** -0.5)
         # Row 2 masked everywhere: NaN there, the other rows as usual.
         s, t, d = 5, 20, 32
         m = np.zeros((s, t), np.float32)
