@@ -45,11 +45,16 @@
 // divided by l in the last block's store rather than in a pass of its own,
 // and unmasked value loads where 64 columns exist; 78.4 (214 GFLOPS, 79%)
 // with blocks of 128 keys, so that at T = 128 the softmax's reductions run
-// once per row and the output is never reloaded and rescaled. BERT-base's
-// 12 heads (rows 9 KB apart): 263 -> 243 us. Blocks of 256 keys ran 5%
-// slower than 128 at T = 128 to 512. Now perf puts 4/5 of the time in the
-// two products' loops, the rest in the softmax (1/7), the key transpose and
-// the value copy (an inline copy instead of memcpy gained nothing).
+// once per row and the output is never reloaded and rescaled; 76.5 (222
+// GFLOPS, 82%) with each row's maximum taken as its scores are stored (no
+// second pass over the buffer; the lane masks hoisted out of the rows, so
+// the accumulators no longer went through the stack). BERT-base's 12 heads
+// (rows 9 KB apart): 263 -> 234 us. Blocks of 256 keys ran 5% slower than
+// 128 at T = 128 to 512. Now perf puts 4/5 of the time in the two products'
+// loops, the rest in the softmax (1/8), the key transpose and the value
+// copy. Neither an inline copy instead of memcpy nor an inlined transpose
+// gained anything; reading the value rows in place ran 2.5% faster here at
+// 3 KB rows and level at 9 KB, against 7% slower on the Xeon: kept.
 // A row whose every key is masked (-inf) ends 0 * (1 / 0) = NaN, as
 // PyTorch's softmax gives; m' = -inf is taken as 0 in the exponents so that no
 // -inf - -inf makes a NaN before then.
@@ -166,11 +171,13 @@ struct RowState {
 };
 
 // Step 2 for one sub-block of keys [j0, j0 + kBk) of the block: p[r][j0..]
-// = (q k^T * scale + mask) * log2 e, -inf past the block's tc keys.
+// = (q k^T * scale + mask) * log2 e, -inf past the block's tc keys; vmax[r]
+// takes in row r's maximum lane by lane.
 template <int R>
 __attribute__((target("avx512f"))) inline void Scores(const Call& c, const float* const* qr,
                                                       const float* const* mrow, const float* kt,
-                                                      int64_t j0, int64_t tc, float (*p)[kBc]) {
+                                                      int64_t j0, int64_t tc, float (*p)[kBc],
+                                                      __m512* vmax) {
   __m512 acc[R][4];
   for (int r = 0; r < R; ++r) {
     for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_ps();
@@ -190,15 +197,27 @@ __attribute__((target("avx512f"))) inline void Scores(const Call& c, const float
   const __m512 scale = _mm512_set1_ps(c.scale * kLog2e);
   const __m512 log2e = _mm512_set1_ps(kLog2e);
   const __m512 minus_inf = _mm512_set1_ps(-kInf);
+  __mmask16 lanes[4];
+  for (int j = 0; j < 4; ++j) lanes[j] = Lanes(tc - j0 - 16 * j);
   for (int r = 0; r < R; ++r) {
-    for (int j = 0; j < 4; ++j) {
-      const __mmask16 lanes = Lanes(tc - j0 - 16 * j);
-      __m512 x = _mm512_mul_ps(acc[r][j], scale);
-      if (mrow[r] != nullptr) {
-        x = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(lanes, mrow[r] + j0 + 16 * j), log2e, x);
+    for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_mul_ps(acc[r][j], scale);
+  }
+  if (c.has_mask) {
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < 4; ++j) {
+        acc[r][j] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(lanes[j], mrow[r] + j0 + 16 * j), log2e,
+                                    acc[r][j]);
       }
-      _mm512_store_ps(p[r] + j0 + 16 * j, _mm512_mask_mov_ps(minus_inf, lanes, x));
     }
+  }
+  for (int r = 0; r < R; ++r) {
+    __m512 m = vmax[r];
+    for (int j = 0; j < 4; ++j) {
+      const __m512 x = _mm512_mask_mov_ps(minus_inf, lanes[j], acc[r][j]);
+      _mm512_store_ps(p[r] + j0 + 16 * j, x);
+      m = _mm512_max_ps(m, x);
+    }
+    vmax[r] = m;
   }
 }
 
@@ -268,17 +287,14 @@ __attribute__((target("avx512f"))) void Tile(const Call& c, const float* q, cons
     orow[r] = out + (i + r) * c.o_row;
   }
   alignas(64) float p[R][kBc];
-  for (int64_t j0 = 0; j0 < tc; j0 += kBk) Scores<R>(c, qr, mrow, kt, j0, tc, p);
+  const __m512 minus_inf = _mm512_set1_ps(-kInf);
+  __m512 vmax[R];
+  for (int r = 0; r < R; ++r) vmax[r] = minus_inf;
+  for (int64_t j0 = 0; j0 < tc; j0 += kBk) Scores<R>(c, qr, mrow, kt, j0, tc, p, vmax);
   // Step 3, each pass over all R rows at once, so that their horizontal
   // reductions overlap (a row at a time, each waited for the last: this
   // took a quarter of the kernel's time).
   const int64_t nv = (tc + 15) / 16;
-  const __m512 minus_inf = _mm512_set1_ps(-kInf);
-  __m512 vmax[R];
-  for (int r = 0; r < R; ++r) vmax[r] = minus_inf;
-  for (int64_t j = 0; j < nv; ++j) {
-    for (int r = 0; r < R; ++r) vmax[r] = _mm512_max_ps(vmax[r], _mm512_load_ps(p[r] + 16 * j));
-  }
   float m_use[R];
   alignas(64) float shift_old[16] = {};
   for (int r = 0; r < R; ++r) {
