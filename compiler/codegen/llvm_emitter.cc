@@ -17,9 +17,11 @@
 // Vector loops (ForKind::kVector) are emitted without a loop: an expression
 // that varies with the loop variable becomes one <extent x T> value, an
 // invariant one stays scalar and is splatted where it meets a vector. A load
-// whose index steps by one element is a vector load, any other varying index
-// a gather. A store's predicate splits into invariant conjuncts (a branch
-// around the store) and varying ones (the lane mask of masked loads/stores).
+// whose index steps by one element is a vector load; one whose lanes read a
+// fixed pattern within one vector's width (a grouped conv's (lane / w) * w +
+// j) one load and a shuffle (LaneWindow); any other varying index a gather.
+// A store's predicate splits into invariant conjuncts (a branch around the
+// store) and varying ones (the lane mask of masked loads/stores).
 //
 // With bounds checks (bounds_check.h) the entry also reads the fault slot
 // args[num_params] and hands it to impl, and each parallel body finds it in
@@ -774,6 +776,9 @@ class Emitter {
           }
         } else if (stride && *stride >= 2 && *stride <= 4) {
           v = EmitStridedLoad(e, *stride);
+        } else if (std::optional<std::vector<int64_t>> offsets = LaneWindow(e->operands[0]);
+                   offsets && mask_ == nullptr) {
+          v = EmitWindowLoad(e, *offsets);
         } else {
           llvm::Value* addrs =
               b_.CreateInBoundsGEP(mem, buffers_[e->buffer], Splat(EmitV(e->operands[0])));
@@ -955,6 +960,121 @@ class Emitter {
     llvm::Value* loaded = b_.CreateMaskedLoad(llvm::FixedVectorType::get(mem, wide), addr,
                                               StorageAlign(e->buffer), wide_mask);
     return Widen(e->buffer, b_.CreateShuffleVector(loaded, keep));
+  }
+
+  // The value of `e`, an expression of the lane variable and constants
+  // alone, at lane `lane`; nullopt for anything else.
+  std::optional<int64_t> AtLane(const te::ExprNode* e, int64_t lane) const {
+    if (e->kind == ExprKind::kIntImm) return e->int_value;
+    if (e->kind == ExprKind::kVar) {
+      return e->var.get() == lane_var_ ? std::optional<int64_t>(lane) : std::nullopt;
+    }
+    if (e->kind != ExprKind::kBinary) return std::nullopt;
+    std::optional<int64_t> a = AtLane(e->operands[0].get(), lane);
+    std::optional<int64_t> b = AtLane(e->operands[1].get(), lane);
+    if (!a || !b) return std::nullopt;
+    switch (e->binary_op()) {
+      case te::BinaryOp::kAdd:
+        return *a + *b;
+      case te::BinaryOp::kSub:
+        return *a - *b;
+      case te::BinaryOp::kMul:
+        return *a * *b;
+      case te::BinaryOp::kDiv:
+        return *b > 0 && *a >= 0 ? std::optional<int64_t>(*a / *b) : std::nullopt;
+      case te::BinaryOp::kMod:
+        return *b > 0 && *a >= 0 ? std::optional<int64_t>(*a % *b) : std::nullopt;
+      default:
+        return std::nullopt;
+    }
+  }
+
+  bool MentionsLane(const te::ExprNode* e) const {
+    if (e->kind == ExprKind::kVar) return e->var.get() == lane_var_;
+    for (const Expr& o : e->operands) {
+      if (MentionsLane(o.get())) return true;
+    }
+    return false;
+  }
+
+  // For an index that is (what does not vary) + f(lane), f a function of the
+  // lane alone whose values stay within one vector's width of f(0) (a
+  // grouped conv's input lane (lane / w) * w + j): f(lane) - f(0) for every
+  // lane; nullopt otherwise.
+  std::optional<std::vector<int64_t>> LaneWindow(const Expr& index) const {
+    const lower::LinearForm form = lower::AnalyzeLinear(index);
+    std::vector<int64_t> offsets(lanes_, 0);
+    for (const auto& [atom, coefficient] : form.terms) {
+      if (!MentionsLane(atom)) continue;
+      const std::optional<int64_t> at0 = AtLane(atom, 0);
+      if (!at0) return std::nullopt;
+      for (unsigned i = 1; i < lanes_; ++i) {
+        const std::optional<int64_t> at = AtLane(atom, i);
+        if (!at) return std::nullopt;
+        offsets[i] += coefficient * (*at - *at0);
+      }
+    }
+    const auto [lo, hi] = std::minmax_element(offsets.begin(), offsets.end());
+    if (*lo < 0 || *hi >= static_cast<int64_t>(lanes_)) return std::nullopt;
+    return offsets;
+  }
+
+  // Where lane 0's element of a LaneWindow load sits in its line of lanes_
+  // elements, when every lane's element lies in that one line and the
+  // buffer holds whole lines (so the whole line is inside it): the index's
+  // terms that are not whole lines are constants here (unrolled loops'
+  // variables, the lane's own term at lane 0). nullopt otherwise.
+  std::optional<int64_t> LineShift(const Expr& e, const std::vector<int64_t>& offsets) const {
+    const int64_t line = static_cast<int64_t>(lanes_);
+    if (fn_.buffers[e->buffer].num_elements % line != 0) return std::nullopt;
+    const lower::LinearForm form = lower::AnalyzeLinear(e->operands[0]);
+    int64_t shift = form.constant;
+    for (const auto& [atom, coefficient] : form.terms) {
+      if (coefficient % line == 0) continue;
+      if (MentionsLane(atom)) {
+        shift += coefficient * *AtLane(atom, 0);  // LaneWindow evaluated it
+        continue;
+      }
+      if (atom->kind != ExprKind::kVar) return std::nullopt;
+      auto it = vars_.find(atom->var.get());
+      if (it == vars_.end()) return std::nullopt;
+      auto* value = llvm::dyn_cast<llvm::ConstantInt>(it->second);
+      if (value == nullptr) return std::nullopt;
+      shift += coefficient * value->getSExtValue();
+    }
+    shift = (shift % line + line) % line;
+    for (int64_t o : offsets) {
+      if (shift + o >= line) return std::nullopt;
+    }
+    return shift;
+  }
+
+  // A LaneWindow load, one load and a permute instead of a gather: the
+  // whole line of lane 0's element where LineShift finds one (so the loads
+  // of a grouped conv's input lanes j < w all read the same line, and LLVM
+  // keeps one), else the window's elements that some lane reads (a masked
+  // load from lane 0's element); then shuffled into the lanes.
+  llvm::Value* EmitWindowLoad(const Expr& e, const std::vector<int64_t>& offsets) {
+    llvm::Type* mem = StorageType(e->buffer);
+    llvm::Value* first = ScalarAtLaneZero(e->operands[0]);
+    std::vector<int> pick(lanes_);
+    llvm::Value* loaded;
+    if (std::optional<int64_t> shift = LineShift(e, offsets)) {
+      for (unsigned i = 0; i < lanes_; ++i) pick[i] = static_cast<int>(*shift + offsets[i]);
+      llvm::Value* addr =
+          b_.CreateInBoundsGEP(mem, buffers_[e->buffer], b_.CreateSub(first, b_.getInt64(*shift)));
+      loaded = b_.CreateAlignedLoad(VectorOf(mem), addr, StorageAlign(e->buffer));
+    } else {
+      std::vector<llvm::Constant*> read(lanes_, b_.getInt1(false));
+      for (unsigned i = 0; i < lanes_; ++i) {
+        pick[i] = static_cast<int>(offsets[i]);
+        read[offsets[i]] = b_.getInt1(true);
+      }
+      llvm::Value* addr = b_.CreateGEP(mem, buffers_[e->buffer], first);
+      loaded = b_.CreateMaskedLoad(VectorOf(mem), addr, StorageAlign(e->buffer),
+                                   llvm::ConstantVector::get(read));
+    }
+    return Widen(e->buffer, b_.CreateShuffleVector(loaded, pick));
   }
 
   llvm::Value* Lookup(const te::ExprNode* e) {

@@ -1,6 +1,7 @@
 // Blocked-channel layouts (ConvertLayoutNchwc's ops): layout_transform between
 // NCHW and NCHW{c}c, and conv2d_nchwc, a conv2d over NCHW{c}c data with its
-// weight pre-packed as O/oc, C/c, KH, KW, c, oc.
+// weight pre-packed as O/oc, C/c, KH, KW, c, oc (and its depthwise and
+// grouped forms).
 //
 // In NCHW16c the 16 channels of one pixel are one 64-byte line: a conv's
 // input is read one broadcast per channel from that line, and each output
@@ -281,12 +282,82 @@ void RegisterDepthwiseNchwc(OpRegistry& r) {
   r.Register(std::move(def));
 }
 
+// conv2d_nchwc_grouped: data (N, C/c, H, W, c), weight (C/c, KH, KW, w, c),
+// optional bias (C/c, c) -> (N, C/c, OH, OW, c). Groups of w channels in and
+// out (C = O), w dividing c: output lane k of a block reads input lanes
+// k / w * w + j (j < w) of the same block, times weight[block][ky][kx][j][k].
+absl::StatusOr<TensorType> GroupedNchwcRelation(const std::vector<TensorType>& in,
+                                                const Attrs& attrs) {
+  KILN_RETURN_IF_ERROR(RequireDType(in, DType::kFloat32));
+  const Conv2DAttrs& a = std::get<Conv2DAttrs>(attrs);
+  const TensorType& x = in[0];
+  const TensorType& w = in[1];
+  if (x.rank() != 5 || w.rank() != 5 || w.shape[0] != x.shape[1] || w.shape[4] != x.shape[4] ||
+      w.shape[3] < 1 || x.shape[4] % w.shape[3] != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("conv2d_nchwc_grouped wants data (N, C/c, H, W, c) and weight "
+                     "(C/c, KH, KW, w, c), w dividing c, got ",
+                     x.ToString(), " and ", w.ToString()));
+  }
+  if (in.size() == 3 && in[2].shape != std::vector<int64_t>{w.shape[0], w.shape[4]}) {
+    return absl::InvalidArgumentError(absl::StrCat("conv2d_nchwc_grouped bias ", in[2].ToString(),
+                                                   " must have shape [", w.shape[0], ", ",
+                                                   w.shape[4], "]"));
+  }
+  std::vector<int64_t> out{x.shape[0], x.shape[1], 0, 0, x.shape[4]};
+  for (int d = 0; d < 2; ++d) {
+    KILN_ASSIGN_OR_RETURN(
+        out[2 + d],
+        ConvOutputExtent("conv2d_nchwc_grouped", x.shape[2 + d], a.padding[d], a.padding[d + 2],
+                         w.shape[1 + d], a.dilation[d], a.strides[d]));
+  }
+  return TensorType{DType::kFloat32, out};
+}
+
+Expr GroupedNchwcCompute(ComputeContext& ctx) {
+  te::ExprBuilder& b = ctx.b();
+  const std::vector<int64_t>& ws = ctx.input_type(1).shape;
+  te::Var ky = ctx.ReduceVar("ry", ws[1]);
+  te::Var kx = ctx.ReduceVar("rx", ws[2]);
+  te::Var j = ctx.ReduceVar("rj", ws[3]);
+  const std::vector<Expr>& o = ctx.out();
+  Expr lane = b.Add(b.Mul(b.Div(o[4], b.Int(ws[3])), b.Int(ws[3])), b.Ref(j));
+  Expr data = WindowRead(ctx, b.Ref(ky), b.Ref(kx), o[1], lane);
+  Expr weight = ctx.Input(1, {o[1], b.Ref(ky), b.Ref(kx), b.Ref(j), o[4]});
+  Expr sum = b.Reduce(te::ReduceOp::kSum, {ky, kx, j}, b.Mul(data, weight));
+  if (ctx.num_inputs() == 3) sum = b.Add(sum, ctx.Input(2, {o[1], o[4]}));
+  return sum;
+}
+
+double GroupedNchwcFlops(const std::vector<TensorType>& in, const TensorType& out, const Attrs&) {
+  const std::vector<int64_t>& w = in[1].shape;
+  const double outputs = static_cast<double>(out.NumElements());
+  return 2 * outputs * static_cast<double>(w[1] * w[2] * w[3]) + (in.size() == 3 ? outputs : 0);
+}
+
+void RegisterGroupedNchwc(OpRegistry& r) {
+  OpDef def;
+  def.name = "conv2d_nchwc_grouped";
+  def.pattern = OpPattern::kOutEWiseFusable;
+  def.min_inputs = 2;
+  def.max_inputs = 3;
+  def.summary =
+      "grouped 2-D convolution, groups of w channels in and out within a block, NCHW{c}c data, "
+      "C/c,KH,KW,w,c weight, bias (C/c, c)";
+  def.parse_attrs = ParseConv2DAttrs;
+  def.infer_type = GroupedNchwcRelation;
+  def.compute = GroupedNchwcCompute;
+  def.flops = GroupedNchwcFlops;
+  r.Register(std::move(def));
+}
+
 }  // namespace
 
 void RegisterLayoutOps(OpRegistry& r) {
   RegisterLayoutTransform(r);
   RegisterConv2DNchwc(r);
   RegisterDepthwiseNchwc(r);
+  RegisterGroupedNchwc(r);
 }
 
 }  // namespace kiln

@@ -5,9 +5,9 @@
 // Rewrites, in one walk over the graph in topological order, every float32
 // conv2d with groups 1 and constant weights (and bias) into conv2d_nchwc,
 // every depthwise one (groups = C = O) into conv2d_nchwc_depthwise, every
-// grouped one whose groups lie within blocks (below) into conv2d_nchwc with
-// one group per block, and keeps their consumers in the blocked layout where
-// they allow it:
+// grouped one whose groups lie within blocks (below) into
+// conv2d_nchwc_grouped, and keeps their consumers in the blocked layout
+// where they allow it:
 //
 //     x --T--> conv' --> relu' --> conv' --> add' --> max_pool' --T^-1--> flatten
 //                \________________________________/
@@ -32,8 +32,8 @@
 // Per-channel constants are re-laid at compile time as (C/16, 1, 1, 16),
 // padded with 0 (1 for a divisor), conv weights OIHW as O/16, C/c, KH, KW,
 // c, 16, zero past O and C, depthwise weights (C, 1, KH, KW) as C/16, KH,
-// KW, 16, grouped weights (O, w, KH, KW) as O/16, 1, KH, KW, 16, 16, biases
-// as (O/16, 16). Everything else (flatten, dense, other
+// KW, 16, grouped weights (O, w, KH, KW) as O/16, KH, KW, w, 16, biases as
+// (O/16, 16). Everything else (flatten, dense, other
 // concats, graph outputs) reads the NCHW value through one layout_transform
 // back, made once per blocked value; a conv whose input is not blocked reads
 // it through one transform forward. So transforms sit only at the
@@ -63,19 +63,25 @@
 //
 // Grouped convs: with groups of w channels in and out (C = O), w dividing 16
 // (RegNet's 8), every group lies inside one block, and output block b reads
-// input block b alone. Each block's 16 x 16 weight matrix per tap is then
-// block-diagonal (16 / w groups of w x w), packed with its zeros, and the
-// conv is conv2d_nchwc with groups = C/16 blocks: the contraction schedule
-// runs it as a batch over blocks of GEMMs M = pixels, N = 16, K = KH*KW*16,
-// one broadcast per input channel as for groups 1, at 16 / w times the
-// multiply-adds (2x at RegNet's width). Other grouped convs (groups wider
-// than a block, or straddling blocks) stay NCHW, and kAuto leaves their
-// graph alone. MLAS does not block grouped convs either (ORT runs RegNet's
+// input block b alone: output lane k reads input lanes k / w * w + j (j < w)
+// of its own block. That is conv2d_nchwc_grouped, weights (C/16, KH, KW, w,
+// 16), lowered as register tiles like the depthwise conv
+// (lower/blocked_depthwise.cc): per tap and j, each pixel's input line is
+// permuted in registers (one load per line, LLVM's vpermilps + vpermpd) and
+// multiplied by a weight vector. At w = 16 (a group a block) it is
+// conv2d_nchwc with groups = C/16 instead (weights O/16, 1, KH, KW, 16, 16),
+// whose GEMM broadcasts the channels from memory. Other grouped convs (groups
+// wider than a block, or straddling blocks) stay NCHW, and kAuto leaves
+// their graph alone. MLAS does not block grouped convs (ORT runs RegNet's
 // NCHW). Measured on an AMD EPYC (Zen 5, AVX-512, 2 cores shared with other
-// builds), regnet_y_400mf b1, 1 thread, the 16 grouped convs' kernel
-// medians summed: NCHW (gemm 1x64 over K = 72 per group, 10-30% of the FMA
-// peak) 2.31 ms -> blocked 1.54 ms; the model's p50, --nchwc off against
-// auto alternating, 3 rounds: 6.5-10.8 -> 5.4-5.7 ms (ORT 7.2-7.4).
+// builds), regnet_y_400mf, 1 thread, the 16 grouped convs' kernel medians
+// summed, alternating builds, 3 rounds:
+//                          NCHW (gemm 1x64,   conv2d_nchwc, block-diagonal    grouped
+//                          K = 72 per group)  16x16 weights (2x the FMAs)     op
+//     batch 1              2.31 ms            1.44-1.49 ms                    1.10-1.14
+//     batch 8              -                  11.9-12.1                       8.6-9.4
+// and the model's p50 at batch 1 (--nchwc off against auto): 6.5-10.8 ->
+// 5.1-5.4 ms (ORT 7.2-7.4); the block-diagonal GEMM gave 5.5-5.7.
 //
 // When it runs (PassConfig::nchwc_layout): kOn converts every conv it can;
 // kAuto only graphs of four or more convs, all of them convertible, every
@@ -438,10 +444,12 @@ class LayoutConverter {
     return Emit(n, "conv2d_nchwc_depthwise", std::move(inputs), n->attrs);
   }
 
-  // conv2d(x, W, b), groups of width w dividing 16 -> conv2d_nchwc(x', W',
-  // b') with one group per channel block: W (O, w, KH, KW) as (O/16, 1, KH,
-  // KW, 16, 16), each block's 16 x 16 matrix per tap block-diagonal (its
-  // 16 / w groups' w x w), zero elsewhere and past O.
+  // conv2d(x, W, b), groups of width w dividing 16 (C = O) ->
+  // conv2d_nchwc_grouped(x', W', b'): W (O, w, KH, KW) as (O/16, KH, KW, w,
+  // 16), zero past O. At w = 16, a group a block, conv2d_nchwc with one group
+  // per block instead: W as (O/16, 1, KH, KW, 16, 16), no zeros to skip, and
+  // its GEMM broadcasts input channels from memory where the grouped
+  // lowering would permute them in registers.
   absl::Status ConvertGroupedWithinBlocks(Node* n) {
     Node* x = n->inputs[0];
     Node* w = n->inputs[1];
@@ -455,30 +463,30 @@ class LayoutConverter {
     }
     const int64_t ob = CeilDiv(o, kBlock);
     const float* src = w->value->data<float>();
-    std::vector<float> packed(ob * kh * kw * kBlock * kBlock, 0.0f);
+    // Output channel oi, input j of its group, tap y: where it is packed.
+    std::vector<float> packed(ob * kh * kw * width * kBlock, 0.0f);
     for (int64_t oi = 0; oi < o; ++oi) {
-      // Output channel oi's group reads input channels oi / w * w + j, which
-      // are lanes oi % 16 / w * w + j of the same block.
-      const int64_t first_lane = oi % kBlock / width * width;
       for (int64_t j = 0; j < width; ++j) {
         for (int64_t y = 0; y < kh * kw; ++y) {
-          const int64_t dst =
-              ((oi / kBlock * kh * kw + y) * kBlock + first_lane + j) * kBlock + oi % kBlock;
-          packed[dst] = src[(oi * width + j) * kh * kw + y];
+          packed[((oi / kBlock * kh * kw + y) * width + j) * kBlock + oi % kBlock] =
+              src[(oi * width + j) * kh * kw + y];
         }
       }
     }
-    std::vector<Node*> inputs{
-        data, AddFloatConstant(w->name + ".nchwc", {ob, 1, kh, kw, kBlock, kBlock}, packed)};
+    const bool whole_blocks = width == kBlock;
+    std::vector<int64_t> packed_shape{ob, kh, kw, width, kBlock};
+    if (whole_blocks) packed_shape = {ob, 1, kh, kw, kBlock, kBlock};  // the same order
+    std::vector<Node*> inputs{data, AddFloatConstant(w->name + ".nchwc", packed_shape, packed)};
     if (n->inputs.size() == 3) {
       const Node* bias = n->inputs[2];
       std::vector<float> b(ob * kBlock, 0.0f);
       std::copy_n(bias->value->data<float>(), o, b.begin());
       inputs.push_back(AddFloatConstant(bias->name + ".nchwc", {ob, kBlock}, b));
     }
+    ++convs_;
+    if (!whole_blocks) return Emit(n, "conv2d_nchwc_grouped", std::move(inputs), n->attrs);
     Conv2DAttrs attrs = std::get<Conv2DAttrs>(n->attrs);
     attrs.groups = ob;
-    ++convs_;
     return Emit(n, "conv2d_nchwc", std::move(inputs), attrs);
   }
 

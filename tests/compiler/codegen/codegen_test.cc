@@ -478,5 +478,71 @@ TEST_F(CodegenTest, StridedLoadsInVectorBlocksMatchLoopWithoutGathers) {
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], in[2 * i + 1] - in[3 * i]) << i;
 }
 
+// A grouped conv's input read: lane v takes element (v / w) * w + j of a
+// 16-element line. From a buffer of whole lines (the line loaded once and
+// permuted) and from one that ends mid-line (only the elements read are
+// loaded, so the last line's read stays inside it): never a gather.
+TEST_F(CodegenTest, LaneWindowLoadsMatchLoopWithoutGathers) {
+  const int64_t lines = 3, w = 8, w_odd = 4, shift = 3;
+  // Not whole lines: the last line's last read, element 50, ends the buffer.
+  const int64_t odd_size = (lines - 1) * 16 + shift + 16;
+  LoopFunction fn;
+  fn.name = "lane_windows";
+  fn.buffers = {{"in", ScalarType::kF32, lines * 16},
+                {"odd", ScalarType::kF32, odd_size},
+                {"out", ScalarType::kF32, lines * w * 16},
+                {"out_odd", ScalarType::kF32, lines * w_odd * 16}};
+  fn.num_params = 4;
+  te::Var t = b_.NewVar("t", lines), j = b_.NewVar("j", w), k = b_.NewVar("k", w_odd);
+  te::Var v = b_.NewVar("v", 16), u = b_.NewVar("u", 16);
+  auto lane = [&](const te::Var& l, int64_t width, const te::Var& r) {
+    return b_.Add(b_.Mul(b_.Div(b_.Ref(l), b_.Int(width)), b_.Int(width)), b_.Ref(r));
+  };
+  Expr line = b_.Mul(b_.Ref(t), b_.Int(16));
+  lower::Stmt whole = lower::MakeFor(
+      j, ForKind::kUnrolled,
+      lower::MakeFor(v, ForKind::kVector,
+                     lower::MakeStore(
+                         2,
+                         b_.Add(b_.Mul(b_.Add(b_.Mul(b_.Ref(t), b_.Int(w)), b_.Ref(j)), b_.Int(16)),
+                                b_.Ref(v)),
+                         b_.Load(0, ScalarType::kF32, {b_.Add(line, lane(v, w, j))}))));
+  lower::Stmt odd = lower::MakeFor(
+      k, ForKind::kUnrolled,
+      lower::MakeFor(
+          u, ForKind::kVector,
+          lower::MakeStore(
+              3,
+              b_.Add(b_.Mul(b_.Add(b_.Mul(b_.Ref(t), b_.Int(w_odd)), b_.Ref(k)), b_.Int(16)),
+                     b_.Ref(u)),
+              b_.Load(1, ScalarType::kF32,
+                      {b_.Add(b_.Add(line, b_.Int(shift)), lane(u, w_odd, k))}))));
+  fn.body = lower::MakeFor(t, ForKind::kSerial, lower::MakeSeq({whole, odd}));
+  auto ir = codegen::EmitOptimizedIR(fn, codegen::CodegenOptions{});
+  ASSERT_TRUE(ir.ok()) << ir.status();
+  EXPECT_THAT(*ir, ::testing::Not(::testing::HasSubstr("gather")));
+
+  auto kernel = Build(fn);
+  ASSERT_NE(kernel, nullptr);
+  std::vector<float> in(lines * 16), odd_in(odd_size), out(lines * w * 16, -1),
+      out_odd(lines * w_odd * 16, -1);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i * 7 % 101);
+  for (size_t i = 0; i < odd_in.size(); ++i) odd_in[i] = static_cast<float>(i * 5 % 97);
+  void* args[] = {in.data(), odd_in.data(), out.data(), out_odd.data()};
+  kernel->fn()(args);
+  for (int64_t tt = 0; tt < lines; ++tt) {
+    for (int64_t l = 0; l < 16; ++l) {
+      for (int64_t jj = 0; jj < w; ++jj) {
+        ASSERT_EQ(out[(tt * w + jj) * 16 + l], in[tt * 16 + l / w * w + jj]) << tt << " " << l;
+      }
+      for (int64_t kk = 0; kk < w_odd; ++kk) {
+        ASSERT_EQ(out_odd[(tt * w_odd + kk) * 16 + l],
+                  odd_in[tt * 16 + shift + l / w_odd * w_odd + kk])
+            << tt << " " << l;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln
