@@ -34,12 +34,13 @@
 // Few planes (a 16- to 48-channel layer at batch 1: 1 to 3 planes) would
 // leave a thread idle or unevenly loaded, so the parallel loop then runs
 // over (plane, chunk of interior rows) instead, with the border rows and
-// the rows past the last whole chunk serially around it (RowChunks). On an
-// AMD EPYC (Zen 5, 2 cores shared with other builds), 2 threads, per-kernel
-// medians over 6 alternating rounds (min / median of the rounds):
-// mobilenet_v3_large's 16-channel 112x112 conv 0.0257 / 0.0287 -> 0.0200 /
-// 0.0264 ms, mobilenet_v2's 32-channel one 0.051 / 0.066 -> 0.042 / 0.066
-// (the host's load made the whole model's difference unmeasurable).
+// the rows past the last whole chunk (chunk sizes chosen to leave few)
+// serially around it (RowChunks, ChunkRows). On an AMD EPYC (Zen 5, 2
+// cores), kernel medians over 5 alternating rounds in a quiet spell, 2
+// threads: mobilenet_v3_large's 16-channel 112x112 conv (1 plane) 0.0222 ->
+// 0.0147 ms, mobilenet_v2's 32-channel one (2 planes) 0.0260 -> 0.0260; at 1
+// thread 0.0226 -> 0.0230-0.0239 and 0.047 -> 0.046. The models' p50 moved
+// within noise (1.48 ms and 1.57 ms at batch 1, 2 threads).
 //
 // Padding: the input is read in place, never copied. The rows and tiles
 // whose windows stay inside the input (all but the first and last few) read
@@ -104,6 +105,17 @@ int64_t RowChunks(int64_t planes, int64_t interior_rows) {
   if (planes >= kFewPlanes) return 1;
   return std::max<int64_t>(1,
                            std::min(CeilDiv(kMinWorkItems, planes), interior_rows / kMinChunkRows));
+}
+
+// Rows per chunk for about `chunks` chunks of `rows`: of the sizes from
+// kMinChunkRows up to rows / chunks, the one leaving the fewest rows over
+// (they run serially after the parallel loop), the largest of those.
+int64_t ChunkRows(int64_t rows, int64_t chunks) {
+  int64_t best = rows / chunks;
+  for (int64_t size = best; size >= kMinChunkRows; --size) {
+    if (rows % size < rows % best) best = size;
+  }
+  return best;
 }
 
 }  // namespace
@@ -231,7 +243,7 @@ Stmt LowerBlockedDepthwise(GroupContext& g, LoopFunction& fn, std::string& summa
     // past the last whole chunk (fewer than a chunk's) run serially around
     // it. (Clamping a ragged last chunk's rows instead recomputed up to a
     // chunk less one row and cost 5-10% at one thread.)
-    const int64_t per_chunk = (oh_hi - oh_lo) / chunks;
+    const int64_t per_chunk = ChunkRows(oh_hi - oh_lo, chunks);
     const int64_t used = (oh_hi - oh_lo) / per_chunk;
     const int64_t rest = oh_lo + used * per_chunk;
     Var item = b.NewVar("item", plane->extent * used);

@@ -364,7 +364,7 @@ INSTANTIATE_TEST_SUITE_P(
                       DepthwiseCase{1, 16, 6, 6, 3, 1, 2, 2},    // dilated, all border
                       // One plane: its 38 interior rows in 9 chunks of 4, 2 rows left over.
                       DepthwiseCase{1, 16, 40, 40, 3, 1, 1, 1, true},
-                      // Batch 3, stride 2: 3 planes, 14 interior rows in 3 chunks of 4 and 1.
+                      // Batch 3, stride 2: 3 planes, 14 interior rows in 3 chunks of 4, 2 over.
                       DepthwiseCase{3, 16, 30, 29, 3, 2, 1, 1, true},
                       // 5x5 stride 2, 2 planes of 20 channels (padded lanes), 22 rows: 5 x 4 + 2.
                       DepthwiseCase{1, 20, 47, 45, 5, 2, 2, 1, true}));
