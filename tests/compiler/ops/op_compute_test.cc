@@ -141,6 +141,25 @@ TEST(OpComputeTest, Conv2DWithPaddingZeroesTheBorder) {
   EXPECT_THAT(v, ElementsAre(10, 10, 10, 10));
 }
 
+TEST(OpComputeTest, GroupedNchwcConvReadsItsGroupsLanes) {
+  // Blocks of 4 lanes, groups of 2: output lane k reads input lanes k / 2 * 2
+  // and k / 2 * 2 + 1 of its own block, times weight[block][0][0][j][k].
+  // Block 0: in (1, 2, 3, 4), weights j = 0: (1, 10, 100, 1000), j = 1:
+  // (2, 20, 200, 2000) -> (1 + 4, 10 + 40, 300 + 800, 3000 + 8000). Block 1:
+  // in (5, 6, 7, 8), weights (1, 0, 0, 1) and (0, 1, 1, 0) -> (5, 6, 8, 7).
+  // Bias 0.5 on lane 0 of block 0.
+  auto v = Fold([](Graph& g) {
+    return testing::Op(
+        g, "conv2d_nchwc_grouped",
+        {g.AddConstant("x", FloatValues({1, 2, 1, 1, 4}, {1, 2, 3, 4, 5, 6, 7, 8})),
+         g.AddConstant("w", FloatValues({2, 1, 1, 2, 4}, {1, 10, 100, 1000, 2, 20, 200, 2000, 1, 0,
+                                                          0, 1, 0, 1, 1, 0})),
+         g.AddConstant("b", FloatValues({2, 4}, {0.5f, 0, 0, 0, 0, 0, 0, 0}))},
+        Conv2DAttrs{});
+  });
+  EXPECT_THAT(v, ElementsAre(5.5f, 50, 1100, 11000, 5, 6, 8, 7));
+}
+
 // Output extents, worked by hand: 7 rows padded 1 + 1 = 9, a 3-tap window
 // dilated by 2 spans 5, stride 2: (9 - 5) / 2 + 1 = 3; 6 columns unpadded, 2
 // taps: 5. A window wider than the padded input is refused naming both.
