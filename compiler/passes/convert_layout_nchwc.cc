@@ -80,8 +80,14 @@
 //                          K = 72 per group)  16x16 weights (2x the FMAs)     op
 //     batch 1              2.31 ms            1.44-1.49 ms                    1.10-1.14
 //     batch 8              -                  11.9-12.1                       8.6-9.4
-// and the model's p50 at batch 1 (--nchwc off against auto): 6.5-10.8 ->
-// 5.1-5.4 ms (ORT 7.2-7.4); the block-diagonal GEMM gave 5.5-5.7.
+// (the model's p50 at batch 1, 1 thread: 5.5-5.7 ms with the block-diagonal
+// GEMM, 5.1-5.4 with the grouped op). The whole model, p50 in ms on that
+// host in a quiet spell, 2-5 alternating rounds (kiln-bench, ort_bench.js):
+//                      --nchwc off   auto        ONNX Runtime 1.30
+//     b1, 1 thread     6.0-6.2       4.8-4.9     6.8-6.9
+//     b1, 2 threads    3.3-3.4       2.5-2.6     3.6-3.8
+//     b8, 1 thread     47-49         38-39       56.4-56.5
+//     b8, 2 threads    25.6-26.6     20.2-20.3   30.4
 //
 // When it runs (PassConfig::nchwc_layout): kOn converts every conv it can;
 // kAuto only graphs of four or more convs, all of them convertible, every
