@@ -6,7 +6,7 @@
 
 namespace kiln {
 
-inline constexpr char kKilnVersion[] = "0.4.32";
+inline constexpr char kKilnVersion[] = "0.4.33";
 
 }  // namespace kiln
 
