@@ -370,6 +370,13 @@ class LayoutConverter {
     return t;
   }
 
+  // `x` in 16-channel blocks: the blocked op that computes it, else a
+  // transform of it (Blocked).
+  absl::StatusOr<Node*> InBlocks(Node* x) {
+    if (auto it = blocked_.find(x); it != blocked_.end()) return it->second;
+    return Blocked(x, kBlock);
+  }
+
   absl::StatusOr<Node*> Unblocked(Node* original, Node* blocked) {
     return AddTyped(original->name + ".to_nchw", "layout_transform", {blocked},
                     LayoutTransformAttrs{kBlock, 0, original->type.shape[1]});
@@ -424,12 +431,7 @@ class LayoutConverter {
     Node* w = n->inputs[1];
     const std::vector<int64_t>& ws = w->type.shape;
     const int64_t c = ws[0], kh = ws[2], kw = ws[3];
-    Node* data;
-    if (auto it = blocked_.find(x); it != blocked_.end()) {
-      data = it->second;
-    } else {
-      KILN_ASSIGN_OR_RETURN(data, Blocked(x, kBlock));
-    }
+    KILN_ASSIGN_OR_RETURN(Node * data, InBlocks(x));
     const int64_t cb = CeilDiv(c, kBlock);
     const float* src = w->value->data<float>();
     std::vector<float> packed(cb * kh * kw * kBlock, 0.0f);
@@ -461,12 +463,7 @@ class LayoutConverter {
     Node* w = n->inputs[1];
     const std::vector<int64_t>& ws = w->type.shape;
     const int64_t o = ws[0], width = ws[1], kh = ws[2], kw = ws[3];
-    Node* data;
-    if (auto it = blocked_.find(x); it != blocked_.end()) {
-      data = it->second;
-    } else {
-      KILN_ASSIGN_OR_RETURN(data, Blocked(x, kBlock));
-    }
+    KILN_ASSIGN_OR_RETURN(Node * data, InBlocks(x));
     const int64_t ob = CeilDiv(o, kBlock);
     const float* src = w->value->data<float>();
     // Output channel oi, input j of its group, tap y: where it is packed.
