@@ -347,15 +347,21 @@ TEST_F(RowChunksTest, ATailThatDoesNotCompileIsReportedAndTheSlicesRunWhole) {
   ExpectClassifies(**model, 6, 18);
 }
 
+// A manager as the server makes one (memory-only cache), with row chunks
+// on or off.
+absl::StatusOr<std::unique_ptr<ModelManager>> ServingManager(bool row_chunks) {
+  ModelManagerOptions options;
+  options.cache.dir.clear();
+  if (!row_chunks) options.row_chunks.rows = RowChunkSetting::kOff;
+  return ModelManager::Create(options);
+}
+
 // Through the server's path: a model with a symbolic batch gets its batch-8
 // variant as 8 slices of its batch-1 one, unless row chunks are off.
 TEST(RowChunksServingTest, ABatchOfASymbolicModelRunsAsSlicesOfItsOneRowVariant) {
   for (bool on : {true, false}) {
     SCOPED_TRACE(on);
-    ModelManagerOptions options;
-    options.cache.dir.clear();
-    if (!on) options.row_chunks.rows = RowChunkSetting::kOff;
-    auto manager = ModelManager::Create(options);
+    absl::StatusOr<std::unique_ptr<ModelManager>> manager = ServingManager(on);
     ASSERT_TRUE(manager.ok());
     SymbolicModel symbolic;
     const std::vector<std::string> symbols{"batch", "", "", ""};
@@ -399,10 +405,7 @@ TEST(RowChunksServingTest, ABatchOfASymbolicModelRunsAsSlicesOfItsOneRowVariant)
 TEST(RowChunksServingTest, AFixedBatchModelRunsAsSlicesOfItsGraphAtOneRow) {
   for (bool on : {true, false}) {
     SCOPED_TRACE(on);
-    ModelManagerOptions options;
-    options.cache.dir.clear();
-    if (!on) options.row_chunks.rows = RowChunkSetting::kOff;
-    auto manager = ModelManager::Create(options);
+    absl::StatusOr<std::unique_ptr<ModelManager>> manager = ServingManager(on);
     ASSERT_TRUE(manager.ok());
     absl::StatusOr<CompileResult> compiled =
         (*manager)->Compile("c", ConvClassifier(8), CompileOptions{});
@@ -423,9 +426,7 @@ TEST(RowChunksServingTest, AFixedBatchModelRunsAsSlicesOfItsGraphAtOneRow) {
 // Through the server's path too: the batch-8 variant of a symbolic
 // classifier is slices of its pooled features and a whole-batch tail.
 TEST(RowChunksServingTest, AClassifierVariantHasAWholeBatchTail) {
-  ModelManagerOptions options;
-  options.cache.dir.clear();
-  auto manager = ModelManager::Create(options);
+  absl::StatusOr<std::unique_ptr<ModelManager>> manager = ServingManager(true);
   ASSERT_TRUE(manager.ok());
   SymbolicModel symbolic;
   symbolic.signature.inputs.push_back(
