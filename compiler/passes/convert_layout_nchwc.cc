@@ -370,6 +370,17 @@ class LayoutConverter {
     return t;
   }
 
+  // A conv's bias, if it has one, after `inputs`: (blocks, 16), zero past
+  // its `channels`.
+  void AppendBlockedBias(const Node* n, int64_t channels, std::vector<Node*>& inputs) {
+    if (n->inputs.size() != 3) return;
+    const Node* bias = n->inputs[2];
+    const int64_t blocks = CeilDiv(channels, kBlock);
+    std::vector<float> b(blocks * kBlock, 0.0f);
+    std::copy_n(bias->value->data<float>(), channels, b.begin());
+    inputs.push_back(AddFloatConstant(bias->name + ".nchwc", {blocks, kBlock}, b));
+  }
+
   // `x` in 16-channel blocks: the blocked op that computes it, else a
   // transform of it (Blocked).
   absl::StatusOr<Node*> InBlocks(Node* x) {
@@ -414,12 +425,7 @@ class LayoutConverter {
     }
     std::vector<Node*> inputs{
         data, AddFloatConstant(w->name + ".nchwc", {ob, cb, kh, kw, ib, kBlock}, packed)};
-    if (n->inputs.size() == 3) {
-      const Node* bias = n->inputs[2];
-      std::vector<float> b(ob * kBlock, 0.0f);
-      std::copy_n(bias->value->data<float>(), o, b.begin());
-      inputs.push_back(AddFloatConstant(bias->name + ".nchwc", {ob, kBlock}, b));
-    }
+    AppendBlockedBias(n, o, inputs);
     ++convs_;
     return Emit(n, "conv2d_nchwc", std::move(inputs), n->attrs);
   }
@@ -442,12 +448,7 @@ class LayoutConverter {
     }
     std::vector<Node*> inputs{data,
                               AddFloatConstant(w->name + ".nchwc", {cb, kh, kw, kBlock}, packed)};
-    if (n->inputs.size() == 3) {
-      const Node* bias = n->inputs[2];
-      std::vector<float> b(cb * kBlock, 0.0f);
-      std::copy_n(bias->value->data<float>(), c, b.begin());
-      inputs.push_back(AddFloatConstant(bias->name + ".nchwc", {cb, kBlock}, b));
-    }
+    AppendBlockedBias(n, c, inputs);
     ++convs_;
     return Emit(n, "conv2d_nchwc_depthwise", std::move(inputs), n->attrs);
   }
@@ -480,12 +481,7 @@ class LayoutConverter {
     std::vector<int64_t> packed_shape{ob, kh, kw, width, kBlock};
     if (whole_blocks) packed_shape = {ob, 1, kh, kw, kBlock, kBlock};  // the same order
     std::vector<Node*> inputs{data, AddFloatConstant(w->name + ".nchwc", packed_shape, packed)};
-    if (n->inputs.size() == 3) {
-      const Node* bias = n->inputs[2];
-      std::vector<float> b(ob * kBlock, 0.0f);
-      std::copy_n(bias->value->data<float>(), o, b.begin());
-      inputs.push_back(AddFloatConstant(bias->name + ".nchwc", {ob, kBlock}, b));
-    }
+    AppendBlockedBias(n, o, inputs);
     ++convs_;
     if (!whole_blocks) return Emit(n, "conv2d_nchwc_grouped", std::move(inputs), n->attrs);
     Conv2DAttrs attrs = std::get<Conv2DAttrs>(n->attrs);
