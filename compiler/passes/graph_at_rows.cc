@@ -1,8 +1,10 @@
 #include "compiler/passes/graph_at_rows.h"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -54,7 +56,9 @@ absl::StatusOr<Graph> GraphAtRows(const Graph& graph, int64_t rows, int64_t new_
   // A constant of one value as tall as the whole batch where a row-carrying
   // op broadcasts it over the rows (the zeros PyTorch's attention selects
   // from, [B * H, 1, S]) is made as tall as the new batch: any row of it is
-  // any other.
+  // any other. One new constant per constant and height, however many ops
+  // read it.
+  std::map<std::pair<const Node*, std::vector<int64_t>>, Node*> remade;
   for (Node* n : resized.AllNodes()) {
     auto it = n->is_op() ? carrying.find(original.at(n->id)) : carrying.end();
     if (it == carrying.end()) continue;
@@ -66,15 +70,22 @@ absl::StatusOr<Graph> GraphAtRows(const Graph& graph, int64_t rows, int64_t new_
       if (at < 0 || in->type.shape[at] != was[axis] || was[axis] == want.at(n).shape[axis]) {
         continue;
       }
+      std::vector<int64_t> shape = in->type.shape;
+      shape[at] = want.at(n).shape[axis];
+      Node*& made = remade[{in, shape}];
+      if (made != nullptr) {
+        in = made;
+        continue;
+      }
       auto data = std::make_shared<ConstantData>();
-      data->type = in->type;
-      data->type.shape[at] = want.at(n).shape[axis];
+      data->type = TensorType{in->type.dtype, shape};
       const absl::string_view one = in->value->bytes.view().substr(0, DTypeSize(in->type.dtype));
       std::string bytes;
       for (int64_t e = 0; e < data->type.NumElements(); ++e) bytes.append(one.data(), one.size());
       data->bytes.assign(bytes.data(), bytes.size());
-      in = resized.AddConstant(absl::StrCat(in->name, ".at_", new_rows, "_rows"), data);
-      want[in] = in->type;
+      made = resized.AddConstant(absl::StrCat(in->name, ".at_", new_rows, "_rows"), data);
+      want[made] = made->type;
+      in = made;
     }
   }
   if (absl::StatusOr<bool> typed = InferTypes(resized); !typed.ok()) {

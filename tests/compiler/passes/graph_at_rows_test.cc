@@ -151,14 +151,17 @@ TEST(GraphAtRowsTest, AConstantOfOneValueAsTallAsTheBatchIsResized) {
   Node* x = g.AddInput("x", {DType::kFloat32, {4, 6}});
   Node* heads = Op(g, "reshape", {x}, ReshapeAttrs{{8, 1, 3}});  // [B * 2, 1, 3]
   Node* positive = Op(g, "greater", {heads, g.AddConstant("zero", FloatConstant({}, 0.0f))});
+  Node* twos = g.AddConstant("twos", FloatConstant({8, 1, 3}, 2.0f));
   Node* picked =
-      g.AddOp("picked", OpRegistry::Default().Find("where"),
-              {positive, heads, g.AddConstant("twos", FloatConstant({8, 1, 3}, 2.0f))}, NoAttrs{});
-  g.AddOutput(Op(g, "reshape", {picked}, ReshapeAttrs{{4, 6}}), "y");
+      g.AddOp("picked", OpRegistry::Default().Find("where"), {positive, heads, twos}, NoAttrs{});
+  Node* sum = g.AddOp("sum", OpRegistry::Default().Find("add"), {picked, twos}, NoAttrs{});
+  g.AddOutput(Op(g, "reshape", {sum}, ReshapeAttrs{{4, 6}}), "y");
   const Graph whole = Typed(std::move(g));
   absl::StatusOr<Graph> one = GraphAtRows(whole, 4, 1);
   ASSERT_TRUE(one.ok()) << one.status();
-  EXPECT_EQ(Named(*one, "picked")->inputs[2]->type.shape, (std::vector<int64_t>{2, 1, 3}));
+  const Node* remade = Named(*one, "picked")->inputs[2];
+  EXPECT_EQ(remade->type.shape, (std::vector<int64_t>{2, 1, 3}));
+  EXPECT_EQ(Named(*one, "sum")->inputs[1], remade);  // one constant for both readers
   ExpectRowByRow(whole, 4);
 }
 
