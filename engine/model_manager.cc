@@ -12,8 +12,10 @@
 #include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "compiler/ir/tensor_type.h"
 #include "compiler/passes/graph_at_rows.h"
 #include "engine/row_chunks.h"
+#include "runtime/tensor.h"
 
 namespace kiln::engine {
 namespace {
@@ -422,6 +424,16 @@ std::optional<CompiledModelAndReport> ModelManager::FixedBatchAsSlices(
     if (in->type.shape.empty() || in->type.shape[0] != rows) return std::nullopt;
   }
   if (rows < 2) return std::nullopt;
+  // The limits are the whole batch's: a value no call could allocate, or
+  // larger than the whole budget, is refused by the whole compile (which
+  // names the value and the limit) though one row of it would fit.
+  for (const Node* n : graph.AllNodes()) {
+    absl::StatusOr<int64_t> elements = CheckedNumElements(n->type.shape);
+    if (!elements.ok() || *elements > runtime::kMaxTensorBytes / DTypeSize(n->type.dtype) ||
+        *elements * DTypeSize(n->type.dtype) > budget_.max_bytes()) {
+      return std::nullopt;
+    }
+  }
   // Each part (the slices' model, or their head and the whole-batch tail)
   // is a model of its own, charged to the budget as the model's.
   std::optional<CompileResult> slices_report, tail_report;

@@ -167,7 +167,15 @@ const Node* WholeBatchTailCut(const Graph& whole, int64_t rows) {
 int64_t ChunkRowsFor(const Program& one_row, int64_t rows) {
   std::vector<KernelBytes> kernels;
   for (const KernelCall& k : one_row.kernels) kernels.push_back(Measure(one_row, k));
-  for (int64_t chunk = 1; chunk < rows; ++chunk) {
+  // Past the rows at which no kernel's output fits in cache, slices save
+  // nothing: the search stops there, however large the batch (a fixed
+  // batch of 2^40 rows would otherwise be counted through).
+  double smallest_output = CacheBytes() + 1;
+  for (const KernelBytes& b : kernels) {
+    if (b.output > 0) smallest_output = std::min(smallest_output, b.output);
+  }
+  const int64_t largest_useful = static_cast<int64_t>(CacheBytes() / smallest_output);
+  for (int64_t chunk = 1; chunk < rows && chunk <= largest_useful; ++chunk) {
     if (rows % chunk != 0) continue;
     // Slices stream a weight once each where the whole batch's kernel used
     // it for every row from registers or cache: (slices - 1) more reads of

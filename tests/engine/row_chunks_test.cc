@@ -300,6 +300,17 @@ TEST_F(RowChunksTest, TheRuleSplitsACacheBoundConvAndKeepsADenseLayerWhole) {
   ASSERT_TRUE(one_conv.ok() && one_dense.ok());
   EXPECT_EQ(ChunkRowsFor((*one_conv)->program(), 16), 1);
   EXPECT_EQ(ChunkRowsFor((*one_dense)->program(), 16), 16);
+  // A row larger than any L2 (4 MiB): no slice keeps it in cache, and the
+  // search stops at once however large the batch, not after 2^40 tries.
+  auto wide_rows = [](int64_t rows) {
+    Graph g;
+    Node* x = g.AddInput("x", {DType::kFloat32, {rows, int64_t{1} << 20}});
+    g.AddOutput(Op(g, "relu", {x}), "y");
+    return g;
+  };
+  absl::StatusOr<std::shared_ptr<runtime::CompiledModel>> one_wide = Compiler(wide_rows)(1);
+  ASSERT_TRUE(one_wide.ok()) << one_wide.status();
+  EXPECT_EQ(ChunkRowsFor((*one_wide)->program(), int64_t{1} << 40), int64_t{1} << 40);
 }
 
 // With a tail the rule weighs the head alone. A classifier whose dense
@@ -421,6 +432,22 @@ TEST(RowChunksServingTest, AFixedBatchModelRunsAsSlicesOfItsGraphAtOneRow) {
     }
     ExpectClassifies(*model, 8, 19);
   }
+}
+
+// The whole batch's limits hold for a fixed batch: its conv output (4.5
+// MiB at batch 8) is larger than a 3 MiB budget, though one row's (576 KiB)
+// is not, so the model is refused, naming the flag, rather than run as
+// slices whose calls would allocate it outside the budget.
+TEST(RowChunksServingTest, AFixedBatchLargerThanTheBudgetIsRefusedThoughARowFits) {
+  ModelManagerOptions options;
+  options.cache.dir.clear();
+  options.max_loaded_bytes = int64_t{3} << 20;
+  auto manager = ModelManager::Create(options);
+  ASSERT_TRUE(manager.ok());
+  absl::Status s = (*manager)->Compile("w", WideConv(8), CompileOptions{}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("--max-loaded-mb"));
+  EXPECT_TRUE((*manager)->Compile("w1", WideConv(1), CompileOptions{}).ok());
 }
 
 // Through the server's path too: the batch-8 variant of a symbolic
