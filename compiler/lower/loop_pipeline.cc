@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "compiler/lower/lane_block_vector_loops.h"
 #include "compiler/lower/loop_partition.h"
 #include "compiler/lower/reassociate_index.h"
 #include "compiler/lower/simplify_index.h"
@@ -28,6 +29,9 @@ std::vector<LoopPass> LoopPasses() {
        true},
       {{"BlockStridedVectorLoops", 0, {}},
        [](const Stmt& s, te::ExprBuilder& b) { return BlockStridedVectorLoops(s, b); },
+       true},
+      {{"BlockLaneDividedVectorLoops", 0, {}},
+       [](const Stmt& s, te::ExprBuilder& b) { return BlockLaneDividedVectorLoops(s, b); },
        true},
       {{"SimplifyIndices", 0, {}},
        [](const Stmt& s, te::ExprBuilder& b) { return SimplifyIndices(b, s); }},

@@ -51,10 +51,10 @@ TEST(LoopPipelineTest, RunsAfterTheGraphPassesInOrderAndNestsItsPasses) {
     names.push_back(r->name);
     depths.push_back(r->depth);
   }
-  EXPECT_THAT(names, ElementsAre("LowerLoops", "PartitionBoundaryLoops",
-                                 "BlockStridedVectorLoops", "SimplifyIndices",
-                                 "ReassociateIndices"));
-  EXPECT_THAT(depths, ElementsAre(0, 1, 1, 1, 1));
+  EXPECT_THAT(names,
+              ElementsAre("LowerLoops", "PartitionBoundaryLoops", "BlockStridedVectorLoops",
+                          "BlockLaneDividedVectorLoops", "SimplifyIndices", "ReassociateIndices"));
+  EXPECT_THAT(depths, ElementsAre(0, 1, 1, 1, 1, 1));
   // The pool's padded, stride-2 rows are what the first two passes rewrite.
   EXPECT_TRUE(LoopRecords(*p)[1]->changed);
   EXPECT_TRUE(LoopRecords(*p)[2]->changed);
@@ -69,9 +69,10 @@ TEST(LoopPipelineTest, PassWithNothingToDoReportsUnchanged) {
   absl::StatusOr<LoweredProgram> p = CompileGraph(std::move(g), CompileOptions{});
   ASSERT_TRUE(p.ok()) << p.status();
   const std::vector<const PassRecord*> loops = LoopRecords(*p);
-  ASSERT_EQ(loops.size(), 5u);
+  ASSERT_EQ(loops.size(), 6u);
   EXPECT_FALSE(loops[1]->changed);  // PartitionBoundaryLoops
   EXPECT_FALSE(loops[2]->changed);  // BlockStridedVectorLoops
+  EXPECT_FALSE(loops[3]->changed);  // BlockLaneDividedVectorLoops
 }
 
 TEST(LoopPipelineTest, SameStmtComparesStructureNotPointers) {
@@ -110,7 +111,7 @@ TEST(LoopPipelineTest, DisabledLoopPassIsSkippedAndNamedOnTheKernels) {
   absl::StatusOr<LoweredProgram> p = CompileWithout("BlockStridedVectorLoops");
   ASSERT_TRUE(p.ok()) << p.status();
   const std::vector<const PassRecord*> loops = LoopRecords(*p);
-  ASSERT_EQ(loops.size(), 5u);
+  ASSERT_EQ(loops.size(), 6u);
   EXPECT_TRUE(loops[2]->skipped);
   EXPECT_EQ(loops[2]->skip_reason, "disabled");
   EXPECT_FALSE(loops[3]->skipped);
@@ -127,7 +128,8 @@ TEST(LoopPipelineTest, DisablingThePipelineSkipsEveryLoopPass) {
   ASSERT_EQ(LoopRecords(*p).size(), 1u);
   EXPECT_TRUE(LoopRecords(*p)[0]->skipped);
   EXPECT_EQ(p->kernels[0].skipped_loop_passes,
-            "PartitionBoundaryLoops,BlockStridedVectorLoops,SimplifyIndices,ReassociateIndices");
+            "PartitionBoundaryLoops,BlockStridedVectorLoops,BlockLaneDividedVectorLoops,"
+            "SimplifyIndices,ReassociateIndices");
 }
 
 TEST(LoopPipelineTest, UnknownPassNamesAreStillRefused) {
