@@ -93,11 +93,28 @@
 // kAuto only graphs of four or more convs, all of them convertible, every
 // concat one of whole blocks, and only when the region needs at most
 // 2 + convs / 10 transforms (FewTransforms): the image in and the
-// classifier's features out, not a pair around every block. ConvNeXt's
-// depthwise convs are convertible, but each is followed by a channel
-// LayerNorm on an NHWC permute that cuts the region: forced on,
-// convnext_tiny's sum of kernel medians went from 78 to 90-92 ms (b1, 1
-// thread), so kAuto leaves it NCHW. kAuto is the default.
+// classifier's features out, not a pair around every block. kAuto is the
+// default.
+//
+// Channels-last stretches (ConvNeXt): each depthwise conv is followed by a
+// permute to NHWC, a LayerNorm over the channels and the MLP, and a permute
+// back, then the layer scale and the residual add:
+//
+//     r' -> dwconv' -T^-1-> permute(0,2,3,1) -> LN -> MLP -> permute(0,3,1,2) -T-> mul' -> add'
+//      \_____________________________________________________________________________________/
+//
+// NHWC and NCHW16c both hold a pixel's 16 channels of a block contiguous,
+// so a transform fused with its permute is a copy of whole vectors (once
+// BlockLaneDividedVectorLoops makes the channels-last side read blocks):
+// FewTransforms does not count them, the permute back is taken into blocks
+// (its transform joins the layer scale and residual add in one kernel) and
+// the residual stream stays blocked from the stem to the pooled features.
+// convnext_tiny on an AMD EPYC (Zen 5), p50, 3 alternating rounds,
+// --nchwc off against auto: b1 1 thread 43.3 -> 39.6 ms, b1 2 threads
+// 22.7 -> 20.3, b8 1 thread 337 -> 303; the 18 depthwise convs went from
+// 3.4 ms in NCHW to 1.0 ms blocked and the permutes' copies from 1.9 to
+// 0.5 ms (b1, 1 thread). (Before, every permute cost a transform each way,
+// and forced on the model was slower: 78 -> 90-92 ms on an Intel Xeon.)
 // Measured on an Intel Xeon (AVX-512) shared with other jobs, builds
 // without and with the pass alternating, 11 rounds; resnet18's sum of
 // per-kernel medians, minimum (median) over the rounds, in ms:
@@ -198,6 +215,26 @@ bool ConcatKeepsBlocks(const Node& concat) {
   return true;
 }
 
+// A transpose of channels-last values into NCHW (ConvNeXt's permute back
+// after its MLP), whole blocks of channels: its blocked form is a copy of
+// 16-channel vectors, each contiguous in both layouts.
+bool IsChannelsLastToFirst(const Node& n) {
+  return n.is_op() && n.op->name == "transpose" && n.type.rank() == 4 &&
+         n.type.dtype == DType::kFloat32 &&
+         std::get<TransposeAttrs>(n.attrs).perm == std::vector<int64_t>{0, 3, 1, 2} &&
+         n.type.shape[1] % kBlock == 0;
+}
+
+// A transpose of NCHW values into channels-last (ConvNeXt's permute before
+// its LayerNorm), whole blocks of channels: reading blocked values, the same
+// copy of vectors the other way.
+bool IsChannelsFirstToLast(const Node& n) {
+  return n.is_op() && n.op->name == "transpose" && n.type.rank() == 4 &&
+         n.type.dtype == DType::kFloat32 &&
+         std::get<TransposeAttrs>(n.attrs).perm == std::vector<int64_t>{0, 2, 3, 1} &&
+         n.type.shape[3] % kBlock == 0;
+}
+
 // NchwcLayout::kAuto: graphs with at least kMinConvs convs, every one of
 // them convertible (ResNet-style), and every concat one that keeps blocks.
 // A grouped conv whose groups straddle blocks stays NCHW and cuts the blocked region with a
@@ -220,8 +257,10 @@ bool WinsOn(const Graph& graph) {
 
 // NchwcLayout::kAuto, once the region is known: at most two transforms
 // (the input in, the classifier's read back) and one more per ten convs.
-// A region that other ops cut into pieces (ConvNeXt's channel LayerNorm
-// after each depthwise conv) pays a transform each way per piece.
+// A region that other ops cut into pieces pays a transform each way per
+// piece -- except where the other side is channels-last (ConvNeXt's
+// LayerNorm and MLP between its depthwise convs): there a transform and the
+// permute fuse into a copy of whole vectors, which is not counted.
 bool FewTransforms(int transforms, int convs) { return transforms <= 2 + convs / 10; }
 
 class LayoutConverter {
@@ -260,7 +299,7 @@ class LayoutConverter {
   int Transforms(const std::vector<Node*>& order) const {
     std::unordered_set<Node*> read_outside;
     for (Node* n : order) {
-      if (!n->is_op() || blocked_.count(n)) continue;
+      if (!n->is_op() || blocked_.count(n) || IsChannelsFirstToLast(*n)) continue;
       for (Node* in : n->inputs) {
         if (blocked_.count(in)) read_outside.insert(in);
       }
@@ -268,7 +307,9 @@ class LayoutConverter {
     for (Node* out : g_.outputs()) {
       if (blocked_.count(out)) read_outside.insert(out);
     }
-    return static_cast<int>(blocked_inputs_.size() + read_outside.size());
+    int forward = 0;
+    for (const auto& [x, t] : blocked_inputs_) forward += IsChannelsLastToFirst(*x) ? 0 : 1;
+    return forward + static_cast<int>(read_outside.size());
   }
 
   absl::Status Convert(Node* n) {
@@ -504,6 +545,15 @@ class LayoutConverter {
       if (auto it = blocked_.find(in);
           it != blocked_.end() && !divisor && Broadcasts(in->type, n->type)) {
         inputs.push_back(it->second);
+        any_blocked = true;
+        continue;
+      }
+      // Channels-last values permuted back join through a transform, which
+      // fuses with the permute into a copy of vectors (ConvNeXt's layer
+      // scale and residual add then run blocked, beside the next conv).
+      if (IsChannelsLastToFirst(*in) && !divisor && in->type.shape == n->type.shape) {
+        KILN_ASSIGN_OR_RETURN(Node * t, Blocked(in, kBlock));
+        inputs.push_back(t);
         any_blocked = true;
         continue;
       }
