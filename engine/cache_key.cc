@@ -65,6 +65,7 @@ KernelKey MakeKernelKey(const KernelSpec& spec, const TargetDescription& target,
     absl::StrAppend(&key.options, " without ", spec.skipped_loop_passes);
   }
   if (!spec.tuned.empty()) absl::StrAppend(&key.options, " tuned ", spec.tuned);
+  if (!spec.knobs.empty()) absl::StrAppend(&key.options, " knobs ", spec.knobs);
   std::string material;
   AppendComponent(material, "format", std::to_string(kCacheFormatVersion));
   AppendComponent(material, "structure", key.canonical);

@@ -94,10 +94,12 @@ absl::StatusOr<CompiledModelAndReport> CompileModelHere(const std::string& name,
   std::vector<int> distinct;
   std::vector<size_t> size(count, 0);
   {
-    std::map<std::tuple<std::string, std::string, std::string>, int> seen;
+    std::map<std::tuple<std::string, std::string, std::string, std::string>, int> seen;
     for (int k = 0; k < count; ++k) {
-      auto [it, fresh] = seen.emplace(
-          std::make_tuple(specs[k].canonical, specs[k].skipped_loop_passes, specs[k].tuned), k);
+      auto [it, fresh] =
+          seen.emplace(std::make_tuple(specs[k].canonical, specs[k].skipped_loop_passes,
+                                       specs[k].tuned, specs[k].knobs),
+                       k);
       first[k] = it->second;
       if (!fresh) continue;
       distinct.push_back(k);

@@ -318,8 +318,8 @@ absl::StatusOr<TuneResult> TuneGraph(const Graph& graph, const CompileOptions& o
     std::optional<Plan> best;
     std::optional<lower::ScheduleOverride> best_override;
     kt.candidates = 1;
-    const std::vector<lower::ScheduleOverride> candidates =
-        lower::ScheduleCandidates(*spec.contraction, candidate_options);
+    const std::vector<lower::ScheduleOverride> candidates = lower::ScheduleCandidates(
+        *spec.contraction, candidate_options, lower::HostContractionKnobs());
     for (size_t i = 1; i < candidates.size(); ++i) {
       if (best && SecondsSince(kernel_start) >= tune.budget_s_per_kernel) break;
       if (tune.should_stop && tune.should_stop()) {

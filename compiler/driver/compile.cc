@@ -59,6 +59,7 @@ absl::StatusOr<LoweredProgram> CompileGraph(Graph graph, const CompileOptions& o
   ctx.required_pass = options.required_passes;
   ctx.config.fuse_max_depth = options.max_fuse_depth;
   ctx.config.nchwc_layout = options.nchwc_layout;
+  ctx.config.operand_load_cycles = options.operand_load_cycles;
   ctx.instruments = {&timing, &printer};
   if (options.progress != nullptr) ctx.instruments.push_back(options.progress);
   ctx.should_stop = options.should_stop;

@@ -26,6 +26,9 @@ struct CompileOptions {
   int max_fuse_depth = 256;  // 1..kMaxFuseDepthLimit
   // PassConfig::nchwc_layout: conv chains in blocked channels.
   NchwcLayout nchwc_layout = NchwcLayout::kAuto;
+  // PassConfig::operand_load_cycles: 0 plans contractions for this host;
+  // another value plans them as for a CPU with that load cost (tests pin it).
+  double operand_load_cycles = 0;
   // Pass names after which the graph text is recorded; "all" for every pass.
   std::vector<std::string> print_ir_after;
   // Kernels compiled with bounds checks (codegen::CodegenOptions::bounds_checks),

@@ -47,7 +47,7 @@ absl::StatusOr<std::vector<lower::LoweredGroup>> LowerGroups(
     const std::vector<const Node*>& roots,
     const std::map<const Node*, std::vector<const Node*>>& members,
     const std::vector<KernelSpec>& specs, const PassContext& ctx,
-    const lower::ScheduleOverrideLookup& overrides) {
+    const lower::ScheduleOverrideLookup& overrides, const lower::ContractionKnobs* knobs) {
   std::vector<lower::LoweredGroup> lowered(roots.size());
   // Largest first, so the last group a thread takes is a small one: in root
   // order resnet18's largest weights (packed in lowering) came last and kept
@@ -82,7 +82,7 @@ absl::StatusOr<std::vector<lower::LoweredGroup>> LowerGroups(
         return;
       }
       const size_t i = order[n];
-      lowered[i] = lower::LowerGroup(members.at(roots[i]), specs[i].name, overrides);
+      lowered[i] = lower::LowerGroup(members.at(roots[i]), specs[i].name, overrides, knobs);
     }
   };
   const int threads =
@@ -165,8 +165,18 @@ absl::StatusOr<LoweredProgram> BuildProgram(const Graph& graph, const PassContex
     }
     specs[i].name = absl::StrCat(KernelBaseName(specs[i].ops), "_", i);
   }
+  // The host's knobs, unless the options pin another CPU's load cost; then
+  // every kernel says so, for the cache to key on.
+  lower::ContractionKnobs knobs = lower::HostContractionKnobs();
+  std::string knobs_apart;
+  if (ctx.config.operand_load_cycles > 0 &&
+      ctx.config.operand_load_cycles != knobs.operand_load_cycles) {
+    knobs.operand_load_cycles = ctx.config.operand_load_cycles;
+    knobs_apart = absl::StrCat("loads ", knobs.operand_load_cycles);
+  }
+  for (KernelSpec& spec : specs) spec.knobs = knobs_apart;
   KILN_ASSIGN_OR_RETURN(std::vector<lower::LoweredGroup> lowered_groups,
-                        LowerGroups(roots, members, specs, ctx, overrides));
+                        LowerGroups(roots, members, specs, ctx, overrides, &knobs));
   for (size_t i = 0; i < roots.size(); ++i) {
     const Node* root = roots[i];
     KernelSpec kernel = std::move(specs[i]);

@@ -123,6 +123,23 @@ int64_t PixelParts(const ContractionPlan& p, const ContractionKnobs& knobs) {
 
 }  // namespace
 
+// On an AMD EPYC (Zen 5), kiln-bench, 1 thread: the transformer's M = 128
+// GEMMs ran 2.5-4.5% faster forced to 8x32 than at the 6x64 a load cycle per
+// operand chose (which pads 128 rows to 132), and `kiln tune` on resnet18
+// wrote 7x32 and 8x32 records almost everywhere. With half a cycle, the
+// nine benchmark models at b1 and b8, 1 and 2 threads (36 cells, kiln-bench
+// p50, 3 alternating pairs each) ran at 0.94-1.02 of their one-cycle p50,
+// median 0.98: regnet_y_400mf and googlenet b1 t1 0.94, resnet50 b1 t2
+// 0.94, mobilenet_v2 b8 0.94-0.96; convnext_tiny and bert_base 0.99-1.01;
+// the one cell above 1.01, mobilenet_v3_large b8 t2 (1.02), spread
+// 0.96-1.03 over its pairs. Intel hosts keep one cycle (not measured here).
+ContractionKnobs HostContractionKnobs() {
+  ContractionKnobs knobs;
+  __builtin_cpu_init();
+  if (__builtin_cpu_is("amd")) knobs.operand_load_cycles = 0.5;
+  return knobs;
+}
+
 bool TileIsLegal(int mr, int nv) {
   // Accumulators + B vectors in 32 registers.
   return mr >= 1 && mr <= 8 && nv >= 1 && nv <= 4 && mr * nv + nv <= 30;
@@ -130,15 +147,10 @@ bool TileIsLegal(int mr, int nv) {
 
 double TileCost(int mr, int nv, int64_t m, int64_t n, int64_t k, int64_t rows,
                 double store_cycles, const ContractionKnobs& knobs) {
-  // FMAs issue on two ports; the MR broadcasts and NV loads measured as
-  // if on one (8x32 tiles ran 10-15% slower than 6x64 at equal FMAs per
-  // cycle in theory); four cycles of FMA latency per accumulator chain.
-  // Host-dependent: on an AMD EPYC (Zen 5), kiln-bench, 1 thread, the
-  // transformer's M = 128 GEMMs (N = 256 and 1024, K = 256 and 1024) ran
-  // 2.5-4.5% faster forced to 8x32 than at the 6x64 chosen here (which pads
-  // 128 rows to 132), the model 4% (3.58 -> 3.44 ms); there `kiln tune`, or
-  // a load cost per host, would pick it. Not changed here: convs would flip.
-  double per_k = std::max({mr * nv / 2.0, (mr + nv) * 1.0, 4.0});
+  // FMAs issue on two ports; the MR broadcasts and NV loads at
+  // operand_load_cycles each (one on an Intel Xeon, half on AMD Zen:
+  // HostContractionKnobs); four cycles of FMA latency per accumulator chain.
+  double per_k = std::max({mr * nv / 2.0, (mr + nv) * knobs.operand_load_cycles, 4.0});
   // A K x NR panel of B beyond L1 streams from L2 once per tile: about
   // 24 bytes a cycle, which wide-and-short tiles (4x64) hit first.
   if (k * nv * kLanes * 4 > knobs.l1_bytes) per_k = std::max(per_k, nv * 64 / 24.0);

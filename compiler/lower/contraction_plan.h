@@ -37,6 +37,11 @@ struct ContractionKnobs {
   // 14x14 pointwise convs chose channel lanes and ran 4-30% faster.
   double transposed_store_cycles = 3;
   int64_t l1_bytes = 32 << 10;
+  // Cycles per broadcast of A or load of B in a tile's k step (TileCost):
+  // on an Intel Xeon they issue as if on one port (8x32 tiles ran 10-15%
+  // slower than 6x64 at equal FMAs per cycle in theory); AMD Zen 5 issues
+  // two a cycle, and there narrower, taller tiles won (HostContractionKnobs).
+  double operand_load_cycles = 1.0;
   // K blocks (KBlockSpan): the packed A size from which they pay, the B
   // block one keeps in L1, and the most partial-sum memory they may take.
   int64_t k_block_ap_bytes = int64_t{32} << 20;
@@ -79,6 +84,10 @@ struct Tile {
   double cost = 0;  // estimated cycles, from ChooseTile
   int nr() const { return nv * kLanes; }
 };
+
+// The knobs for the CPU compiling (and so running) the kernels: the
+// defaults, with operand_load_cycles at 0.5 on AMD processors.
+ContractionKnobs HostContractionKnobs();
 
 // Whether an MR x (NV * kLanes) tile fits the micro-kernel's registers.
 bool TileIsLegal(int mr, int nv);

@@ -426,7 +426,7 @@ class ContractionAnalysis {
 }  // namespace
 
 std::optional<ContractionSchedule> ScheduleContraction(const ContractionTarget& target) {
-  const ContractionKnobs knobs;
+  const ContractionKnobs knobs = target.knobs ? *target.knobs : HostContractionKnobs();
   ContractionAnalysis analysis(target);
   if (!analysis.Analyse(knobs)) return std::nullopt;
   const ContractionShape shape = analysis.Shape();

@@ -51,6 +51,8 @@ struct ContractionTarget {
   std::function<const ConstantData*(int buffer)> constant_of;
   // A measured choice replacing the estimate's (a tuning record), or null.
   const ScheduleOverride* schedule_override = nullptr;
+  // The schedule's knobs; null: the host's (HostContractionKnobs).
+  const ContractionKnobs* knobs = nullptr;
 };
 
 struct ContractionSchedule {

@@ -70,7 +70,8 @@ using te::Var;
 
 class GroupLowerer {
  public:
-  explicit GroupLowerer(const std::vector<const Node*>& members) : g_(members) {}
+  GroupLowerer(const std::vector<const Node*>& members, const ContractionKnobs* knobs)
+      : g_(members), knobs_(knobs) {}
 
   LoweredGroup Lower(const std::string& name, const ScheduleOverrideLookup& overrides) {
     LoweredGroup out;
@@ -246,6 +247,7 @@ class GroupLowerer {
       return p->is_constant() ? p->value.get() : nullptr;
     };
     if (override_) target.schedule_override = &*override_;
+    target.knobs = knobs_;
     std::optional<ContractionSchedule> schedule = ScheduleContraction(target);
     if (!schedule) {
       fn.buffers.resize(fn.num_params);  // drop the padded input
@@ -465,13 +467,14 @@ class GroupLowerer {
   std::vector<HoistedTemp> temps_;
   std::unordered_map<const te::ExprNode*, size_t> temp_of_;
   std::optional<ScheduleOverride> override_;  // for this group's contraction
+  const ContractionKnobs* knobs_;             // null: the host's
 };
 
 }  // namespace
 
 LoweredGroup LowerGroup(const std::vector<const Node*>& members, const std::string& name,
-                        const ScheduleOverrideLookup& overrides) {
-  GroupLowerer lowerer(members);
+                        const ScheduleOverrideLookup& overrides, const ContractionKnobs* knobs) {
+  GroupLowerer lowerer(members, knobs);
   return lowerer.Lower(name, overrides);
 }
 

@@ -40,9 +40,11 @@ struct LoweredGroup {
 
 // `members`: the group's op nodes in topological order; the last is the root,
 // whose value the group produces. `overrides`, if set, is asked for the
-// group's contraction schedule by its canonical form.
+// group's contraction schedule by its canonical form. `knobs`: the
+// contraction schedule's, null for the host's (HostContractionKnobs).
 LoweredGroup LowerGroup(const std::vector<const Node*>& members, const std::string& name,
-                        const ScheduleOverrideLookup& overrides = nullptr);
+                        const ScheduleOverrideLookup& overrides = nullptr,
+                        const ContractionKnobs* knobs = nullptr);
 
 }  // namespace kiln::lower
 

@@ -30,6 +30,9 @@ struct KernelSpec {
   // The loop passes the compile's options disabled, comma-separated; empty
   // normally. They change the code, not `canonical`, so the cache keys on them.
   std::string skipped_loop_passes;
+  // The contraction knobs where the compile's options set them apart from
+  // the host's ("loads 1"), else empty; the cache keys on it as well.
+  std::string knobs;
   // The loop nest; its params are the call's args in order (inputs, then the output).
   lower::LoopFunction function;
   // The special schedule lowering chose ("gemm 8x48 M=.. N=.. K=.."), or empty

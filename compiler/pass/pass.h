@@ -47,6 +47,9 @@ enum class NchwcLayout { kOff, kAuto, kOn };
 struct PassConfig {
   int fuse_max_depth = 256;
   NchwcLayout nchwc_layout = NchwcLayout::kAuto;
+  // The contraction schedule's cycles per operand load (ContractionKnobs);
+  // 0: the host's (HostContractionKnobs).
+  double operand_load_cycles = 0;
 };
 
 struct PassContext {

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "compiler/driver/compile.h"
+#include "compiler/lower/contraction_plan.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_util/graph_building.h"
@@ -97,6 +98,30 @@ TEST_F(KernelCacheTest, SkippedLoopPassIsAMissThatSaysSo) {
   EXPECT_NE(a->key_hex, b->key_hex);
   const KernelKey key = MakeKernelKey(spec, TargetDescription::Host(), {});
   EXPECT_THAT(key.options, ::testing::HasSubstr("without ReassociateIndices"));
+}
+
+// Contraction knobs pinned apart from the host's (another CPU's load cost)
+// change the tiles, not the canonical structure: a miss, keyed on them; the
+// host's own value is the host's kernel.
+TEST_F(KernelCacheTest, PinnedContractionKnobsAreAMiss) {
+  CompileOptions half, one;
+  half.operand_load_cycles = 0.5;
+  one.operand_load_cycles = 1;
+  const KernelSpec host = SingleKernel("x", {8});
+  const KernelSpec a = SingleKernel("x", {8}, half), b = SingleKernel("x", {8}, one);
+  const double host_cycles = lower::HostContractionKnobs().operand_load_cycles;
+  EXPECT_EQ(a.knobs, host_cycles == 0.5 ? "" : "loads 0.5");
+  EXPECT_EQ(b.knobs, host_cycles == 1 ? "" : "loads 1");
+  const KernelKey host_key = MakeKernelKey(host, TargetDescription::Host(), {});
+  const KernelKey a_key = MakeKernelKey(a, TargetDescription::Host(), {});
+  const KernelKey b_key = MakeKernelKey(b, TargetDescription::Host(), {});
+  EXPECT_NE(a_key.hex, b_key.hex);
+  EXPECT_EQ(host_key.hex, host_cycles == 0.5 ? a_key.hex : b_key.hex);
+  auto pinned = cache_->GetOrCompile(host_cycles == 0.5 ? b : a, {});
+  ASSERT_TRUE(pinned.ok());
+  EXPECT_FALSE(pinned->hit());
+  EXPECT_THAT(MakeKernelKey(host_cycles == 0.5 ? b : a, TargetDescription::Host(), {}).options,
+              ::testing::HasSubstr(" knobs loads "));
 }
 
 TEST_F(KernelCacheTest, DifferentDtypeIsAMiss) {

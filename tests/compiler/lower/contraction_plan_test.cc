@@ -4,10 +4,10 @@
 // to hand the plan the shape a plain matmul has.
 #include "compiler/lower/contraction_plan.h"
 
+#include <fstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
-
 #include "compiler/driver/compile.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -37,6 +37,37 @@ TEST(ContractionPlanTest, ChooseTileByHand) {
   EXPECT_EQ(t.mr, 1);
   EXPECT_EQ(t.nr(), 64);
   EXPECT_DOUBLE_EQ(t.cost, 324);
+}
+
+// M = 49, N = 160, K = 960 (MobileNet's last projection convs). At a cycle
+// per broadcast or load, 7x48 costs max(21 / 2, 7 + 3, 4) = 10.5 a step
+// over 7 x 4 tiles: 28 * (960 * 10.5 + 21 stores) = 282828, below 7x32's
+// max(7, 9, 4) = 9 over 7 x 5 tiles (302890). At half a cycle 7x32 takes
+// max(7, 4.5, 4) = 7: 35 * (960 * 7 + 14) = 235690, and pads no columns.
+TEST(ContractionPlanTest, OperandLoadCyclesChooseTheTileByHand) {
+  ContractionKnobs knobs;
+  const Tile one = ChooseTile(49, 160, 960, 1, /*store_cycles=*/1, knobs);
+  EXPECT_EQ(one.mr, 7);
+  EXPECT_EQ(one.nv, 3);
+  EXPECT_DOUBLE_EQ(one.cost, 282828);
+  knobs.operand_load_cycles = 0.5;
+  const Tile half = ChooseTile(49, 160, 960, 1, /*store_cycles=*/1, knobs);
+  EXPECT_EQ(half.mr, 7);
+  EXPECT_EQ(half.nv, 2);
+  EXPECT_DOUBLE_EQ(half.cost, 235690);
+}
+
+// The host's knobs take half a cycle exactly on AMD processors, as
+// /proc/cpuinfo names the vendor.
+TEST(ContractionPlanTest, HostKnobsFollowTheCpuVendor) {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, vendor;
+  while (vendor.empty() && std::getline(cpuinfo, line)) {
+    if (line.rfind("vendor_id", 0) == 0) vendor = line.substr(line.find(':') + 2);
+  }
+  ASSERT_FALSE(vendor.empty()) << "no vendor_id in /proc/cpuinfo";
+  EXPECT_DOUBLE_EQ(HostContractionKnobs().operand_load_cycles, vendor == "AuthenticAMD" ? 0.5 : 1.0)
+      << vendor;
 }
 
 // K blocks pay only once packed A passes 32 MB: 2048^3 has about 16 MB of

@@ -101,6 +101,15 @@ class ContractionScheduleTest : public ::testing::Test {
 
 std::vector<float> Relu(std::vector<float> v) { return kiln::testing::RefRelu(std::move(v)); }
 
+// Options planning tiles as on an Intel Xeon (a cycle per operand load,
+// ContractionKnobs::operand_load_cycles), whatever the host: the cases that
+// use them are sized for the panels and tile counts of those tiles.
+CompileOptions XeonTiles() {
+  CompileOptions options;
+  options.operand_load_cycles = 1;
+  return options;
+}
+
 // conv2d of `in` with constant weights of `w_shape` (OIHW), the bias when
 // given, square stride and symmetric padding.
 Node* AddConv(Graph& g, Node* in, const std::vector<float>& w, std::vector<int64_t> w_shape,
@@ -596,8 +605,8 @@ TEST_F(ContractionScheduleTest, TilesInParallelPrefetchTheNextColumnBlocksPanel)
 TEST_F(ContractionScheduleTest, FlatTilesPrefetchTheirPanelAheadIntoL1) {
   const int64_t m = 96, k = 256, n = 200;
   ContractionCase dense = MakeDenseBiasReluCase(m, k, n, 72);
-  Check(dense.build, dense.x, dense.want);
-  const KernelSpec spec = FirstKernelOf(dense.build());
+  Check(dense.build, dense.x, dense.want, "gemm", 1e-4, XeonTiles());
+  const KernelSpec spec = FirstKernelOf(dense.build(), XeonTiles());
   int mr = 0, nr = 0;
   ASSERT_EQ(std::sscanf(spec.schedule.c_str(), "gemm %dx%d", &mr, &nr), 2) << spec.schedule;
   const int64_t row_blocks = (m + mr - 1) / mr;
@@ -684,7 +693,7 @@ TEST_F(ContractionScheduleTest, OddShapesWithPanelsBeyondL1OnOneAndTwoThreads) {
   const std::vector<float> want_b = RefMatmul64(xb, nullptr, batch, rows, depth, rows);
   for (const std::function<Graph()>& build :
        std::vector<std::function<Graph()>>{constant_b, activation_b}) {
-    const KernelSpec spec = FirstKernelOf(build());
+    const KernelSpec spec = FirstKernelOf(build(), XeonTiles());
     bool into_l1 = false;
     std::vector<te::Var> loops;
     std::vector<PrefetchInLoops> found;
@@ -696,8 +705,8 @@ TEST_F(ContractionScheduleTest, OddShapesWithPanelsBeyondL1OnOneAndTwoThreads) {
   for (int threads : {1, 2}) {
     SCOPED_TRACE(absl::StrCat(threads, " threads"));
     runtime::SetParallelThreads(threads);
-    Check(constant_b, x, want, "gemm", /*tolerance=*/1e-4);
-    Check(activation_b, xb, want_b, "gemm", /*tolerance=*/1e-4);
+    Check(constant_b, x, want, "gemm", /*tolerance=*/1e-4, XeonTiles());
+    Check(activation_b, xb, want_b, "gemm", /*tolerance=*/1e-4, XeonTiles());
   }
   runtime::SetParallelThreads(1);
 }
@@ -777,8 +786,8 @@ TEST_F(ContractionScheduleTest, StemConvSevenBySevenStrideTwo) {
 // blocks (each thread then reading the whole input).
 TEST_F(ContractionScheduleTest, ChannelLanesSplitRaggedPixelTilesIntoParts) {
   ContractionCase conv = MakeConvResidualCase(1, 64, 28, 128, 80);
-  Check(conv.build, conv.x, conv.want, "(channel lanes)");
-  const KernelSpec kernel = FirstKernelOf(conv.build());
+  Check(conv.build, conv.x, conv.want, "(channel lanes)", 1e-4, XeonTiles());
+  const KernelSpec kernel = FirstKernelOf(conv.build(), XeonTiles());
   int mr = 0, nr = 0, m = 0, n = 0;
   ASSERT_EQ(std::sscanf(kernel.schedule.c_str(), "gemm %dx%d M=%d N=%d", &mr, &nr, &m, &n), 4)
       << kernel.schedule;
