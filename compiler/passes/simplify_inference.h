@@ -1,6 +1,7 @@
 // Rewrites training-time ops for inference: batch_norm becomes a per-channel
 // multiply and add (whose scale and shift FoldConstant then folds when the
-// statistics are constants), dropout becomes the identity.
+// statistics are constants), dropout becomes the identity; and erf's
+// argument x / c for a constant c becomes x * (1 / c), as GELU computes it.
 #ifndef KILN_COMPILER_PASSES_SIMPLIFY_INFERENCE_H_
 #define KILN_COMPILER_PASSES_SIMPLIFY_INFERENCE_H_
 
