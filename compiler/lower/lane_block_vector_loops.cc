@@ -30,32 +30,19 @@ std::vector<std::optional<int64_t>> LoadStrides(const Expr& e, const te::VarNode
   return strides;
 }
 
-Stmt Rewrite(const Stmt& s, te::ExprBuilder& b) {
-  switch (s->kind) {
-    case StmtKind::kSeq: {
-      std::vector<Stmt> children;
-      for (const Stmt& c : s->children) children.push_back(Rewrite(c, b));
-      return MakeSeq(std::move(children));
-    }
-    case StmtKind::kStore:
-    case StmtKind::kPrefetch:
-    case StmtKind::kCall:
-      return s;
-    case StmtKind::kFor:
-      break;
-  }
+// The loop `s` as blocks of lanes, or null where the rewrite does not apply.
+Stmt InLaneBlocks(const Stmt& s, te::ExprBuilder& b) {
   const Stmt& body = s->children[0];
   const te::Var& x = s->var;
-  auto unchanged = [&] { return MakeFor(s->var, s->for_kind, Rewrite(body, b)); };
   if (s->for_kind != ForKind::kVectorized || body->kind != StmtKind::kStore ||
       x->extent <= kLanes || x->extent % kLanes != 0 || StrideAlong(body->index, x.get()) != 1) {
-    return unchanged();
+    return nullptr;
   }
   bool gathers = false;
   for (const std::optional<int64_t>& step : LoadStrides(body->value, x.get())) {
     if (!step) gathers = true;
   }
-  if (!gathers) return unchanged();
+  if (!gathers) return nullptr;
 
   te::Var block = b.NewVar(x->name + "b", x->extent / kLanes);
   te::Var lane = b.NewVar(x->name + "v", kLanes);
@@ -63,9 +50,9 @@ Stmt Rewrite(const Stmt& s, te::ExprBuilder& b) {
   auto place = [&](const Expr& e) { return e ? SimplifyIndex(b, b.Substitute(e, {x}, {at})) : e; };
   const Expr index = place(body->index);
   const Expr value = place(body->value);
-  if (StrideAlong(index, lane.get()) != 1) return unchanged();
+  if (StrideAlong(index, lane.get()) != 1) return nullptr;
   for (const std::optional<int64_t>& step : LoadStrides(value, lane.get())) {
-    if (step != 0 && step != 1) return unchanged();
+    if (step != 0 && step != 1) return nullptr;
   }
   Stmt store = MakeStore(body->buffer, index, value, place(body->predicate));
   return MakeFor(block, ForKind::kSerial, MakeFor(lane, ForKind::kVector, store));
@@ -74,7 +61,7 @@ Stmt Rewrite(const Stmt& s, te::ExprBuilder& b) {
 }  // namespace
 
 Stmt BlockLaneDividedVectorLoops(const Stmt& body, te::ExprBuilder& builder) {
-  return Rewrite(body, builder);
+  return RewriteLoops(body, [&](const Stmt& loop) { return InLaneBlocks(loop, builder); });
 }
 
 }  // namespace kiln::lower

@@ -34,6 +34,24 @@ Stmt MakeSeq(std::vector<Stmt> stmts) {
   return s;
 }
 
+Stmt RewriteLoops(const Stmt& s, const std::function<Stmt(const Stmt& loop)>& rewrite) {
+  switch (s->kind) {
+    case StmtKind::kSeq: {
+      std::vector<Stmt> children;
+      for (const Stmt& c : s->children) children.push_back(RewriteLoops(c, rewrite));
+      return MakeSeq(std::move(children));
+    }
+    case StmtKind::kStore:
+    case StmtKind::kPrefetch:
+    case StmtKind::kCall:
+      return s;
+    case StmtKind::kFor:
+      break;
+  }
+  if (Stmt replaced = rewrite(s)) return replaced;
+  return MakeFor(s->var, s->for_kind, RewriteLoops(s->children[0], rewrite));
+}
+
 Stmt MakePrefetch(int buffer, te::Expr index, bool into_l1) {
   auto s = std::make_shared<StmtNode>();
   s->kind = StmtKind::kPrefetch;

@@ -80,6 +80,12 @@ Stmt MakeSeq(std::vector<Stmt> stmts);
 Stmt MakePrefetch(int buffer, te::Expr index, bool into_l1 = false);
 Stmt MakeCall(std::string callee, std::vector<CallArg> args);
 
+// `s` with every loop that `rewrite` returns a statement for replaced by it;
+// a loop it declines (returns null for) keeps its variable and kind, with
+// its body rewritten the same way. What a loop pass that rewrites some loops
+// whole and leaves the rest walks with.
+Stmt RewriteLoops(const Stmt& s, const std::function<Stmt(const Stmt& loop)>& rewrite);
+
 // `s` rebuilt with `f` applied to every expression of its stores (index,
 // value, predicate; f sees null for an absent predicate), prefetches and
 // calls.

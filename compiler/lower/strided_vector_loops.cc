@@ -32,26 +32,14 @@ bool HasSmallStridedLoad(const Expr& e, const te::VarNode* x) {
   return strided && affine;
 }
 
-Stmt Rewrite(const Stmt& s, te::ExprBuilder& b) {
-  switch (s->kind) {
-    case StmtKind::kSeq: {
-      std::vector<Stmt> children;
-      for (const Stmt& c : s->children) children.push_back(Rewrite(c, b));
-      return MakeSeq(std::move(children));
-    }
-    case StmtKind::kStore:
-    case StmtKind::kPrefetch:
-    case StmtKind::kCall:
-      return s;
-    case StmtKind::kFor:
-      break;
-  }
+// The loop `s` as blocks of lanes, or null where the rewrite does not apply.
+Stmt InStridedBlocks(const Stmt& s, te::ExprBuilder& b) {
   const Stmt& body = s->children[0];
   const te::Var& x = s->var;
   if (s->for_kind != ForKind::kVectorized || body->kind != StmtKind::kStore ||
       x->extent < kStridedBlockLanes || StrideAlong(body->index, x.get()) != 1 ||
       !HasSmallStridedLoad(body->value, x.get())) {
-    return MakeFor(s->var, s->for_kind, Rewrite(body, b));
+    return nullptr;
   }
   const int64_t blocks = CeilDiv(x->extent, kStridedBlockLanes);
   te::Var block = b.NewVar(x->name + "b", blocks);
@@ -70,7 +58,7 @@ Stmt Rewrite(const Stmt& s, te::ExprBuilder& b) {
 }  // namespace
 
 Stmt BlockStridedVectorLoops(const Stmt& body, te::ExprBuilder& builder) {
-  return Rewrite(body, builder);
+  return RewriteLoops(body, [&](const Stmt& loop) { return InStridedBlocks(loop, builder); });
 }
 
 }  // namespace kiln::lower
