@@ -215,25 +215,21 @@ bool ConcatKeepsBlocks(const Node& concat) {
   return true;
 }
 
-// A transpose of channels-last values into NCHW (ConvNeXt's permute back
-// after its MLP), whole blocks of channels: its blocked form is a copy of
-// 16-channel vectors, each contiguous in both layouts.
-bool IsChannelsLastToFirst(const Node& n) {
+// A float32 transpose by `perm` whose channels (axis `channels` of its
+// result) are whole blocks: between NCHW16c and NHWC, each pixel's 16
+// channels of a block are contiguous in both layouts, so a transform fused
+// with such a permute is a copy of whole vectors.
+bool IsBlockAlignedPermute(const Node& n, const std::vector<int64_t>& perm, int channels) {
   return n.is_op() && n.op->name == "transpose" && n.type.rank() == 4 &&
-         n.type.dtype == DType::kFloat32 &&
-         std::get<TransposeAttrs>(n.attrs).perm == std::vector<int64_t>{0, 3, 1, 2} &&
-         n.type.shape[1] % kBlock == 0;
+         n.type.dtype == DType::kFloat32 && std::get<TransposeAttrs>(n.attrs).perm == perm &&
+         n.type.shape[channels] % kBlock == 0;
 }
 
-// A transpose of NCHW values into channels-last (ConvNeXt's permute before
-// its LayerNorm), whole blocks of channels: reading blocked values, the same
-// copy of vectors the other way.
-bool IsChannelsFirstToLast(const Node& n) {
-  return n.is_op() && n.op->name == "transpose" && n.type.rank() == 4 &&
-         n.type.dtype == DType::kFloat32 &&
-         std::get<TransposeAttrs>(n.attrs).perm == std::vector<int64_t>{0, 2, 3, 1} &&
-         n.type.shape[3] % kBlock == 0;
-}
+// ConvNeXt's permute back to NCHW after its MLP.
+bool IsChannelsLastToFirst(const Node& n) { return IsBlockAlignedPermute(n, {0, 3, 1, 2}, 1); }
+
+// ConvNeXt's permute to channels-last before its LayerNorm.
+bool IsChannelsFirstToLast(const Node& n) { return IsBlockAlignedPermute(n, {0, 2, 3, 1}, 3); }
 
 // NchwcLayout::kAuto: graphs with at least kMinConvs convs, every one of
 // them convertible (ResNet-style), and every concat one that keeps blocks.
