@@ -25,6 +25,20 @@ using te::Expr;
 using te::ExprKind;
 using te::Var;
 
+// How the loops over a row of `extent` accumulators of `type` run. A row
+// of at most four 64-byte vectors is written as vector values (kVector),
+// whose accumulators SROA keeps in registers. Left to LLVM's vectoriser, a
+// one-vector row became a loop of one iteration that the kernel pipeline
+// (no unroller) keeps, so the row stayed in memory and every step of the
+// reduction was a load, an add and a store: a blocked global average pool
+// (16 lanes over 196 pixels) ran at 19-22 GB/s, 0.024 ms for 672 channels
+// (mobilenet_v3_large, AMD EPYC Zen 5).
+ForKind RowLoopKind(int64_t extent, te::ScalarType type) {
+  const int64_t element = type == te::ScalarType::kBool ? 1 : type == te::ScalarType::kF32 ? 4 : 8;
+  const int64_t bytes = extent * element;
+  return bytes % 32 == 0 && bytes <= 256 ? ForKind::kVector : ForKind::kVectorized;
+}
+
 class RowReducer {
  public:
   explicit RowReducer(GroupContext& g) : g_(g), b_(g.b) {}
@@ -154,13 +168,13 @@ class RowReducer {
       terms.insert(terms.begin(), slot);
       combined = CombineAll(r->reduce_op(), terms);
     }
-    Stmt update = MakeFor(x, ForKind::kVectorized, MakeStore(acc, b_.Ref(x), combined));
+    const ForKind row = RowLoopKind(x->extent, r->type);
+    Stmt update = MakeFor(x, row, MakeStore(acc, b_.Ref(x), combined));
     for (auto it = serial.rbegin(); it != serial.rend(); ++it) {
       update = MakeFor(*it, ForKind::kSerial, update);
     }
-    return MakeSeq({MakeFor(x, ForKind::kVectorized, MakeStore(acc, b_.Ref(x), init)), update,
-                    MakeFor(x, ForKind::kVectorized,
-                            MakeStore(buffer, store_index, b_.Replace(value, r, slot)))});
+    return MakeSeq({MakeFor(x, row, MakeStore(acc, b_.Ref(x), init)), update,
+                    MakeFor(x, row, MakeStore(buffer, store_index, b_.Replace(value, r, slot)))});
   }
 
   // `body` at every point of the window `vars`, each bound to a constant.
