@@ -49,8 +49,9 @@ class Partitioner {
         extent_[s->var.get()] = s->var->extent;
         Stmt body = Visit(s->children[0]);
         extent_.erase(s->var.get());
-        if (s->for_kind == ForKind::kVectorized) {
-          if (std::optional<Stmt> split = Partition(s->var, body)) return *split;
+        if (s->for_kind == ForKind::kVectorized ||
+            (s->for_kind == ForKind::kSerial && IsSmallLaneNest(body))) {
+          if (std::optional<Stmt> split = Partition(s->var, s->for_kind, body)) return *split;
         }
         return body == s->children[0] ? s : MakeFor(s->var, s->for_kind, body);
       }
@@ -61,7 +62,7 @@ class Partitioner {
  private:
   // The head / interior / tail split of `for x: body`, or nullopt when no
   // bound in the body is removable.
-  std::optional<Stmt> Partition(const Var& x, const Stmt& body) {
+  std::optional<Stmt> Partition(const Var& x, ForKind kind, const Stmt& body) {
     ranges_ = extent_;
     std::vector<Expr> exprs;
     CollectExprs(body, exprs);
@@ -88,7 +89,7 @@ class Partitioner {
     auto shifted = [&](const Stmt& s, int64_t from, int64_t count) {
       Var t = b_.NewVar(x->name, count);
       Expr to = b_.Add(b_.Ref(t), b_.Int(from));
-      return MakeFor(t, ForKind::kVectorized, SubstituteStmt(s, x, to));
+      return MakeFor(t, kind, SubstituteStmt(s, x, to));
     };
     if (inside.lo > 0) parts.push_back(shifted(body, 0, inside.lo));
     parts.push_back(shifted(Simplify(body, proven), inside.lo, inside.hi - inside.lo + 1));
@@ -96,6 +97,40 @@ class Partitioner {
       parts.push_back(shifted(body, inside.hi + 1, x->extent - 1 - inside.hi));
     }
     return parts.size() == 1 ? parts[0] : MakeSeq(std::move(parts));
+  }
+
+  // Whether `s` is a few stores, each under a loop over vector lanes, with
+  // only serial loops around them: the body of a blocked-layout pixel loop
+  // (NCHW16c: a pixel's 16 channels are the lanes, so padding bounds depend
+  // on the pixel loops around the lane loop, not on the vectorised loop the
+  // pass otherwise splits). Partitioning the pixel loops leaves the interior
+  // pixels without selects and clamps. Few stores, as each loop split makes
+  // up to three copies of its body.
+  static bool IsSmallLaneNest(const Stmt& s) {
+    constexpr int kMaxStores = 3;
+    int stores = 0;
+    std::function<bool(const Stmt&, bool)> walk = [&](const Stmt& t, bool in_lanes) {
+      switch (t->kind) {
+        case StmtKind::kStore:
+          ++stores;
+          return in_lanes;
+        case StmtKind::kPrefetch:
+        case StmtKind::kCall:
+          return false;
+        case StmtKind::kSeq:
+          for (const Stmt& c : t->children) {
+            if (!walk(c, in_lanes)) return false;
+          }
+          return true;
+        case StmtKind::kFor:
+          if (t->for_kind == ForKind::kVectorized || t->for_kind == ForKind::kVector) {
+            return !in_lanes && walk(t->children[0], true);
+          }
+          return t->for_kind == ForKind::kSerial && !in_lanes && walk(t->children[0], false);
+      }
+      return false;
+    };
+    return walk(s, false) && stores <= kMaxStores;
   }
 
   // Where `e` -- a comparison, or a min / max against a constant, over an

@@ -8,7 +8,10 @@
 // interior and a tail, where the interior is the range of the loop variable
 // over which every such bound provably holds for all values of the other
 // loop and reduction variables; there the comparisons become true and the
-// clamps disappear, so the reads are affine again.
+// clamps disappear, so the reads are affine again. In blocked layouts
+// (NCHW16c) the vectorised loop runs over a pixel's channel lanes and the
+// bounds depend on the serial pixel loops around it: those are split the
+// same way, when they hold only a few such lane loops.
 #ifndef KILN_COMPILER_LOWER_LOOP_PARTITION_H_
 #define KILN_COMPILER_LOWER_LOOP_PARTITION_H_
 
@@ -17,7 +20,8 @@
 
 namespace kiln::lower {
 
-// `body` with its kVectorized loops partitioned where that removes bounds.
+// `body` with its kVectorized loops, and serial loops around a few lane
+// loops, partitioned where that removes bounds.
 Stmt PartitionBoundaryLoops(const Stmt& body, te::ExprBuilder& builder);
 
 }  // namespace kiln::lower

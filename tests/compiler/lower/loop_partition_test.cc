@@ -135,5 +135,59 @@ TEST(LoopPartitionTest, LeavesLoopWhenNoIterationIsInside) {
   EXPECT_EQ(PartitionBoundaryLoops(body, b), body);
 }
 
+// A blocked-layout read (NCHW16c: each pixel's channels are the lanes l):
+// the padding bounds depend on the serial pixel loop y around the vector
+// loop, which is split the same way, 1 + 6 + 3 rows for y - 1 >= 0 and
+// y + 1 < 8. A serial loop that stores outside a lane loop is left alone.
+TEST(LoopPartitionTest, SplitsSerialPixelLoopAroundLanes) {
+  te::ExprBuilder b;
+  te::Var y = b.NewVar("y", 10), l = b.NewVar("l", 4);
+  auto tap = [&](int64_t t) {
+    Expr pos = b.Add(b.Ref(y), b.Int(t - 1));
+    Expr inside = b.Binary(te::BinaryOp::kAnd, b.Compare(CompareOp::kGE, pos, b.Int(0)),
+                           b.Compare(CompareOp::kLT, pos, b.Int(8)));
+    Expr clamped = b.Max(b.Int(0), b.Min(pos, b.Int(7)));
+    return b.Select(inside,
+                    b.Load(0, te::ScalarType::kF32, {b.Add(b.Mul(clamped, b.Int(4)), b.Ref(l))}),
+                    b.Float(0));
+  };
+  Stmt body = MakeFor(
+      y, ForKind::kSerial,
+      MakeFor(l, ForKind::kVector,
+              MakeStore(1, b.Add(b.Mul(b.Ref(y), b.Int(4)), b.Ref(l)), b.Add(tap(0), tap(2)))));
+  Stmt split = PartitionBoundaryLoops(body, b);
+
+  LoopFunction fn;
+  fn.name = "f";
+  fn.buffers = {{"in", te::ScalarType::kF32, 32}, {"out", te::ScalarType::kF32, 40}};
+  fn.num_params = 2;
+  fn.body = split;
+  const std::string dump = LoopFunctionToString(fn);
+  EXPECT_THAT(dump, HasSubstr("for y in [0, 1)"));
+  EXPECT_THAT(dump, HasSubstr("for y in [0, 6)"));
+  EXPECT_THAT(dump, HasSubstr("for y in [0, 3)"));
+  const size_t header_end = dump.find('\n', dump.find("vector for", dump.find("[0, 6)")));
+  const std::string interior_store =
+      dump.substr(header_end + 1, dump.find('\n', header_end + 1) - header_end - 1);
+  EXPECT_THAT(interior_store, HasSubstr("b0["));
+  EXPECT_THAT(interior_store, Not(HasSubstr("select")));
+  EXPECT_THAT(interior_store, Not(HasSubstr("max(")));
+
+  std::vector<double> in(32);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = 1.5 * i - 7;
+  std::vector<std::vector<double>> before = {in, std::vector<double>(40, -1)};
+  std::vector<std::vector<double>> after = before;
+  Interpreter run;
+  run.buffers = &before;
+  run.Run(body);
+  run.buffers = &after;
+  run.Run(split);
+  EXPECT_EQ(before[1], after[1]);
+
+  // The same store without the lane loop around it is not a pixel loop.
+  Stmt plain = MakeFor(y, ForKind::kSerial, MakeStore(1, b.Ref(y), b.Add(tap(0), tap(2))));
+  EXPECT_EQ(PartitionBoundaryLoops(plain, b), plain);
+}
+
 }  // namespace
 }  // namespace kiln::lower

@@ -149,5 +149,77 @@ TEST(StridedPoolTest, LargePlanesPrefetchTheNextPlane) {
   }
 }
 
+// Pools in 16-channel blocks (N, C/16, H, W, 16), as ConvertLayoutNchwc
+// leaves them: the pixel loops around each pixel's lanes are split at the
+// padding (PartitionBoundaryLoops), which must change speed, not results.
+// Padding on every side, stride 1 and 2, and ceil mode's extra bottom and
+// right padding; odd planes, two images.
+TEST(StridedPoolTest, BlockedPoolsMatchReference) {
+  auto manager = ModelManager::Create({});
+  ASSERT_TRUE(manager.ok()) << manager.status();
+  const int64_t n = 2, blocks = 2, lanes = 16, h = 13, w = 11, k = 3;
+  struct Case {
+    int64_t stride;
+    std::vector<int64_t> padding;  // top, left, bottom, right
+  };
+  for (const char* disabled : {"", "PartitionBoundaryLoops"}) {
+    for (const char* op : {"max_pool2d", "avg_pool2d"}) {
+      for (const Case& c : {Case{1, {1, 1, 1, 1}}, Case{2, {1, 1, 1, 1}}, Case{2, {0, 0, 1, 1}}}) {
+        SCOPED_TRACE(absl::StrCat(op, " stride ", c.stride, " padding ", c.padding[0], ",",
+                                  c.padding[2], " disabled: ", disabled));
+        CompileOptions options;
+        if (*disabled) options.disabled_passes = {disabled};
+        const std::vector<int64_t> shape{n, blocks, h, w, lanes};
+        auto x = Pseudorandom(n * blocks * h * w * lanes, 90 + c.stride);
+        Graph g;
+        Node* in = g.AddInput("x", {DType::kFloat32, shape});
+        Pool2DAttrs attrs;
+        attrs.kernel = {k, k};
+        attrs.strides = {c.stride, c.stride};
+        attrs.padding = c.padding;
+        g.AddOutput(Op(g, op, {in}, attrs));
+        auto compiled = (*manager)->Compile("blocked", std::move(g), options);
+        ASSERT_TRUE(compiled.ok()) << compiled.status();
+        auto input = Tensor::FromBytes(
+            {DType::kFloat32, shape},
+            absl::string_view(reinterpret_cast<const char*>(x.data()), x.size() * 4));
+        ASSERT_TRUE(input.ok());
+        auto result = (*manager)->Find("blocked")->Run({&*input});
+        ASSERT_TRUE(result.ok()) << result.status();
+        const Tensor& out = result->outputs[0];
+        const int64_t oh = (h + c.padding[0] + c.padding[2] - k) / c.stride + 1;
+        const int64_t ow = (w + c.padding[1] + c.padding[3] - k) / c.stride + 1;
+        ASSERT_EQ(out.type().shape, (std::vector<int64_t>{n, blocks, oh, ow, lanes}));
+        const float* got = static_cast<const float*>(out.data());
+        const bool average = std::string(op) == "avg_pool2d";
+        for (int64_t plane = 0; plane < n * blocks; ++plane) {
+          for (int64_t lane = 0; lane < lanes; ++lane) {
+            for (int64_t oy = 0; oy < oh; ++oy) {
+              for (int64_t ox = 0; ox < ow; ++ox) {
+                double acc = average ? 0.0 : -std::numeric_limits<double>::infinity();
+                int count = 0;
+                for (int64_t ky = 0; ky < k; ++ky) {
+                  for (int64_t kx = 0; kx < k; ++kx) {
+                    const int64_t iy = oy * c.stride + ky - c.padding[0];
+                    const int64_t ix = ox * c.stride + kx - c.padding[1];
+                    if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+                    const double v = x[((plane * h + iy) * w + ix) * lanes + lane];
+                    acc = average ? acc + v : std::max(acc, v);
+                    ++count;
+                  }
+                }
+                const double want = average ? acc / count : acc;
+                const float g_value = got[((plane * oh + oy) * ow + ox) * lanes + lane];
+                ASSERT_NEAR(g_value, want, 1e-5 * std::max(1.0, std::fabs(want)))
+                    << "plane " << plane << " lane " << lane << " at " << oy << "," << ox;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln::lower
