@@ -790,6 +790,9 @@ class Emitter {
       case ExprKind::kBinary:
         return EmitBinaryOn(e, Splat(EmitV(e->operands[0])), Splat(EmitV(e->operands[1])));
       case ExprKind::kUnary:
+        if (const std::optional<ScaledOperand> s = ErfOfScaled(e)) {
+          return EmitErf(EmitV(s->x), s->scale);
+        }
         return EmitUnaryOn(e, EmitV(e->operands[0]));
       case ExprKind::kCompare:
         return EmitCompareOn(e, Splat(EmitV(e->operands[0])), Splat(EmitV(e->operands[1])));
@@ -1125,6 +1128,9 @@ class Emitter {
       case ExprKind::kBinary:
         return EmitBinaryOn(e, EmitExpr(e->operands[0]), EmitExpr(e->operands[1]));
       case ExprKind::kUnary:
+        if (const std::optional<ScaledOperand> s = ErfOfScaled(e)) {
+          return EmitErf(EmitExpr(s->x), s->scale);
+        }
         return EmitUnaryOn(e, EmitExpr(e->operands[0]));
       case ExprKind::kCompare:
         return EmitCompareOn(e, EmitExpr(e->operands[0]), EmitExpr(e->operands[1]));
@@ -1337,13 +1343,41 @@ class Emitter {
 
   // p[0] + p[1] z + p[2] z^2 + ... by Horner's rule in fused multiply-adds.
   llvm::Value* Polynomial(llvm::Value* z, std::initializer_list<double> p) {
-    const double* c = p.begin();
-    llvm::Value* acc = llvm::ConstantFP::get(z->getType(), c[p.size() - 1]);
-    for (size_t i = p.size() - 1; i-- > 0;) {
+    return Polynomial(z, std::vector<double>(p));
+  }
+  llvm::Value* Polynomial(llvm::Value* z, const std::vector<double>& c) {
+    llvm::Value* acc = llvm::ConstantFP::get(z->getType(), c.back());
+    for (size_t i = c.size() - 1; i-- > 0;) {
       acc = CallIntrinsic(llvm::Intrinsic::fmuladd,
                           {acc, z, llvm::ConstantFP::get(z->getType(), c[i])});
     }
     return acc;
+  }
+
+  // A float32 erf of x times a constant (GELU's erf(x * M_SQRT1_2), which
+  // SimplifyInference makes of erf(x / sqrt(2))): the constant and its powers
+  // go into erf's polynomial coefficients instead of a multiply per element.
+  struct ScaledOperand {
+    Expr x;
+    double scale;
+  };
+  static std::optional<ScaledOperand> ErfOfScaled(const Expr& e) {
+    if (e->kind != ExprKind::kUnary || e->unary_op() != te::UnaryOp::kErf ||
+        e->type != ScalarType::kF32) {
+      return std::nullopt;
+    }
+    const Expr& a = e->operands[0];
+    if (a->kind != ExprKind::kBinary || a->binary_op() != te::BinaryOp::kMul) return std::nullopt;
+    for (int i : {0, 1}) {
+      const Expr& c = a->operands[i];
+      // Within [1/16, 16] the scaled coefficients stay far from float's
+      // range limits (scale^13 multiplies the last one).
+      const double k = std::fabs(c->kind == ExprKind::kFloatImm ? c->float_value : 0.0);
+      if (k >= 1.0 / 16 && k <= 16) {
+        return ScaledOperand{a->operands[1 - i], c->float_value};
+      }
+    }
+    return std::nullopt;
   }
 
   // erff inline, for a float or a vector of them: libm's erff is scalar, so
@@ -1362,16 +1396,26 @@ class Emitter {
   // within 2 ulp. A reciprocal estimate (vrcp14ps plus a Newton step) in
   // place of the division was slower on Zen 5 (its FMAs compete with the
   // matmul's, the divider does not). NaN passes through both clamps.
-  llvm::Value* EmitErf(llvm::Value* x) {
+  //
+  // erf(scale * x) is x P'(x^2) / Q'(x^2), P' and Q' the fit's polynomials
+  // with coefficient i times scale^(2i) (and P' times scale once more),
+  // x clamped at 4.8 / |scale|: one multiply fewer per element.
+  llvm::Value* EmitErf(llvm::Value* x, double scale = 1.0) {
     llvm::Type* f = x->getType();
     auto c = [&](double v) { return llvm::ConstantFP::get(f, v); };
-    llvm::Value* xc = FloatMin(FloatMax(x, c(-4.8)), c(4.8));
+    const double bound = 4.8 / std::fabs(scale);
+    llvm::Value* xc = FloatMin(FloatMax(x, c(-bound)), c(bound));
     llvm::Value* z = b_.CreateFMul(xc, xc);
-    llvm::Value* p = Polynomial(z, {1.128379169, 0.1852030011, 0.05431689752, 0.003849605102,
-                                    0.0003796093739, 4.684793847e-06, -1.320229261e-08});
-    llvm::Value* q = Polynomial(
-        z, {1.0, 0.4974653001, 0.1139583387, 0.01546207771, 0.001307569341, 6.311074209e-05});
-    llvm::Value* y = b_.CreateFDiv(b_.CreateFMul(xc, p), q);
+    std::vector<double> p{1.128379169,     0.1852030011,    0.05431689752,   0.003849605102,
+                          0.0003796093739, 4.684793847e-06, -1.320229261e-08};
+    std::vector<double> q{1.0,           0.4974653001,   0.1139583387,
+                          0.01546207771, 0.001307569341, 6.311074209e-05};
+    double power = 1.0;
+    for (size_t i = 0; i < p.size(); ++i, power *= scale * scale) {
+      p[i] *= scale * power;
+      if (i < q.size()) q[i] *= power;
+    }
+    llvm::Value* y = b_.CreateFDiv(b_.CreateFMul(xc, Polynomial(z, p)), Polynomial(z, q));
     return FloatMin(FloatMax(y, c(-1.0)), c(1.0));
   }
 

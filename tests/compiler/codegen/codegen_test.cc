@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <iostream>
 #include <limits>
 #include <vector>
 
@@ -302,6 +303,62 @@ TEST_F(CodegenTest, ErfStaysWithinSixUlpOfFloat64AndInsideMinusOneToOne) {
   }
   // Odd: lanes holding x and -x agree up to sign (the sweep is symmetric).
   for (int k = 0; k <= 50000; ++k) EXPECT_EQ(y[50000 + k], -y[50000 - k]) << k;
+}
+
+// erf of x times a constant (GELU's erf(x * M_SQRT1_2)) folds the constant
+// into erf's coefficients within [1/16, 16]; outside that it multiplies
+// first. Either way within 6 ulp of float64's erf(x * k), +-1 where k x is
+// past 4.5, NaN for NaN, and odd in x.
+TEST_F(CodegenTest, ErfOfScaledInputStaysWithinSixUlp) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float k : {0.70710677f, -2.5f, 16.0f, 0.0625f, 1.3f, 40.0f}) {
+    SCOPED_TRACE(::testing::Message() << "scale " << k);
+    std::vector<float> x;
+    for (int q = -50000; q <= 50000; ++q)
+      x.push_back(static_cast<float>(q) * 1e-4f * 6 / std::fabs(k));
+    for (float v :
+         {0.0f, 1e-38f, 4.8f / std::fabs(k), 1e30f, inf, std::numeric_limits<float>::quiet_NaN()}) {
+      x.push_back(v);
+      x.push_back(-v);
+    }
+    const int64_t n = static_cast<int64_t>(x.size());
+    LoopFunction fn;
+    fn.name = "erf_scaled";
+    fn.buffers = {{"x", ScalarType::kF32, n}, {"erf", ScalarType::kF32, n}};
+    fn.num_params = 2;
+    te::Var i = b_.NewVar("i", n);
+    Expr scaled = b_.Mul(b_.Load(0, ScalarType::kF32, {b_.Ref(i)}), b_.Float(k));
+    fn.body = lower::MakeFor(i, ForKind::kVectorized,
+                             lower::MakeStore(1, b_.Ref(i), b_.Unary(te::UnaryOp::kErf, scaled)));
+    auto kernel = Build(fn);
+    ASSERT_NE(kernel, nullptr);
+    std::vector<float> y(n);
+    void* args[] = {x.data(), y.data()};
+    kernel->fn()(args);
+    double worst = 0;
+    for (int64_t q = 0; q < n; ++q) {
+      SCOPED_TRACE(::testing::Message() << "erf(" << x[q] << " * k) = " << y[q]);
+      const double kx = static_cast<double>(x[q]) * k;
+      if (std::isnan(x[q])) {
+        EXPECT_TRUE(std::isnan(y[q]));
+        continue;
+      }
+      const double want = std::erf(kx);
+      EXPECT_LE(std::fabs(y[q]), 1.0f);
+      if (want == 0) {
+        EXPECT_EQ(y[q], 0.0f);
+        continue;
+      }
+      const float w = std::fabs(static_cast<float>(want));
+      const double ulp = w == 1.0f ? 1.0 - std::nextafter(1.0f, 0.0f)
+                                   : std::nextafter(w, inf) - static_cast<double>(w);
+      worst = std::max(worst, std::fabs(y[q] - want) / ulp);
+      EXPECT_LE(std::fabs(y[q] - want), 6 * ulp) << "want " << want;
+      if (std::fabs(kx) >= 4.5) EXPECT_EQ(y[q], std::copysign(1.0f, static_cast<float>(kx)));
+    }
+    for (int q = 0; q <= 50000; ++q) EXPECT_EQ(y[50000 + q], -y[50000 - q]) << q;
+    std::cout << "scale " << k << ": at most " << worst << " ulp\n";
+  }
 }
 
 TEST_F(CodegenTest, Int64ArithmeticAndCasts) {
