@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <tuple>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/int_math.h"
@@ -55,7 +56,14 @@ int64_t KBlockSpan(const ContractionPlan& p, const ContractionKnobs& knobs) {
   const int nr = p.tile.nr();
   int64_t target = knobs.k_block_bytes / (nr * 4);
   if (p.pixel_rows) {
+    // Nor for blocked channels in one column block (a wide tile over all
+    // output channels): mobilenet_v3's 672 -> 112 channel 1x1 conv (14x14, a
+    // 301 KB panel for 3x112 tiles) ran 0.135 ms without K blocks and
+    // 0.151-0.157 with spans of 3, 6 or 14 channel blocks (AMD EPYC Zen 5, 1
+    // thread). Every K-blocked blocked conv of the benchmark models has 8
+    // column blocks or more.
     if (p.k * nr * 4 <= knobs.lane_panel_bytes || p.mb < 2) return 0;
+    if (p.channel_blocks && p.nb < 2) return 0;
     target = knobs.lane_block_bytes / (nr * 4);
     // Blocked channels' outer reduction variable is a channel block, a
     // whole window of 16 channels per step (144 rows for 3x3): one step per
@@ -141,8 +149,13 @@ ContractionKnobs HostContractionKnobs() {
 }
 
 bool TileIsLegal(int mr, int nv) {
-  // Accumulators + B vectors in 32 registers.
-  return mr >= 1 && mr <= 8 && nv >= 1 && nv <= 4 && mr * nv + nv <= 30;
+  // Accumulators + B vectors in 32 registers. Up to seven vectors, so output
+  // channels of five to seven vectors (80, 96, 112) fill whole tiles: at
+  // nv <= 4 they were 7x16 tiles (one B load and seven broadcasts per seven
+  // FMAs) or padded ones. On an AMD EPYC (Zen 5), 1 thread, mobilenet_v3's
+  // 1x1 convs with 80 output channels went from 8x16 to 4x80 (K = 32) and
+  // from 7x16 to 5x80 (K = 192-240), 70-80% -> 88-96% of the FMA peak.
+  return mr >= 1 && mr <= kMaxTileRows && nv >= 1 && nv <= kMaxTileVectors && mr * nv + nv <= 30;
 }
 
 double TileCost(int mr, int nv, int64_t m, int64_t n, int64_t k, int64_t rows,
@@ -158,20 +171,31 @@ double TileCost(int mr, int nv, int64_t m, int64_t n, int64_t k, int64_t rows,
   return tiles * (k * per_k + mr * nv * store_cycles);
 }
 
+namespace {
+
+// Among tiles of equal cost and padding: those of at most four vectors
+// first (the ones measured longest: 4x96 against 7x48 and 8x48 ran the same
+// on mobilenet_v2, and 1x112 GEMVs tie 1x48 in the estimate), then the
+// larger tile (less loop overhead per multiply-add).
+std::pair<bool, int> TieRank(int mr, int nv) { return {nv <= 4, mr * nv}; }
+
+}  // namespace
+
 // Ties go to the tile that pads less (zero rows still cost packing and
-// stores), then to the larger tile (less loop overhead per multiply-add).
+// stores), then by TieRank.
 Tile ChooseTile(int64_t m, int64_t n, int64_t k, int64_t rows, double store_cycles,
-                const ContractionKnobs& knobs) {
+                const ContractionKnobs& knobs, int max_vectors) {
   Tile best;
   int64_t best_area = 0;
-  for (int mr = 1; mr <= 8; ++mr) {
-    for (int nv = 1; nv <= 4; ++nv) {
+  for (int mr = 1; mr <= kMaxTileRows; ++mr) {
+    for (int nv = 1; nv <= max_vectors; ++nv) {
       if (!TileIsLegal(mr, nv)) continue;
       const double cost = TileCost(mr, nv, m, n, k, rows, store_cycles, knobs);
       const int64_t area = CeilDiv(m, mr) * mr * CeilDiv(n, nv * kLanes) * nv * kLanes;
       bool better = best.cost == 0 || cost < best.cost * 0.999;
       if (!better && cost <= best.cost * 1.001) {
-        better = area < best_area || (area == best_area && mr * nv > best.mr * best.nv);
+        better =
+            area < best_area || (area == best_area && TieRank(mr, nv) > TieRank(best.mr, best.nv));
       }
       if (better) {
         best = {mr, nv, cost};
@@ -184,6 +208,18 @@ Tile ChooseTile(int64_t m, int64_t n, int64_t k, int64_t rows, double store_cycl
 
 namespace {
 
+// The most vectors the estimate gives a tile of `layout`: tiles of five to
+// seven vectors only where they were measured, flat tiles that store whole
+// runs (blocked channels, GEMMs). Elsewhere the estimate keeps at most four:
+// with a scatter's 24 cycles a vector its 1x112 flat tiles beat row tiles
+// for depthwise convs, unmeasured. Overrides and the tuner take any legal
+// tile in any layout.
+int EstimatedMaxVectors(Layout layout, const ContractionShape& s) {
+  constexpr int kMeasuredElsewhere = 4;
+  return layout == Layout::kFlatTiles && !s.flat_store_scatters ? kMaxTileVectors
+                                                                : kMeasuredElsewhere;
+}
+
 // The estimate's layout and tile (the design note's choice between flat
 // tiles, row tiles and channel lanes).
 ContractionPlan EstimatedLayout(const ContractionShape& s, const ContractionKnobs& knobs) {
@@ -191,8 +227,9 @@ ContractionPlan EstimatedLayout(const ContractionShape& s, const ContractionKnob
   std::tie(p.m, p.n, p.k, p.batch, p.k_outer) = std::tie(s.m, s.n, s.k, s.batch, s.k_outer);
   p.inner_batch = s.inner_batch;
   p.channel_blocks = s.channel_blocks;
-  p.tile = ChooseTile(s.m, s.n, s.k, 1, s.flat_store_scatters ? knobs.scatter_cycles
-                                                               : knobs.store_cycles, knobs);
+  p.tile = ChooseTile(s.m, s.n, s.k, 1,
+                      s.flat_store_scatters ? knobs.scatter_cycles : knobs.store_cycles, knobs,
+                      EstimatedMaxVectors(Layout::kFlatTiles, s));
 
   // Channel lanes (the design note), planned on the flat classification.
   bool lanes = false, lanes_apart = false;
@@ -204,7 +241,8 @@ ContractionPlan EstimatedLayout(const ContractionShape& s, const ContractionKnob
     if (lanes_shape->applies) {
       lanes = true;
       lanes_tile = ChooseTile(lanes_shape->pixels, s.m, s.k, lanes_shape->batch,
-                              knobs.transposed_store_cycles, knobs);
+                              knobs.transposed_store_cycles, knobs,
+                              EstimatedMaxVectors(Layout::kChannelLanes, s));
     }
   }
   // Row tiles: N is only the innermost N dimension and the outer ones become
@@ -215,7 +253,8 @@ ContractionPlan EstimatedLayout(const ContractionShape& s, const ContractionKnob
   // multiply-adds per output cannot hide a scatter.
   if (s.flat_store_scatters && s.row_tiles_apply) {
     const int64_t rows = s.n / s.n_inner;
-    const Tile row = ChooseTile(s.m, s.n_inner, s.k, rows, knobs.store_cycles, knobs);
+    const Tile row = ChooseTile(s.m, s.n_inner, s.k, rows, knobs.store_cycles, knobs,
+                                EstimatedMaxVectors(Layout::kRowTiles, s));
     if (row.cost < p.tile.cost) {
       p.layout = Layout::kRowTiles;
       p.batch = s.batch * rows;
@@ -294,7 +333,7 @@ std::string ForcedLayout(const ContractionShape& s, const ContractionKnobs& knob
   if (o.mr > 0) {
     p.tile = {o.mr, o.nv, TileCost(o.mr, o.nv, p.m, p.n, p.k, rows, store_cycles, knobs)};
   } else {
-    p.tile = ChooseTile(p.m, p.n, p.k, rows, store_cycles, knobs);
+    p.tile = ChooseTile(p.m, p.n, p.k, rows, store_cycles, knobs, EstimatedMaxVectors(layout, s));
   }
   return "";
 }

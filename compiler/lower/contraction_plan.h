@@ -17,6 +17,9 @@
 namespace kiln::lower {
 
 inline constexpr int kLanes = 16;  // float32 lanes of a 512-bit vector
+// The most rows and vectors a register tile may have (TileIsLegal).
+inline constexpr int kMaxTileRows = 8;
+inline constexpr int kMaxTileVectors = 7;
 
 // Every tunable number of the schedule, in one place. The defaults are what
 // was measured (see each field); a tuner may plan with others.
@@ -89,7 +92,9 @@ struct Tile {
 // defaults, with operand_load_cycles at 0.5 on AMD processors.
 ContractionKnobs HostContractionKnobs();
 
-// Whether an MR x (NV * kLanes) tile fits the micro-kernel's registers.
+// Whether an MR x (NV * kLanes) tile fits the micro-kernel's registers:
+// MR <= kMaxTileRows, NV <= kMaxTileVectors, MR * NV accumulators and NV B
+// vectors in 30 of the 32.
 bool TileIsLegal(int mr, int nv);
 
 // The estimated cycles of `rows` independent M x N x K products in MR x NR
@@ -97,9 +102,10 @@ bool TileIsLegal(int mr, int nv);
 double TileCost(int mr, int nv, int64_t m, int64_t n, int64_t k, int64_t rows,
                 double store_cycles, const ContractionKnobs& knobs = {});
 
-// The tile with the fewest estimated cycles (TileCost) among the legal ones.
+// The tile with the fewest estimated cycles (TileCost) among the legal ones
+// of at most `max_vectors` vectors.
 Tile ChooseTile(int64_t m, int64_t n, int64_t k, int64_t rows, double store_cycles,
-                const ContractionKnobs& knobs = {});
+                const ContractionKnobs& knobs = {}, int max_vectors = kMaxTileVectors);
 
 // What the plan is chosen from, read off the contraction's expression as a
 // GEMM (the design note in contraction_schedule.cc).

@@ -29,8 +29,8 @@ std::vector<ScheduleOverride> ScheduleCandidates(const ContractionShape& shape,
   };
   for (Layout layout : {Layout::kFlatTiles, Layout::kRowTiles, Layout::kChannelLanes}) {
     bool layout_applies = true;
-    for (int mr = 1; mr <= 8 && layout_applies; ++mr) {
-      for (int nv = 1; nv <= 4; ++nv) {
+    for (int mr = 1; mr <= kMaxTileRows && layout_applies; ++mr) {
+      for (int nv = 1; nv <= kMaxTileVectors; ++nv) {
         if (!TileIsLegal(mr, nv)) continue;
         ScheduleOverride o;
         o.layout = layout;

@@ -39,22 +39,70 @@ TEST(ContractionPlanTest, ChooseTileByHand) {
   EXPECT_DOUBLE_EQ(t.cost, 324);
 }
 
-// M = 49, N = 160, K = 960 (MobileNet's last projection convs). At a cycle
-// per broadcast or load, 7x48 costs max(21 / 2, 7 + 3, 4) = 10.5 a step
-// over 7 x 4 tiles: 28 * (960 * 10.5 + 21 stores) = 282828, below 7x32's
-// max(7, 9, 4) = 9 over 7 x 5 tiles (302890). At half a cycle 7x32 takes
-// max(7, 4.5, 4) = 7: 35 * (960 * 7 + 14) = 235690, and pads no columns.
+// M = 49, N = 160, K = 960 (MobileNet's last projection convs), among tiles
+// of at most four vectors. At a cycle per broadcast or load, 7x48 costs
+// max(21 / 2, 7 + 3, 4) = 10.5 a step over 7 x 4 tiles: 28 * (960 * 10.5 +
+// 21 stores) = 282828, below 7x32's max(7, 9, 4) = 9 over 7 x 5 tiles
+// (302890). At half a cycle 7x32 takes max(7, 4.5, 4) = 7: 35 * (960 * 7 +
+// 14) = 235690, and pads no columns. With five vectors, 5x80 takes
+// max(12.5, 10, 4) = 12.5 a step, but its 300 KB panel streams from L2 at
+// 5 lines / 24 bytes = 13.33: 20 * (960 * 13.33 + 25) = 256500, cheaper
+// than 7x48 at a cycle, dearer than 7x32 at half.
 TEST(ContractionPlanTest, OperandLoadCyclesChooseTheTileByHand) {
   ContractionKnobs knobs;
-  const Tile one = ChooseTile(49, 160, 960, 1, /*store_cycles=*/1, knobs);
+  const Tile one = ChooseTile(49, 160, 960, 1, /*store_cycles=*/1, knobs, /*max_vectors=*/4);
   EXPECT_EQ(one.mr, 7);
   EXPECT_EQ(one.nv, 3);
   EXPECT_DOUBLE_EQ(one.cost, 282828);
+  const Tile wide = ChooseTile(49, 160, 960, 1, /*store_cycles=*/1, knobs);
+  EXPECT_EQ(wide.mr, 5);
+  EXPECT_EQ(wide.nv, 5);
+  EXPECT_DOUBLE_EQ(wide.cost, 256500);
   knobs.operand_load_cycles = 0.5;
   const Tile half = ChooseTile(49, 160, 960, 1, /*store_cycles=*/1, knobs);
   EXPECT_EQ(half.mr, 7);
   EXPECT_EQ(half.nv, 2);
   EXPECT_DOUBLE_EQ(half.cost, 235690);
+}
+
+// M = 196, N = 80, K = 240 (mobilenet_v3's 14x14 convs to 80 channels) at
+// half a cycle per operand: 5x80 takes max(25 / 2, 10 / 2, 4) = 12.5 a step,
+// but its 75 KB panel streams from L2 at 5 lines / 24 bytes = 13.33, over
+// 40 tiles: 40 * (240 * 13.33 + 25) = 129000, below 7x16's max(3.5, 4, 4) =
+// 4 over 28 x 5 tiles, 140 * (960 + 7) = 135380, the best of at most four
+// vectors.
+TEST(ContractionPlanTest, FiveVectorTileByHand) {
+  ContractionKnobs knobs;
+  knobs.operand_load_cycles = 0.5;
+  const Tile t = ChooseTile(196, 80, 240, 1, /*store_cycles=*/1, knobs);
+  EXPECT_EQ(t.mr, 5);
+  EXPECT_EQ(t.nv, 5);
+  EXPECT_DOUBLE_EQ(t.cost, 129000);
+  EXPECT_DOUBLE_EQ(TileCost(7, 1, 196, 80, 240, 1, 1, knobs), 135380);
+}
+
+// M = 784, N = 192, K = 32: 8x48 and 4x96 both take 12 cycles a step for 24
+// FMAs over 392 whole tiles (159936); the tie goes to the tile of at most
+// four vectors.
+TEST(ContractionPlanTest, WideTilesLoseTies) {
+  ContractionKnobs knobs;
+  knobs.operand_load_cycles = 0.5;
+  ASSERT_DOUBLE_EQ(TileCost(4, 6, 784, 192, 32, 1, 1, knobs), 159936);
+  const Tile t = ChooseTile(784, 192, 32, 1, /*store_cycles=*/1, knobs);
+  EXPECT_EQ(t.mr, 8);
+  EXPECT_EQ(t.nv, 3);
+  EXPECT_DOUBLE_EQ(t.cost, 159936);
+}
+
+// Up to seven vectors, and accumulators plus B vectors in 30 registers.
+TEST(ContractionPlanTest, TileLegalityByHand) {
+  EXPECT_TRUE(TileIsLegal(3, 7));   // 21 + 7
+  EXPECT_FALSE(TileIsLegal(4, 7));  // 28 + 7
+  EXPECT_TRUE(TileIsLegal(4, 6));   // 24 + 6
+  EXPECT_TRUE(TileIsLegal(5, 5));   // 25 + 5
+  EXPECT_FALSE(TileIsLegal(6, 5));  // 30 + 5
+  EXPECT_FALSE(TileIsLegal(1, 8));
+  EXPECT_FALSE(TileIsLegal(9, 1));
 }
 
 // The host's knobs take half a cycle exactly on AMD processors, as
@@ -91,11 +139,11 @@ TEST(ContractionPlanTest, KBlocksOnlyPastThirtyTwoMegabytesOfA) {
   EXPECT_EQ(big.loop_order, LoopOrder::kCacheGroups);
   EXPECT_EQ(big.group_col_blocks, 8);
   EXPECT_EQ(big.mb % big.group_row_blocks, 0);
-  const int64_t group_bytes = big.group_row_blocks * big.tile.mr *
-                              (8 * big.tile.nr() + big.k_block_span) * 4;
+  const int64_t group_bytes =
+      big.group_row_blocks * big.tile.mr * (8 * big.tile.nr() + big.k_block_span) * 4;
   EXPECT_LE(group_bytes, 512 << 10);
-  EXPECT_THAT(big.Summary(), ::testing::EndsWith(absl::StrCat(
-                                 " (K blocks) (cache groups 8x", big.group_row_blocks, ")")));
+  EXPECT_THAT(big.Summary(), ::testing::EndsWith(absl::StrCat(" (K blocks) (cache groups 8x",
+                                                              big.group_row_blocks, ")")));
 }
 
 TEST(ContractionPlanTest, KnobsAreHonoured) {
@@ -293,6 +341,40 @@ TEST(ContractionPlanTest, PixelPartsFollowTheRowBlocks) {
     }
   }
   EXPECT_GE(checked, 2);  // the rule was exercised, not skipped
+}
+
+// A 1x1 conv over blocked channels, 1344 -> 112 channels on 14x14 pixels:
+// forced to 3x112 its weight panel (602 KB) is past 256 KB, but one column
+// block takes no K blocks; 3x64 (two column blocks, 344 KB) does. An
+// override's K blocks still apply to one column block.
+TEST(ContractionPlanTest, NoBlockedChannelKBlocksForOneColumnBlock) {
+  ContractionShape s = Gemm(196, 112, 1344);
+  s.k_outer = 84;  // channel blocks of 16
+  s.channel_blocks = true;
+  ScheduleOverride wide;
+  wide.mr = 3;
+  wide.nv = 7;
+  std::string ignored;
+  const ContractionPlan one = PlanContraction(s, {}, &wide, &ignored);
+  EXPECT_EQ(ignored, "");
+  EXPECT_EQ(one.nb, 1);
+  EXPECT_TRUE(one.pixel_rows);
+  EXPECT_EQ(one.k_block_span, 0);
+  ScheduleOverride two = wide;
+  two.nv = 4;
+  const ContractionPlan blocked = PlanContraction(s, {}, &two, &ignored);
+  EXPECT_EQ(ignored, "");
+  EXPECT_EQ(blocked.nb, 2);
+  EXPECT_GT(blocked.k_block_span, 0);
+  wide.k_block_span = 4;
+  EXPECT_EQ(PlanContraction(s, {}, &wide, &ignored).k_block_span, 4);
+  EXPECT_EQ(ignored, "");
+  // Eight vectors do not fit the registers: the override is ignored whole.
+  ScheduleOverride too_wide;
+  too_wide.mr = 1;
+  too_wide.nv = 8;
+  PlanContraction(s, {}, &too_wide, &ignored);
+  EXPECT_THAT(ignored, ::testing::HasSubstr("does not fit the registers"));
 }
 
 TEST(ContractionPlanTest, OperandAccessRules) {

@@ -4,6 +4,7 @@
 
 #include <set>
 #include <string>
+#include <utility>
 
 #include "gtest/gtest.h"
 
@@ -59,8 +60,8 @@ TEST(ScheduleCandidatesTest, EstimateFirstThenDistinctPlansByEstimatedCost) {
   }
   // Nothing estimated cheaper than the last one taken was left out.
   const double last = CostOf(s, c.back());
-  for (int mr = 1; mr <= 8; ++mr) {
-    for (int nv = 1; nv <= 4; ++nv) {
+  for (int mr = 1; mr <= kMaxTileRows; ++mr) {
+    for (int nv = 1; nv <= kMaxTileVectors; ++nv) {
       if (!TileIsLegal(mr, nv)) continue;
       if (TileCost(mr, nv, s.m, s.n, s.k, 1, 1) < last) {
         ScheduleOverride o;
@@ -103,6 +104,28 @@ TEST(ScheduleCandidatesTest, KBlockedPlansComeWithTheirUnblockedTwin) {
     twin |= o.mr == c[0].mr && o.nv == c[0].nv && o.k_block_span == 0;
   }
   EXPECT_TRUE(twin);
+}
+
+// mobilenet_v3's 672 -> 112 channel 1x1 conv over blocked channels: the
+// estimate keeps 7x16, and the tuner gets to time 3x112 (all 112 channels
+// in one tile, as a "tile=3x112" record would force) and every tile of
+// five to seven vectors that fits the registers, all accepted as they are.
+TEST(ScheduleCandidatesTest, WideTilesAreAmongThem) {
+  ContractionShape s = Gemm(196, 112, 672);
+  s.k_outer = 42;
+  s.channel_blocks = true;
+  CandidateOptions options;
+  options.max_candidates = 200;
+  std::set<std::pair<int, int>> tiles;
+  for (const ScheduleOverride& o : ScheduleCandidates(s, options)) {
+    CostOf(s, o);
+    tiles.insert({o.mr, o.nv});
+  }
+  for (int nv = 5; nv <= kMaxTileVectors; ++nv) {
+    for (int mr = 1; mr <= kMaxTileRows; ++mr) {
+      EXPECT_EQ(tiles.count({mr, nv}), TileIsLegal(mr, nv) ? 1u : 0u) << mr << "x" << nv * 16;
+    }
+  }
 }
 
 }  // namespace
