@@ -144,7 +144,10 @@ int64_t PixelParts(const ContractionPlan& p, const ContractionKnobs& knobs) {
 ContractionKnobs HostContractionKnobs() {
   ContractionKnobs knobs;
   __builtin_cpu_init();
-  if (__builtin_cpu_is("amd")) knobs.operand_load_cycles = 0.5;
+  if (__builtin_cpu_is("amd")) {
+    knobs.operand_load_cycles = 0.5;
+    knobs.blocked_channels_l2_bytes_per_cycle = 48;
+  }
   return knobs;
 }
 
@@ -164,9 +167,11 @@ double TileCost(int mr, int nv, int64_t m, int64_t n, int64_t k, int64_t rows,
   // operand_load_cycles each (one on an Intel Xeon, half on AMD Zen:
   // HostContractionKnobs); four cycles of FMA latency per accumulator chain.
   double per_k = std::max({mr * nv / 2.0, (mr + nv) * knobs.operand_load_cycles, 4.0});
-  // A K x NR panel of B beyond L1 streams from L2 once per tile: about
-  // 24 bytes a cycle, which wide-and-short tiles (4x64) hit first.
-  if (k * nv * kLanes * 4 > knobs.l1_bytes) per_k = std::max(per_k, nv * 64 / 24.0);
+  // A K x NR panel of B beyond L1 streams from L2 once per tile, NV lines
+  // a k step at l2_bytes_per_cycle, which wide-and-short tiles hit first.
+  if (k * nv * kLanes * 4 > knobs.l1_bytes) {
+    per_k = std::max(per_k, nv * 64 / knobs.l2_bytes_per_cycle);
+  }
   const double tiles = static_cast<double>(CeilDiv(m, mr) * CeilDiv(n, nv * kLanes) * rows);
   return tiles * (k * per_k + mr * nv * store_cycles);
 }
@@ -220,6 +225,14 @@ int EstimatedMaxVectors(Layout layout, const ContractionShape& s) {
                                                                 : kMeasuredElsewhere;
 }
 
+// The knobs flat tiles are costed with: over blocked channels, their own
+// L2 rate (ContractionKnobs::blocked_channels_l2_bytes_per_cycle).
+ContractionKnobs FlatTileKnobs(const ContractionShape& s, const ContractionKnobs& knobs) {
+  ContractionKnobs flat = knobs;
+  if (s.channel_blocks) flat.l2_bytes_per_cycle = knobs.blocked_channels_l2_bytes_per_cycle;
+  return flat;
+}
+
 // The estimate's layout and tile (the design note's choice between flat
 // tiles, row tiles and channel lanes).
 ContractionPlan EstimatedLayout(const ContractionShape& s, const ContractionKnobs& knobs) {
@@ -228,8 +241,8 @@ ContractionPlan EstimatedLayout(const ContractionShape& s, const ContractionKnob
   p.inner_batch = s.inner_batch;
   p.channel_blocks = s.channel_blocks;
   p.tile = ChooseTile(s.m, s.n, s.k, 1,
-                      s.flat_store_scatters ? knobs.scatter_cycles : knobs.store_cycles, knobs,
-                      EstimatedMaxVectors(Layout::kFlatTiles, s));
+                      s.flat_store_scatters ? knobs.scatter_cycles : knobs.store_cycles,
+                      FlatTileKnobs(s, knobs), EstimatedMaxVectors(Layout::kFlatTiles, s));
 
   // Channel lanes (the design note), planned on the flat classification.
   bool lanes = false, lanes_apart = false;
@@ -301,8 +314,10 @@ std::string ForcedLayout(const ContractionShape& s, const ContractionKnobs& knob
   p.inner_batch = s.inner_batch;
   int64_t rows = 1;
   double store_cycles = s.flat_store_scatters ? knobs.scatter_cycles : knobs.store_cycles;
+  ContractionKnobs cost_knobs = knobs;
   switch (layout) {
     case Layout::kFlatTiles:
+      cost_knobs = FlatTileKnobs(s, knobs);
       break;
     case Layout::kRowTiles:
       if (!s.flat_store_scatters || !s.row_tiles_apply) {
@@ -331,9 +346,10 @@ std::string ForcedLayout(const ContractionShape& s, const ContractionKnobs& knob
     }
   }
   if (o.mr > 0) {
-    p.tile = {o.mr, o.nv, TileCost(o.mr, o.nv, p.m, p.n, p.k, rows, store_cycles, knobs)};
+    p.tile = {o.mr, o.nv, TileCost(o.mr, o.nv, p.m, p.n, p.k, rows, store_cycles, cost_knobs)};
   } else {
-    p.tile = ChooseTile(p.m, p.n, p.k, rows, store_cycles, knobs, EstimatedMaxVectors(layout, s));
+    p.tile =
+        ChooseTile(p.m, p.n, p.k, rows, store_cycles, cost_knobs, EstimatedMaxVectors(layout, s));
   }
   return "";
 }

@@ -40,6 +40,19 @@ struct ContractionKnobs {
   // 14x14 pointwise convs chose channel lanes and ran 4-30% faster.
   double transposed_store_cycles = 3;
   int64_t l1_bytes = 32 << 10;
+  // Bytes a cycle a tile's B panel beyond L1 streams from L2 at (TileCost):
+  // 24 on an Intel Xeon, where 4x64 tiles hit it first. Flat tiles over
+  // blocked channels take their own figure: 48 on AMD processors
+  // (HostContractionKnobs), whose L2 moves 64 bytes a cycle to L1. On an
+  // AMD EPYC (Zen 5), 1 thread, a 3x112 tile there over a 215 KB panel (448
+  // bytes a k step) ran at 84% of the FMA peak, so at 36 bytes a cycle or
+  // more, and the 8x32 and 7x32 tiles that the charge had preferred to 4x64
+  // ran the same as 4x64 (resnet50, googlenet: 35 and 20 convs, sums of
+  // per-kernel minimums 0.99x; mobilenet_v2's four 14x14 ones 1.03x). Other
+  // GEMMs keep 24: transformer's M = 128 ones at 4x64 instead of 8x32 made
+  // the model 2-3% slower.
+  double l2_bytes_per_cycle = 24;
+  double blocked_channels_l2_bytes_per_cycle = 24;
   // Cycles per broadcast of A or load of B in a tile's k step (TileCost):
   // on an Intel Xeon they issue as if on one port (8x32 tiles ran 10-15%
   // slower than 6x64 at equal FMAs per cycle in theory); AMD Zen 5 issues
@@ -89,7 +102,8 @@ struct Tile {
 };
 
 // The knobs for the CPU compiling (and so running) the kernels: the
-// defaults, with operand_load_cycles at 0.5 on AMD processors.
+// defaults, with operand_load_cycles at 0.5 and
+// blocked_channels_l2_bytes_per_cycle at 48 on AMD processors.
 ContractionKnobs HostContractionKnobs();
 
 // Whether an MR x (NV * kLanes) tile fits the micro-kernel's registers:

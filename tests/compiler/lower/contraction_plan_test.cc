@@ -105,8 +105,43 @@ TEST(ContractionPlanTest, TileLegalityByHand) {
   EXPECT_FALSE(TileIsLegal(9, 1));
 }
 
-// The host's knobs take half a cycle exactly on AMD processors, as
-// /proc/cpuinfo names the vendor.
+// mobilenet_v3's 672 -> 112 channel 1x1 conv, M = 196, N = 112, K = 672,
+// over blocked channels at half a cycle per operand. 3x112 takes
+// max(21 / 2, 10 / 2, 4) = 10.5 a step; its 301 KB panel streams 7 lines a
+// step from L2, 18.67 cycles at 24 bytes a cycle, so 7x16 (4 a step, 7 x 28
+// tiles: 196 * (672 * 4 + 7) = 528220) wins; at 48 bytes a cycle the stream
+// takes 9.33 and 3x112 wins: 66 * (672 * 10.5 + 21) = 467082. The blocked
+// channels' rate applies to flat tiles over blocked channels only.
+TEST(ContractionPlanTest, BlockedChannelsTakeTheirOwnL2Rate) {
+  ContractionShape s = Gemm(196, 112, 672);
+  s.k_outer = 42;
+  s.channel_blocks = true;
+  ContractionKnobs knobs;
+  knobs.operand_load_cycles = 0.5;
+  const ContractionPlan slow = PlanContraction(s, knobs);
+  EXPECT_EQ(slow.tile.mr, 7);
+  EXPECT_EQ(slow.tile.nv, 1);
+  EXPECT_DOUBLE_EQ(slow.tile.cost, 528220);
+  knobs.blocked_channels_l2_bytes_per_cycle = 48;
+  const ContractionPlan fast = PlanContraction(s, knobs);
+  EXPECT_EQ(fast.tile.mr, 3);
+  EXPECT_EQ(fast.tile.nv, 7);
+  EXPECT_DOUBLE_EQ(fast.tile.cost, 467082);
+  EXPECT_EQ(fast.k_block_span, 0);  // one column block
+  // A forced tile is costed at the same rate.
+  ScheduleOverride o;
+  o.mr = 3;
+  o.nv = 7;
+  EXPECT_DOUBLE_EQ(PlanContraction(s, knobs, &o).tile.cost, 467082);
+  s.channel_blocks = false;
+  EXPECT_EQ(PlanContraction(s, knobs).tile.nv, 1);
+  knobs.l2_bytes_per_cycle = 48;
+  EXPECT_EQ(PlanContraction(s, knobs).tile.nv, 7);
+}
+
+// The host's knobs take half a cycle, and 48 bytes a cycle from L2 for
+// blocked channels, exactly on AMD processors, as /proc/cpuinfo names the
+// vendor.
 TEST(ContractionPlanTest, HostKnobsFollowTheCpuVendor) {
   std::ifstream cpuinfo("/proc/cpuinfo");
   std::string line, vendor;
@@ -116,6 +151,10 @@ TEST(ContractionPlanTest, HostKnobsFollowTheCpuVendor) {
   ASSERT_FALSE(vendor.empty()) << "no vendor_id in /proc/cpuinfo";
   EXPECT_DOUBLE_EQ(HostContractionKnobs().operand_load_cycles, vendor == "AuthenticAMD" ? 0.5 : 1.0)
       << vendor;
+  EXPECT_DOUBLE_EQ(HostContractionKnobs().blocked_channels_l2_bytes_per_cycle,
+                   vendor == "AuthenticAMD" ? 48 : 24)
+      << vendor;
+  EXPECT_DOUBLE_EQ(HostContractionKnobs().l2_bytes_per_cycle, 24);
 }
 
 // K blocks pay only once packed A passes 32 MB: 2048^3 has about 16 MB of
