@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <ostream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -39,6 +40,12 @@ struct WideCase {
   int64_t in_block() const { return std::min(c, kBlock); }
   int64_t reduction() const { return c * k * k; }
 };
+
+void PrintTo(const WideCase& p, std::ostream* os) {
+  *os << p.n << "x" << p.c << "x" << p.h << "x" << p.w << " -> " << p.o << ", " << p.k << "x" << p.k
+      << "/" << p.stride << " pad " << p.pad << ", tile " << p.tile << " kblock " << p.k_block
+      << ", " << p.threads << " threads";
+}
 
 // OIHW -> O/16, C/cb, KH, KW, cb (in), 16 (out), zero past C and O: written
 // from the layout's definition, independently of the compiler's packing.
