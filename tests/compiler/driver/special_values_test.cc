@@ -2,12 +2,13 @@
 // does in NumPy and ONNX Runtime (issue 20: relu and max turned NaN into a
 // finite value), both in generated kernels and in constant folding.
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
+#include "engine/model_manager.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "engine/model_manager.h"
 #include "tests/test_util/graph_building.h"
 
 namespace kiln {
@@ -171,6 +172,92 @@ TEST_F(SpecialValuesTest, MaxAndMinReductionsAndMaxPoolAreNaNWhereTheyReadOne) {
           EXPECT_TRUE(std::isnan(g)) << oy << "," << ox;
         } else {
           EXPECT_EQ(g, want) << oy << "," << ox;
+        }
+      }
+    }
+  }
+}
+
+// Chains and trees of maximum (minimum) over 3 to 9 operands, which the
+// emitter builds as one tree of compares with a NaN test per pair of
+// operands: NaN wherever any operand is NaN; else the first operand that no
+// later one beats, bit for bit (-0 and +0 tie, the first one stays), as
+// pairwise "c > a ? c : a" gives. A constant -inf (+inf for min) operand,
+// which the emitter drops, changes nothing.
+TEST_F(SpecialValuesTest, MaxAndMinOfManyOperandsAreNaNWhereAnyIsElseTheFirstExtreme) {
+  const std::vector<float> kValues = {kNaN, -INFINITY, INFINITY, -0.0f, 0.0f, 1.5f, -2.0f};
+  constexpr int64_t kN = 7 * 7 * 7;
+  struct Case {
+    int operands;
+    bool balanced;
+    bool constant_loser;
+  };
+  for (const char* op : {"maximum", "minimum"}) {
+    const bool max = std::string(op) == "maximum";
+    for (const Case& c : {Case{3, false, false}, Case{3, true, true}, Case{4, true, false},
+                          Case{5, false, true}, Case{9, false, false}, Case{9, true, false}}) {
+      SCOPED_TRACE(::testing::Message() << op << " of " << c.operands << " balanced " << c.balanced
+                                        << " constant " << c.constant_loser);
+      // Operand j at element i: every combination of the first three
+      // operands' values, the others pseudorandom.
+      std::vector<std::vector<float>> x(c.operands, std::vector<float>(kN));
+      uint32_t state = 12345;
+      for (int j = 0; j < c.operands; ++j) {
+        for (int64_t i = 0; i < kN; ++i) {
+          state = state * 1664525u + 1013904223u;
+          const int64_t pick = j < 3 ? i / (j == 0 ? 1 : j == 1 ? 7 : 49) % 7 : state >> 29;
+          x[j][i] = kValues[pick % 7];
+        }
+      }
+      Graph g;
+      const TensorType type{DType::kFloat32, {kN}};
+      std::vector<Node*> level;
+      for (int j = 0; j < c.operands; ++j)
+        level.push_back(g.AddInput("x" + std::to_string(j), type));
+      if (c.constant_loser) {
+        level.insert(level.begin() + 1,
+                     g.AddConstant("loser", FloatValues({}, {max ? -INFINITY : INFINITY})));
+      }
+      if (c.balanced) {
+        while (level.size() > 1) {
+          std::vector<Node*> next;
+          for (size_t i = 0; i + 1 < level.size(); i += 2) {
+            next.push_back(Op(g, op, {level[i], level[i + 1]}));
+          }
+          if (level.size() % 2 == 1) next.push_back(level.back());
+          level = std::move(next);
+        }
+      } else {
+        for (size_t i = 1; i < level.size(); ++i) level[0] = Op(g, op, {level[0], level[i]});
+      }
+      g.AddOutput(level[0]);
+      const std::string name = "many" + std::to_string(counter_++);
+      ASSERT_TRUE(manager_->Compile(name, std::move(g), CompileOptions{}).ok());
+      std::vector<Tensor> inputs;
+      std::vector<const Tensor*> feed;
+      for (const std::vector<float>& v : x) {
+        auto t = Tensor::FromBytes(
+            type, absl::string_view(reinterpret_cast<const char*>(v.data()), v.size() * 4));
+        ASSERT_TRUE(t.ok());
+        inputs.push_back(*std::move(t));
+      }
+      for (const Tensor& t : inputs) feed.push_back(&t);
+      auto result = manager_->Find(name)->Run(feed);
+      ASSERT_TRUE(result.ok()) << result.status();
+      const float* got = static_cast<const float*>(result->outputs[0].data());
+      for (int64_t i = 0; i < kN; ++i) {
+        bool nan = false;
+        float want = x[0][i];
+        for (int j = 0; j < c.operands; ++j) {
+          const float v = x[j][i];
+          nan |= std::isnan(v);
+          if (max ? v > want : v < want) want = v;
+        }
+        if (nan) {
+          EXPECT_TRUE(std::isnan(got[i])) << "at " << i << ": " << got[i];
+        } else {
+          EXPECT_EQ(std::memcmp(&got[i], &want, 4), 0)
+              << "at " << i << ": " << got[i] << " want " << want;
         }
       }
     }

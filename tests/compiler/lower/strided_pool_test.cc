@@ -25,7 +25,8 @@ using ::kiln::testing::Pseudorandom;
 using engine::ModelManager;
 using runtime::Tensor;
 
-// max or average (padding excluded) over a k x k window, stride s, padding p.
+// max or average (padding excluded) over a k x k window, stride s, padding p;
+// NaN wherever the window holds one.
 std::vector<float> RefPool(const std::vector<float>& x, int64_t c, int64_t h, int64_t w,
                            int64_t k, int64_t s, int64_t p, bool average) {
   const int64_t oh = (h + 2 * p - k) / s + 1, ow = (w + 2 * p - k) / s + 1;
@@ -35,15 +36,18 @@ std::vector<float> RefPool(const std::vector<float>& x, int64_t c, int64_t h, in
       for (int64_t xi = 0; xi < ow; ++xi) {
         double acc = average ? 0.0 : -std::numeric_limits<double>::infinity();
         int count = 0;
+        bool nan = false;
         for (int64_t ky = 0; ky < k; ++ky)
           for (int64_t kx = 0; kx < k; ++kx) {
             const int64_t iy = yi * s + ky - p, ix = xi * s + kx - p;
             if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
             const double v = x[(ci * h + iy) * w + ix];
+            nan |= std::isnan(v);
             acc = average ? acc + v : std::max(acc, v);
             ++count;
           }
-        y[(ci * oh + yi) * ow + xi] = static_cast<float>(average ? acc / count : acc);
+        y[(ci * oh + yi) * ow + xi] = nan ? std::numeric_limits<float>::quiet_NaN()
+                                          : static_cast<float>(average ? acc / count : acc);
       }
   return y;
 }
@@ -62,6 +66,10 @@ TEST(StridedPoolTest, ThreeByThreeStrideTwoMatchesReference) {
         CompileOptions options;
         if (*disabled) options.disabled_passes = {disabled};
         auto x = Pseudorandom(c * h * w, 50 + w);
+        // Max pools also read NaN (the result is NaN where a window holds one).
+        if (std::string(op) == "max_pool2d") {
+          for (size_t i = 7; i < x.size(); i += 41) x[i] = std::numeric_limits<float>::quiet_NaN();
+        }
         Graph g;
         Node* in = g.AddInput("x", {DType::kFloat32, {1, c, h, w}});
         Pool2DAttrs attrs;
@@ -83,7 +91,11 @@ TEST(StridedPoolTest, ThreeByThreeStrideTwoMatchesReference) {
         const float* got = static_cast<const float*>(result->outputs[0].data());
         ASSERT_EQ(result->outputs[0].type().NumElements(), static_cast<int64_t>(want.size()));
         for (size_t i = 0; i < want.size(); ++i) {
-          ASSERT_NEAR(got[i], want[i], 1e-5 * std::max(1.0f, std::fabs(want[i]))) << "at " << i;
+          if (std::isnan(want[i])) {
+            ASSERT_TRUE(std::isnan(got[i])) << "at " << i;
+          } else {
+            ASSERT_NEAR(got[i], want[i], 1e-5 * std::max(1.0f, std::fabs(want[i]))) << "at " << i;
+          }
         }
       }
     }
@@ -152,70 +164,136 @@ TEST(StridedPoolTest, LargePlanesPrefetchTheNextPlane) {
 // Pools in 16-channel blocks (N, C/16, H, W, 16), as ConvertLayoutNchwc
 // leaves them: the pixel loops around each pixel's lanes are split at the
 // padding (PartitionBoundaryLoops), which must change speed, not results.
-// Padding on every side, stride 1 and 2, and ceil mode's extra bottom and
-// right padding; odd planes, two images.
+// Padding on every side, stride 1 and 2, ceil mode's extra bottom and right
+// windows, dilation, a 2x2 window; odd planes and googlenet's 7 to 56, two
+// images. Max pools read NaN at scattered pixels and lanes (and -inf, +inf,
+// -0): the result is NaN wherever the window holds one.
+struct BlockedCase {
+  int64_t h, w, k, stride;
+  std::vector<int64_t> padding;  // top, left, bottom, right
+  int64_t dilation = 1;
+  bool ceil_mode = false;
+};
+
+std::string BlockedCaseName(const BlockedCase& c) {
+  return absl::StrCat(c.h, "x", c.w, " k", c.k, " s", c.stride, " pad ", c.padding[0], ",",
+                      c.padding[1], ",", c.padding[2], ",", c.padding[3], " d", c.dilation,
+                      c.ceil_mode ? " ceil" : "");
+}
+
+// Inputs for a blocked pool: pseudorandom, and for `special` every 29th
+// element NaN and a few infinities and negative zeros between.
+std::vector<float> BlockedInput(int64_t size, int seed, bool special) {
+  std::vector<float> x = Pseudorandom(size, seed);
+  if (!special) return x;
+  for (int64_t i = 5; i < size; i += 29) x[i] = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t i = 11; i < size; i += 97) x[i] = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 23; i < size; i += 101) x[i] = std::numeric_limits<float>::infinity();
+  for (int64_t i = 2; i < size; i += 53) x[i] = -0.0f;
+  return x;
+}
+
+// Compiles the pool `op` of `c` over blocked input x (n images, `blocks`
+// 16-lane blocks), runs it and checks every output against a float64 loop.
+void ExpectBlockedPoolMatches(ModelManager& manager, const char* op, const BlockedCase& c,
+                              int64_t n, int64_t blocks, const std::vector<float>& x,
+                              const CompileOptions& options) {
+  constexpr int64_t kLanes = 16;
+  const std::vector<int64_t> shape{n, blocks, c.h, c.w, kLanes};
+  Graph g;
+  Node* in = g.AddInput("x", {DType::kFloat32, shape});
+  Pool2DAttrs attrs;
+  attrs.kernel = {c.k, c.k};
+  attrs.strides = {c.stride, c.stride};
+  attrs.padding = c.padding;
+  attrs.dilation = {c.dilation, c.dilation};
+  attrs.ceil_mode = c.ceil_mode;
+  g.AddOutput(Op(g, op, {in}, attrs));
+  auto compiled = manager.Compile("blocked", std::move(g), options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  auto input =
+      Tensor::FromBytes({DType::kFloat32, shape},
+                        absl::string_view(reinterpret_cast<const char*>(x.data()), x.size() * 4));
+  ASSERT_TRUE(input.ok());
+  auto result = manager.Find("blocked")->Run({&*input});
+  ASSERT_TRUE(result.ok()) << result.status();
+  const Tensor& out = result->outputs[0];
+  auto out_dim = [&](int64_t size, int64_t before, int64_t after) {
+    const int64_t span = size + before + after - c.dilation * (c.k - 1) - 1;
+    int64_t o = (c.ceil_mode ? (span + c.stride - 1) / c.stride : span / c.stride) + 1;
+    if (c.ceil_mode && (o - 1) * c.stride >= size + before) --o;
+    return o;
+  };
+  const int64_t oh = out_dim(c.h, c.padding[0], c.padding[2]);
+  const int64_t ow = out_dim(c.w, c.padding[1], c.padding[3]);
+  ASSERT_EQ(out.type().shape, (std::vector<int64_t>{n, blocks, oh, ow, kLanes}));
+  const float* got = static_cast<const float*>(out.data());
+  const bool average = std::string(op) == "avg_pool2d";
+  for (int64_t plane = 0; plane < n * blocks; ++plane) {
+    for (int64_t lane = 0; lane < kLanes; ++lane) {
+      for (int64_t oy = 0; oy < oh; ++oy) {
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          double acc = average ? 0.0 : -std::numeric_limits<double>::infinity();
+          int count = 0;
+          bool nan = false;
+          for (int64_t ky = 0; ky < c.k; ++ky) {
+            for (int64_t kx = 0; kx < c.k; ++kx) {
+              const int64_t iy = oy * c.stride + ky * c.dilation - c.padding[0];
+              const int64_t ix = ox * c.stride + kx * c.dilation - c.padding[1];
+              if (iy < 0 || iy >= c.h || ix < 0 || ix >= c.w) continue;
+              const double v = x[((plane * c.h + iy) * c.w + ix) * kLanes + lane];
+              nan |= std::isnan(v);
+              acc = average ? acc + v : std::max(acc, v);
+              ++count;
+            }
+          }
+          const double want = average ? acc / count : acc;
+          const float value = got[((plane * oh + oy) * ow + ox) * kLanes + lane];
+          if (nan) {
+            ASSERT_TRUE(std::isnan(value))
+                << "plane " << plane << " lane " << lane << " at " << oy << "," << ox;
+          } else if (!average) {
+            ASSERT_EQ(value, want)
+                << "plane " << plane << " lane " << lane << " at " << oy << "," << ox;
+          } else {
+            ASSERT_NEAR(value, want, 1e-5 * std::max(1.0, std::fabs(want)))
+                << "plane " << plane << " lane " << lane << " at " << oy << "," << ox;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(StridedPoolTest, BlockedPoolsMatchReference) {
   auto manager = ModelManager::Create({});
   ASSERT_TRUE(manager.ok()) << manager.status();
-  const int64_t n = 2, blocks = 2, lanes = 16, h = 13, w = 11, k = 3;
-  struct Case {
-    int64_t stride;
-    std::vector<int64_t> padding;  // top, left, bottom, right
+  const int64_t n = 2, blocks = 2;
+  const std::vector<BlockedCase> cases = {
+      {13, 11, 3, 1, {1, 1, 1, 1}},
+      {13, 11, 3, 2, {1, 1, 1, 1}},
+      {13, 11, 3, 2, {0, 0, 1, 1}},
+      {13, 11, 3, 2, {0, 0, 0, 0}, 1, /*ceil_mode=*/true},
+      {13, 11, 3, 1, {2, 2, 2, 2}, /*dilation=*/2},
+      {7, 7, 3, 1, {1, 1, 1, 1}, 1, true},
+      {14, 14, 3, 1, {1, 1, 1, 1}, 1, true},
+      {14, 14, 2, 2, {0, 0, 0, 0}, 1, true},
+      {28, 28, 3, 1, {1, 1, 1, 1}, 1, true},
+      {28, 28, 3, 2, {0, 0, 0, 0}, 1, true},
+      {56, 56, 3, 2, {0, 0, 0, 0}, 1, true},
+      {56, 56, 3, 2, {1, 1, 1, 1}},
   };
   for (const char* disabled : {"", "PartitionBoundaryLoops"}) {
     for (const char* op : {"max_pool2d", "avg_pool2d"}) {
-      for (const Case& c : {Case{1, {1, 1, 1, 1}}, Case{2, {1, 1, 1, 1}}, Case{2, {0, 0, 1, 1}}}) {
-        SCOPED_TRACE(absl::StrCat(op, " stride ", c.stride, " padding ", c.padding[0], ",",
-                                  c.padding[2], " disabled: ", disabled));
+      for (const BlockedCase& c : cases) {
+        SCOPED_TRACE(absl::StrCat(op, " ", BlockedCaseName(c), " disabled: ", disabled));
         CompileOptions options;
         if (*disabled) options.disabled_passes = {disabled};
-        const std::vector<int64_t> shape{n, blocks, h, w, lanes};
-        auto x = Pseudorandom(n * blocks * h * w * lanes, 90 + c.stride);
-        Graph g;
-        Node* in = g.AddInput("x", {DType::kFloat32, shape});
-        Pool2DAttrs attrs;
-        attrs.kernel = {k, k};
-        attrs.strides = {c.stride, c.stride};
-        attrs.padding = c.padding;
-        g.AddOutput(Op(g, op, {in}, attrs));
-        auto compiled = (*manager)->Compile("blocked", std::move(g), options);
-        ASSERT_TRUE(compiled.ok()) << compiled.status();
-        auto input = Tensor::FromBytes(
-            {DType::kFloat32, shape},
-            absl::string_view(reinterpret_cast<const char*>(x.data()), x.size() * 4));
-        ASSERT_TRUE(input.ok());
-        auto result = (*manager)->Find("blocked")->Run({&*input});
-        ASSERT_TRUE(result.ok()) << result.status();
-        const Tensor& out = result->outputs[0];
-        const int64_t oh = (h + c.padding[0] + c.padding[2] - k) / c.stride + 1;
-        const int64_t ow = (w + c.padding[1] + c.padding[3] - k) / c.stride + 1;
-        ASSERT_EQ(out.type().shape, (std::vector<int64_t>{n, blocks, oh, ow, lanes}));
-        const float* got = static_cast<const float*>(out.data());
-        const bool average = std::string(op) == "avg_pool2d";
-        for (int64_t plane = 0; plane < n * blocks; ++plane) {
-          for (int64_t lane = 0; lane < lanes; ++lane) {
-            for (int64_t oy = 0; oy < oh; ++oy) {
-              for (int64_t ox = 0; ox < ow; ++ox) {
-                double acc = average ? 0.0 : -std::numeric_limits<double>::infinity();
-                int count = 0;
-                for (int64_t ky = 0; ky < k; ++ky) {
-                  for (int64_t kx = 0; kx < k; ++kx) {
-                    const int64_t iy = oy * c.stride + ky - c.padding[0];
-                    const int64_t ix = ox * c.stride + kx - c.padding[1];
-                    if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
-                    const double v = x[((plane * h + iy) * w + ix) * lanes + lane];
-                    acc = average ? acc + v : std::max(acc, v);
-                    ++count;
-                  }
-                }
-                const double want = average ? acc / count : acc;
-                const float g_value = got[((plane * oh + oy) * ow + ox) * lanes + lane];
-                ASSERT_NEAR(g_value, want, 1e-5 * std::max(1.0, std::fabs(want)))
-                    << "plane " << plane << " lane " << lane << " at " << oy << "," << ox;
-              }
-            }
-          }
-        }
+        const bool max = std::string(op) == "max_pool2d";
+        const std::vector<float> x =
+            BlockedInput(n * blocks * c.h * c.w * 16, 90 + c.stride + c.h, max);
+        ExpectBlockedPoolMatches(**manager, op, c, n, blocks, x, options);
+        if (::testing::Test::HasFatalFailure()) return;
       }
     }
   }
