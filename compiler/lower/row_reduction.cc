@@ -39,6 +39,15 @@ ForKind RowLoopKind(int64_t extent, te::ScalarType type) {
   return bytes % 32 == 0 && bytes <= 256 ? ForKind::kVector : ForKind::kVectorized;
 }
 
+// How an unrolled short window's row loop runs: a row of exactly one 64-byte
+// vector (the 16 lanes of a blocked pool's pixel) as a vector value; left to
+// LLVM's vectoriser each pixel was a loop of one iteration behind a runtime
+// alias check, with a scalar copy of the window beside it.
+ForKind OneVectorRowKind(int64_t extent, te::ScalarType type) {
+  const int64_t element = type == te::ScalarType::kBool ? 1 : type == te::ScalarType::kF32 ? 4 : 8;
+  return extent * element == 64 ? ForKind::kVector : ForKind::kVectorized;
+}
+
 class RowReducer {
  public:
   explicit RowReducer(GroupContext& g) : g_(g), b_(g.b) {}
@@ -136,7 +145,7 @@ class RowReducer {
     for (const Var& v : serial) window_size *= v->extent;
     if (short_window && window_size <= 16) {
       return MakeFor(
-          x, ForKind::kVectorized,
+          x, OneVectorRowKind(x->extent, r->type),
           MakeStore(buffer, store_index,
                     b_.Replace(value, r, CombineAll(r->reduce_op(), UnrollWindow(body, serial)))));
     }

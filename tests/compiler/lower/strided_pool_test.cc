@@ -161,6 +161,28 @@ TEST(StridedPoolTest, LargePlanesPrefetchTheNextPlane) {
   }
 }
 
+// A blocked pool's pixel (16 lanes) is one vector value, not a loop left to
+// LLVM's vectoriser (which put a runtime alias check and a scalar copy of
+// the window around each pixel).
+TEST(StridedPoolTest, BlockedPoolPixelsAreVectorValues) {
+  for (int64_t stride : {1, 2}) {
+    SCOPED_TRACE(absl::StrCat("stride ", stride));
+    Graph g;
+    Node* in = g.AddInput("x", {DType::kFloat32, {1, 4, 14, 14, 16}});
+    Pool2DAttrs attrs;
+    attrs.kernel = {3, 3};
+    attrs.strides = {stride, stride};
+    attrs.padding = {1, 1, 1, 1};
+    g.AddOutput(Op(g, "max_pool2d", {in}, attrs));
+    auto program = CompileGraph(std::move(g), {});
+    ASSERT_TRUE(program.ok()) << program.status();
+    ASSERT_EQ(program->kernels.size(), 1u);
+    const std::string nest = lower::LoopFunctionToString(program->kernels[0].function);
+    EXPECT_THAT(nest, ::testing::HasSubstr("vector for"));
+    EXPECT_THAT(nest, ::testing::Not(::testing::HasSubstr("vectorized for"))) << nest;
+  }
+}
+
 // Pools in 16-channel blocks (N, C/16, H, W, 16), as ConvertLayoutNchwc
 // leaves them: the pixel loops around each pixel's lanes are split at the
 // padding (PartitionBoundaryLoops), which must change speed, not results.
