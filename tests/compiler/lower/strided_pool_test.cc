@@ -161,6 +161,33 @@ TEST(StridedPoolTest, LargePlanesPrefetchTheNextPlane) {
   }
 }
 
+// A blocked max pool of stride 1 (googlenet's inception branches) runs
+// separable: a band of one row of W pixels on the stack; one of stride 2
+// reads its window pixel by pixel (no band).
+TEST(StridedPoolTest, BlockedStrideOneMaxPoolIsSeparable) {
+  for (int64_t stride : {1, 2}) {
+    SCOPED_TRACE(absl::StrCat("stride ", stride));
+    Graph g;
+    Node* in = g.AddInput("x", {DType::kFloat32, {1, 4, 14, 14, 16}});
+    Pool2DAttrs attrs;
+    attrs.kernel = {3, 3};
+    attrs.strides = {stride, stride};
+    attrs.padding = {1, 1, 1, 1};
+    g.AddOutput(Op(g, "max_pool2d", {in}, attrs));
+    auto program = CompileGraph(std::move(g), {});
+    ASSERT_TRUE(program.ok()) << program.status();
+    ASSERT_EQ(program->kernels.size(), 1u);
+    const lower::LoopFunction& fn = program->kernels[0].function;
+    if (stride == 1) {
+      ASSERT_EQ(fn.buffers.size(), static_cast<size_t>(fn.num_params) + 1);
+      EXPECT_TRUE(fn.buffers.back().local);
+      EXPECT_EQ(fn.buffers.back().num_elements, 14 * 16);
+    } else {
+      EXPECT_EQ(fn.buffers.size(), static_cast<size_t>(fn.num_params));
+    }
+  }
+}
+
 // A blocked pool's pixel (16 lanes) is one vector value, not a loop left to
 // LLVM's vectoriser (which put a runtime alias check and a scalar copy of
 // the window around each pixel).
@@ -184,23 +211,26 @@ TEST(StridedPoolTest, BlockedPoolPixelsAreVectorValues) {
 }
 
 // Pools in 16-channel blocks (N, C/16, H, W, 16), as ConvertLayoutNchwc
-// leaves them: the pixel loops around each pixel's lanes are split at the
-// padding (PartitionBoundaryLoops), which must change speed, not results.
-// Padding on every side, stride 1 and 2, ceil mode's extra bottom and right
-// windows, dilation, a 2x2 window; odd planes and googlenet's 7 to 56, two
-// images. Max pools read NaN at scattered pixels and lanes (and -inf, +inf,
-// -0): the result is NaN wherever the window holds one.
+// leaves them: max pools of horizontal stride 1 run separable through a band
+// of one row (pool_planes.cc); the others pixel by pixel, their pixel loops
+// split at the padding (PartitionBoundaryLoops), which must change speed, not
+// results. Padding on every side and on some, strides 1 and 2 (and 2 by 1),
+// ceil mode's extra bottom and right windows, dilation, 2x2, 3x2 and 5x5
+// windows; odd planes and googlenet's 7 to 56, two images. Max pools read NaN
+// at scattered pixels and lanes (and -inf, +inf, -0): the result is NaN
+// wherever the window holds one.
 struct BlockedCase {
-  int64_t h, w, k, stride;
+  int64_t h, w;
+  std::vector<int64_t> kernel, strides;
   std::vector<int64_t> padding;  // top, left, bottom, right
   int64_t dilation = 1;
   bool ceil_mode = false;
 };
 
 std::string BlockedCaseName(const BlockedCase& c) {
-  return absl::StrCat(c.h, "x", c.w, " k", c.k, " s", c.stride, " pad ", c.padding[0], ",",
-                      c.padding[1], ",", c.padding[2], ",", c.padding[3], " d", c.dilation,
-                      c.ceil_mode ? " ceil" : "");
+  return absl::StrCat(c.h, "x", c.w, " k", c.kernel[0], "x", c.kernel[1], " s", c.strides[0], ",",
+                      c.strides[1], " pad ", c.padding[0], ",", c.padding[1], ",", c.padding[2],
+                      ",", c.padding[3], " d", c.dilation, c.ceil_mode ? " ceil" : "");
 }
 
 // Inputs for a blocked pool: pseudorandom, and for `special` every 29th
@@ -225,8 +255,8 @@ void ExpectBlockedPoolMatches(ModelManager& manager, const char* op, const Block
   Graph g;
   Node* in = g.AddInput("x", {DType::kFloat32, shape});
   Pool2DAttrs attrs;
-  attrs.kernel = {c.k, c.k};
-  attrs.strides = {c.stride, c.stride};
+  attrs.kernel = c.kernel;
+  attrs.strides = c.strides;
   attrs.padding = c.padding;
   attrs.dilation = {c.dilation, c.dilation};
   attrs.ceil_mode = c.ceil_mode;
@@ -240,14 +270,14 @@ void ExpectBlockedPoolMatches(ModelManager& manager, const char* op, const Block
   auto result = manager.Find("blocked")->Run({&*input});
   ASSERT_TRUE(result.ok()) << result.status();
   const Tensor& out = result->outputs[0];
-  auto out_dim = [&](int64_t size, int64_t before, int64_t after) {
-    const int64_t span = size + before + after - c.dilation * (c.k - 1) - 1;
-    int64_t o = (c.ceil_mode ? (span + c.stride - 1) / c.stride : span / c.stride) + 1;
-    if (c.ceil_mode && (o - 1) * c.stride >= size + before) --o;
+  auto out_dim = [&](int d, int64_t size) {
+    const int64_t k = c.kernel[d], s = c.strides[d], before = c.padding[d];
+    const int64_t span = size + before + c.padding[d + 2] - c.dilation * (k - 1) - 1;
+    int64_t o = (c.ceil_mode ? (span + s - 1) / s : span / s) + 1;
+    if (c.ceil_mode && (o - 1) * s >= size + before) --o;
     return o;
   };
-  const int64_t oh = out_dim(c.h, c.padding[0], c.padding[2]);
-  const int64_t ow = out_dim(c.w, c.padding[1], c.padding[3]);
+  const int64_t oh = out_dim(0, c.h), ow = out_dim(1, c.w);
   ASSERT_EQ(out.type().shape, (std::vector<int64_t>{n, blocks, oh, ow, kLanes}));
   const float* got = static_cast<const float*>(out.data());
   const bool average = std::string(op) == "avg_pool2d";
@@ -258,10 +288,10 @@ void ExpectBlockedPoolMatches(ModelManager& manager, const char* op, const Block
           double acc = average ? 0.0 : -std::numeric_limits<double>::infinity();
           int count = 0;
           bool nan = false;
-          for (int64_t ky = 0; ky < c.k; ++ky) {
-            for (int64_t kx = 0; kx < c.k; ++kx) {
-              const int64_t iy = oy * c.stride + ky * c.dilation - c.padding[0];
-              const int64_t ix = ox * c.stride + kx * c.dilation - c.padding[1];
+          for (int64_t ky = 0; ky < c.kernel[0]; ++ky) {
+            for (int64_t kx = 0; kx < c.kernel[1]; ++kx) {
+              const int64_t iy = oy * c.strides[0] + ky * c.dilation - c.padding[0];
+              const int64_t ix = ox * c.strides[1] + kx * c.dilation - c.padding[1];
               if (iy < 0 || iy >= c.h || ix < 0 || ix >= c.w) continue;
               const double v = x[((plane * c.h + iy) * c.w + ix) * kLanes + lane];
               nan |= std::isnan(v);
@@ -292,18 +322,23 @@ TEST(StridedPoolTest, BlockedPoolsMatchReference) {
   ASSERT_TRUE(manager.ok()) << manager.status();
   const int64_t n = 2, blocks = 2;
   const std::vector<BlockedCase> cases = {
-      {13, 11, 3, 1, {1, 1, 1, 1}},
-      {13, 11, 3, 2, {1, 1, 1, 1}},
-      {13, 11, 3, 2, {0, 0, 1, 1}},
-      {13, 11, 3, 2, {0, 0, 0, 0}, 1, /*ceil_mode=*/true},
-      {13, 11, 3, 1, {2, 2, 2, 2}, /*dilation=*/2},
-      {7, 7, 3, 1, {1, 1, 1, 1}, 1, true},
-      {14, 14, 3, 1, {1, 1, 1, 1}, 1, true},
-      {14, 14, 2, 2, {0, 0, 0, 0}, 1, true},
-      {28, 28, 3, 1, {1, 1, 1, 1}, 1, true},
-      {28, 28, 3, 2, {0, 0, 0, 0}, 1, true},
-      {56, 56, 3, 2, {0, 0, 0, 0}, 1, true},
-      {56, 56, 3, 2, {1, 1, 1, 1}},
+      {13, 11, {3, 3}, {1, 1}, {1, 1, 1, 1}},
+      {13, 11, {3, 3}, {2, 2}, {1, 1, 1, 1}},
+      {13, 11, {3, 3}, {2, 2}, {0, 0, 1, 1}},
+      {13, 11, {3, 3}, {2, 2}, {0, 0, 0, 0}, 1, /*ceil_mode=*/true},
+      {13, 11, {3, 3}, {1, 1}, {2, 2, 2, 2}, /*dilation=*/2},
+      {13, 11, {3, 3}, {1, 1}, {0, 0, 0, 0}},
+      {13, 11, {5, 5}, {1, 1}, {2, 2, 2, 2}},
+      {13, 11, {3, 2}, {1, 1}, {0, 1, 2, 1}},
+      {13, 11, {3, 3}, {2, 1}, {1, 1, 1, 1}, 1, true},
+      {7, 7, {3, 3}, {1, 1}, {1, 1, 1, 1}, 1, true},
+      {14, 14, {3, 3}, {1, 1}, {1, 1, 1, 1}, 1, true},
+      {14, 14, {2, 2}, {2, 2}, {0, 0, 0, 0}, 1, true},
+      {28, 28, {3, 3}, {1, 1}, {1, 1, 1, 1}, 1, true},
+      {28, 28, {3, 3}, {2, 2}, {0, 0, 0, 0}, 1, true},
+      {56, 56, {3, 3}, {1, 1}, {1, 1, 1, 1}},
+      {56, 56, {3, 3}, {2, 2}, {0, 0, 0, 0}, 1, true},
+      {56, 56, {3, 3}, {2, 2}, {1, 1, 1, 1}},
   };
   for (const char* disabled : {"", "PartitionBoundaryLoops"}) {
     for (const char* op : {"max_pool2d", "avg_pool2d"}) {
@@ -313,7 +348,7 @@ TEST(StridedPoolTest, BlockedPoolsMatchReference) {
         if (*disabled) options.disabled_passes = {disabled};
         const bool max = std::string(op) == "max_pool2d";
         const std::vector<float> x =
-            BlockedInput(n * blocks * c.h * c.w * 16, 90 + c.stride + c.h, max);
+            BlockedInput(n * blocks * c.h * c.w * 16, 90 + c.strides[0] + c.h, max);
         ExpectBlockedPoolMatches(**manager, op, c, n, blocks, x, options);
         if (::testing::Test::HasFatalFailure()) return;
       }
