@@ -1217,8 +1217,12 @@ class Emitter {
     if (!te::IsFloat(e->type) || e->kind != ExprKind::kBinary) return nullptr;
     const te::BinaryOp op = e->binary_op();
     if (op != te::BinaryOp::kMax && op != te::BinaryOp::kMin) return nullptr;
+    // At most this many leaves (a DAG such as max(y, y) of max(z, z) ...
+    // would otherwise unfold exponentially); a larger tree goes pairwise.
+    constexpr size_t kMaxLeaves = 64;
     std::vector<Expr> leaves;
     std::function<void(const Expr&)> collect = [&](const Expr& x) {
+      if (leaves.size() > kMaxLeaves) return;
       if (x->kind == ExprKind::kBinary && x->binary_op() == op && x->type == e->type) {
         collect(x->operands[0]);
         collect(x->operands[1]);
@@ -1227,7 +1231,7 @@ class Emitter {
       }
     };
     collect(e);
-    if (leaves.size() < 3) return nullptr;
+    if (leaves.size() < 3 || leaves.size() > kMaxLeaves) return nullptr;
     const double loser = op == te::BinaryOp::kMax ? -INFINITY : INFINITY;
     // A padded tap is still a select on a constant condition here (the
     // loop IR folds indices, not conditions): take its chosen value.

@@ -264,6 +264,21 @@ TEST_F(SpecialValuesTest, MaxAndMinOfManyOperandsAreNaNWhereAnyIsElseTheFirstExt
   }
 }
 
+// maximum(y, y) of maximum(z, z) ... 20 deep: a DAG with 2^20 paths to x,
+// which the emitter's tree of maxima must not unfold whole (it stops at 64
+// leaves). The result is x, NaN where x is.
+TEST_F(SpecialValuesTest, ADeepDagOfMaximaCompilesAndKeepsX) {
+  std::vector<float> got = Run(
+      {64},
+      [](Graph& g, Node* x) {
+        Node* y = x;
+        for (int i = 0; i < 20; ++i) y = Op(g, "maximum", {y, y});
+        return y;
+      },
+      /*fold=*/false);
+  ExpectElementwise(got, [](float v) { return v; });
+}
+
 // 2^22 terms of 1 + 2^-10: a running float32 total above 2^15 rounds each
 // term's 2^-10 away (a relative error of 1e-3, and 2^31 ones summed to
 // 2^24); summed in blocks, every partial is exact and so is the total.
