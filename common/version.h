@@ -6,7 +6,7 @@
 
 namespace kiln {
 
-inline constexpr char kKilnVersion[] = "0.4.34";
+inline constexpr char kKilnVersion[] = "0.4.35";
 
 }  // namespace kiln
 
