@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <functional>
+#include <set>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -63,12 +64,19 @@ class Reassociator {
     });
   }
 
+  // Each node once per depth: shared nodes would otherwise be walked once
+  // per path to them, exponentially many in a deep DAG.
   void NumberReduceVars(const Expr& e, int depth) {
-    if (e->kind == ExprKind::kReduce) {
-      ++depth;
-      for (const te::Var& v : e->reduce_vars) depth_of_[v.get()] = depth;
-    }
-    for (const Expr& o : e->operands) NumberReduceVars(o, depth);
+    std::set<std::pair<const te::ExprNode*, int>> seen;
+    std::function<void(const Expr&, int)> walk = [&](const Expr& x, int d) {
+      if (!seen.emplace(x.get(), d).second) return;
+      if (x->kind == ExprKind::kReduce) {
+        ++d;
+        for (const te::Var& v : x->reduce_vars) depth_of_[v.get()] = d;
+      }
+      for (const Expr& o : x->operands) walk(o, d);
+    };
+    walk(e, depth);
   }
 
   Expr Index(const Expr& e) {

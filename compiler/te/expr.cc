@@ -1,7 +1,12 @@
 #include "compiler/te/expr.h"
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 
 namespace kiln::te {
 
@@ -42,46 +47,117 @@ const char* ReduceName(ReduceOp op) {
 }
 }  // namespace
 
-std::string ExprToString(const Expr& e) {
-  switch (e->kind) {
-    case ExprKind::kIntImm:
-      return absl::StrCat(e->int_value);
-    case ExprKind::kFloatImm:
-      return absl::StrCat(e->float_value, "f");
-    case ExprKind::kVar:
-      return e->var->name;
-    case ExprKind::kLoad: {
-      std::vector<std::string> idx;
-      for (const Expr& i : e->operands) idx.push_back(ExprToString(i));
-      return absl::StrCat("b", e->buffer, "[", absl::StrJoin(idx, ", "), "]");
-    }
-    case ExprKind::kBinary: {
-      BinaryOp op = e->binary_op();
-      if (op == BinaryOp::kMin || op == BinaryOp::kMax || op == BinaryOp::kPow) {
-        return absl::StrCat(BinaryName(op), "(", ExprToString(e->operands[0]), ", ",
-                            ExprToString(e->operands[1]), ")");
+namespace {
+
+// Prints an expression until its text reaches `limit` characters, then
+// "..." and nothing more: an expression is a DAG whose shared nodes print
+// once per use, so a chain of n x + x prints 2^n leaves; the limit keeps
+// printing linear in it.
+class LimitedPrinter {
+ public:
+  explicit LimitedPrinter(size_t limit) : limit_(limit) {}
+
+  void Print(const Expr& e) {
+    if (cut_) return;
+    auto operand = [&](int i) { Print(e->operands[i]); };
+    switch (e->kind) {
+      case ExprKind::kIntImm:
+        Put(absl::StrCat(e->int_value));
+        return;
+      case ExprKind::kFloatImm:
+        Put(absl::StrCat(e->float_value, "f"));
+        return;
+      case ExprKind::kVar:
+        Put(e->var->name);
+        return;
+      case ExprKind::kLoad:
+        Put(absl::StrCat("b", e->buffer, "["));
+        for (size_t i = 0; i < e->operands.size(); ++i) {
+          if (i > 0) Put(", ");
+          operand(static_cast<int>(i));
+        }
+        Put("]");
+        return;
+      case ExprKind::kBinary: {
+        const BinaryOp op = e->binary_op();
+        if (op == BinaryOp::kMin || op == BinaryOp::kMax || op == BinaryOp::kPow) {
+          Put(absl::StrCat(BinaryName(op), "("));
+          operand(0);
+          Put(", ");
+          operand(1);
+          Put(")");
+          return;
+        }
+        Put("(");
+        operand(0);
+        Put(absl::StrCat(" ", BinaryName(op), " "));
+        operand(1);
+        Put(")");
+        return;
       }
-      return absl::StrCat("(", ExprToString(e->operands[0]), " ", BinaryName(op), " ",
-                          ExprToString(e->operands[1]), ")");
+      case ExprKind::kUnary:
+        Put(absl::StrCat(UnaryName(e->unary_op()), "("));
+        operand(0);
+        Put(")");
+        return;
+      case ExprKind::kCompare:
+        Put("(");
+        operand(0);
+        Put(absl::StrCat(" ", CompareName(e->compare_op()), " "));
+        operand(1);
+        Put(")");
+        return;
+      case ExprKind::kSelect:
+        Put("select(");
+        operand(0);
+        Put(", ");
+        operand(1);
+        Put(", ");
+        operand(2);
+        Put(")");
+        return;
+      case ExprKind::kCast:
+        Put(absl::StrCat(ScalarTypeName(e->type), "("));
+        operand(0);
+        Put(")");
+        return;
+      case ExprKind::kReduce: {
+        std::vector<std::string> vars;
+        for (const Var& v : e->reduce_vars) vars.push_back(absl::StrCat(v->name, "<", v->extent));
+        Put(absl::StrCat(ReduceName(e->reduce_op()), "[", absl::StrJoin(vars, ", "), "]("));
+        operand(0);
+        Put(")");
+        return;
+      }
     }
-    case ExprKind::kUnary:
-      return absl::StrCat(UnaryName(e->unary_op()), "(", ExprToString(e->operands[0]), ")");
-    case ExprKind::kCompare:
-      return absl::StrCat("(", ExprToString(e->operands[0]), " ", CompareName(e->compare_op()),
-                          " ", ExprToString(e->operands[1]), ")");
-    case ExprKind::kSelect:
-      return absl::StrCat("select(", ExprToString(e->operands[0]), ", ",
-                          ExprToString(e->operands[1]), ", ", ExprToString(e->operands[2]), ")");
-    case ExprKind::kCast:
-      return absl::StrCat(ScalarTypeName(e->type), "(", ExprToString(e->operands[0]), ")");
-    case ExprKind::kReduce: {
-      std::vector<std::string> vars;
-      for (const Var& v : e->reduce_vars) vars.push_back(absl::StrCat(v->name, "<", v->extent));
-      return absl::StrCat(ReduceName(e->reduce_op()), "[", absl::StrJoin(vars, ", "), "](",
-                          ExprToString(e->operands[0]), ")");
-    }
+    Put("?");
   }
-  return "?";
+
+  std::string Take() { return std::move(out_); }
+
+ private:
+  void Put(absl::string_view text) {
+    if (cut_) return;
+    if (out_.size() + text.size() > limit_) {
+      out_.append(text.data(), limit_ - out_.size());
+      out_ += "...";
+      cut_ = true;
+      return;
+    }
+    out_.append(text.data(), text.size());
+  }
+
+  size_t limit_;
+  bool cut_ = false;
+  std::string out_;
+};
+
+}  // namespace
+
+std::string ExprToString(const Expr& e, size_t limit) {
+  LimitedPrinter printer(limit);
+  printer.Print(e);
+  return printer.Take();
 }
 
 }  // namespace kiln::te

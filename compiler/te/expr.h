@@ -81,8 +81,11 @@ struct ExprNode {
   bool IsIntConst(int64_t v) const { return kind == ExprKind::kIntImm && int_value == v; }
 };
 
-// A readable one-line rendering, for IR dumps and test failure messages.
-std::string ExprToString(const Expr& e);
+// A readable one-line rendering, for IR dumps and test failure messages:
+// `e` as text, cut at about `limit` characters with "..." (shared nodes
+// print once per use, so a deep DAG would print exponentially long).
+inline constexpr size_t kExprPrintLimit = 64 << 10;
+std::string ExprToString(const Expr& e, size_t limit = kExprPrintLimit);
 
 const char* ScalarTypeName(ScalarType t);
 

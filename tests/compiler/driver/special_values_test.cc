@@ -264,19 +264,34 @@ TEST_F(SpecialValuesTest, MaxAndMinOfManyOperandsAreNaNWhereAnyIsElseTheFirstExt
   }
 }
 
-// maximum(y, y) of maximum(z, z) ... 20 deep: a DAG with 2^20 paths to x,
+// maximum(y, y) of maximum(z, z) ... 48 deep: a DAG with 2^48 paths to x,
 // which the emitter's tree of maxima must not unfold whole (it stops at 64
-// leaves). The result is x, NaN where x is.
+// leaves), nor any walk over the kernel's expressions (IR printing, index
+// reassociation: 24 levels took 8 s before they stopped revisiting shared
+// nodes). The result is x, NaN where x is.
 TEST_F(SpecialValuesTest, ADeepDagOfMaximaCompilesAndKeepsX) {
   std::vector<float> got = Run(
       {64},
       [](Graph& g, Node* x) {
         Node* y = x;
-        for (int i = 0; i < 20; ++i) y = Op(g, "maximum", {y, y});
+        for (int i = 0; i < 48; ++i) y = Op(g, "maximum", {y, y});
         return y;
       },
       /*fold=*/false);
   ExpectElementwise(got, [](float v) { return v; });
+}
+
+// The same DAG of sums, y + y 48 deep: x times 2^48, exactly.
+TEST_F(SpecialValuesTest, ADeepDagOfSumsCompilesAndScalesX) {
+  std::vector<float> got = Run(
+      {64},
+      [](Graph& g, Node* x) {
+        Node* y = x;
+        for (int i = 0; i < 48; ++i) y = Op(g, "add", {y, y});
+        return y;
+      },
+      /*fold=*/false);
+  ExpectElementwise(got, [](float v) { return std::ldexp(v, 48); });
 }
 
 // 2^22 terms of 1 + 2^-10: a running float32 total above 2^15 rounds each

@@ -73,5 +73,20 @@ TEST_F(LoopIrCallTest, PrintsCalleeWithAddressesAndValues) {
   EXPECT_THAT(text, HasSubstr(", 4, r"));
 }
 
+// A DAG prints each shared node once per use: x + x nested 60 deep would be
+// 2^60 leaves long. Printing stops at the limit with "..." (and in time).
+TEST(ExprToStringTest, DeepSharedDagIsCutAtTheLimit) {
+  te::ExprBuilder b;
+  te::Var x = b.NewVar("x", 4);
+  te::Expr e = b.Ref(x);
+  for (int i = 0; i < 60; ++i) e = b.Add(e, e);
+  const std::string text = te::ExprToString(e);
+  EXPECT_LE(text.size(), te::kExprPrintLimit + 3);
+  EXPECT_GE(text.size(), te::kExprPrintLimit);
+  EXPECT_THAT(text, ::testing::EndsWith("..."));
+  EXPECT_EQ(te::ExprToString(b.Add(b.Ref(x), b.Int(1))), "(x + 1)");
+  EXPECT_EQ(te::ExprToString(e, 10).substr(0, 10), "((((((((((");
+}
+
 }  // namespace
 }  // namespace kiln::lower
