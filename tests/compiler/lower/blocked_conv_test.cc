@@ -11,6 +11,7 @@
 #include "engine/model_manager.h"
 #include "gtest/gtest.h"
 #include "runtime/thread_pool.h"
+#include "tests/test_util/blocked_conv_graph.h"
 #include "tests/test_util/graph_building.h"
 #include "tests/test_util/reference_ops.h"
 
@@ -26,29 +27,8 @@ using runtime::Tensor;
 
 constexpr int64_t kBlock = 16;
 
-struct ConvCase {
-  int64_t n, c, h, w, o, k, stride, pad;
-  // The input's channel block: 16, or all of C when fewer (a stem's 3).
-  int64_t in_block() const { return std::min(c, kBlock); }
-};
-
-// OIHW -> O/16, C/cb, KH, KW, cb (in), 16 (out), zero past C and O: written
-// here from the layout's definition, independently of the pass's packing.
-std::vector<float> PackWeight(const std::vector<float>& w, const ConvCase& p) {
-  const int64_t ib = p.in_block();
-  const int64_t cb = (p.c + ib - 1) / ib, ob = (p.o + kBlock - 1) / kBlock;
-  std::vector<float> out(ob * cb * p.k * p.k * ib * kBlock, 0.0f);
-  for (int64_t o = 0; o < p.o; ++o)
-    for (int64_t c = 0; c < p.c; ++c)
-      for (int64_t y = 0; y < p.k; ++y)
-        for (int64_t x = 0; x < p.k; ++x) {
-          const int64_t dst =
-              ((((o / kBlock * cb + c / ib) * p.k + y) * p.k + x) * ib + c % ib) * kBlock +
-              o % kBlock;
-          out[dst] = w[((o * p.c + c) * p.k + y) * p.k + x];
-        }
-  return out;
-}
+using ConvCase = ::kiln::testing::BlockedConvShape;
+using ::kiln::testing::PackBlockedConvWeight;
 
 class BlockedConvTest : public ::testing::TestWithParam<ConvCase> {
  protected:
@@ -64,25 +44,10 @@ class BlockedConvTest : public ::testing::TestWithParam<ConvCase> {
 // relu -> NCHW.
 TEST_P(BlockedConvTest, MatchesReferenceConv) {
   const ConvCase p = GetParam();
-  const int64_t ib = p.in_block();
-  const int64_t ob = (p.o + kBlock - 1) / kBlock, cb = (p.c + ib - 1) / ib;
   auto x = Pseudorandom(p.n * p.c * p.h * p.w, 7);
   auto w = Pseudorandom(p.o * p.c * p.k * p.k, 8);
   auto bias = Pseudorandom(p.o, 9);
-  std::vector<float> blocked_bias(ob * kBlock, 0.0f);
-  std::copy(bias.begin(), bias.end(), blocked_bias.begin());
-
-  Graph g;
-  Node* in = g.AddInput("x", {DType::kFloat32, {p.n, p.c, p.h, p.w}});
-  Node* blocked = Op(g, "layout_transform", {in}, LayoutTransformAttrs{0, ib, 0});
-  Conv2DAttrs a;
-  a.strides = {p.stride, p.stride};
-  a.padding = {p.pad, p.pad, p.pad, p.pad};
-  Node* weight = g.AddConstant("w", FloatValues({ob, cb, p.k, p.k, ib, kBlock}, PackWeight(w, p)));
-  Node* b = g.AddConstant("b", FloatValues({ob, kBlock}, blocked_bias));
-  Node* conv = Op(g, "conv2d_nchwc", {blocked, weight, b}, a);
-  Node* relu = Op(g, "relu", {conv});
-  g.AddOutput(Op(g, "layout_transform", {relu}, LayoutTransformAttrs{kBlock, 0, p.o}));
+  Graph g = ::kiln::testing::BlockedConvReluGraph(p, w, bias);
 
   auto r = manager_->Compile("m", std::move(g), {});
   ASSERT_TRUE(r.ok()) << r.status();
@@ -201,8 +166,8 @@ TEST_P(BlockedConvPaddingTest, MatchesReferenceConv) {
   Conv2DAttrs a;
   a.strides = {p.stride, p.stride};
   a.padding = {p.top, p.left, p.bottom, p.right};
-  Node* weight =
-      g.AddConstant("w", FloatValues({ob, cb, p.k, p.k, ib, kBlock}, PackWeight(w, shape)));
+  Node* weight = g.AddConstant(
+      "w", FloatValues({ob, cb, p.k, p.k, ib, kBlock}, PackBlockedConvWeight(w, shape)));
   Node* b = g.AddConstant("b", FloatValues({ob, kBlock}, blocked_bias));
   Node* conv = Op(g, "conv2d_nchwc", {blocked, weight, b}, a);
   Node* relu = Op(g, "relu", {conv});

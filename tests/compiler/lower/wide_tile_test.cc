@@ -18,6 +18,7 @@
 #include "engine/model_manager.h"
 #include "gtest/gtest.h"
 #include "runtime/thread_pool.h"
+#include "tests/test_util/blocked_conv_graph.h"
 #include "tests/test_util/graph_building.h"
 #include "tests/test_util/reference_ops.h"
 
@@ -30,14 +31,11 @@ using ::kiln::testing::Op;
 using ::kiln::testing::Pseudorandom;
 using runtime::Tensor;
 
-constexpr int64_t kBlock = 16;
-
-struct WideCase {
-  int64_t n, c, h, w, o, k, stride, pad;
+// A blocked conv's shape and the tile (and K blocks) the override forces.
+struct WideCase : ::kiln::testing::BlockedConvShape {
   std::string tile;     // "3x112": the override's tile
   int64_t k_block = 0;  // the override's K block span; 0 for none
   int threads = 1;
-  int64_t in_block() const { return std::min(c, kBlock); }
   int64_t reduction() const { return c * k * k; }
 };
 
@@ -45,24 +43,6 @@ void PrintTo(const WideCase& p, std::ostream* os) {
   *os << p.n << "x" << p.c << "x" << p.h << "x" << p.w << " -> " << p.o << ", " << p.k << "x" << p.k
       << "/" << p.stride << " pad " << p.pad << ", tile " << p.tile << " kblock " << p.k_block
       << ", " << p.threads << " threads";
-}
-
-// OIHW -> O/16, C/cb, KH, KW, cb (in), 16 (out), zero past C and O: written
-// from the layout's definition, independently of the compiler's packing.
-std::vector<float> PackWeight(const std::vector<float>& w, const WideCase& p) {
-  const int64_t ib = p.in_block();
-  const int64_t cb = (p.c + ib - 1) / ib, ob = (p.o + kBlock - 1) / kBlock;
-  std::vector<float> out(ob * cb * p.k * p.k * ib * kBlock, 0.0f);
-  for (int64_t o = 0; o < p.o; ++o)
-    for (int64_t c = 0; c < p.c; ++c)
-      for (int64_t y = 0; y < p.k; ++y)
-        for (int64_t x = 0; x < p.k; ++x) {
-          const int64_t dst =
-              ((((o / kBlock * cb + c / ib) * p.k + y) * p.k + x) * ib + c % ib) * kBlock +
-              o % kBlock;
-          out[dst] = w[((o * p.c + c) * p.k + y) * p.k + x];
-        }
-  return out;
 }
 
 // Compile options whose every contraction takes `text`'s override, with
@@ -129,24 +109,10 @@ class WideTileBlockedConvTest : public WideTileTest,
 TEST_P(WideTileBlockedConvTest, MatchesReferenceConv) {
   const WideCase p = GetParam();
   runtime::SetParallelThreads(p.threads);
-  const int64_t ib = p.in_block();
-  const int64_t ob = (p.o + kBlock - 1) / kBlock, cb = (p.c + ib - 1) / ib;
   auto x = Pseudorandom(p.n * p.c * p.h * p.w, 71);
   auto w = Pseudorandom(p.o * p.c * p.k * p.k, 72);
   auto bias = Pseudorandom(p.o, 73);
-  std::vector<float> blocked_bias(ob * kBlock, 0.0f);
-  std::copy(bias.begin(), bias.end(), blocked_bias.begin());
-
-  Graph g;
-  Node* in = g.AddInput("x", {DType::kFloat32, {p.n, p.c, p.h, p.w}});
-  Node* blocked = Op(g, "layout_transform", {in}, LayoutTransformAttrs{0, ib, 0});
-  Conv2DAttrs a;
-  a.strides = {p.stride, p.stride};
-  a.padding = {p.pad, p.pad, p.pad, p.pad};
-  Node* weight = g.AddConstant("w", FloatValues({ob, cb, p.k, p.k, ib, kBlock}, PackWeight(w, p)));
-  Node* b = g.AddConstant("b", FloatValues({ob, kBlock}, blocked_bias));
-  Node* relu = Op(g, "relu", {Op(g, "conv2d_nchwc", {blocked, weight, b}, a)});
-  g.AddOutput(Op(g, "layout_transform", {relu}, LayoutTransformAttrs{kBlock, 0, p.o}));
+  Graph g = ::kiln::testing::BlockedConvReluGraph(p, w, bias);
 
   std::vector<float> want = kiln::testing::RefRelu(kiln::testing::RefConv2DStrided(
       x, w, bias, p.n, p.c, p.h, p.w, p.o, p.k, p.k, p.stride, p.pad));
@@ -161,18 +127,18 @@ TEST_P(WideTileBlockedConvTest, MatchesReferenceConv) {
 INSTANTIATE_TEST_SUITE_P(
     FiveToSevenVectors, WideTileBlockedConvTest,
     ::testing::Values(
-        WideCase{1, 32, 7, 7, 80, 1, 1, 0, "5x80"},           // 49 pixels: a ragged tile
-        WideCase{3, 32, 7, 9, 80, 1, 1, 0, "4x80"},           // batch 3, 63 pixels each
-        WideCase{1, 48, 10, 10, 112, 1, 1, 0, "3x112"},       // 100 pixels, one ragged tile
-        WideCase{1, 48, 9, 9, 112, 1, 1, 0, "2x112"},         // 81 pixels
-        WideCase{1, 64, 7, 7, 96, 1, 1, 0, "4x96"},           // 49 pixels
-        WideCase{3, 40, 6, 6, 100, 1, 1, 0, "3x112"},         // ragged vector, C not whole
-        WideCase{3, 40, 6, 6, 100, 1, 1, 0, "3x112", 0, 2},   // the same on two threads
-        WideCase{1, 32, 9, 9, 80, 3, 2, 1, "5x80"},           // 3x3/2, padded
-        WideCase{1, 480, 7, 7, 112, 1, 1, 0, "3x112"},        // K = 480, no K blocks
-        WideCase{1, 480, 7, 7, 112, 1, 1, 0, "3x112", 5},     // K blocks of 5 channel blocks
-        WideCase{1, 96, 7, 7, 112, 3, 1, 1, "3x112", 2},      // 3x3, K = 864 in 3 K blocks
-        WideCase{3, 96, 5, 5, 100, 3, 1, 1, "3x112", 3, 2}),  // batch 3, K blocks, 2 threads
+        WideCase{{1, 32, 7, 7, 80, 1, 1, 0}, "5x80"},           // 49 pixels: a ragged tile
+        WideCase{{3, 32, 7, 9, 80, 1, 1, 0}, "4x80"},           // batch 3, 63 pixels each
+        WideCase{{1, 48, 10, 10, 112, 1, 1, 0}, "3x112"},       // 100 pixels, one ragged tile
+        WideCase{{1, 48, 9, 9, 112, 1, 1, 0}, "2x112"},         // 81 pixels
+        WideCase{{1, 64, 7, 7, 96, 1, 1, 0}, "4x96"},           // 49 pixels
+        WideCase{{3, 40, 6, 6, 100, 1, 1, 0}, "3x112"},         // ragged vector, C not whole
+        WideCase{{3, 40, 6, 6, 100, 1, 1, 0}, "3x112", 0, 2},   // the same on two threads
+        WideCase{{1, 32, 9, 9, 80, 3, 2, 1}, "5x80"},           // 3x3/2, padded
+        WideCase{{1, 480, 7, 7, 112, 1, 1, 0}, "3x112"},        // K = 480, no K blocks
+        WideCase{{1, 480, 7, 7, 112, 1, 1, 0}, "3x112", 5},     // K blocks of 5 channel blocks
+        WideCase{{1, 96, 7, 7, 112, 3, 1, 1}, "3x112", 2},      // 3x3, K = 864 in 3 K blocks
+        WideCase{{3, 96, 5, 5, 100, 3, 1, 1}, "3x112", 3, 2}),  // batch 3, K blocks, 2 threads
     [](const ::testing::TestParamInfo<WideCase>& info) {
       const WideCase& p = info.param;
       std::string tile = p.tile;
