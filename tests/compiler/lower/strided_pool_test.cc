@@ -102,14 +102,15 @@ TEST(StridedPoolTest, ThreeByThreeStrideTwoMatchesReference) {
   }
 }
 
-// The loop function of resnet18's pool (3x3, stride 2, padding 1) over an
-// input of `shape`, compiled alone (empty when compiling fails).
-lower::LoopFunction ResnetMaxPoolKernel(const std::vector<int64_t>& shape) {
+// The loop function of a 3x3 max pool of `stride`, padding 1, over an input
+// of `shape` (NCHW, or blocked NCHW16c when 5-D), compiled alone (empty when
+// compiling fails). Stride 2 is resnet18's stem pool.
+lower::LoopFunction MaxPoolKernel(const std::vector<int64_t>& shape, int64_t stride = 2) {
   Graph g;
   Node* in = g.AddInput("x", {DType::kFloat32, shape});
   Pool2DAttrs attrs;
   attrs.kernel = {3, 3};
-  attrs.strides = {2, 2};
+  attrs.strides = {stride, stride};
   attrs.padding = {1, 1, 1, 1};
   g.AddOutput(Op(g, "max_pool2d", {in}, attrs));
   auto program = CompileGraph(std::move(g), {});
@@ -125,7 +126,7 @@ lower::LoopFunction ResnetMaxPoolKernel(const std::vector<int64_t>& shape) {
 // 16-lane blocks whose stride-2 loads codegen makes wide loads and
 // shuffles: the kernel has no gathers left.
 TEST(StridedPoolTest, ThreeByThreeStrideTwoIsOnePassWithoutGathers) {
-  const lower::LoopFunction fn = ResnetMaxPoolKernel({1, 64, 112, 112});
+  const lower::LoopFunction fn = MaxPoolKernel({1, 64, 112, 112});
   EXPECT_EQ(fn.buffers.size(), static_cast<size_t>(fn.num_params));
   EXPECT_THAT(lower::LoopFunctionToString(fn), ::testing::HasSubstr("vector for"));
   auto ir = codegen::EmitOptimizedIR(fn, codegen::CodegenOptions{});
@@ -138,7 +139,7 @@ TEST(StridedPoolTest, ThreeByThreeStrideTwoIsOnePassWithoutGathers) {
 // (14 rows of 28) on the stack, and the column pass, flat over the output
 // plane since 28 == 2 * 14, in explicit 16-lane blocks of stride-2 loads.
 TEST(StridedPoolTest, ThreeByThreeStrideTwoOnSmallPlanesIsSeparable) {
-  const lower::LoopFunction fn = ResnetMaxPoolKernel({1, 8, 28, 28});
+  const lower::LoopFunction fn = MaxPoolKernel({1, 8, 28, 28});
   const std::string nest = lower::LoopFunctionToString(fn);
   ASSERT_EQ(fn.buffers.size(), static_cast<size_t>(fn.num_params) + 1) << nest;
   EXPECT_TRUE(fn.buffers.back().local);
@@ -152,7 +153,7 @@ TEST(StridedPoolTest, ThreeByThreeStrideTwoOnSmallPlanesIsSeparable) {
 TEST(StridedPoolTest, LargePlanesPrefetchTheNextPlane) {
   for (int64_t h : {112, 28}) {
     SCOPED_TRACE(absl::StrCat("plane ", h, " x ", h));
-    const std::string nest = lower::LoopFunctionToString(ResnetMaxPoolKernel({2, 8, h, h}));
+    const std::string nest = lower::LoopFunctionToString(MaxPoolKernel({2, 8, h, h}));
     if (h == 112) {
       EXPECT_THAT(nest, ::testing::HasSubstr("prefetch"));
     } else {
@@ -161,30 +162,13 @@ TEST(StridedPoolTest, LargePlanesPrefetchTheNextPlane) {
   }
 }
 
-// The loop function of a 3x3 blocked max pool (padding 1) of `stride` over
-// (1, 4, 14, 14, 16), compiled alone (empty when compiling fails).
-lower::LoopFunction BlockedMaxPoolKernel(int64_t stride) {
-  Graph g;
-  Node* in = g.AddInput("x", {DType::kFloat32, {1, 4, 14, 14, 16}});
-  Pool2DAttrs attrs;
-  attrs.kernel = {3, 3};
-  attrs.strides = {stride, stride};
-  attrs.padding = {1, 1, 1, 1};
-  g.AddOutput(Op(g, "max_pool2d", {in}, attrs));
-  auto program = CompileGraph(std::move(g), {});
-  EXPECT_TRUE(program.ok()) << program.status();
-  if (!program.ok()) return {};
-  EXPECT_EQ(program->kernels.size(), 1u);
-  return program->kernels.empty() ? lower::LoopFunction{} : program->kernels[0].function;
-}
-
 // A blocked max pool of stride 1 (googlenet's inception branches) runs
 // separable: a band of one row of W pixels on the stack; one of stride 2
 // reads its window pixel by pixel (no band).
 TEST(StridedPoolTest, BlockedStrideOneMaxPoolIsSeparable) {
   for (int64_t stride : {1, 2}) {
     SCOPED_TRACE(absl::StrCat("stride ", stride));
-    const lower::LoopFunction fn = BlockedMaxPoolKernel(stride);
+    const lower::LoopFunction fn = MaxPoolKernel({1, 4, 14, 14, 16}, stride);
     if (stride == 1) {
       ASSERT_EQ(fn.buffers.size(), static_cast<size_t>(fn.num_params) + 1);
       EXPECT_TRUE(fn.buffers.back().local);
@@ -201,7 +185,7 @@ TEST(StridedPoolTest, BlockedStrideOneMaxPoolIsSeparable) {
 TEST(StridedPoolTest, BlockedPoolPixelsAreVectorValues) {
   for (int64_t stride : {1, 2}) {
     SCOPED_TRACE(absl::StrCat("stride ", stride));
-    const std::string nest = lower::LoopFunctionToString(BlockedMaxPoolKernel(stride));
+    const std::string nest = lower::LoopFunctionToString(MaxPoolKernel({1, 4, 14, 14, 16}, stride));
     EXPECT_THAT(nest, ::testing::HasSubstr("vector for"));
     EXPECT_THAT(nest, ::testing::Not(::testing::HasSubstr("vectorized for"))) << nest;
   }
