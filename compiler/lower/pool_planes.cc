@@ -190,6 +190,23 @@ std::vector<int64_t> TapsInside(int64_t o, int64_t n, int64_t k, int64_t s, int6
   return taps;
 }
 
+// Whether every output row and column has a window tap inside the input
+// (a max over no taps has no value to start from).
+bool EveryOutputHasTaps(const PoolPlane& pp) {
+  const Pool2DAttrs& a = *pp.a;
+  for (int64_t y = 0; y < pp.oh; ++y) {
+    if (TapsInside(y, pp.h, a.kernel[0], a.strides[0], a.dilation[0], a.padding[0]).empty()) {
+      return false;
+    }
+  }
+  for (int64_t x = 0; x < pp.ow; ++x) {
+    if (TapsInside(x, pp.w, a.kernel[1], a.strides[1], a.dilation[1], a.padding[1]).empty()) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // The 9-tap form of a stride-1 pool (see the design note), or null.
 Stmt FlatWindow(GroupContext& g, const PoolPlane& pp, const std::vector<Var>& out_vars,
                 int out_buffer, const Expr& value) {
@@ -256,12 +273,7 @@ Stmt SeparableMax(GroupContext& g, const PoolPlane& pp, const std::vector<Var>& 
   if (y1 <= y0 || x1 <= x0 || oh - (y1 - y0) > kMaxEdges || ow - (x1 - x0) > kMaxEdges) {
     return nullptr;
   }
-  for (int64_t y = 0; y < oh; ++y) {
-    if (TapsInside(y, h, a.kernel[0], sy, dy, pt).empty()) return nullptr;
-  }
-  for (int64_t x = 0; x < ow; ++x) {
-    if (TapsInside(x, w, a.kernel[1], sx, dx, pl).empty()) return nullptr;
-  }
+  if (!EveryOutputHasTaps(pp)) return nullptr;
   const Expr n = b.Ref(out_vars[0]), c = b.Ref(out_vars[1]);
   const Expr out_plane = g.FlatIndex(pp.pool->type.shape, {n, c, b.Int(0), b.Int(0)});
   auto input = [&](const Expr& pos) {
@@ -387,12 +399,7 @@ Stmt SeparableMaxBlocked(GroupContext& g, const PoolPlane& pp, const std::vector
   const auto [y0, y1] = Interior(h, a.kernel[0], sy, dy, pt, oh);
   const auto [x0, x1] = Interior(w, a.kernel[1], sx, dx, pl, ow);
   if (oh - (y1 - y0) > kMaxEdges || ow - (x1 - x0) > kMaxEdges) return nullptr;
-  for (int64_t y = 0; y < oh; ++y) {
-    if (TapsInside(y, h, a.kernel[0], sy, dy, pt).empty()) return nullptr;
-  }
-  for (int64_t x = 0; x < ow; ++x) {
-    if (TapsInside(x, w, a.kernel[1], sx, dx, pl).empty()) return nullptr;
-  }
+  if (!EveryOutputHasTaps(pp)) return nullptr;
   const Expr n = b.Ref(out_vars[0]), c = b.Ref(out_vars[1]);
   auto input = [&](const Expr& y, const Expr& x, const Expr& lane) {
     return g.Flatten(g.ValueOf(pp.pool->inputs[0], {n, c, y, x, lane}));
