@@ -86,6 +86,21 @@ std::string Dump(const Stmt& body) {
   return LoopFunctionToString(fn);
 }
 
+// Buffer 1 after running `s` on `buffers`.
+std::vector<double> Output(const Stmt& s, std::vector<std::vector<double>> buffers) {
+  Interpreter run;
+  run.buffers = &buffers;
+  run.Run(s);
+  return buffers[1];
+}
+
+// The line after the first line of `dump` holding `header` from `from` on:
+// the store of the loop it opens.
+std::string StoreAfter(const std::string& dump, const std::string& header, size_t from = 0) {
+  const size_t header_end = dump.find('\n', dump.find(header, from));
+  return dump.substr(header_end + 1, dump.find('\n', header_end + 1) - header_end - 1);
+}
+
 // out[w * 10 + x] = in[clamp(x + w - 1)] where 0 <= x + w - 1 < 8, else 0,
 // for w in [0, 3) outside x in [0, 10): the interior is where the bounds
 // hold for every w: x - 1 >= 0 and x + 1 < 8, so x in [1, 7).
@@ -109,21 +124,14 @@ TEST(LoopPartitionTest, SplitsPaddedReadIntoHeadInteriorAndTail) {
   EXPECT_THAT(dump, HasSubstr("vectorized for x in [0, 3)"));
   // The interior's store (the line after its loop header) has no select and
   // no clamp left.
-  const size_t header_end = dump.find('\n', dump.find("[0, 6)"));
-  const std::string interior_store =
-      dump.substr(header_end + 1, dump.find('\n', header_end + 1) - header_end - 1);
+  const std::string interior_store = StoreAfter(dump, "[0, 6)");
   EXPECT_THAT(interior_store, HasSubstr("b0["));
   EXPECT_THAT(interior_store, Not(HasSubstr("select")));
   EXPECT_THAT(interior_store, Not(HasSubstr("max(")));
 
-  std::vector<std::vector<double>> before = {{1, 2, 3, 4, 5, 6, 7, 8}, std::vector<double>(30, -1)};
-  std::vector<std::vector<double>> after = before;
-  Interpreter run;
-  run.buffers = &before;
-  run.Run(body);
-  run.buffers = &after;
-  run.Run(split);
-  EXPECT_EQ(before[1], after[1]);
+  const std::vector<std::vector<double>> buffers = {{1, 2, 3, 4, 5, 6, 7, 8},
+                                                    std::vector<double>(30, -1)};
+  EXPECT_EQ(Output(body, buffers), Output(split, buffers));
 }
 
 // A bound that never holds inside the loop leaves the loop alone.
@@ -166,26 +174,20 @@ TEST(LoopPartitionTest, SplitsSerialPixelLoopAroundLanes) {
   EXPECT_THAT(dump, HasSubstr("for y in [0, 1)"));
   EXPECT_THAT(dump, HasSubstr("for y in [0, 6)"));
   EXPECT_THAT(dump, HasSubstr("for y in [0, 3)"));
-  const size_t header_end = dump.find('\n', dump.find("vector for", dump.find("[0, 6)")));
-  const std::string interior_store =
-      dump.substr(header_end + 1, dump.find('\n', header_end + 1) - header_end - 1);
+  const std::string interior_store = StoreAfter(dump, "vector for", dump.find("[0, 6)"));
   EXPECT_THAT(interior_store, HasSubstr("b0["));
   EXPECT_THAT(interior_store, Not(HasSubstr("select")));
   EXPECT_THAT(interior_store, Not(HasSubstr("max(")));
 
   std::vector<double> in(32);
   for (size_t i = 0; i < in.size(); ++i) in[i] = 1.5 * i - 7;
-  std::vector<std::vector<double>> before = {in, std::vector<double>(40, -1)};
-  std::vector<std::vector<double>> after = before;
-  Interpreter run;
-  run.buffers = &before;
-  run.Run(body);
-  run.buffers = &after;
-  run.Run(split);
-  EXPECT_EQ(before[1], after[1]);
+  EXPECT_EQ(Output(body, {in, std::vector<double>(40, -1)}),
+            Output(split, {in, std::vector<double>(40, -1)}));
 
-  // The same store without the lane loop around it is not a pixel loop.
-  Stmt plain = MakeFor(y, ForKind::kSerial, MakeStore(1, b.Ref(y), b.Add(tap(0), tap(2))));
+  // A store at y without a lane loop around it is not a pixel loop.
+  Expr inside = b.Compare(CompareOp::kGE, b.Sub(b.Ref(y), b.Int(1)), b.Int(0));
+  Stmt plain = MakeFor(y, ForKind::kSerial,
+                       MakeStore(1, b.Ref(y), b.Select(inside, b.Float(1), b.Float(0))));
   EXPECT_EQ(PartitionBoundaryLoops(plain, b), plain);
 }
 
