@@ -18,6 +18,7 @@
 #include "compiler/passes/requantize_in_kernel.h"
 #include "compiler/passes/simplify_fake_quant.h"
 #include "compiler/passes/simplify_inference.h"
+#include "compiler/passes/winograd_conv.h"
 
 namespace kiln {
 
@@ -36,6 +37,7 @@ std::unique_ptr<Sequential> DefaultPipeline() {
   passes.push_back(CreateEliminateCommonSubexprPass());  // after folding: equal constants look equal
   passes.push_back(CreateFuseAttentionPass());           // needs the head split's slices folded
   passes.push_back(CreateConvertLayoutNchwcPass());      // after folding BN into the convs
+  passes.push_back(CreateWinogradConvPass());            // on its blocked convs
   passes.push_back(CreateDeadCodeEliminationPass());
   passes.push_back(CreateFuseOpsPass());                 // groups are what lowering compiles
   passes.push_back(CreateFuseProloguePass());            // on FuseOps' groups: epilogues first
@@ -56,6 +58,7 @@ std::unique_ptr<Pass> CreatePassByName(const std::string& name) {
   if (name == "EliminateCommonSubexpr") return CreateEliminateCommonSubexprPass();
   if (name == "FuseAttention") return CreateFuseAttentionPass();
   if (name == "ConvertLayoutNchwc") return CreateConvertLayoutNchwcPass();
+  if (name == "WinogradConv") return CreateWinogradConvPass();
   if (name == "DeadCodeElimination") return CreateDeadCodeEliminationPass();
   if (name == "FuseOps") return CreateFuseOpsPass();
   if (name == "FusePrologue") return CreateFuseProloguePass();

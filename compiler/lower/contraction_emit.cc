@@ -127,8 +127,8 @@ class Emitter {
     (is_a ? a_batch_ : b_batch_) = batch;
     const int64_t elements = Product(batch) * blocks * k_ * width;
 
-    if (batch.empty()) {
-      if (auto packed = PackConstant(f, rows, blocks, width)) {
+    {
+      if (auto packed = PackConstant(f, batch, rows, blocks, width)) {
         packed = NarrowIntegerPanel(std::move(packed));
         BufferDecl& decl = (*t_.buffers)[f->buffer];
         decl.num_elements = elements;
@@ -261,9 +261,12 @@ class Emitter {
   }
 
   // The packed panels of `f` when it is a plain load of a constant at an
-  // index affine in the loop variables; null otherwise.
-  std::shared_ptr<const ConstantData> PackConstant(const Expr& f, const std::vector<Var>& rows,
-                                                   int64_t blocks, int width) {
+  // index affine in the loop variables; null otherwise. With batch variables
+  // (Winograd's 36 GEMMs, winograd_conv.cc) the panels of each batch element
+  // follow each other, in the order the tile loops flatten `batch`.
+  std::shared_ptr<const ConstantData> PackConstant(const Expr& f, const std::vector<Var>& batch,
+                                                   const std::vector<Var>& rows, int64_t blocks,
+                                                   int width) {
     if (f->kind != ExprKind::kLoad || f->type != te::ScalarType::kF32) return nullptr;
     const ConstantData* data = t_.constant_of(f->buffer);
     if (data == nullptr || CountLoadsOf(t_.value, f->buffer) != 1) return nullptr;
@@ -289,6 +292,8 @@ class Emitter {
     const int64_t extent = Product(rows);
     std::vector<int64_t> row_off = offsets(rows, extent);
     std::vector<int64_t> k_off = offsets(k_vars_, k_);
+    const int64_t batches = Product(batch);
+    std::vector<int64_t> batch_off = offsets(batch, batches);
     const int64_t source_elements = data->type.NumElements();
     const float* src = data->data<float>();
     // Element (row, k) reads constant + row_off[row] + k_off[k]: all inside
@@ -296,13 +301,15 @@ class Emitter {
     // branch. Outside, it is not a plain read after all.
     const auto [row_min, row_max] = std::minmax_element(row_off.begin(), row_off.end());
     const auto [k_min, k_max] = std::minmax_element(k_off.begin(), k_off.end());
-    if (form->constant + *row_min + *k_min < 0 ||
-        form->constant + *row_max + *k_max >= source_elements) {
+    const auto [batch_min, batch_max] = std::minmax_element(batch_off.begin(), batch_off.end());
+    if (form->constant + *batch_min + *row_min + *k_min < 0 ||
+        form->constant + *batch_max + *row_max + *k_max >= source_elements) {
       return nullptr;
     }
     auto packed = std::make_shared<ConstantData>();
-    const int64_t elements = blocks * k_ * width;
-    packed->type = TensorType{DType::kFloat32, {blocks, k_, width}};
+    const int64_t elements = batches * blocks * k_ * width;
+    packed->type = batch.empty() ? TensorType{DType::kFloat32, {blocks, k_, width}}
+                                 : TensorType{DType::kFloat32, {batches, blocks, k_, width}};
     // Aligned, so the model runs from this block itself (not a copy of it);
     // every element is written below, the last panel's idle lanes as zeros.
     packed->bytes = ConstantBytes::Aligned(static_cast<size_t>(elements) * sizeof(float));
@@ -312,18 +319,20 @@ class Emitter {
     // two thirds of resnet18's lowering time, on its 9 MiB weights.
     constexpr int64_t kKBlock = 16;
     float* dst = reinterpret_cast<float*>(packed->bytes.data());
-    for (int64_t blk = 0; blk < blocks; ++blk) {
-      const int64_t lanes = std::clamp<int64_t>(extent - blk * width, 0, width);
-      float* panel = dst + blk * k_ * width;
-      for (int64_t k0 = 0; k0 < k_; k0 += kKBlock) {
-        const int64_t k1 = std::min(k_, k0 + kKBlock);
-        for (int64_t lane = 0; lane < lanes; ++lane) {
-          const float* row = src + form->constant + row_off[blk * width + lane];
-          for (int64_t k = k0; k < k1; ++k) panel[k * width + lane] = row[k_off[k]];
+    for (int64_t bi = 0; bi < batches; ++bi) {
+      for (int64_t blk = 0; blk < blocks; ++blk) {
+        const int64_t lanes = std::clamp<int64_t>(extent - blk * width, 0, width);
+        float* panel = dst + (bi * blocks + blk) * k_ * width;
+        for (int64_t k0 = 0; k0 < k_; k0 += kKBlock) {
+          const int64_t k1 = std::min(k_, k0 + kKBlock);
+          for (int64_t lane = 0; lane < lanes; ++lane) {
+            const float* row = src + form->constant + batch_off[bi] + row_off[blk * width + lane];
+            for (int64_t k = k0; k < k1; ++k) panel[k * width + lane] = row[k_off[k]];
+          }
         }
-      }
-      for (int64_t k = 0; lanes < width && k < k_; ++k) {
-        std::fill(panel + k * width + lanes, panel + (k + 1) * width, 0.0f);
+        for (int64_t k = 0; lanes < width && k < k_; ++k) {
+          std::fill(panel + k * width + lanes, panel + (k + 1) * width, 0.0f);
+        }
       }
     }
     return packed;

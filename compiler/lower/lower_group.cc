@@ -51,13 +51,14 @@
 #include "compiler/lower/blocked_depthwise.h"
 #include "compiler/lower/contraction_schedule.h"
 #include "compiler/lower/conv_padding.h"
-#include "compiler/lower/pool_planes.h"
 #include "compiler/lower/group_context.h"
 #include "compiler/lower/plane_prefetch.h"
+#include "compiler/lower/pool_planes.h"
 #include "compiler/lower/qconv_call.h"
 #include "compiler/lower/qmatmul_call.h"
 #include "compiler/lower/row_reduction.h"
 #include "compiler/lower/row_stages.h"
+#include "compiler/lower/winograd_conv.h"
 #include "compiler/te/compute_context.h"
 #include "compiler/te/expr_builder.h"
 
@@ -216,7 +217,12 @@ class GroupLowerer {
     Stmt padding_stage;
     bool padded_by_rows = false;
     const Node* conv = InPlaceConv(g_);
-    if (const Node* blocked = BlockedConv(g_)) {
+    std::optional<WinogradStages> winograd;
+    if (const Node* winograd_conv = WinogradConv(g_)) {
+      // Winograd's F(4x4, 3x3) (winograd_conv.cc): the schedule tiles its GEMMs.
+      winograd = PrepareWinogradConv(g_, winograd_conv, fn, target);
+      if (!winograd) return false;
+    } else if (const Node* blocked = BlockedConv(g_)) {
       // Blocked channels (blocked_conv.cc): N is the output's channel blocks.
       target.channel_blocks = true;
       padding_stage = PadBlockedConvInput(g_, blocked, fn, target.out_vars, group_value);
@@ -235,27 +241,45 @@ class GroupLowerer {
     } else if (conv != nullptr) {
       padding_stage = PadConvInput(g_, conv, fn, target, group_value, padded_by_rows);
     }
-    std::vector<Expr> idx;
-    for (const Var& v : target.out_vars) idx.push_back(b_.Ref(v));
-    target.out_index = g_.FlatIndex(g_.shapes[fn.num_params - 1], idx);
-    target.value = g_.Flatten(group_value);
-    target.out_buffer = fn.num_params - 1;
+    if (!winograd) {
+      std::vector<Expr> idx;
+      for (const Var& v : target.out_vars) idx.push_back(b_.Ref(v));
+      target.out_index = g_.FlatIndex(g_.shapes[fn.num_params - 1], idx);
+      target.value = g_.Flatten(group_value);
+      target.out_buffer = fn.num_params - 1;
+    }
     target.buffers = &fn.buffers;
-    target.constant_of = [this](int buffer) -> const ConstantData* {
+    target.constant_of = [this, &winograd](int buffer) -> const ConstantData* {
+      if (winograd && buffer == winograd->weight_param) return winograd->weights.get();
       if (buffer >= static_cast<int>(g_.params.size())) return nullptr;
       const Node* p = g_.params[buffer];
       return p->is_constant() ? p->value.get() : nullptr;
     };
-    if (override_) target.schedule_override = &*override_;
+    // (A tuning record is for the group's direct schedule, not its GEMMs.)
+    if (override_ && !winograd) target.schedule_override = &*override_;
     target.knobs = knobs_;
     std::optional<ContractionSchedule> schedule = ScheduleContraction(target);
     if (!schedule) {
       fn.buffers.resize(fn.num_params);  // drop the padded input
       g_.shapes.resize(fn.num_params);
+      if (winograd) {
+        fn.buffers[winograd->weight_param].num_elements = winograd->weight_elements;
+        g_.shapes[winograd->weight_param] = winograd->weight_shape;
+      }
       return false;
     }
     fn.body = padding_stage ? MakeSeq({padding_stage, schedule->body}) : schedule->body;
     out.schedule = schedule->summary;
+    if (winograd) {
+      fn.body = MakeSeq({winograd->input_transform, schedule->body, winograd->output_transform});
+      out.schedule = absl::StrCat("winograd F(4x4,3x3), ", schedule->summary);
+      bool packed = false;
+      for (const auto& entry : schedule->packed_constants) {
+        packed |= entry.first == winograd->weight_param;
+      }
+      if (!packed)
+        schedule->packed_constants.emplace_back(winograd->weight_param, winograd->weights);
+    }
     out.contraction = schedule->shape;
     out.tuned = schedule->override_applied;
     out.override_ignored = schedule->override_ignored;

@@ -149,6 +149,25 @@ absl::StatusOr<TensorType> Conv2DNchwcRelation(const std::vector<TensorType>& in
   return TensorType{DType::kFloat32, out};
 }
 
+// conv2d_nchwc_winograd: a conv2d_nchwc that WinogradConv chose to compute
+// by Winograd's F(4x4, 3x3) (lower/winograd_conv.cc). Its value is the
+// conv's; it only admits what that lowering handles: groups 1, a 3x3
+// window at stride and dilation 1, and whole blocks of 16 channels in and out.
+absl::StatusOr<TensorType> Conv2DNchwcWinogradRelation(const std::vector<TensorType>& in,
+                                                       const Attrs& attrs) {
+  KILN_ASSIGN_OR_RETURN(TensorType out, Conv2DNchwcRelation(in, attrs));
+  const Conv2DAttrs& a = std::get<Conv2DAttrs>(attrs);
+  const std::vector<int64_t>& w = in[1].shape;
+  if (a.groups != 1 || w[2] != 3 || w[3] != 3 || w[4] != 16 || w[5] != 16 || a.strides[0] != 1 ||
+      a.strides[1] != 1 || a.dilation[0] != 1 || a.dilation[1] != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "conv2d_nchwc_winograd wants groups 1, a 3x3 window at stride and dilation 1 and "
+        "blocks of 16 channels, got weight ",
+        in[1].ToString(), " with ", AttrsToString(attrs)));
+  }
+  return out;
+}
+
 // What a blocked conv's output (n, ., oh, ow, .) reads at window tap
 // (ky, kx): data[n][block][oh*s + ky*d - p][ow*s + kx*d - p][lane], zero
 // outside the input where the conv pads.
@@ -196,6 +215,34 @@ double Conv2DNchwcFlops(const std::vector<TensorType>& in, const TensorType& out
   const double outputs = static_cast<double>(out.NumElements());
   return 2 * outputs * static_cast<double>(w[1] * w[2] * w[3] * w[4]) +
          (in.size() == 3 ? outputs : 0);
+}
+
+// The multiply-adds it does: 36 per 4x4 output tile per input and output
+// channel (a 6x6 tile's products), twice that in FLOPs, and the transforms'
+// adds, about 12 per input tile element and 6 per output tile element.
+double Conv2DNchwcWinogradFlops(const std::vector<TensorType>& in, const TensorType& out,
+                                const Attrs&) {
+  const std::vector<int64_t>& o = out.shape;
+  const double tiles = static_cast<double>(o[0] * ((o[2] + 3) / 4) * ((o[3] + 3) / 4));
+  const double c = static_cast<double>(in[1].shape[1] * in[1].shape[4]);
+  const double k = static_cast<double>(o[1] * o[4]);
+  return tiles * (2 * 36 * c * k + 12 * 36 * c + 6 * 36 * k);
+}
+
+void RegisterConv2DNchwcWinograd(OpRegistry& r) {
+  OpDef def;
+  def.name = "conv2d_nchwc_winograd";
+  def.pattern = OpPattern::kOutEWiseFusable;
+  def.min_inputs = 2;
+  def.max_inputs = 3;
+  def.summary =
+      "conv2d_nchwc (3x3, stride 1, groups 1, 16-channel blocks) computed by Winograd's "
+      "F(4x4, 3x3)";
+  def.parse_attrs = ParseConv2DAttrs;
+  def.infer_type = Conv2DNchwcWinogradRelation;
+  def.compute = Conv2DNchwcCompute;
+  def.flops = Conv2DNchwcWinogradFlops;
+  r.Register(std::move(def));
 }
 
 void RegisterConv2DNchwc(OpRegistry& r) {
@@ -356,6 +403,7 @@ void RegisterGroupedNchwc(OpRegistry& r) {
 void RegisterLayoutOps(OpRegistry& r) {
   RegisterLayoutTransform(r);
   RegisterConv2DNchwc(r);
+  RegisterConv2DNchwcWinograd(r);
   RegisterDepthwiseNchwc(r);
   RegisterGroupedNchwc(r);
 }

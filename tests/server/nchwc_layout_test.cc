@@ -56,7 +56,9 @@ TEST_F(NchwcLayoutTest, EachSettingCompilesItsLayoutAndMatchesNumPy) {
     ASSERT_TRUE(status.ok()) << status.error_message();
     int blocked_convs = 0, plain_convs = 0;
     for (const kiln::v1::KernelReport& k : compiled.report().kernels()) {
-      blocked_convs += std::count(k.ops().begin(), k.ops().end(), "conv2d_nchwc");
+      // Direct, or by Winograd (WinogradConv takes the 3x3 ones).
+      blocked_convs += std::count(k.ops().begin(), k.ops().end(), "conv2d_nchwc") +
+                       std::count(k.ops().begin(), k.ops().end(), "conv2d_nchwc_winograd");
       plain_convs += std::count(k.ops().begin(), k.ops().end(), "conv2d");
     }
     EXPECT_EQ(blocked_convs, s.blocked ? 4 : 0);

@@ -63,7 +63,10 @@ int RunCase(const std::string& name, bool in_place, int* blocked_convs = nullptr
   for (const engine::KernelCompileReport& k : compiled->kernels) {
     concats += std::count(k.ops.begin(), k.ops.end(), "concat") > 0;
     if (blocked_convs != nullptr) {
-      *blocked_convs += std::count(k.ops.begin(), k.ops.end(), "conv2d_nchwc") > 0;
+      // A blocked conv, direct or by Winograd (WinogradConv).
+      *blocked_convs += std::count(k.ops.begin(), k.ops.end(), "conv2d_nchwc") +
+                            std::count(k.ops.begin(), k.ops.end(), "conv2d_nchwc_winograd") >
+                        0;
     }
   }
   const testing::NpyFloat32 x = ReadNpy(name + "_x");

@@ -53,6 +53,7 @@ CompileOptions ForcedTile(const std::string& text) {
   EXPECT_TRUE(o.has_value()) << text;
   CompileOptions options;
   options.kernel_bounds_checks = true;
+  options.disabled_passes = {"WinogradConv"};  // the direct conv's tiles
   options.schedule_overrides = [o](const std::string&) { return o; };
   return options;
 }

@@ -345,7 +345,9 @@ TEST_P(ConvertLayoutNchwcModelTest, CompiledModelMatchesReference) {
   ASSERT_TRUE(r.ok()) << r.status();
   int blocked_convs = 0;
   for (const auto& k : r->kernels) {
-    blocked_convs += std::count(k.ops.begin(), k.ops.end(), "conv2d_nchwc");
+    // Direct, or by Winograd (WinogradConv takes the 3x3 ones).
+    blocked_convs += std::count(k.ops.begin(), k.ops.end(), "conv2d_nchwc") +
+                     std::count(k.ops.begin(), k.ops.end(), "conv2d_nchwc_winograd");
   }
   EXPECT_EQ(blocked_convs, 2);
   auto input =

@@ -114,6 +114,7 @@ TEST(FusePrologueTest, PreActivationJoinsBlockedConvThroughLayoutTransform) {
   g.AddOutput(Op(g, "conv2d", {Op(g, "relu", {bn}), w}, same));
   CompileOptions options;
   options.nchwc_layout = NchwcLayout::kOn;
+  options.disabled_passes = {"WinogradConv"};  // the direct conv; winograd_conv_test has its own
   absl::StatusOr<LoweredProgram> program = CompileGraph(std::move(g), options);
   ASSERT_TRUE(program.ok()) << program.status();
   bool fused = false;

@@ -77,14 +77,12 @@ TEST(SeedExampleTest, ReportListsEveryPassInPipelineOrder) {
     if (r.depth == 0 && !names.empty()) break;
     names.push_back(r.name);
   }
-  EXPECT_THAT(names, ::testing::ElementsAre("default", "InferType", "FoldEmpty",
-                                            "SimplifyInference", "FoldConstant",
-                                            "SimplifyFakeQuant", "IntegerQdqConv",
-                                            "IntegerQdqMatMul", "RequantizeInKernel",
-                                            "QuantizeInFloat64", "FoldScaleAxis",
-                                            "EliminateCommonSubexpr", "FuseAttention",
-                                            "ConvertLayoutNchwc", "DeadCodeElimination",
-                                            "FuseOps", "FusePrologue"));
+  EXPECT_THAT(names, ::testing::ElementsAre(
+                         "default", "InferType", "FoldEmpty", "SimplifyInference", "FoldConstant",
+                         "SimplifyFakeQuant", "IntegerQdqConv", "IntegerQdqMatMul",
+                         "RequantizeInKernel", "QuantizeInFloat64", "FoldScaleAxis",
+                         "EliminateCommonSubexpr", "FuseAttention", "ConvertLayoutNchwc",
+                         "WinogradConv", "DeadCodeElimination", "FuseOps", "FusePrologue"));
   EXPECT_EQ(p->record.passes[0].depth, 0);
   EXPECT_EQ(p->record.passes[1].depth, 1);
   // The pipeline's total covers its passes; its self time is what is left.

@@ -1,0 +1,325 @@
+// Winograd's F(4x4, 3x3) for a blocked conv (conv2d_nchwc_winograd).
+//
+// Design note
+// -----------
+// For a 4x4 tile of outputs at (4 th, 4 tw), a 6x6 tile d of each input
+// channel, from (4 th - pad, 4 tw - pad), gives the tile's 36 products
+//     V = Bt d B          (input transform: adds and small multiples)
+//     M[e] = sum_c V_c[e] * U_c,o[e]     for e < 36, U = G g Gt
+//     Y = At M A          (output transform)
+// (Lavin and Gray's matrices for the points 0, 1, -1, 2, -2 and infinity).
+// The sums over c are 36 independent GEMMs, tiles x C times C x O, which
+// the contraction schedule tiles like any batched matmul, with U packed at
+// compile time. The kernel runs three stages over two temporaries:
+//     V (36, tiles, C): per input tile and block of 16 channels, 36 vector
+//       loads (zeros outside the input: only border tiles check), the
+//       transform in registers, 36 whole-line stores;
+//     M (36, tiles, O) = V[e] x U[e], the schedule's loops;
+//     per output tile and block: 36 line loads of M, the transform back,
+//       the bias and the group's epilogue (relu, a residual add) per output
+//       pixel, stored as whole lines. A ragged last row or column of tiles
+//       (14x14 outputs) stores only the pixels inside.
+// Tiles are numbered (n, th, tw), so V[e] is row-major tiles x C and a
+// tile's K run is contiguous: the schedule reads it in place.
+// The transforms are written out with their common terms shared (the
+// builder interns equal expressions, codegen emits each once): about 80
+// adds and multiplies per 36 input lines, 50 per 36 output lines.
+#include "compiler/lower/winograd_conv.h"
+
+#include <array>
+#include <cstring>
+#include <string>
+#include <variant>
+
+#include "common/int_math.h"
+#include "compiler/lower/blocked_conv.h"
+
+namespace kiln::lower {
+namespace {
+
+using te::Expr;
+using te::Var;
+
+constexpr int kAlpha = 6;  // input tile side
+constexpr int kTile = 4;   // output tile side
+constexpr int kProducts = kAlpha * kAlpha;
+
+using Six = std::array<Expr, kAlpha>;
+using Four = std::array<Expr, kTile>;
+
+// Bt applied to d0..d5.
+Six InputTransform(te::ExprBuilder& b, const Six& d) {
+  const Expr two = b.Float(2), four = b.Float(4), five = b.Float(5);
+  const Expr d42 = b.Sub(d[4], d[2]), d31 = b.Sub(d[3], d[1]);
+  const Expr d12 = b.Add(d[1], d[2]), d34 = b.Add(d[3], d[4]);
+  return {b.Add(b.Sub(b.Mul(four, d[0]), b.Mul(five, d[2])), d[4]),
+          b.Sub(d34, b.Mul(four, d12)),
+          b.Add(b.Sub(d[4], d[3]), b.Mul(four, b.Sub(d[1], d[2]))),
+          b.Add(d42, b.Mul(two, d31)),
+          b.Sub(d42, b.Mul(two, d31)),
+          b.Add(b.Sub(b.Mul(four, d[1]), b.Mul(five, d[3])), d[5])};
+}
+
+// At applied to m0..m5.
+Four OutputTransform(te::ExprBuilder& b, const Six& m) {
+  const Expr p12 = b.Add(m[1], m[2]), m12 = b.Sub(m[1], m[2]);
+  const Expr p34 = b.Add(m[3], m[4]), m34 = b.Sub(m[3], m[4]);
+  return {b.Add(b.Add(m[0], p12), p34), b.Add(m12, b.Mul(b.Float(2), m34)),
+          b.Add(p12, b.Mul(b.Float(4), p34)), b.Add(b.Add(m12, b.Mul(b.Float(8), m34)), m[5])};
+}
+
+// G, the weight transform's 6x3 matrix.
+constexpr double kG[kAlpha][3] = {{1.0 / 4, 0, 0},
+                                  {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                  {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                  {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                  {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                                  {0, 0, 1}};
+
+// The range [lo, hi) of tiles along one dimension whose 6 input rows (or
+// columns) from 4 t - pad all lie inside `extent`.
+void InteriorTiles(int64_t extent, int64_t pad, int64_t tiles, int64_t& lo, int64_t& hi) {
+  lo = std::min(CeilDiv(pad, kTile), tiles);
+  const int64_t last = extent - kAlpha + pad;  // 4 t <= last
+  hi = last < 0 ? lo : std::clamp(last / kTile + 1, lo, tiles);
+}
+
+}  // namespace
+
+const Node* WinogradConv(const GroupContext& g) { return LoneAnchor(g, "conv2d_nchwc_winograd"); }
+
+std::shared_ptr<const ConstantData> WinogradWeights(const ConstantData& weights) {
+  const std::vector<int64_t>& s = weights.type.shape;  // (OB, CB, 3, 3, 16, 16)
+  const int64_t ob_count = s[0], cb_count = s[1], lanes = s[4];
+  const int64_t c_count = cb_count * lanes, o_count = ob_count * s[5];
+  auto out = std::make_shared<ConstantData>();
+  out->type = TensorType{DType::kFloat32, {kProducts, c_count, o_count}};
+  out->bytes = ConstantBytes::Aligned(static_cast<size_t>(kProducts * c_count * o_count) * 4);
+  float* u = reinterpret_cast<float*>(out->bytes.data());
+  const float* w = weights.data<float>();
+  for (int64_t ob = 0; ob < ob_count; ++ob) {
+    for (int64_t cb = 0; cb < cb_count; ++cb) {
+      for (int64_t ci = 0; ci < lanes; ++ci) {
+        for (int64_t oi = 0; oi < s[5]; ++oi) {
+          double g[3][3];
+          for (int ky = 0; ky < 3; ++ky) {
+            for (int kx = 0; kx < 3; ++kx) {
+              g[ky][kx] = w[((((ob * cb_count + cb) * 3 + ky) * 3 + kx) * lanes + ci) * s[5] + oi];
+            }
+          }
+          const int64_t c = cb * lanes + ci, o = ob * s[5] + oi;
+          for (int xi = 0; xi < kAlpha; ++xi) {
+            double gx[3];  // row xi of G g
+            for (int kx = 0; kx < 3; ++kx) {
+              gx[kx] = kG[xi][0] * g[0][kx] + kG[xi][1] * g[1][kx] + kG[xi][2] * g[2][kx];
+            }
+            for (int nu = 0; nu < kAlpha; ++nu) {
+              const double v = gx[0] * kG[nu][0] + gx[1] * kG[nu][1] + gx[2] * kG[nu][2];
+              u[((xi * kAlpha + nu) * c_count + c) * o_count + o] = static_cast<float>(v);
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::optional<WinogradStages> PrepareWinogradConv(GroupContext& g, const Node* conv,
+                                                  LoopFunction& fn, ContractionTarget& target) {
+  const Node* weight = conv->inputs[1];
+  auto param = g.param_index.find(weight);
+  if (param == g.param_index.end() || !weight->is_constant() ||
+      weight->type.dtype != DType::kFloat32) {
+    return std::nullopt;
+  }
+  te::ExprBuilder& b = g.b;
+  const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv->attrs);
+  const std::vector<int64_t>& xs = conv->inputs[0]->type.shape;  // (N, CB, H, W, 16)
+  const std::vector<int64_t>& os = conv->type.shape;             // (N, OB, OH, OW, 16)
+  const int64_t images = os[0], cbs = xs[1], obs = os[1];
+  const int64_t channels = cbs * kLanes, outputs = obs * kLanes;
+  const int64_t th_count = CeilDiv(os[2], kTile), tw_count = CeilDiv(os[3], kTile);
+  const int64_t tiles = images * th_count * tw_count;
+  const int64_t pt = a.padding[0], pl = a.padding[1];
+
+  WinogradStages stages;
+  stages.weight_param = param->second;
+  stages.weights = WinogradWeights(*weight->value);
+  stages.weight_elements = fn.buffers[param->second].num_elements;
+  stages.weight_shape = g.shapes[param->second];
+  fn.buffers[param->second].num_elements = kProducts * channels * outputs;
+  g.shapes[param->second] = {kProducts, channels, outputs};
+  const int v_buffer = static_cast<int>(fn.buffers.size());
+  fn.buffers.push_back({"winograd_input", te::ScalarType::kF32, kProducts * tiles * channels});
+  g.shapes.push_back({kProducts, tiles, channels});
+  const int m_buffer = static_cast<int>(fn.buffers.size());
+  fn.buffers.push_back({"winograd_products", te::ScalarType::kF32, kProducts * tiles * outputs});
+  g.shapes.push_back({kProducts, tiles, outputs});
+  const int out_buffer = fn.num_params - 1;
+
+  Var l = b.NewVar("l", kLanes);
+  const Expr lane = b.Ref(l);
+  auto tile_index = [&](const Expr& n, const Expr& th, const Expr& tw) {
+    return b.Add(b.Mul(b.Add(b.Mul(n, b.Int(th_count)), th), b.Int(tw_count)), tw);
+  };
+
+  // Input transform of the tile (n, th, tw), every channel block, reading
+  // with bounds checks on rows (check_y) and columns (check_x) that may
+  // leave the input.
+  Var cb = b.NewVar("cb", cbs);
+  auto input_tile = [&](const Expr& n, const Expr& th, const Expr& tw, bool check_y, bool check_x) {
+    std::array<Six, kAlpha> d;
+    for (int r = 0; r < kAlpha; ++r) {
+      Expr y = b.Add(b.Mul(th, b.Int(kTile)), b.Int(r - pt));
+      Expr y_in = check_y ? b.InRange(y, xs[2]) : nullptr;
+      if (check_y) y = b.ClampIndex(y, xs[2]);
+      for (int c = 0; c < kAlpha; ++c) {
+        Expr x = b.Add(b.Mul(tw, b.Int(kTile)), b.Int(c - pl));
+        Expr inside = y_in;
+        if (check_x) {
+          Expr x_in = b.InRange(x, xs[3]);
+          inside = inside ? b.Binary(te::BinaryOp::kAnd, inside, x_in) : x_in;
+          x = b.ClampIndex(x, xs[3]);
+        }
+        Expr v = g.ValueOf(conv->inputs[0], {n, b.Ref(cb), y, x, lane});
+        d[r][c] = inside ? b.Select(inside, v, b.Float(0)) : v;
+      }
+    }
+    std::array<Six, kAlpha> rows;  // rows[r] = Bt applied along row r
+    for (int r = 0; r < kAlpha; ++r) rows[r] = InputTransform(b, d[r]);
+    const Expr p = tile_index(n, th, tw);
+    const Expr c = b.Add(b.Mul(b.Ref(cb), b.Int(kLanes)), lane);
+    std::vector<Stmt> stores;
+    for (int nu = 0; nu < kAlpha; ++nu) {
+      Six column;
+      for (int r = 0; r < kAlpha; ++r) column[r] = rows[r][nu];
+      const Six v = InputTransform(b, column);
+      for (int xi = 0; xi < kAlpha; ++xi) {
+        const std::vector<int64_t>& vs = g.shapes[v_buffer];
+        stores.push_back(MakeStore(v_buffer, g.FlatIndex(vs, {b.Int(xi * kAlpha + nu), p, c}),
+                                   g.Flatten(v[xi])));
+      }
+    }
+    return MakeFor(cb, ForKind::kSerial, MakeFor(l, ForKind::kVector, MakeSeq(std::move(stores))));
+  };
+
+  // Output transform of the tile (n, th, tw): its `rows` x `cols` pixels.
+  Var ob = b.NewVar("ob", obs);
+  auto output_tile = [&](const Expr& n, const Expr& th, const Expr& tw, int rows, int cols) {
+    const Expr p = tile_index(n, th, tw);
+    const Expr o = b.Add(b.Mul(b.Ref(ob), b.Int(kLanes)), lane);
+    std::array<Four, kAlpha> columns;  // columns[nu] = At applied along column nu
+    for (int nu = 0; nu < kAlpha; ++nu) {
+      Six m;
+      for (int xi = 0; xi < kAlpha; ++xi) {
+        m[xi] = b.Load(m_buffer, te::ScalarType::kF32, {b.Int(xi * kAlpha + nu), p, o});
+      }
+      columns[nu] = OutputTransform(b, m);
+    }
+    std::vector<Stmt> stores;
+    for (int r = 0; r < rows; ++r) {
+      Six row;
+      for (int nu = 0; nu < kAlpha; ++nu) row[nu] = columns[nu][r];
+      const Four y = OutputTransform(b, row);
+      for (int c = 0; c < cols; ++c) {
+        std::vector<Expr> idx{n, b.Ref(ob), b.Add(b.Mul(th, b.Int(kTile)), b.Int(r)),
+                              b.Add(b.Mul(tw, b.Int(kTile)), b.Int(c)), lane};
+        Expr conv_value = y[c];
+        if (conv->inputs.size() == 3) {
+          conv_value = b.Add(conv_value, g.ValueOf(conv->inputs[2], {b.Ref(ob), lane}));
+        }
+        std::vector<const te::ExprNode*> key;
+        for (const Expr& e : idx) key.push_back(e.get());
+        g.memo[{conv, key}] = conv_value;
+        Expr value = g.ValueOf(g.members.back(), idx);
+        stores.push_back(MakeStore(out_buffer, g.FlatIndex(os, idx), g.Flatten(value)));
+      }
+    }
+    return MakeFor(ob, ForKind::kSerial, MakeFor(l, ForKind::kVector, MakeSeq(std::move(stores))));
+  };
+
+  // Both stages walk the tiles in ranges of rows [th0, th1) and columns
+  // [tw0, tw1); `body` makes one tile's statement. The rows of the
+  // parallel range run as (image, row) items.
+  const int64_t work = tiles * kProducts * (channels + outputs);
+  const bool parallel = work >= kParallelWorkThreshold;
+  using TileBody = std::function<Stmt(const Expr&, const Expr&, const Expr&)>;
+  auto columns_of = [&](const Expr& n, const Expr& th, int64_t tw0, int64_t tw1,
+                        const TileBody& body) -> Stmt {
+    if (tw1 <= tw0) return nullptr;
+    Var tw = b.NewVar("tw", tw1 - tw0);
+    return MakeFor(tw, ForKind::kSerial, body(n, th, b.Add(b.Ref(tw), b.Int(tw0))));
+  };
+  auto rows_of = [&](int64_t th0, int64_t th1, bool in_parallel,
+                     const std::function<Stmt(const Expr&, const Expr&)>& row) -> Stmt {
+    if (th1 <= th0) return nullptr;
+    Var item = b.NewVar("item", images * (th1 - th0));
+    const Expr n = images == 1 ? b.Int(0) : b.Div(b.Ref(item), b.Int(th1 - th0));
+    const Expr th =
+        b.Add(th1 - th0 == 1 ? b.Int(0) : b.Mod(b.Ref(item), b.Int(th1 - th0)), b.Int(th0));
+    return MakeFor(item, in_parallel && parallel ? ForKind::kParallel : ForKind::kSerial,
+                   row(n, th));
+  };
+  auto seq = [](std::vector<Stmt> parts) {
+    std::vector<Stmt> kept;
+    for (Stmt& s : parts) {
+      if (s) kept.push_back(std::move(s));
+    }
+    return MakeSeq(std::move(kept));
+  };
+
+  // The input stage: interior tiles unchecked, the border ones checked.
+  int64_t th_lo, th_hi, tw_lo, tw_hi;
+  InteriorTiles(xs[2], pt, th_count, th_lo, th_hi);
+  InteriorTiles(xs[3], pl, tw_count, tw_lo, tw_hi);
+  auto input_row = [&](bool check_y) {
+    return [&, check_y](const Expr& n, const Expr& th) {
+      auto tile = [&](bool check_x) {
+        return [&, check_x](const Expr& n2, const Expr& th2, const Expr& tw) {
+          return input_tile(n2, th2, tw, check_y, check_x);
+        };
+      };
+      return seq({columns_of(n, th, 0, tw_lo, tile(true)),
+                  columns_of(n, th, tw_lo, tw_hi, tile(false)),
+                  columns_of(n, th, tw_hi, tw_count, tile(true))});
+    };
+  };
+  stages.input_transform =
+      seq({rows_of(0, th_lo, false, input_row(true)), rows_of(th_lo, th_hi, true, input_row(false)),
+           rows_of(th_hi, th_count, false, input_row(true))});
+
+  // The output stage: whole tiles, then the ragged last row and column.
+  const int64_t th_whole = os[2] / kTile, tw_whole = os[3] / kTile;
+  const int rows_left = static_cast<int>(os[2] % kTile),
+            cols_left = static_cast<int>(os[3] % kTile);
+  auto output_row = [&](int rows) {
+    return [&, rows](const Expr& n, const Expr& th) {
+      auto tile = [&](int cols) {
+        return [&, cols](const Expr& n2, const Expr& th2, const Expr& tw) {
+          return output_tile(n2, th2, tw, rows, cols);
+        };
+      };
+      return seq({columns_of(n, th, 0, tw_whole, tile(kTile)),
+                  cols_left ? columns_of(n, th, tw_whole, tw_count, tile(cols_left)) : nullptr});
+    };
+  };
+  stages.output_transform =
+      seq({rows_of(0, th_whole, true, output_row(kTile)),
+           rows_left ? rows_of(th_whole, th_count, false, output_row(rows_left)) : nullptr});
+
+  // The GEMMs: M[e][p][o] = sum_k V[e][p][k] * U[e][k][o].
+  Var e = b.NewVar("e", kProducts), p = b.NewVar("p", tiles), o = b.NewVar("o", outputs);
+  Var k = b.NewVar("k", channels);
+  Expr sum =
+      b.Reduce(te::ReduceOp::kSum, {k},
+               b.Mul(b.Load(v_buffer, te::ScalarType::kF32, {b.Ref(e), b.Ref(p), b.Ref(k)}),
+                     b.Load(param->second, te::ScalarType::kF32, {b.Ref(e), b.Ref(k), b.Ref(o)})));
+  target.out_vars = {e, p, o};
+  target.out_index = g.FlatIndex(g.shapes[m_buffer], {b.Ref(e), b.Ref(p), b.Ref(o)});
+  target.value = g.Flatten(sum);
+  target.out_buffer = m_buffer;
+  return stages;
+}
+
+}  // namespace kiln::lower

@@ -1,0 +1,45 @@
+// conv2d_nchwc_winograd lowered as Winograd's F(4x4, 3x3): an input
+// transform, 36 GEMMs under the contraction schedule, and an output
+// transform that applies the group's epilogue (design note in the .cc).
+#ifndef KILN_COMPILER_LOWER_WINOGRAD_CONV_H_
+#define KILN_COMPILER_LOWER_WINOGRAD_CONV_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "compiler/ir/graph.h"
+#include "compiler/lower/contraction_schedule.h"
+#include "compiler/lower/group_context.h"
+#include "compiler/lower/loop_ir.h"
+
+namespace kiln::lower {
+
+// LoneAnchor for conv2d_nchwc_winograd.
+const Node* WinogradConv(const GroupContext& g);
+
+// The stages around the GEMMs, and the weights they read.
+struct WinogradStages {
+  Stmt input_transform;   // input -> V (36, tiles, C)
+  Stmt output_transform;  // M (36, tiles, O) -> the group's output
+  // The weight parameter, now U (36, C, O): its constant, and what the
+  // parameter's buffer and shape were (restored if the GEMMs are not tiled).
+  int weight_param = -1;
+  std::shared_ptr<const ConstantData> weights;
+  int64_t weight_elements = 0;
+  std::vector<int64_t> weight_shape;
+};
+
+// Adds V and M to `fn`, makes the weight parameter U, and points `target`
+// at the GEMMs M[e] = V[e] x U[e] (out_vars, out_index, value, out_buffer).
+// Nullopt, nothing changed, when the weights are not a float32 constant.
+std::optional<WinogradStages> PrepareWinogradConv(GroupContext& g, const Node* conv,
+                                                  LoopFunction& fn, ContractionTarget& target);
+
+// U = G g Gt for weights (O/16, C/16, 3, 3, 16, 16), as (36, C, O) float32.
+std::shared_ptr<const ConstantData> WinogradWeights(const ConstantData& weights);
+
+}  // namespace kiln::lower
+
+#endif  // KILN_COMPILER_LOWER_WINOGRAD_CONV_H_

@@ -1,0 +1,31 @@
+// WinogradConv: the blocked 3x3 convs that Winograd's F(4x4, 3x3) computes
+// faster, rewritten as conv2d_nchwc_winograd (lowered by
+// lower/winograd_conv.cc). The estimate it decides by is
+// WinogradPaysOff, here so it can be tested on its own.
+#ifndef KILN_COMPILER_PASSES_WINOGRAD_CONV_H_
+#define KILN_COMPILER_PASSES_WINOGRAD_CONV_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "compiler/pass/pass.h"
+
+namespace kiln {
+
+// The transformed weights' size above which a conv stays direct: F(4x4, 3x3)
+// keeps 36 values per input and output channel where the conv keeps 9, and
+// the model holds them for as long as it is loaded.
+inline constexpr int64_t kMaxWinogradWeightBytes = int64_t{16} << 20;
+
+// A 3x3, stride-1 conv of `images` images, `channels` in and `outputs` out
+// (both whole blocks of 16), output `height` x `width`: whether F(4x4, 3x3)
+// is estimated to take at most 0.8 of the direct conv's time (the estimate
+// is in the .cc) and its weights fit kMaxWinogradWeightBytes.
+bool WinogradPaysOff(int64_t images, int64_t channels, int64_t outputs, int64_t height,
+                     int64_t width);
+
+std::unique_ptr<Pass> CreateWinogradConvPass();
+
+}  // namespace kiln
+
+#endif  // KILN_COMPILER_PASSES_WINOGRAD_CONV_H_

@@ -1,0 +1,115 @@
+// WinogradConv: which blocked convs it rewrites, and its estimate on
+// hand-computed shapes (the numbers are in each test).
+#include "compiler/passes/winograd_conv.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "compiler/driver/compile.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_util/graph_building.h"
+
+namespace kiln {
+namespace {
+
+using ::kiln::testing::FloatConstant;
+using ::kiln::testing::Op;
+
+// resnet18's layer1 conv: direct max(2*9*3136*64*64 / 64 / 0.92 = 3.93M,
+// 147 KB / 16) cycles; Winograd max(2*36*196*64*64 / 64 / 0.85 = 1.06M,
+// 590 KB / 16) + 100*196*4 + 80*196*4 = 1.20M <= 0.8 * 3.93M.
+TEST(WinogradPaysOffTest, ResNetLayer1) { EXPECT_TRUE(WinogradPaysOff(1, 64, 64, 56, 56)); }
+
+// resnet18's layer4 conv: 4 x 9.4 MB of weights is over the 16 MB cap, at
+// any batch.
+TEST(WinogradPaysOffTest, WeightsOverTheCapStayDirect) {
+  EXPECT_FALSE(WinogradPaysOff(1, 512, 512, 7, 7));
+  EXPECT_FALSE(WinogradPaysOff(8, 512, 512, 7, 7));
+  EXPECT_TRUE(WinogradPaysOff(8, 256, 256, 14, 14));  // 9.4 MB
+}
+
+// One output pixel: direct max(2*9*256 / 64 / 0.92 = 78, 9216 / 16 = 576);
+// Winograd max(339, 4*9216 / 16 = 2304) + 100 + 80 = 2484 > 0.8 * 576.
+TEST(WinogradPaysOffTest, OnePixelStaysDirect) { EXPECT_FALSE(WinogradPaysOff(1, 16, 16, 1, 1)); }
+
+// The kernels' ops per conv kind: blocked 3x3 stride-1 convs become
+// conv2d_nchwc_winograd; strided, 1x1, dilated and grouped ones stay.
+class WinogradConvRewriteTest : public ::testing::Test {
+ protected:
+  // x (1, 32, 16, 16) -> layout_transform -> conv2d_nchwc(attrs, window)
+  // -> layout_transform back; the conv's op name after compiling.
+  static std::string ConvOpAfter(const Conv2DAttrs& a, int64_t window,
+                                 CompileOptions options = {}) {
+    Graph g;
+    Node* x = g.AddInput("x", {DType::kFloat32, {1, 32, 16, 16}});
+    Node* blocked = Op(g, "layout_transform", {x}, LayoutTransformAttrs{0, 16, 0});
+    const int64_t groups = a.groups;
+    Node* w =
+        g.AddConstant("w", FloatConstant({2, groups == 1 ? 2 : 1, window, window, 16, 16}, 0.01f));
+    Node* conv = Op(g, "conv2d_nchwc", {blocked, w}, a);
+    g.AddOutput(Op(g, "layout_transform", {conv}, LayoutTransformAttrs{16, 0, 32}));
+    absl::StatusOr<LoweredProgram> p = CompileGraph(std::move(g), options);
+    EXPECT_TRUE(p.ok()) << p.status();
+    if (!p.ok()) return "";
+    for (const KernelSpec& k : p->kernels) {
+      for (const std::string& op : k.ops) {
+        if (op.rfind("conv2d", 0) == 0) return op;
+      }
+    }
+    return "none";
+  }
+  static Conv2DAttrs Padded() {
+    Conv2DAttrs a;
+    a.padding = {1, 1, 1, 1};
+    return a;
+  }
+};
+
+TEST_F(WinogradConvRewriteTest, ThreeByThreeStrideOne) {
+  EXPECT_EQ(ConvOpAfter(Padded(), 3), "conv2d_nchwc_winograd");
+  Conv2DAttrs unpadded;
+  EXPECT_EQ(ConvOpAfter(unpadded, 3), "conv2d_nchwc_winograd");
+}
+
+TEST_F(WinogradConvRewriteTest, OtherConvsStayDirect) {
+  Conv2DAttrs strided = Padded();
+  strided.strides = {2, 2};
+  EXPECT_EQ(ConvOpAfter(strided, 3), "conv2d_nchwc");
+  EXPECT_EQ(ConvOpAfter(Conv2DAttrs{}, 1), "conv2d_nchwc");
+  Conv2DAttrs dilated;
+  dilated.padding = {2, 2, 2, 2};
+  dilated.dilation = {2, 2};
+  EXPECT_EQ(ConvOpAfter(dilated, 3), "conv2d_nchwc");
+  Conv2DAttrs grouped = Padded();
+  grouped.groups = 2;  // one group per block
+  EXPECT_EQ(ConvOpAfter(grouped, 3), "conv2d_nchwc");
+  EXPECT_EQ(ConvOpAfter(Padded(), 5), "conv2d_nchwc");
+}
+
+TEST_F(WinogradConvRewriteTest, DisabledOrBelowItsOptLevelKeepsTheConv) {
+  CompileOptions disabled;
+  disabled.disabled_passes = {"WinogradConv"};
+  EXPECT_EQ(ConvOpAfter(Padded(), 3, disabled), "conv2d_nchwc");
+  CompileOptions level1;
+  level1.opt_level = 1;
+  EXPECT_EQ(ConvOpAfter(Padded(), 3, level1), "conv2d_nchwc");
+}
+
+// The op's relation refuses what its lowering does not handle.
+TEST(WinogradConvOpTest, RelationRefusesAStridedConv) {
+  Graph g;
+  Node* x = g.AddInput("x", {DType::kFloat32, {1, 2, 8, 8, 16}});
+  Conv2DAttrs strided;
+  strided.strides = {2, 2};
+  Node* conv = Op(g, "conv2d_nchwc_winograd",
+                  {x, g.AddConstant("w", FloatConstant({2, 2, 3, 3, 16, 16}, 0.01f))}, strided);
+  g.AddOutput(conv);
+  absl::StatusOr<LoweredProgram> p = CompileGraph(std::move(g), CompileOptions{});
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << p.status();
+  EXPECT_THAT(std::string(p.status().message()), ::testing::HasSubstr("stride and dilation 1"));
+}
+
+}  // namespace
+}  // namespace kiln
