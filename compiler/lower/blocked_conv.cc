@@ -71,40 +71,22 @@ const Node* LoneAnchor(const GroupContext& g, const std::string& op) {
 
 const Node* BlockedConv(const GroupContext& g) { return LoneAnchor(g, "conv2d_nchwc"); }
 
-Stmt PadBlockedConvInput(GroupContext& g, const Node* conv, LoopFunction& fn,
-                         std::vector<Var>& out_vars, Expr& value) {
-  const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv->attrs);
-  // Without padding the input is read in place, unless a fused prologue
-  // (fuse_prologue.cc) must be applied to it: the copy applies it once per
-  // element, where the in-place read would per load (per window position).
-  if (!a.padding[0] && !a.padding[1] && !a.padding[2] && !a.padding[3] &&
-      !g.member_set.count(conv->inputs[0])) {
-    return nullptr;
-  }
+Stmt ZeroPaddedCopy(GroupContext& g, const Node* input, int buffer,
+                    const std::vector<int64_t>& shape, int64_t top, int64_t left) {
   te::ExprBuilder& b = g.b;
-  const std::vector<int64_t>& xs = conv->inputs[0]->type.shape;
-  const std::vector<int64_t>& ws = conv->inputs[1]->type.shape;
-  const std::vector<int64_t>& os = conv->type.shape;
-  const int64_t hp = xs[2] + a.padding[0] + a.padding[2];
-  const int64_t wp = xs[3] + a.padding[1] + a.padding[3];
-  const std::vector<int64_t> shape{xs[0], xs[1], hp, wp, xs[4]};
-  const int padded = static_cast<int>(fn.buffers.size());
-  fn.buffers.push_back({"padded_input", te::ScalarType::kF32, xs[0] * xs[1] * hp * wp * xs[4]});
-  g.shapes.push_back(shape);
-
-  // The fill: padded[n][cb][y][x][ci] = input at (y - pt, x - pl), or zero.
+  const std::vector<int64_t>& xs = input->type.shape;
   std::vector<Var> fill_vars;
   std::vector<Expr> fill_idx;
   for (size_t d = 0; d < shape.size(); ++d) {
     fill_vars.push_back(b.NewVar("p" + std::to_string(d), shape[d]));
     fill_idx.push_back(b.Ref(fill_vars.back()));
   }
-  Expr y = b.Sub(fill_idx[2], b.Int(a.padding[0]));
-  Expr x = b.Sub(fill_idx[3], b.Int(a.padding[1]));
+  Expr y = b.Sub(fill_idx[2], b.Int(top));
+  Expr x = b.Sub(fill_idx[3], b.Int(left));
   Expr inside = b.Binary(te::BinaryOp::kAnd, b.InRange(y, xs[2]), b.InRange(x, xs[3]));
-  Expr read = g.ValueOf(conv->inputs[0], {fill_idx[0], fill_idx[1], b.ClampIndex(y, xs[2]),
-                                          b.ClampIndex(x, xs[3]), fill_idx[4]});
-  Stmt fill = MakeStore(padded, g.FlatIndex(shape, fill_idx),
+  Expr read = g.ValueOf(input, {fill_idx[0], fill_idx[1], b.ClampIndex(y, xs[2]),
+                                b.ClampIndex(x, xs[3]), fill_idx[4]});
+  Stmt fill = MakeStore(buffer, g.FlatIndex(shape, fill_idx),
                         g.Flatten(b.Select(inside, read, b.Float(0))));
   // The loops: the outermost parallel, the innermost vectorised along a
   // pixel's channel block (one line per pixel), except where the block is
@@ -130,11 +112,36 @@ Stmt PadBlockedConvInput(GroupContext& g, const Node* conv, LoopFunction& fn,
     fill = MakeFor(loops.back(), ForKind::kVectorized, fill);
     outer -= 1;
   }
-  const int64_t elements = xs[0] * xs[1] * hp * wp * xs[4];
+  const int64_t elements = shape[0] * shape[1] * shape[2] * shape[3] * shape[4];
   for (size_t d = outer; d-- > 0;) {
     const bool parallel = d == 0 && elements >= kParallelWorkThreshold;
     fill = MakeFor(loops[d], parallel ? ForKind::kParallel : ForKind::kSerial, fill);
   }
+  return fill;
+}
+
+Stmt PadBlockedConvInput(GroupContext& g, const Node* conv, LoopFunction& fn,
+                         std::vector<Var>& out_vars, Expr& value) {
+  const Conv2DAttrs& a = std::get<Conv2DAttrs>(conv->attrs);
+  // Without padding the input is read in place, unless a fused prologue
+  // (fuse_prologue.cc) must be applied to it: the copy applies it once per
+  // element, where the in-place read would per load (per window position).
+  if (!a.padding[0] && !a.padding[1] && !a.padding[2] && !a.padding[3] &&
+      !g.member_set.count(conv->inputs[0])) {
+    return nullptr;
+  }
+  te::ExprBuilder& b = g.b;
+  const std::vector<int64_t>& xs = conv->inputs[0]->type.shape;
+  const std::vector<int64_t>& ws = conv->inputs[1]->type.shape;
+  const std::vector<int64_t>& os = conv->type.shape;
+  const int64_t hp = xs[2] + a.padding[0] + a.padding[2];
+  const int64_t wp = xs[3] + a.padding[1] + a.padding[3];
+  const std::vector<int64_t> shape{xs[0], xs[1], hp, wp, xs[4]};
+  const int padded = static_cast<int>(fn.buffers.size());
+  fn.buffers.push_back({"padded_input", te::ScalarType::kF32, xs[0] * xs[1] * hp * wp * xs[4]});
+  g.shapes.push_back(shape);
+
+  Stmt fill = ZeroPaddedCopy(g, conv->inputs[0], padded, shape, a.padding[0], a.padding[1]);
 
   // The conv over the padded input, at fresh output variables (the inliner's
   // memo already holds the group's element at the old ones).

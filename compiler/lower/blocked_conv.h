@@ -23,6 +23,12 @@ const Node* LoneAnchor(const GroupContext& g, const std::string& op);
 // LoneAnchor for conv2d_nchwc.
 const Node* BlockedConv(const GroupContext& g);
 
+// The stage that fills `buffer`, of blocked `shape` (N, C/c, Hp, Wp, c), with
+// `input` (N, C/c, H, W, c) at row `top` and column `left` and zeros around
+// it (and `input`'s producers in the group applied once per element).
+Stmt ZeroPaddedCopy(GroupContext& g, const Node* input, int buffer,
+                    const std::vector<int64_t>& shape, int64_t top, int64_t left);
+
 // For a padded `conv`: adds a zero-padded copy of its input to `fn`, rewrites
 // `value` (the group's element) to read it over fresh output variables, which
 // replace `out_vars`, and returns the stage that fills it. A null Stmt, and

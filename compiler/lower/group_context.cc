@@ -83,6 +83,10 @@ Expr GroupContext::FlatIndex(const std::vector<int64_t>& shape, const std::vecto
 
 Expr GroupContext::Flatten(const Expr& root) {
   std::unordered_map<const te::ExprNode*, Expr> flat;
+  return Flatten(root, flat);
+}
+
+Expr GroupContext::Flatten(const Expr& root, std::unordered_map<const te::ExprNode*, Expr>& flat) {
   std::function<Expr(const Expr&)> visit = [&](const Expr& e) -> Expr {
     auto it = flat.find(e.get());
     if (it != flat.end()) return it->second;

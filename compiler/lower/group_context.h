@@ -52,6 +52,9 @@ struct GroupContext {
   te::Expr FlatIndex(const std::vector<int64_t>& shape, const std::vector<te::Expr>& idx);
   // `root` with its multi-dimensional loads flattened by `shapes`.
   te::Expr Flatten(const te::Expr& root);
+  // The same with the memo the caller keeps, so the stores of one stage,
+  // which share most of their nodes, flatten each node once.
+  te::Expr Flatten(const te::Expr& root, std::unordered_map<const te::ExprNode*, te::Expr>& memo);
 
   const std::vector<const Node*>& members;
   std::unordered_set<const Node*> member_set;

@@ -11,9 +11,11 @@
 // The sums over c are 36 independent GEMMs, tiles x C times C x O, which
 // the contraction schedule tiles like any batched matmul, with U packed at
 // compile time. The kernel runs three stages over two temporaries:
-//     V (36, tiles, C): per input tile and block of 16 channels, 36 vector
-//       loads (zeros outside the input: only border tiles check), the
-//       transform in registers, 36 whole-line stores;
+//     V (36, tiles, C): the input copied into a zero-padded buffer of whole
+//       tiles (4 TH + 2 rows: a ragged last tile reads zeros, not past the
+//       input; a fused prologue runs there, once per element), then per
+//       input tile and block of 16 channels 36 vector loads, the transform
+//       in registers, 36 whole-line stores;
 //     M (36, tiles, O) = V[e] x U[e], the schedule's loops;
 //     per output tile and block: 36 line loads of M, the transform back,
 //       the bias and the group's epilogue (relu, a residual add) per output
@@ -29,6 +31,7 @@
 #include <array>
 #include <cstring>
 #include <string>
+#include <unordered_map>
 #include <variant>
 
 #include "common/int_math.h"
@@ -76,14 +79,6 @@ constexpr double kG[kAlpha][3] = {{1.0 / 4, 0, 0},
                                   {1.0 / 24, -1.0 / 12, 1.0 / 6},
                                   {0, 0, 1}};
 
-// The range [lo, hi) of tiles along one dimension whose 6 input rows (or
-// columns) from 4 t - pad all lie inside `extent`.
-void InteriorTiles(int64_t extent, int64_t pad, int64_t tiles, int64_t& lo, int64_t& hi) {
-  lo = std::min(CeilDiv(pad, kTile), tiles);
-  const int64_t last = extent - kAlpha + pad;  // 4 t <= last
-  hi = last < 0 ? lo : std::clamp(last / kTile + 1, lo, tiles);
-}
-
 }  // namespace
 
 const Node* WinogradConv(const GroupContext& g) { return LoneAnchor(g, "conv2d_nchwc_winograd"); }
@@ -97,9 +92,11 @@ std::shared_ptr<const ConstantData> WinogradWeights(const ConstantData& weights)
   out->bytes = ConstantBytes::Aligned(static_cast<size_t>(kProducts * c_count * o_count) * 4);
   float* u = reinterpret_cast<float*>(out->bytes.data());
   const float* w = weights.data<float>();
-  for (int64_t ob = 0; ob < ob_count; ++ob) {
-    for (int64_t cb = 0; cb < cb_count; ++cb) {
-      for (int64_t ci = 0; ci < lanes; ++ci) {
+  // Output channels innermost: each (c, o) reads along oi and writes U's 36
+  // rows along o.
+  for (int64_t cb = 0; cb < cb_count; ++cb) {
+    for (int64_t ci = 0; ci < lanes; ++ci) {
+      for (int64_t ob = 0; ob < ob_count; ++ob) {
         for (int64_t oi = 0; oi < s[5]; ++oi) {
           double g[3][3];
           for (int ky = 0; ky < 3; ++ky) {
@@ -157,6 +154,15 @@ std::optional<WinogradStages> PrepareWinogradConv(GroupContext& g, const Node* c
   fn.buffers.push_back({"winograd_products", te::ScalarType::kF32, kProducts * tiles * outputs});
   g.shapes.push_back({kProducts, tiles, outputs});
   const int out_buffer = fn.num_params - 1;
+  // The input, zero-padded to whole tiles: rows 4 th - pt .. 4 th - pt + 5
+  // of every tile are inside it, so the transform reads without checks.
+  const std::vector<int64_t> padded_shape{images, cbs, kTile * th_count + 2, kTile * tw_count + 2,
+                                          kLanes};
+  const int padded = static_cast<int>(fn.buffers.size());
+  fn.buffers.push_back({"padded_input", te::ScalarType::kF32,
+                        images * cbs * padded_shape[2] * padded_shape[3] * kLanes});
+  g.shapes.push_back(padded_shape);
+  Stmt fill = ZeroPaddedCopy(g, conv->inputs[0], padded, padded_shape, pt, pl);
 
   Var l = b.NewVar("l", kLanes);
   const Expr lane = b.Ref(l);
@@ -164,41 +170,31 @@ std::optional<WinogradStages> PrepareWinogradConv(GroupContext& g, const Node* c
     return b.Add(b.Mul(b.Add(b.Mul(n, b.Int(th_count)), th), b.Int(tw_count)), tw);
   };
 
-  // Input transform of the tile (n, th, tw), every channel block, reading
-  // with bounds checks on rows (check_y) and columns (check_x) that may
-  // leave the input.
+  // Input transform of the tile (n, th, tw), every channel block.
   Var cb = b.NewVar("cb", cbs);
-  auto input_tile = [&](const Expr& n, const Expr& th, const Expr& tw, bool check_y, bool check_x) {
+  auto input_tile = [&](const Expr& n, const Expr& th, const Expr& tw) {
     std::array<Six, kAlpha> d;
     for (int r = 0; r < kAlpha; ++r) {
-      Expr y = b.Add(b.Mul(th, b.Int(kTile)), b.Int(r - pt));
-      Expr y_in = check_y ? b.InRange(y, xs[2]) : nullptr;
-      if (check_y) y = b.ClampIndex(y, xs[2]);
+      const Expr y = b.Add(b.Mul(th, b.Int(kTile)), b.Int(r));
       for (int c = 0; c < kAlpha; ++c) {
-        Expr x = b.Add(b.Mul(tw, b.Int(kTile)), b.Int(c - pl));
-        Expr inside = y_in;
-        if (check_x) {
-          Expr x_in = b.InRange(x, xs[3]);
-          inside = inside ? b.Binary(te::BinaryOp::kAnd, inside, x_in) : x_in;
-          x = b.ClampIndex(x, xs[3]);
-        }
-        Expr v = g.ValueOf(conv->inputs[0], {n, b.Ref(cb), y, x, lane});
-        d[r][c] = inside ? b.Select(inside, v, b.Float(0)) : v;
+        const Expr x = b.Add(b.Mul(tw, b.Int(kTile)), b.Int(c));
+        d[r][c] = b.Load(padded, te::ScalarType::kF32, {n, b.Ref(cb), y, x, lane});
       }
     }
     std::array<Six, kAlpha> rows;  // rows[r] = Bt applied along row r
     for (int r = 0; r < kAlpha; ++r) rows[r] = InputTransform(b, d[r]);
     const Expr p = tile_index(n, th, tw);
     const Expr c = b.Add(b.Mul(b.Ref(cb), b.Int(kLanes)), lane);
+    std::unordered_map<const te::ExprNode*, Expr> flat;
     std::vector<Stmt> stores;
     for (int nu = 0; nu < kAlpha; ++nu) {
       Six column;
       for (int r = 0; r < kAlpha; ++r) column[r] = rows[r][nu];
       const Six v = InputTransform(b, column);
       for (int xi = 0; xi < kAlpha; ++xi) {
-        const std::vector<int64_t>& vs = g.shapes[v_buffer];
-        stores.push_back(MakeStore(v_buffer, g.FlatIndex(vs, {b.Int(xi * kAlpha + nu), p, c}),
-                                   g.Flatten(v[xi])));
+        stores.push_back(MakeStore(v_buffer,
+                                   g.FlatIndex(g.shapes[v_buffer], {b.Int(xi * kAlpha + nu), p, c}),
+                                   g.Flatten(v[xi], flat)));
       }
     }
     return MakeFor(cb, ForKind::kSerial, MakeFor(l, ForKind::kVector, MakeSeq(std::move(stores))));
@@ -217,6 +213,7 @@ std::optional<WinogradStages> PrepareWinogradConv(GroupContext& g, const Node* c
       }
       columns[nu] = OutputTransform(b, m);
     }
+    std::unordered_map<const te::ExprNode*, Expr> flat;
     std::vector<Stmt> stores;
     for (int r = 0; r < rows; ++r) {
       Six row;
@@ -233,7 +230,7 @@ std::optional<WinogradStages> PrepareWinogradConv(GroupContext& g, const Node* c
         for (const Expr& e : idx) key.push_back(e.get());
         g.memo[{conv, key}] = conv_value;
         Expr value = g.ValueOf(g.members.back(), idx);
-        stores.push_back(MakeStore(out_buffer, g.FlatIndex(os, idx), g.Flatten(value)));
+        stores.push_back(MakeStore(out_buffer, g.FlatIndex(os, idx), g.Flatten(value, flat)));
       }
     }
     return MakeFor(ob, ForKind::kSerial, MakeFor(l, ForKind::kVector, MakeSeq(std::move(stores))));
@@ -269,25 +266,11 @@ std::optional<WinogradStages> PrepareWinogradConv(GroupContext& g, const Node* c
     return MakeSeq(std::move(kept));
   };
 
-  // The input stage: interior tiles unchecked, the border ones checked.
-  int64_t th_lo, th_hi, tw_lo, tw_hi;
-  InteriorTiles(xs[2], pt, th_count, th_lo, th_hi);
-  InteriorTiles(xs[3], pl, tw_count, tw_lo, tw_hi);
-  auto input_row = [&](bool check_y) {
-    return [&, check_y](const Expr& n, const Expr& th) {
-      auto tile = [&](bool check_x) {
-        return [&, check_x](const Expr& n2, const Expr& th2, const Expr& tw) {
-          return input_tile(n2, th2, tw, check_y, check_x);
-        };
-      };
-      return seq({columns_of(n, th, 0, tw_lo, tile(true)),
-                  columns_of(n, th, tw_lo, tw_hi, tile(false)),
-                  columns_of(n, th, tw_hi, tw_count, tile(true))});
-    };
-  };
+  // The input stage: the padded copy, then every tile.
   stages.input_transform =
-      seq({rows_of(0, th_lo, false, input_row(true)), rows_of(th_lo, th_hi, true, input_row(false)),
-           rows_of(th_hi, th_count, false, input_row(true))});
+      MakeSeq({fill, rows_of(0, th_count, true, [&](const Expr& n, const Expr& th) {
+                 return columns_of(n, th, 0, tw_count, input_tile);
+               })});
 
   // The output stage: whole tiles, then the ragged last row and column.
   const int64_t th_whole = os[2] / kTile, tw_whole = os[3] / kTile;
