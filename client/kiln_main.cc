@@ -153,6 +153,12 @@ int Compile(KilnClient& client, const CliArgs& args) {
       return Usage("--nchwc wants on, off or auto");
     }
   }
+  if (const std::string winograd = args.Get("winograd"); !winograd.empty()) {
+    if (winograd != "0" && winograd != "2" && winograd != "4") {
+      return Usage("--winograd wants 0, 2 or 4");
+    }
+    options->set_winograd_tile(winograd[0] - '0');
+  }
   std::vector<std::string> shaped;
   for (const std::string& spec : args.GetAll("input-shape")) {
     // NAME=1x3x224x224

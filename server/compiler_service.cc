@@ -57,6 +57,7 @@ absl::StatusOr<CompileOptions> ToCompileOptions(const kiln::v1::CompileOptions& 
   if (in.max_fuse_depth() != 0) out.max_fuse_depth = in.max_fuse_depth();
   out.print_ir_after.assign(in.print_ir_after().begin(), in.print_ir_after().end());
   out.kernel_bounds_checks = in.kernel_bounds_checks();
+  if (in.has_winograd_tile()) out.winograd_tile = in.winograd_tile();
   return out;
 }
 

@@ -50,6 +50,10 @@ absl::StatusOr<LoweredProgram> CompileGraph(Graph graph, const CompileOptions& o
   if (options.max_fuse_depth < 1) {
     return absl::InvalidArgumentError("max_fuse_depth must be at least 1");
   }
+  if (options.winograd_tile != 0 && options.winograd_tile != 2 && options.winograd_tile != 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("winograd_tile ", options.winograd_tile, " is not 0, 2 or 4"));
+  }
 
   TimingInstrument timing;
   IrPrinterInstrument printer(options.print_ir_after);
@@ -60,6 +64,7 @@ absl::StatusOr<LoweredProgram> CompileGraph(Graph graph, const CompileOptions& o
   ctx.config.fuse_max_depth = options.max_fuse_depth;
   ctx.config.nchwc_layout = options.nchwc_layout;
   ctx.config.operand_load_cycles = options.operand_load_cycles;
+  ctx.config.winograd_tile = options.winograd_tile;
   ctx.instruments = {&timing, &printer};
   if (options.progress != nullptr) ctx.instruments.push_back(options.progress);
   ctx.should_stop = options.should_stop;

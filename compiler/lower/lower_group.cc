@@ -219,7 +219,7 @@ class GroupLowerer {
     const Node* conv = InPlaceConv(g_);
     std::optional<WinogradStages> winograd;
     if (const Node* winograd_conv = WinogradConv(g_)) {
-      // Winograd's F(4x4, 3x3) (winograd_conv.cc): the schedule tiles its GEMMs.
+      // Winograd's F(2x2 or 4x4, 3x3) (winograd_conv.cc): the schedule tiles its GEMMs.
       winograd = PrepareWinogradConv(g_, winograd_conv, fn, target);
       if (!winograd) return false;
     } else if (const Node* blocked = BlockedConv(g_)) {
@@ -272,7 +272,8 @@ class GroupLowerer {
     out.schedule = schedule->summary;
     if (winograd) {
       fn.body = MakeSeq({winograd->input_transform, schedule->body, winograd->output_transform});
-      out.schedule = absl::StrCat("winograd F(4x4,3x3), ", schedule->summary);
+      const int m = WinogradTile(WinogradConv(g_));
+      out.schedule = absl::StrCat("winograd F(", m, "x", m, ",3x3), ", schedule->summary);
       bool packed = false;
       for (const auto& entry : schedule->packed_constants) {
         packed |= entry.first == winograd->weight_param;

@@ -1,6 +1,7 @@
-// conv2d_nchwc_winograd lowered as Winograd's F(4x4, 3x3): an input
-// transform, 36 GEMMs under the contraction schedule, and an output
-// transform that applies the group's epilogue (design note in the .cc).
+// conv2d_nchwc_winograd_f2 and _f4 lowered as Winograd's F(2x2, 3x3) and
+// F(4x4, 3x3): an input transform, 16 or 36 GEMMs under the contraction
+// schedule, and an output transform that applies the group's epilogue
+// (design note in the .cc).
 #ifndef KILN_COMPILER_LOWER_WINOGRAD_CONV_H_
 #define KILN_COMPILER_LOWER_WINOGRAD_CONV_H_
 
@@ -16,14 +17,17 @@
 
 namespace kiln::lower {
 
-// LoneAnchor for conv2d_nchwc_winograd.
+// LoneAnchor for conv2d_nchwc_winograd_f2 or _f4.
 const Node* WinogradConv(const GroupContext& g);
+
+// m of the conv's F(m x m, 3x3): 2 or 4.
+int WinogradTile(const Node* conv);
 
 // The stages around the GEMMs, and the weights they read.
 struct WinogradStages {
-  Stmt input_transform;   // input -> V (36, tiles, C)
-  Stmt output_transform;  // M (36, tiles, O) -> the group's output
-  // The weight parameter, now U (36, C, O): its constant, and what the
+  Stmt input_transform;   // input -> V (alpha^2, tiles, C)
+  Stmt output_transform;  // M (alpha^2, tiles, O) -> the group's output
+  // The weight parameter, now U (alpha^2, C, O): its constant, and what the
   // parameter's buffer and shape were (restored if the GEMMs are not tiled).
   int weight_param = -1;
   std::shared_ptr<const ConstantData> weights;
@@ -37,8 +41,9 @@ struct WinogradStages {
 std::optional<WinogradStages> PrepareWinogradConv(GroupContext& g, const Node* conv,
                                                   LoopFunction& fn, ContractionTarget& target);
 
-// U = G g Gt for weights (O/16, C/16, 3, 3, 16, 16), as (36, C, O) float32.
-std::shared_ptr<const ConstantData> WinogradWeights(const ConstantData& weights);
+// U = G g Gt of F(tile x tile, 3x3) for weights (O/16, C/16, 3, 3, 16, 16),
+// as ((tile + 2)^2, C, O) float32.
+std::shared_ptr<const ConstantData> WinogradWeights(const ConstantData& weights, int tile);
 
 }  // namespace kiln::lower
 

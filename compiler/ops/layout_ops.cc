@@ -149,10 +149,11 @@ absl::StatusOr<TensorType> Conv2DNchwcRelation(const std::vector<TensorType>& in
   return TensorType{DType::kFloat32, out};
 }
 
-// conv2d_nchwc_winograd: a conv2d_nchwc that WinogradConv chose to compute
-// by Winograd's F(4x4, 3x3) (lower/winograd_conv.cc). Its value is the
-// conv's; it only admits what that lowering handles: groups 1, a 3x3
-// window at stride and dilation 1, and whole blocks of 16 channels in and out.
+// conv2d_nchwc_winograd_f2 and _f4: a conv2d_nchwc that WinogradConv chose
+// to compute by Winograd's F(2x2, 3x3) or F(4x4, 3x3)
+// (lower/winograd_conv.cc). Its value is the conv's; it only admits what
+// that lowering handles: groups 1, a 3x3 window at stride and dilation 1,
+// and whole blocks of 16 channels in and out.
 absl::StatusOr<TensorType> Conv2DNchwcWinogradRelation(const std::vector<TensorType>& in,
                                                        const Attrs& attrs) {
   KILN_ASSIGN_OR_RETURN(TensorType out, Conv2DNchwcRelation(in, attrs));
@@ -217,31 +218,36 @@ double Conv2DNchwcFlops(const std::vector<TensorType>& in, const TensorType& out
          (in.size() == 3 ? outputs : 0);
 }
 
-// The multiply-adds it does: 36 per 4x4 output tile per input and output
-// channel (a 6x6 tile's products), twice that in FLOPs, and the transforms'
-// adds, about 12 per input tile element and 6 per output tile element.
+// The multiply-adds F(m x m, 3x3) does: alpha^2 = (m + 2)^2 per m x m output
+// tile per input and output channel, twice that in FLOPs, and the
+// transforms' adds, about 2 alpha per input tile element and alpha per
+// output tile element.
+template <int kTile>
 double Conv2DNchwcWinogradFlops(const std::vector<TensorType>& in, const TensorType& out,
                                 const Attrs&) {
+  constexpr double kAlpha = kTile + 2, kProducts = kAlpha * kAlpha;
   const std::vector<int64_t>& o = out.shape;
-  const double tiles = static_cast<double>(o[0] * ((o[2] + 3) / 4) * ((o[3] + 3) / 4));
+  const double tiles =
+      static_cast<double>(o[0] * ((o[2] + kTile - 1) / kTile) * ((o[3] + kTile - 1) / kTile));
   const double c = static_cast<double>(in[1].shape[1] * in[1].shape[4]);
   const double k = static_cast<double>(o[1] * o[4]);
-  return tiles * (2 * 36 * c * k + 12 * 36 * c + 6 * 36 * k);
+  return tiles * kProducts * (2 * c * k + 2 * kAlpha * c + kAlpha * k);
 }
 
+template <int kTile>
 void RegisterConv2DNchwcWinograd(OpRegistry& r) {
   OpDef def;
-  def.name = "conv2d_nchwc_winograd";
+  def.name = kTile == 2 ? "conv2d_nchwc_winograd_f2" : "conv2d_nchwc_winograd_f4";
   def.pattern = OpPattern::kOutEWiseFusable;
   def.min_inputs = 2;
   def.max_inputs = 3;
-  def.summary =
-      "conv2d_nchwc (3x3, stride 1, groups 1, 16-channel blocks) computed by Winograd's "
-      "F(4x4, 3x3)";
+  def.summary = absl::StrCat(
+      "conv2d_nchwc (3x3, stride 1, groups 1, 16-channel blocks) computed by Winograd's F(", kTile,
+      "x", kTile, ", 3x3)");
   def.parse_attrs = ParseConv2DAttrs;
   def.infer_type = Conv2DNchwcWinogradRelation;
   def.compute = Conv2DNchwcCompute;
-  def.flops = Conv2DNchwcWinogradFlops;
+  def.flops = Conv2DNchwcWinogradFlops<kTile>;
   r.Register(std::move(def));
 }
 
@@ -403,7 +409,8 @@ void RegisterGroupedNchwc(OpRegistry& r) {
 void RegisterLayoutOps(OpRegistry& r) {
   RegisterLayoutTransform(r);
   RegisterConv2DNchwc(r);
-  RegisterConv2DNchwcWinograd(r);
+  RegisterConv2DNchwcWinograd<2>(r);
+  RegisterConv2DNchwcWinograd<4>(r);
   RegisterDepthwiseNchwc(r);
   RegisterGroupedNchwc(r);
 }

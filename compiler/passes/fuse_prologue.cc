@@ -21,9 +21,9 @@
 //     (ConvertLayoutNchwc puts one between a pre-activation and its blocked
 //     conv; the blocked conv's copy reads through it once per element);
 //   - P's value is float32 and read by one op only: a conv2d,
-//     conv2d_nchwc or conv2d_nchwc_winograd as its data input (not its weights; conv2d of dilation
-//     1 and stride at most 4, the convs lowering reads in place), or a dense or matmul (either
-//     operand);
+//     conv2d_nchwc or conv2d_nchwc_winograd_f2/_f4 as its data input (not its weights; conv2d of
+//     dilation 1 and stride at most 4, the convs lowering reads in place), or a dense or matmul
+//     (either operand);
 //   - P reads at most one tensor about its own size (the activation) and
 //     otherwise only small ones (per channel, per (n, c), constants): at
 //     most 1/kSmallRatio of its size, so that applying P on the way into
@@ -44,9 +44,9 @@
 //     zeros, not P(0) (BN's shift);
 //   - conv2d_nchwc copies its input into a padded blocked buffer
 //     (blocked_conv.cc); with a prologue it does so without padding too;
-//   - conv2d_nchwc_winograd reads its input once per 6x6 input tile, in
-//     its input transform (winograd_conv.cc): P runs 36/16 times per
-//     element, and the tile's reads outside the input are zeros, not P(0);
+//   - conv2d_nchwc_winograd_f2/_f4 copy their input into a zero-padded
+//     buffer of whole tiles (winograd_conv.cc): P runs there, once per
+//     element, and the padding stays zeros, not P(0);
 //   - dense and matmul pack an activation operand into panels: P runs in
 //     the packing (the in-place read of A wants a plain load);
 //   - a 1x1 conv2d without padding reads its input in place: with P, it
@@ -105,8 +105,8 @@ Node* RootOf(Node* n) { return n->group_root ? n->group_root : n; }
 
 bool IsContraction(const Node* n) {
   const std::string& name = n->op->name;
-  return name == "conv2d" || name == "conv2d_nchwc" || name == "conv2d_nchwc_winograd" ||
-         name == "dense" || name == "matmul";
+  return name == "conv2d" || name == "conv2d_nchwc" || name == "conv2d_nchwc_winograd_f2" ||
+         name == "conv2d_nchwc_winograd_f4" || name == "dense" || name == "matmul";
 }
 
 // Whether `consumer` may read `value`, computed by `group`, through a

@@ -1,7 +1,8 @@
-// WinogradConv: the blocked 3x3 convs that Winograd's F(4x4, 3x3) computes
-// faster, rewritten as conv2d_nchwc_winograd (lowered by
-// lower/winograd_conv.cc). The estimate it decides by is
-// WinogradPaysOff, here so it can be tested on its own.
+// WinogradConv: the blocked 3x3 convs that Winograd's F(m x m, 3x3)
+// computes faster (m = PassConfig::winograd_tile), rewritten as
+// conv2d_nchwc_winograd_f2 or _f4 (lowered by lower/winograd_conv.cc). The
+// estimate it decides by is WinogradPaysOff, here so it can be tested on
+// its own.
 #ifndef KILN_COMPILER_PASSES_WINOGRAD_CONV_H_
 #define KILN_COMPILER_PASSES_WINOGRAD_CONV_H_
 
@@ -12,16 +13,16 @@
 
 namespace kiln {
 
-// The transformed weights' size above which a conv stays direct: F(4x4, 3x3)
-// keeps 36 values per input and output channel where the conv keeps 9, and
-// the model holds them for as long as it is loaded.
+// The transformed weights' size above which a conv stays direct: F(m x m,
+// 3x3) keeps (m + 2)^2 values per input and output channel (16 or 36) where
+// the conv keeps 9, and the model holds them for as long as it is loaded.
 inline constexpr int64_t kMaxWinogradWeightBytes = int64_t{16} << 20;
 
 // A 3x3, stride-1 conv of `images` images, `channels` in and `outputs` out
-// (both whole blocks of 16), output `height` x `width`: whether F(4x4, 3x3)
-// is estimated to take at most 0.8 of the direct conv's time (the estimate
-// is in the .cc) and its weights fit kMaxWinogradWeightBytes.
-bool WinogradPaysOff(int64_t images, int64_t channels, int64_t outputs, int64_t height,
+// (both whole blocks of 16), output `height` x `width`: whether F(tile x
+// tile, 3x3) is estimated to take at most 0.8 of the direct conv's time
+// (the estimate is in the .cc) and its weights fit kMaxWinogradWeightBytes.
+bool WinogradPaysOff(int tile, int64_t images, int64_t channels, int64_t outputs, int64_t height,
                      int64_t width);
 
 std::unique_ptr<Pass> CreateWinogradConvPass();

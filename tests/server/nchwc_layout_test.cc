@@ -3,7 +3,8 @@
 // pass off, on and left to its default (which leaves so small a graph in
 // NCHW), each kernel list saying whether its convs run blocked, and every
 // output NumPy's
-// (tests/compiler/lower/data/make_concat_fixtures.py).
+// (tests/compiler/lower/data/make_concat_fixtures.py); and the same model
+// under each CompileOptions.winograd_tile.
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -58,7 +59,8 @@ TEST_F(NchwcLayoutTest, EachSettingCompilesItsLayoutAndMatchesNumPy) {
     for (const kiln::v1::KernelReport& k : compiled.report().kernels()) {
       // Direct, or by Winograd (WinogradConv takes the 3x3 ones).
       blocked_convs += std::count(k.ops().begin(), k.ops().end(), "conv2d_nchwc") +
-                       std::count(k.ops().begin(), k.ops().end(), "conv2d_nchwc_winograd");
+                       std::count(k.ops().begin(), k.ops().end(), "conv2d_nchwc_winograd_f2") +
+                       std::count(k.ops().begin(), k.ops().end(), "conv2d_nchwc_winograd_f4");
       plain_convs += std::count(k.ops().begin(), k.ops().end(), "conv2d");
     }
     EXPECT_EQ(blocked_convs, s.blocked ? 4 : 0);
@@ -81,6 +83,55 @@ TEST_F(NchwcLayoutTest, EachSettingCompilesItsLayoutAndMatchesNumPy) {
       }
     }
   }
+}
+
+// CompileOptions.winograd_tile: its one 3x3 stride-1 conv by F(2x2, 3x3),
+// F(4x4, 3x3) or directly, each matching NumPy.
+TEST_F(NchwcLayoutTest, WinogradTileChoosesTheConvAlgorithm) {
+  const NpyFloat32 x = ReadCase("_x");
+  const NpyFloat32 want[2] = {ReadCase("_y"), ReadCase("_z")};
+  for (int tile : {0, 2, 4}) {
+    SCOPED_TRACE(tile);
+    const std::string name = "winograd" + std::to_string(tile);
+    kiln::v1::CompileModelRequest compile = LayoutRequest(name, kiln::v1::NCHWC_LAYOUT_ON);
+    compile.mutable_options()->set_winograd_tile(tile);
+    kiln::v1::CompileModelResponse compiled;
+    grpc::ClientContext ctx;
+    grpc::Status status = compiler_->CompileModel(&ctx, compile, &compiled);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    int f2 = 0, f4 = 0;
+    for (const kiln::v1::KernelReport& k : compiled.report().kernels()) {
+      f2 += std::count(k.ops().begin(), k.ops().end(), "conv2d_nchwc_winograd_f2");
+      f4 += std::count(k.ops().begin(), k.ops().end(), "conv2d_nchwc_winograd_f4");
+    }
+    EXPECT_EQ(f2, tile == 2 ? 1 : 0);
+    EXPECT_EQ(f4, tile == 4 ? 1 : 0);
+
+    inference::ModelInferRequest request;
+    request.set_model_name(name);
+    AddInput(request, "x", "FP32", x.shape);
+    request.add_raw_input_contents(x.bytes());
+    inference::ModelInferResponse response;
+    status = Infer(request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    ASSERT_EQ(response.raw_output_contents_size(), 2);
+    for (int o = 0; o < 2; ++o) {
+      std::vector<float> got = Floats(response.raw_output_contents(o));
+      ASSERT_EQ(got.size(), want[o].values.size()) << "output " << o;
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_NEAR(got[i], want[o].values[i], 1e-4 * std::max(1.0f, std::fabs(want[o].values[i])))
+            << "output " << o << " at " << i;
+      }
+    }
+  }
+  // Any other algorithm can never compile.
+  kiln::v1::CompileModelRequest bad = LayoutRequest("winograd3", kiln::v1::NCHWC_LAYOUT_ON);
+  bad.mutable_options()->set_winograd_tile(3);
+  grpc::Status status = CompileRequest(bad);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("winograd_tile 3"), std::string::npos)
+      << status.error_message();
+  ExpectServerStillLive();
 }
 
 // A layout this server's proto does not name can never compile.

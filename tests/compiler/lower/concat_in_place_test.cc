@@ -65,7 +65,8 @@ int RunCase(const std::string& name, bool in_place, int* blocked_convs = nullptr
     if (blocked_convs != nullptr) {
       // A blocked conv, direct or by Winograd (WinogradConv).
       *blocked_convs += std::count(k.ops.begin(), k.ops.end(), "conv2d_nchwc") +
-                            std::count(k.ops.begin(), k.ops.end(), "conv2d_nchwc_winograd") >
+                            std::count(k.ops.begin(), k.ops.end(), "conv2d_nchwc_winograd_f2") +
+                            std::count(k.ops.begin(), k.ops.end(), "conv2d_nchwc_winograd_f4") >
                         0;
     }
   }

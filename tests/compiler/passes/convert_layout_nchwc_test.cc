@@ -347,7 +347,8 @@ TEST_P(ConvertLayoutNchwcModelTest, CompiledModelMatchesReference) {
   for (const auto& k : r->kernels) {
     // Direct, or by Winograd (WinogradConv takes the 3x3 ones).
     blocked_convs += std::count(k.ops.begin(), k.ops.end(), "conv2d_nchwc") +
-                     std::count(k.ops.begin(), k.ops.end(), "conv2d_nchwc_winograd");
+                     std::count(k.ops.begin(), k.ops.end(), "conv2d_nchwc_winograd_f2") +
+                     std::count(k.ops.begin(), k.ops.end(), "conv2d_nchwc_winograd_f4");
   }
   EXPECT_EQ(blocked_convs, 2);
   auto input =

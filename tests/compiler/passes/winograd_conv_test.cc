@@ -20,22 +20,37 @@ using ::kiln::testing::Op;
 // resnet18's layer1 conv: direct max(2*9*3136*64*64 / 64 / 0.92 = 3.93M,
 // 147 KB / 16) cycles; Winograd max(2*36*196*64*64 / 64 / 0.85 = 1.06M,
 // 590 KB / 16) + 100*196*4 + 80*196*4 = 1.20M <= 0.8 * 3.93M.
-TEST(WinogradPaysOffTest, ResNetLayer1) { EXPECT_TRUE(WinogradPaysOff(1, 64, 64, 56, 56)); }
+TEST(WinogradPaysOffTest, ResNetLayer1) { EXPECT_TRUE(WinogradPaysOff(4, 1, 64, 64, 56, 56)); }
 
-// resnet18's layer4 conv: 4 x 9.4 MB of weights is over the 16 MB cap, at
-// any batch.
+// The same under F(2x2, 3x3): max(2*16*784*64*64 / 64 / 0.85 = 1.89M, 262 KB
+// / 16) + (100*784*4 + 80*784*4) * 16/36 = 2.14M <= 0.8 * 3.93M.
+TEST(WinogradPaysOffTest, ResNetLayer1TwoByTwo) {
+  EXPECT_TRUE(WinogradPaysOff(2, 1, 64, 64, 56, 56));
+}
+
+// resnet18's layer4 conv: 36/9 x 9 MiB of weights is over the 16 MiB cap,
+// at any batch; 16/9 x 9 MiB is the cap itself, and F(2x2) takes it
+// (max(2.47M, 1.05M) cycles against 3.93M); layer3's 36/9 x 2.25 MiB is
+// within.
 TEST(WinogradPaysOffTest, WeightsOverTheCapStayDirect) {
-  EXPECT_FALSE(WinogradPaysOff(1, 512, 512, 7, 7));
-  EXPECT_FALSE(WinogradPaysOff(8, 512, 512, 7, 7));
-  EXPECT_TRUE(WinogradPaysOff(8, 256, 256, 14, 14));  // 9.4 MB
+  EXPECT_FALSE(WinogradPaysOff(4, 1, 512, 512, 7, 7));
+  EXPECT_FALSE(WinogradPaysOff(4, 8, 512, 512, 7, 7));
+  EXPECT_TRUE(WinogradPaysOff(2, 1, 512, 512, 7, 7));
+  EXPECT_FALSE(WinogradPaysOff(2, 1, 512, 528, 7, 7));  // a block more: over
+  EXPECT_TRUE(WinogradPaysOff(4, 8, 256, 256, 14, 14));
 }
 
 // One output pixel: direct max(2*9*256 / 64 / 0.92 = 78, 9216 / 16 = 576);
-// Winograd max(339, 4*9216 / 16 = 2304) + 100 + 80 = 2484 > 0.8 * 576.
-TEST(WinogradPaysOffTest, OnePixelStaysDirect) { EXPECT_FALSE(WinogradPaysOff(1, 16, 16, 1, 1)); }
+// F(4x4) max(339, 4*9216 / 16 = 2304) + 100 + 80 = 2484 > 0.8 * 576;
+// F(2x2) max(151, 16/9*9216 / 16 = 1024) + 80 = 1104 > 461.
+TEST(WinogradPaysOffTest, OnePixelStaysDirect) {
+  EXPECT_FALSE(WinogradPaysOff(4, 1, 16, 16, 1, 1));
+  EXPECT_FALSE(WinogradPaysOff(2, 1, 16, 16, 1, 1));
+}
 
 // The kernels' ops per conv kind: blocked 3x3 stride-1 convs become
-// conv2d_nchwc_winograd; strided, 1x1, dilated and grouped ones stay.
+// conv2d_nchwc_winograd_f2 (or _f4, as configured); strided, 1x1, dilated
+// and grouped ones stay.
 class WinogradConvRewriteTest : public ::testing::Test {
  protected:
   // x (1, 32, 16, 16) -> layout_transform -> conv2d_nchwc(attrs, window)
@@ -68,9 +83,12 @@ class WinogradConvRewriteTest : public ::testing::Test {
 };
 
 TEST_F(WinogradConvRewriteTest, ThreeByThreeStrideOne) {
-  EXPECT_EQ(ConvOpAfter(Padded(), 3), "conv2d_nchwc_winograd");
+  EXPECT_EQ(ConvOpAfter(Padded(), 3), "conv2d_nchwc_winograd_f2");
   Conv2DAttrs unpadded;
-  EXPECT_EQ(ConvOpAfter(unpadded, 3), "conv2d_nchwc_winograd");
+  EXPECT_EQ(ConvOpAfter(unpadded, 3), "conv2d_nchwc_winograd_f2");
+  CompileOptions four;
+  four.winograd_tile = 4;
+  EXPECT_EQ(ConvOpAfter(Padded(), 3, four), "conv2d_nchwc_winograd_f4");
 }
 
 TEST_F(WinogradConvRewriteTest, OtherConvsStayDirect) {
@@ -95,6 +113,18 @@ TEST_F(WinogradConvRewriteTest, DisabledOrBelowItsOptLevelKeepsTheConv) {
   CompileOptions level1;
   level1.opt_level = 1;
   EXPECT_EQ(ConvOpAfter(Padded(), 3, level1), "conv2d_nchwc");
+  CompileOptions none;
+  none.winograd_tile = 0;
+  EXPECT_EQ(ConvOpAfter(Padded(), 3, none), "conv2d_nchwc");
+}
+
+TEST(WinogradConvOptionsTest, OtherTilesAreInvalid) {
+  Graph g;
+  g.AddOutput(Op(g, "relu", {g.AddInput("x", {DType::kFloat32, {4}})}));
+  CompileOptions three;
+  three.winograd_tile = 3;
+  absl::StatusOr<LoweredProgram> p = CompileGraph(std::move(g), three);
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << p.status();
 }
 
 // The op's relation refuses what its lowering does not handle.
@@ -103,7 +133,7 @@ TEST(WinogradConvOpTest, RelationRefusesAStridedConv) {
   Node* x = g.AddInput("x", {DType::kFloat32, {1, 2, 8, 8, 16}});
   Conv2DAttrs strided;
   strided.strides = {2, 2};
-  Node* conv = Op(g, "conv2d_nchwc_winograd",
+  Node* conv = Op(g, "conv2d_nchwc_winograd_f4",
                   {x, g.AddConstant("w", FloatConstant({2, 2, 3, 3, 16, 16}, 0.01f))}, strided);
   g.AddOutput(conv);
   absl::StatusOr<LoweredProgram> p = CompileGraph(std::move(g), CompileOptions{});
