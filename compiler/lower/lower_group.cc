@@ -255,8 +255,10 @@ class GroupLowerer {
       const Node* p = g_.params[buffer];
       return p->is_constant() ? p->value.get() : nullptr;
     };
-    // (A tuning record is for the group's direct schedule, not its GEMMs.)
-    if (override_ && !winograd) target.schedule_override = &*override_;
+    // (A Winograd group's record is for its GEMMs: the tuner enumerates
+    // plans from the shape this schedule reports, and the group's
+    // canonical form names the Winograd op.)
+    if (override_) target.schedule_override = &*override_;
     target.knobs = knobs_;
     std::optional<ContractionSchedule> schedule = ScheduleContraction(target);
     if (!schedule) {

@@ -5,11 +5,13 @@
 // and compared with float64 reference loops. Shapes cover whole and ragged
 // tiles (outputs 8, 10, 14, 7, 11x13), padding 0, 1 and 2, channels that
 // are not whole blocks, batch 3, two threads, a residual add and a fused
-// BN + ReLU prologue, each under both algorithms. The error is held to a
+// BN + ReLU prologue, each under both algorithms; and a tuning record
+// applied to the Winograd GEMMs. The error is held to a
 // bound relative to each output's sum of |x| |w| (the transforms scale and
 // cancel, so Winograd rounds more than the direct sum, F(4x4, 3x3) most).
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <tuple>
@@ -17,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "compiler/driver/compile.h"
+#include "compiler/lower/schedule_override.h"
 #include "engine/model_manager.h"
 #include "gtest/gtest.h"
 #include "runtime/thread_pool.h"
@@ -175,6 +178,46 @@ TEST_P(WinogradConvTest, MatchesReferenceConv) {
     worst = std::max(worst, double{std::fabs(got[i] - want[i])} / magnitude[i]);
   }
   RecordProperty("worst_relative_error", absl::StrFormat("%.3g", worst));
+}
+
+// A tuning record for a Winograd group plans its GEMMs: a forced 2x64 tile
+// shows in the schedule and the values stay right.
+TEST(WinogradTunedTest, ARecordPlansTheGemms) {
+  const int64_t n = 1, c = 32, h = 12, w = 12, o = 64;
+  const std::vector<float> x = Pseudorandom(n * c * h * w, 41);
+  const std::vector<float> wt = Pseudorandom(o * c * 9, 42);
+  const std::vector<float> bias = Pseudorandom(o, 43);
+  const ::kiln::testing::BlockedConvShape shape{n, c, h, w, o, 3, 1, 1};
+  Graph g = ::kiln::testing::BlockedConvReluGraph(shape, wt, bias);
+  std::optional<lower::ScheduleOverride> record =
+      lower::ParseScheduleOverride("tile=2x64 kblock=0");
+  ASSERT_TRUE(record.has_value());
+  CompileOptions options;
+  options.kernel_bounds_checks = true;
+  options.schedule_overrides = [record](const std::string&) { return record; };
+  auto manager = ModelManager::Create({});
+  ASSERT_TRUE(manager.ok()) << manager.status();
+  auto r = (*manager)->Compile("m", std::move(g), options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  bool tuned = false;
+  for (const auto& k : r->kernels) {
+    if (k.schedule.find("winograd F(2x2,3x3), gemm 2x64 ") != std::string::npos) tuned = true;
+  }
+  EXPECT_TRUE(tuned) << "no Winograd kernel took the record's tile";
+  auto input =
+      Tensor::FromBytes({DType::kFloat32, {n, c, h, w}},
+                        absl::string_view(reinterpret_cast<const char*>(x.data()), x.size() * 4));
+  ASSERT_TRUE(input.ok());
+  auto result = (*manager)->Find("m")->Run({&*input});
+  ASSERT_TRUE(result.ok()) << result.status();
+  const std::vector<float> want = kiln::testing::RefRelu(
+      kiln::testing::RefConv2DStrided(x, wt, bias, n, c, h, w, o, 3, 3, 1, 1));
+  const std::vector<float> magnitude =
+      kiln::testing::RefConv2DStrided(Abs(x), Abs(wt), Abs(bias), n, c, h, w, o, 3, 3, 1, 1);
+  const float* got = static_cast<const float*>(result->outputs[0].data());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_LE(std::fabs(got[i] - want[i]), ErrorBound(2) * magnitude[i]) << "at " << i;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
