@@ -36,11 +36,32 @@ kiln::v1::CompileModelRequest LayoutRequest(const std::string& name, kiln::v1::N
   return request;
 }
 
-using NchwcLayoutTest = EndToEndTest;
+class NchwcLayoutTest : public EndToEndTest {
+ protected:
+  // Runs model `name` on the case's x and compares both outputs with NumPy's.
+  void ExpectNumPyOutputs(const std::string& name) {
+    const NpyFloat32 x = ReadCase("_x");
+    const NpyFloat32 want[2] = {ReadCase("_y"), ReadCase("_z")};
+    inference::ModelInferRequest request;
+    request.set_model_name(name);
+    AddInput(request, "x", "FP32", x.shape);
+    request.add_raw_input_contents(x.bytes());
+    inference::ModelInferResponse response;
+    grpc::Status status = Infer(request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    ASSERT_EQ(response.raw_output_contents_size(), 2);
+    for (int o = 0; o < 2; ++o) {
+      std::vector<float> got = Floats(response.raw_output_contents(o));
+      ASSERT_EQ(got.size(), want[o].values.size()) << "output " << o;
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_NEAR(got[i], want[o].values[i], 1e-4 * std::max(1.0f, std::fabs(want[o].values[i])))
+            << "output " << o << " at " << i;
+      }
+    }
+  }
+};
 
 TEST_F(NchwcLayoutTest, EachSettingCompilesItsLayoutAndMatchesNumPy) {
-  const NpyFloat32 x = ReadCase("_x");
-  const NpyFloat32 want[2] = {ReadCase("_y"), ReadCase("_z")};
   struct Setting {
     const char* name;
     kiln::v1::NchwcLayout layout;
@@ -66,30 +87,13 @@ TEST_F(NchwcLayoutTest, EachSettingCompilesItsLayoutAndMatchesNumPy) {
     EXPECT_EQ(blocked_convs, s.blocked ? 4 : 0);
     EXPECT_EQ(plain_convs, s.blocked ? 0 : 4);
 
-    inference::ModelInferRequest request;
-    request.set_model_name(s.name);
-    AddInput(request, "x", "FP32", x.shape);
-    request.add_raw_input_contents(x.bytes());
-    inference::ModelInferResponse response;
-    status = Infer(request, &response);
-    ASSERT_TRUE(status.ok()) << status.error_message();
-    ASSERT_EQ(response.raw_output_contents_size(), 2);
-    for (int o = 0; o < 2; ++o) {
-      std::vector<float> got = Floats(response.raw_output_contents(o));
-      ASSERT_EQ(got.size(), want[o].values.size()) << "output " << o;
-      for (size_t i = 0; i < got.size(); ++i) {
-        ASSERT_NEAR(got[i], want[o].values[i], 1e-4 * std::max(1.0f, std::fabs(want[o].values[i])))
-            << "output " << o << " at " << i;
-      }
-    }
+    ExpectNumPyOutputs(s.name);
   }
 }
 
 // CompileOptions.winograd_tile: its one 3x3 stride-1 conv by F(2x2, 3x3),
 // F(4x4, 3x3) or directly, each matching NumPy.
 TEST_F(NchwcLayoutTest, WinogradTileChoosesTheConvAlgorithm) {
-  const NpyFloat32 x = ReadCase("_x");
-  const NpyFloat32 want[2] = {ReadCase("_y"), ReadCase("_z")};
   for (int tile : {0, 2, 4}) {
     SCOPED_TRACE(tile);
     const std::string name = "winograd" + std::to_string(tile);
@@ -107,22 +111,7 @@ TEST_F(NchwcLayoutTest, WinogradTileChoosesTheConvAlgorithm) {
     EXPECT_EQ(f2, tile == 2 ? 1 : 0);
     EXPECT_EQ(f4, tile == 4 ? 1 : 0);
 
-    inference::ModelInferRequest request;
-    request.set_model_name(name);
-    AddInput(request, "x", "FP32", x.shape);
-    request.add_raw_input_contents(x.bytes());
-    inference::ModelInferResponse response;
-    status = Infer(request, &response);
-    ASSERT_TRUE(status.ok()) << status.error_message();
-    ASSERT_EQ(response.raw_output_contents_size(), 2);
-    for (int o = 0; o < 2; ++o) {
-      std::vector<float> got = Floats(response.raw_output_contents(o));
-      ASSERT_EQ(got.size(), want[o].values.size()) << "output " << o;
-      for (size_t i = 0; i < got.size(); ++i) {
-        ASSERT_NEAR(got[i], want[o].values[i], 1e-4 * std::max(1.0f, std::fabs(want[o].values[i])))
-            << "output " << o << " at " << i;
-      }
-    }
+    ExpectNumPyOutputs(name);
   }
   // Any other algorithm can never compile.
   kiln::v1::CompileModelRequest bad = LayoutRequest("winograd3", kiln::v1::NCHWC_LAYOUT_ON);
