@@ -232,6 +232,7 @@ INSTANTIATE_TEST_SUITE_P(
                           WinogradCase{1, 32, 7, 7, 48, 1},       // 7x7
                           WinogradCase{3, 32, 9, 10, 32, 1},      // batch 3
                           WinogradCase{2, 48, 28, 28, 64, 1, 2},  // two threads
+                          WinogradCase{1, 64, 56, 56, 64, 1},     // F(2x2): planes 49 x 4 KB
                           WinogradCase{1, 32, 16, 16, 32, 1, 1, true},  // residual add
                           WinogradCase{2, 24, 10, 10, 32, 1, 2, true},  // residual, two threads
                           WinogradCase{1, 32, 12, 12, 32, 1, 1, false,
