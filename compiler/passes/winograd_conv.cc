@@ -42,6 +42,8 @@
 // is the cap itself and ran faster (AMD EPYC, Zen 5, 1 thread: 0.92 ->
 // 0.61 ms each).
 //
+// Nor may V and M outgrow kMaxWinogradWorkspaceBytes (large images).
+//
 // `--disable-passes WinogradConv`, opt level 1 or winograd_tile 0 keeps
 // every conv direct.
 #include "compiler/passes/winograd_conv.h"
@@ -100,6 +102,9 @@ bool WinogradPaysOff(int tile, int64_t images, int64_t channels, int64_t outputs
       static_cast<double>(images * ((height + tile - 1) / tile) * ((width + tile - 1) / tile));
   const double weight_bytes = 9 * c * k * 4;
   if (products / 9 * weight_bytes > static_cast<double>(kMaxWinogradWeightBytes)) return false;
+  if (products * tiles * (c + k) * 4 > static_cast<double>(kMaxWinogradWorkspaceBytes)) {
+    return false;
+  }
   const double direct =
       std::max(2 * 9 * pixels * c * k / kFlopsPerCycle / 0.92, weight_bytes / kBytesPerCycle);
   const double winograd = std::max(2 * products * tiles * c * k / kFlopsPerCycle / 0.85,

@@ -48,6 +48,13 @@ TEST(WinogradPaysOffTest, OnePixelStaysDirect) {
   EXPECT_FALSE(WinogradPaysOff(2, 1, 16, 16, 1, 1));
 }
 
+// A 1024x1024 image of 64 channels: V and M would take 16 * 512^2 * 128 * 4
+// = 2 GiB under F(2x2), over the 64 MiB cap; at 128x128, 32 MiB is within.
+TEST(WinogradPaysOffTest, WorkspaceOverTheCapStaysDirect) {
+  EXPECT_FALSE(WinogradPaysOff(2, 1, 64, 64, 1024, 1024));
+  EXPECT_TRUE(WinogradPaysOff(2, 1, 64, 64, 128, 128));
+}
+
 // The kernels' ops per conv kind: blocked 3x3 stride-1 convs become
 // conv2d_nchwc_winograd_f2 (or _f4, as configured); strided, 1x1, dilated
 // and grouped ones stay.
