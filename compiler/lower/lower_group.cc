@@ -274,7 +274,7 @@ class GroupLowerer {
     out.schedule = schedule->summary;
     if (winograd) {
       fn.body = MakeSeq({winograd->input_transform, schedule->body, winograd->output_transform});
-      const int m = WinogradTile(WinogradConv(g_));
+      const int m = winograd->tile;
       out.schedule = absl::StrCat("winograd F(", m, "x", m, ",3x3), ", schedule->summary);
       bool packed = false;
       for (const auto& entry : schedule->packed_constants) {

@@ -187,6 +187,7 @@ std::optional<WinogradStages> PrepareWinogradConv(GroupContext& g, const Node* c
   const int64_t pt = a.padding[0], pl = a.padding[1];
 
   WinogradStages stages;
+  stages.tile = tile;
   stages.weight_param = param->second;
   stages.weights = WinogradWeights(*weight->value, tile);
   stages.weight_elements = fn.buffers[param->second].num_elements;
@@ -201,7 +202,7 @@ std::optional<WinogradStages> PrepareWinogradConv(GroupContext& g, const Node* c
   fn.buffers.push_back({"winograd_products", te::ScalarType::kF32, products * m_rows * outputs});
   g.shapes.push_back({products, m_rows, outputs});
   const int out_buffer = fn.num_params - 1;
-  // The input, zero-padded to whole tiles: rows 4 th - pt .. 4 th - pt + 5
+  // The input, zero-padded to whole tiles: rows m th - pt .. m th - pt + m + 1
   // of every tile are inside it, so the transform reads without checks.
   const std::vector<int64_t> padded_shape{images, cbs, tile * th_count + 2, tile * tw_count + 2,
                                           kLanes};

@@ -25,6 +25,7 @@ int WinogradTile(const Node* conv);
 
 // The stages around the GEMMs, and the weights they read.
 struct WinogradStages {
+  int tile = 2;           // m of F(m x m, 3x3)
   Stmt input_transform;   // input -> V (alpha^2, tiles, C)
   Stmt output_transform;  // M (alpha^2, tiles, O) -> the group's output
   // The weight parameter, now U (alpha^2, C, O): its constant, and what the
