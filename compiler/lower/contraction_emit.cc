@@ -127,16 +127,14 @@ class Emitter {
     (is_a ? a_batch_ : b_batch_) = batch;
     const int64_t elements = Product(batch) * blocks * k_ * width;
 
-    {
-      if (auto packed = PackConstant(f, batch, rows, blocks, width)) {
-        packed = NarrowIntegerPanel(std::move(packed));
-        BufferDecl& decl = (*t_.buffers)[f->buffer];
-        decl.num_elements = elements;
-        decl.name += ".packed";
-        if (packed->type.dtype != DType::kFloat32) decl.storage = packed->type.dtype;
-        out.packed_constants.emplace_back(f->buffer, std::move(packed));
-        return f->buffer;
-      }
+    if (auto packed = PackConstant(f, batch, rows, blocks, width)) {
+      packed = NarrowIntegerPanel(std::move(packed));
+      BufferDecl& decl = (*t_.buffers)[f->buffer];
+      decl.num_elements = elements;
+      decl.name += ".packed";
+      if (packed->type.dtype != DType::kFloat32) decl.storage = packed->type.dtype;
+      out.packed_constants.emplace_back(f->buffer, std::move(packed));
+      return f->buffer;
     }
 
     const int buffer = static_cast<int>(t_.buffers->size());
@@ -262,7 +260,7 @@ class Emitter {
 
   // The packed panels of `f` when it is a plain load of a constant at an
   // index affine in the loop variables; null otherwise. With batch variables
-  // (Winograd's 36 GEMMs, winograd_conv.cc) the panels of each batch element
+  // (Winograd's 16 or 36 GEMMs, winograd_conv.cc) the panels of each batch element
   // follow each other, in the order the tile loops flatten `batch`.
   std::shared_ptr<const ConstantData> PackConstant(const Expr& f, const std::vector<Var>& batch,
                                                    const std::vector<Var>& rows, int64_t blocks,
