@@ -6,7 +6,7 @@
 //
 //   kiln-bench MODEL [--batch B] [--threads T] [--iterations N] [--warmup W]
 //              [--compile-threads C] [--top K] [--disable-passes P,Q] [--nchwc on|off|auto]
-//              [--winograd 0|2|4] [--save-outputs DIR] [--json]
+//              [--winograd 0|2|3|4] [--save-outputs DIR] [--json]
 //   kiln-bench MODEL --dump-objects DIR
 //
 // MODEL is an ONNX model (.onnx) or a kiln.v1.Graph (.pbtxt text or binary).
@@ -271,9 +271,10 @@ int Main(int argc, char** argv) {
   client::AddValue(cli.get(), "nchwc", "on|off|auto",
                    "ConvertLayoutNchwc: conv chains in blocked channels (NCHW16c); default: the "
                    "compiler's");
-  client::AddValue(cli.get(), "winograd", "0|2|4",
+  client::AddValue(cli.get(), "winograd", "0|2|3|4",
                    "WinogradConv's algorithm for 3x3 convs: F(2x2, 3x3) (2, the default), "
-                   "F(4x4, 3x3) (4: faster, rounds ~10x more) or none (0)");
+                   "F(3x3, 3x3) or F(4x4, 3x3) (3, 4: faster, round ~3x and ~10x more) or none "
+                   "(0)");
   client::SetExample(cli.get(), "kiln-bench resnet18.onnx --batch 8 --threads 2 --top 5");
   client::CliArgs parsed;
   if (std::optional<int> done = client::ParseCommandLine(*cli, argc, argv, &parsed)) return *done;
@@ -303,8 +304,8 @@ int Main(int argc, char** argv) {
                                                     : NchwcLayout::kAuto;
   }
   if (const std::string winograd = args->Get("winograd"); !winograd.empty()) {
-    if (winograd != "0" && winograd != "2" && winograd != "4") {
-      return client::PrintUsageError("kiln-bench", "--winograd wants 0, 2 or 4");
+    if (winograd != "0" && winograd != "2" && winograd != "3" && winograd != "4") {
+      return client::PrintUsageError("kiln-bench", "--winograd wants 0, 2, 3 or 4");
     }
     compile_options.winograd_tile = winograd[0] - '0';
   }

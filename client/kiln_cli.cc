@@ -81,9 +81,9 @@ std::unique_ptr<CLI::App> NewKilnCli() {
             "Kernels check every load and store (slower; an access outside fails the call)");
   AddValue(compile, "nchwc", "on|off|auto",
            "Convs in blocked channels (NCHW16c); default auto: where it measures faster");
-  AddValue(compile, "winograd", "0|2|4",
-           "Winograd for 3x3 convs where it pays: F(2x2, 3x3) (2, the default), F(4x4, 3x3) "
-           "(4: faster, rounds ~10x more) or none (0)");
+  AddValue(compile, "winograd", "0|2|3|4",
+           "Winograd for 3x3 convs where it pays: F(2x2, 3x3) (2, the default), F(3x3, 3x3) "
+           "or F(4x4, 3x3) (3, 4: faster, round ~3x and ~10x more) or none (0)");
   AddBatchingFlags(compile);
   AddSymbolFlags(compile);
   AddJson(compile);

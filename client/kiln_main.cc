@@ -154,8 +154,8 @@ int Compile(KilnClient& client, const CliArgs& args) {
     }
   }
   if (const std::string winograd = args.Get("winograd"); !winograd.empty()) {
-    if (winograd != "0" && winograd != "2" && winograd != "4") {
-      return Usage("--winograd wants 0, 2 or 4");
+    if (winograd != "0" && winograd != "2" && winograd != "3" && winograd != "4") {
+      return Usage("--winograd wants 0, 2, 3 or 4");
     }
     options->set_winograd_tile(winograd[0] - '0');
   }

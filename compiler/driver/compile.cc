@@ -50,9 +50,9 @@ absl::StatusOr<LoweredProgram> CompileGraph(Graph graph, const CompileOptions& o
   if (options.max_fuse_depth < 1) {
     return absl::InvalidArgumentError("max_fuse_depth must be at least 1");
   }
-  if (options.winograd_tile != 0 && options.winograd_tile != 2 && options.winograd_tile != 4) {
+  if (options.winograd_tile != 0 && (options.winograd_tile < 2 || options.winograd_tile > 4)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("winograd_tile ", options.winograd_tile, " is not 0, 2 or 4"));
+        absl::StrCat("winograd_tile ", options.winograd_tile, " is not 0, 2, 3 or 4"));
   }
 
   TimingInstrument timing;

@@ -29,7 +29,7 @@ struct CompileOptions {
   // PassConfig::operand_load_cycles: 0 plans contractions for this host;
   // another value plans them as for a CPU with that load cost (tests pin it).
   double operand_load_cycles = 0;
-  // PassConfig::winograd_tile: 2, 4, or 0 for no Winograd convs.
+  // PassConfig::winograd_tile: 2, 3, 4, or 0 for no Winograd convs.
   int winograd_tile = 2;
   // Pass names after which the graph text is recorded; "all" for every pass.
   std::vector<std::string> print_ir_after;

@@ -260,7 +260,7 @@ class Emitter {
 
   // The packed panels of `f` when it is a plain load of a constant at an
   // index affine in the loop variables; null otherwise. With batch variables
-  // (Winograd's 16 or 36 GEMMs, winograd_conv.cc) the panels of each batch element
+  // (Winograd's 16 to 36 GEMMs, winograd_conv.cc) the panels of each batch element
   // follow each other, in the order the tile loops flatten `batch`.
   std::shared_ptr<const ConstantData> PackConstant(const Expr& f, const std::vector<Var>& batch,
                                                    const std::vector<Var>& rows, int64_t blocks,

@@ -1,5 +1,5 @@
-// Winograd's F(2x2, 3x3) and F(4x4, 3x3) for a blocked conv
-// (conv2d_nchwc_winograd_f2 and _f4, chosen by WinogradConv).
+// Winograd's F(2x2, 3x3), F(3x3, 3x3) and F(4x4, 3x3) for a blocked conv
+// (conv2d_nchwc_winograd_f2, _f3 and _f4, chosen by WinogradConv).
 //
 // Design note
 // -----------
@@ -9,8 +9,8 @@
 //     V = Bt d B          (input transform: adds and small multiples)
 //     M[e] = sum_c V_c[e] * U_c,o[e]     for e < alpha^2, U = G g Gt
 //     Y = At M A          (output transform)
-// (Lavin and Gray's matrices: points 0, 1, -1 and infinity for m = 2, and
-// 2, -2 too for m = 4). The sums over c are alpha^2 independent GEMMs,
+// (Lavin and Gray's construction: points 0, 1, -1 and infinity for m = 2,
+// 2 too for m = 3, and 2, -2 for m = 4). The sums over c are alpha^2 independent GEMMs,
 // tiles x C times C x O, which the contraction schedule tiles like any
 // batched matmul, with U packed at compile time. The kernel runs three
 // stages over two temporaries:
@@ -86,6 +86,21 @@ std::vector<Expr> OutputF4(te::ExprBuilder& b, const std::vector<Expr>& m) {
           b.Add(p12, b.Mul(b.Float(4), p34)), b.Add(b.Add(m12, b.Mul(b.Float(8), m34)), m[5])};
 }
 
+// F(3x3, 3x3), points 0, 1, -1, 2 and infinity.
+std::vector<Expr> InputF3(te::ExprBuilder& b, const std::vector<Expr>& d) {
+  const Expr two = b.Float(2), three = b.Float(3);
+  const Expr d31 = b.Sub(d[3], d[1]);
+  return {b.Add(b.Sub(b.Mul(two, b.Sub(d[0], d[2])), d[1]), d[3]),
+          b.Sub(b.Sub(d[3], d[2]), b.Mul(two, d[1])),
+          b.Add(b.Sub(b.Mul(two, d[1]), b.Mul(three, d[2])), d[3]), d31,
+          b.Add(b.Sub(b.Mul(two, b.Sub(d[1], d[3])), d[2]), d[4])};
+}
+std::vector<Expr> OutputF3(te::ExprBuilder& b, const std::vector<Expr>& m) {
+  const Expr p12 = b.Add(m[1], m[2]);
+  return {b.Add(b.Add(m[0], p12), m[3]), b.Add(b.Sub(m[1], m[2]), b.Mul(b.Float(2), m[3])),
+          b.Add(b.Add(p12, b.Mul(b.Float(4), m[3])), m[4])};
+}
+
 const Algorithm& AlgorithmFor(int tile) {
   static const Algorithm f2{
       2, 4, InputF2, OutputF2, {{{1, 0, 0}}, {{0.5, 0.5, 0.5}}, {{0.5, -0.5, 0.5}}, {{0, 0, 1}}}};
@@ -99,13 +114,22 @@ const Algorithm& AlgorithmFor(int tile) {
                              {{1.0 / 24, 1.0 / 12, 1.0 / 6}},
                              {{1.0 / 24, -1.0 / 12, 1.0 / 6}},
                              {{0, 0, 1}}}};
-  return tile == 2 ? f2 : f4;
+  static const Algorithm f3{3,
+                            5,
+                            InputF3,
+                            OutputF3,
+                            {{{1.0 / 2, 0, 0}},
+                             {{-1.0 / 2, -1.0 / 2, -1.0 / 2}},
+                             {{-1.0 / 6, 1.0 / 6, -1.0 / 6}},
+                             {{1.0 / 6, 1.0 / 3, 2.0 / 3}},
+                             {{0, 0, 1}}}};
+  return tile == 2 ? f2 : tile == 3 ? f3 : f4;
 }
 
 // The rows of each of V's and M's alpha^2 planes: the tiles, and one more
 // where planes of `width` floats would start a multiple of 4 KB apart. A
 // tile's transforms store (and load) one line in each plane; planes 4 KB
-// apart put all 16 or 36 lines in one L1 set, more than its ways: on an AMD
+// apart put all 16 to 36 lines in one L1 set, more than its ways: on an AMD
 // EPYC (Zen 5, 12-way L1), resnet18's 56x56 convs (784 tiles x 64
 // channels, planes 49 x 4 KB) spent 0.122 ms on the input transform where
 // the 28x28 ones (half the data, planes 24.5 x 4 KB) spent 0.022 ms.
@@ -116,11 +140,14 @@ int64_t PlaneRows(int64_t tiles, int64_t width) {
 }  // namespace
 
 const Node* WinogradConv(const GroupContext& g) {
-  const Node* f4 = LoneAnchor(g, "conv2d_nchwc_winograd_f4");
-  return f4 != nullptr ? f4 : LoneAnchor(g, "conv2d_nchwc_winograd_f2");
+  for (const char* op :
+       {"conv2d_nchwc_winograd_f2", "conv2d_nchwc_winograd_f3", "conv2d_nchwc_winograd_f4"}) {
+    if (const Node* conv = LoneAnchor(g, op)) return conv;
+  }
+  return nullptr;
 }
 
-int WinogradTile(const Node* conv) { return conv->op->name == "conv2d_nchwc_winograd_f2" ? 2 : 4; }
+int WinogradTile(const Node* conv) { return conv->op->name.back() - '0'; }
 
 std::shared_ptr<const ConstantData> WinogradWeights(const ConstantData& weights, int tile) {
   const Algorithm& alg = AlgorithmFor(tile);

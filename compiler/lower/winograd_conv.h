@@ -1,5 +1,5 @@
-// conv2d_nchwc_winograd_f2 and _f4 lowered as Winograd's F(2x2, 3x3) and
-// F(4x4, 3x3): an input transform, 16 or 36 GEMMs under the contraction
+// conv2d_nchwc_winograd_f2, _f3 and _f4 lowered as Winograd's F(m x m, 3x3):
+// an input transform, (m + 2)^2 GEMMs under the contraction
 // schedule, and an output transform that applies the group's epilogue
 // (design note in the .cc).
 #ifndef KILN_COMPILER_LOWER_WINOGRAD_CONV_H_
@@ -17,10 +17,10 @@
 
 namespace kiln::lower {
 
-// LoneAnchor for conv2d_nchwc_winograd_f2 or _f4.
+// LoneAnchor for conv2d_nchwc_winograd_f2, _f3 or _f4.
 const Node* WinogradConv(const GroupContext& g);
 
-// m of the conv's F(m x m, 3x3): 2 or 4.
+// m of the conv's F(m x m, 3x3): 2, 3 or 4.
 int WinogradTile(const Node* conv);
 
 // The stages around the GEMMs, and the weights they read.

@@ -149,8 +149,8 @@ absl::StatusOr<TensorType> Conv2DNchwcRelation(const std::vector<TensorType>& in
   return TensorType{DType::kFloat32, out};
 }
 
-// conv2d_nchwc_winograd_f2 and _f4: a conv2d_nchwc that WinogradConv chose
-// to compute by Winograd's F(2x2, 3x3) or F(4x4, 3x3)
+// conv2d_nchwc_winograd_f2, _f3 and _f4: a conv2d_nchwc that WinogradConv
+// chose to compute by Winograd's F(m x m, 3x3), m = 2, 3 or 4
 // (lower/winograd_conv.cc). Its value is the conv's; it only admits what
 // that lowering handles: groups 1, a 3x3 window at stride and dilation 1,
 // and whole blocks of 16 channels in and out.
@@ -237,7 +237,7 @@ double Conv2DNchwcWinogradFlops(const std::vector<TensorType>& in, const TensorT
 template <int kTile>
 void RegisterConv2DNchwcWinograd(OpRegistry& r) {
   OpDef def;
-  def.name = kTile == 2 ? "conv2d_nchwc_winograd_f2" : "conv2d_nchwc_winograd_f4";
+  def.name = absl::StrCat("conv2d_nchwc_winograd_f", kTile);
   def.pattern = OpPattern::kOutEWiseFusable;
   def.min_inputs = 2;
   def.max_inputs = 3;
@@ -410,6 +410,7 @@ void RegisterLayoutOps(OpRegistry& r) {
   RegisterLayoutTransform(r);
   RegisterConv2DNchwc(r);
   RegisterConv2DNchwcWinograd<2>(r);
+  RegisterConv2DNchwcWinograd<3>(r);
   RegisterConv2DNchwcWinograd<4>(r);
   RegisterDepthwiseNchwc(r);
   RegisterGroupedNchwc(r);

@@ -51,9 +51,11 @@ struct PassConfig {
   // 0: the host's (HostContractionKnobs).
   double operand_load_cycles = 0;
   // WinogradConv's algorithm for the 3x3 convs where it pays: F(2x2, 3x3)
-  // (2, the default: it rounds about as the direct conv does), F(4x4, 3x3)
-  // (4: 1.8x fewer multiply-adds again, but some 10x the rounding error, past
-  // twice PyTorch's float32 error on the zoo's fcn_resnet50), or 0 for none.
+  // (2, the default: it rounds about as the direct conv does), F(3x3, 3x3)
+  // (3: 1.4x fewer multiply-adds again, some 3x the rounding error),
+  // F(4x4, 3x3) (4: 1.8x fewer, some 10x the error, past twice PyTorch's
+  // float32 error on the zoo's fcn_resnet50), or 0 for none. A conv where
+  // the larger does not pay or fit its caps takes the next smaller one.
   int winograd_tile = 2;
 };
 

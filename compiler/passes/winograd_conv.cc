@@ -1,4 +1,4 @@
-// WinogradConv: conv2d_nchwc -> conv2d_nchwc_winograd_f2/_f4 where it pays.
+// WinogradConv: conv2d_nchwc -> conv2d_nchwc_winograd_f2/_f3/_f4 where it pays.
 //
 // Design note
 // -----------
@@ -9,20 +9,22 @@
 // with the transformed weights (U = G g Gt, computed at compile time) and
 // summed over input channels -- alpha^2 independent GEMMs of tiles x
 // channels x outputs -- and the products transformed back (Y = At M A).
-// F(2x2, 3x3): 16 per 4 outputs, 2.25x fewer multiply-adds; F(4x4, 3x3): 36
-// per 16, 4x fewer; for two transforms (adds, memory-bound) and 16/9 or
-// 36/9 the weights. TVM and NNPACK pick it per conv the same way (TVM's op
-// strategy and its tuner); ONNX Runtime's MLAS has no Winograd convs.
+// F(2x2, 3x3): 16 per 4 outputs, 2.25x fewer multiply-adds; F(3x3, 3x3): 25
+// per 9, 3.24x; F(4x4, 3x3): 36 per 16, 4x fewer; for two transforms (adds,
+// memory-bound) and 16/9, 25/9 or 36/9 the weights. TVM and NNPACK pick it per conv the same way
+// (TVM's op strategy and its tuner); ONNX Runtime's MLAS has no Winograd convs.
 //
 // Which m (PassConfig::winograd_tile): F(4x4, 3x3) rounds far more than
 // the direct sum -- its transforms scale by up to 8 and 1/24, and the
 // products it sums cancel -- and F(2x2, 3x3) hardly more. Measured against
 // float64 on 256-channel tiles (uniform inputs, error over the sum of
-// |x| |w|): direct 0.9e-8, F(2x2) 3.6e-8, F(4x4) 3.6e-7 to 3.8e-7 (other
-// points, 0, -1, 1, 1/2, -2, moved it by 5%). On the zoo's fcn_resnet50
-// (against float64; tolerance twice PyTorch's own float32 error, 2.2e-4)
-// the direct convs gave 1.0e-4 and F(4x4, 3x3) 2.6e-4. So F(2x2, 3x3) is
-// the default and F(4x4, 3x3) a choice for whom that error is fine.
+// |x| |w|): direct 0.9e-8, F(2x2) 3.6e-8, F(3x3) 1.1e-7, F(4x4) 3.6e-7 to
+// 3.8e-7 (other points, 0, -1, 1, 1/2, -2, moved it by 5%). On the zoo's
+// fcn_resnet50 (against float64; tolerance twice PyTorch's own float32
+// error, 2.2e-4) the direct convs gave 1.04e-4, F(2x2) 1.01e-4, F(3x3)
+// 1.51e-4 and F(4x4) 2.58e-4. So F(2x2, 3x3) is the default, and F(3x3)
+// and F(4x4) are choices for whom that error is fine. A conv where the
+// chosen m does not pay or fit the caps below takes the next smaller one.
 //
 // The estimate (WinogradPaysOff), in cycles of one core, with F = 64 FLOPs
 // a cycle (two 16-lane FMA ports):
@@ -37,10 +39,10 @@
 // store and add of a tile's lines. A ragged edge (14x14 outputs in 4x4
 // tiles compute 16x16) counts whole tiles. Winograd is taken when it is at
 // most 0.8 of direct, and its weights fit kMaxWinogradWeightBytes: that
-// keeps resnet18's 512-channel 7x7 convs direct under F(4x4, 3x3) (36 MiB
-// each, from memory on every call at batch 1), while F(2x2, 3x3)'s 16 MiB
-// is the cap itself and ran faster (AMD EPYC, Zen 5, 1 thread: 0.92 ->
-// 0.61 ms each).
+// keeps resnet18's 512-channel 7x7 convs from F(4x4, 3x3) and F(3x3, 3x3)
+// (36 and 25 MiB each, from memory on every call at batch 1), while
+// F(2x2, 3x3)'s 16 MiB is the cap itself and ran faster (AMD EPYC, Zen 5,
+// 1 thread: 0.92 -> 0.61 ms each).
 //
 // Nor may V and M outgrow kMaxWinogradWorkspaceBytes (large images).
 //
@@ -51,6 +53,7 @@
 #include <algorithm>
 #include <variant>
 
+#include "absl/strings/str_cat.h"
 #include "compiler/ir/op_def.h"
 #include "compiler/ops/op_registry.h"
 
@@ -71,15 +74,17 @@ bool IsCandidate(const Node& n) {
 absl::StatusOr<bool> WinogradConv(Graph& graph, const PassContext& ctx) {
   const int tile = ctx.config.winograd_tile;
   if (tile == 0) return false;
-  const OpDef* winograd = OpRegistry::Default().Find(tile == 2 ? "conv2d_nchwc_winograd_f2"
-                                                               : "conv2d_nchwc_winograd_f4");
-  if (winograd == nullptr) return absl::InternalError("conv2d_nchwc_winograd is not registered");
   bool changed = false;
   for (Node* n : graph.TopologicalOrder()) {
     if (!IsCandidate(*n)) continue;
     const std::vector<int64_t>& w = n->inputs[1]->type.shape;
     const std::vector<int64_t>& o = n->type.shape;
-    if (!WinogradPaysOff(tile, o[0], w[1] * 16, w[0] * 16, o[2], o[3])) continue;
+    // The chosen algorithm, or the largest smaller one that pays and fits.
+    int m = tile;
+    while (m >= 2 && !WinogradPaysOff(m, o[0], w[1] * 16, w[0] * 16, o[2], o[3])) --m;
+    if (m < 2) continue;
+    const OpDef* winograd = OpRegistry::Default().Find(absl::StrCat("conv2d_nchwc_winograd_f", m));
+    if (winograd == nullptr) return absl::InternalError("conv2d_nchwc_winograd is not registered");
     Node* rewritten = graph.AddOp(n->name, winograd, n->inputs, n->attrs);
     rewritten->type = n->type;
     rewritten->type_known = true;

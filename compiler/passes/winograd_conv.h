@@ -1,6 +1,6 @@
 // WinogradConv: the blocked 3x3 convs that Winograd's F(m x m, 3x3)
 // computes faster (m = PassConfig::winograd_tile), rewritten as
-// conv2d_nchwc_winograd_f2 or _f4 (lowered by lower/winograd_conv.cc). The
+// conv2d_nchwc_winograd_f2, _f3 or _f4 (lowered by lower/winograd_conv.cc). The
 // estimate it decides by is WinogradPaysOff, here so it can be tested on
 // its own.
 #ifndef KILN_COMPILER_PASSES_WINOGRAD_CONV_H_
@@ -14,7 +14,7 @@
 namespace kiln {
 
 // The transformed weights' size above which a conv stays direct: F(m x m,
-// 3x3) keeps (m + 2)^2 values per input and output channel (16 or 36) where
+// 3x3) keeps (m + 2)^2 values per input and output channel (16, 25 or 36) where
 // the conv keeps 9, and the model holds them for as long as it is loaded.
 inline constexpr int64_t kMaxWinogradWeightBytes = int64_t{16} << 20;
 // The most bytes the kernel's transformed input and products (V and M:

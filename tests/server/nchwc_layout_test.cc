@@ -92,9 +92,9 @@ TEST_F(NchwcLayoutTest, EachSettingCompilesItsLayoutAndMatchesNumPy) {
 }
 
 // CompileOptions.winograd_tile: its one 3x3 stride-1 conv by F(2x2, 3x3),
-// F(4x4, 3x3) or directly, each matching NumPy.
+// F(3x3, 3x3), F(4x4, 3x3) or directly, each matching NumPy.
 TEST_F(NchwcLayoutTest, WinogradTileChoosesTheConvAlgorithm) {
-  for (int tile : {0, 2, 4}) {
+  for (int tile : {0, 2, 3, 4}) {
     SCOPED_TRACE(tile);
     const std::string name = "winograd" + std::to_string(tile);
     kiln::v1::CompileModelRequest compile = LayoutRequest(name, kiln::v1::NCHWC_LAYOUT_ON);
@@ -103,22 +103,23 @@ TEST_F(NchwcLayoutTest, WinogradTileChoosesTheConvAlgorithm) {
     grpc::ClientContext ctx;
     grpc::Status status = compiler_->CompileModel(&ctx, compile, &compiled);
     ASSERT_TRUE(status.ok()) << status.error_message();
-    int f2 = 0, f4 = 0;
-    for (const kiln::v1::KernelReport& k : compiled.report().kernels()) {
-      f2 += std::count(k.ops().begin(), k.ops().end(), "conv2d_nchwc_winograd_f2");
-      f4 += std::count(k.ops().begin(), k.ops().end(), "conv2d_nchwc_winograd_f4");
+    for (int m : {2, 3, 4}) {
+      const std::string op = "conv2d_nchwc_winograd_f" + std::to_string(m);
+      int count = 0;
+      for (const kiln::v1::KernelReport& k : compiled.report().kernels()) {
+        count += std::count(k.ops().begin(), k.ops().end(), op);
+      }
+      EXPECT_EQ(count, tile == m ? 1 : 0) << op;
     }
-    EXPECT_EQ(f2, tile == 2 ? 1 : 0);
-    EXPECT_EQ(f4, tile == 4 ? 1 : 0);
 
     ExpectNumPyOutputs(name);
   }
   // Any other algorithm can never compile.
-  kiln::v1::CompileModelRequest bad = LayoutRequest("winograd3", kiln::v1::NCHWC_LAYOUT_ON);
-  bad.mutable_options()->set_winograd_tile(3);
+  kiln::v1::CompileModelRequest bad = LayoutRequest("winograd5", kiln::v1::NCHWC_LAYOUT_ON);
+  bad.mutable_options()->set_winograd_tile(5);
   grpc::Status status = CompileRequest(bad);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(status.error_message().find("winograd_tile 3"), std::string::npos)
+  EXPECT_NE(status.error_message().find("winograd_tile 5"), std::string::npos)
       << status.error_message();
   ExpectServerStillLive();
 }

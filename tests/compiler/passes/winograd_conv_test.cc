@@ -60,18 +60,19 @@ TEST(WinogradPaysOffTest, WorkspaceOverTheCapStaysDirect) {
 // and grouped ones stay.
 class WinogradConvRewriteTest : public ::testing::Test {
  protected:
-  // x (1, 32, 16, 16) -> layout_transform -> conv2d_nchwc(attrs, window)
+  // x -> layout_transform -> conv2d_nchwc(attrs, window)
   // -> layout_transform back; the conv's op name after compiling.
-  static std::string ConvOpAfter(const Conv2DAttrs& a, int64_t window,
-                                 CompileOptions options = {}) {
+  // x (1, channels, side, side), channels in and out.
+  static std::string ConvOpAfter(const Conv2DAttrs& a, int64_t window, CompileOptions options = {},
+                                 int64_t channels = 32, int64_t side = 16) {
     Graph g;
-    Node* x = g.AddInput("x", {DType::kFloat32, {1, 32, 16, 16}});
+    Node* x = g.AddInput("x", {DType::kFloat32, {1, channels, side, side}});
     Node* blocked = Op(g, "layout_transform", {x}, LayoutTransformAttrs{0, 16, 0});
-    const int64_t groups = a.groups;
-    Node* w =
-        g.AddConstant("w", FloatConstant({2, groups == 1 ? 2 : 1, window, window, 16, 16}, 0.01f));
+    const int64_t groups = a.groups, blocks = channels / 16;
+    Node* w = g.AddConstant(
+        "w", FloatConstant({blocks, groups == 1 ? blocks : 1, window, window, 16, 16}, 0.01f));
     Node* conv = Op(g, "conv2d_nchwc", {blocked, w}, a);
-    g.AddOutput(Op(g, "layout_transform", {conv}, LayoutTransformAttrs{16, 0, 32}));
+    g.AddOutput(Op(g, "layout_transform", {conv}, LayoutTransformAttrs{16, 0, channels}));
     absl::StatusOr<LoweredProgram> p = CompileGraph(std::move(g), options);
     EXPECT_TRUE(p.ok()) << p.status();
     if (!p.ok()) return "";
@@ -93,9 +94,23 @@ TEST_F(WinogradConvRewriteTest, ThreeByThreeStrideOne) {
   EXPECT_EQ(ConvOpAfter(Padded(), 3), "conv2d_nchwc_winograd_f2");
   Conv2DAttrs unpadded;
   EXPECT_EQ(ConvOpAfter(unpadded, 3), "conv2d_nchwc_winograd_f2");
+  CompileOptions three, four;
+  three.winograd_tile = 3;
+  four.winograd_tile = 4;
+  EXPECT_EQ(ConvOpAfter(Padded(), 3, three), "conv2d_nchwc_winograd_f3");
+  EXPECT_EQ(ConvOpAfter(Padded(), 3, four), "conv2d_nchwc_winograd_f4");
+}
+
+// Where the chosen algorithm's transformed weights are over the cap, the
+// conv takes the largest smaller one that fits: 512 channels in and out,
+// 9 MiB of weights, F(4x4) 36 MiB and F(3x3) 25 MiB, F(2x2) 16 MiB.
+TEST_F(WinogradConvRewriteTest, OverTheCapTakesASmallerAlgorithm) {
+  EXPECT_FALSE(WinogradPaysOff(4, 1, 512, 512, 7, 7));
+  EXPECT_FALSE(WinogradPaysOff(3, 1, 512, 512, 7, 7));
+  EXPECT_TRUE(WinogradPaysOff(2, 1, 512, 512, 7, 7));
   CompileOptions four;
   four.winograd_tile = 4;
-  EXPECT_EQ(ConvOpAfter(Padded(), 3, four), "conv2d_nchwc_winograd_f4");
+  EXPECT_EQ(ConvOpAfter(Padded(), 3, four, 512, 7), "conv2d_nchwc_winograd_f2");
 }
 
 TEST_F(WinogradConvRewriteTest, OtherConvsStayDirect) {
@@ -128,9 +143,9 @@ TEST_F(WinogradConvRewriteTest, DisabledOrBelowItsOptLevelKeepsTheConv) {
 TEST(WinogradConvOptionsTest, OtherTilesAreInvalid) {
   Graph g;
   g.AddOutput(Op(g, "relu", {g.AddInput("x", {DType::kFloat32, {4}})}));
-  CompileOptions three;
-  three.winograd_tile = 3;
-  absl::StatusOr<LoweredProgram> p = CompileGraph(std::move(g), three);
+  CompileOptions five;
+  five.winograd_tile = 5;
+  absl::StatusOr<LoweredProgram> p = CompileGraph(std::move(g), five);
   EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << p.status();
 }
 
