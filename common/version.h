@@ -6,7 +6,7 @@
 
 namespace kiln {
 
-inline constexpr char kKilnVersion[] = "0.4.36";
+inline constexpr char kKilnVersion[] = "0.4.37";
 
 }  // namespace kiln
 

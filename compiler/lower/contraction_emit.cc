@@ -83,6 +83,7 @@ class Emitter {
     }
     out.body = MakeSeq(std::move(stages));
     out.summary = plan_.Summary();
+    if (prefetches_a_rows_) out.summary += " (A rows prefetched)";
     out.row_tiles = plan_.layout == ContractionPlan::Layout::kRowTiles;
     return out;
   }
@@ -96,6 +97,26 @@ class Emitter {
 
   std::vector<Expr> Split(const Expr& flat, const std::vector<Var>& vars) {
     return SplitIndex(b_, flat, vars);
+  }
+
+  // Bytes of one element of buffer `id` as stored (a narrower storage type
+  // for constants kept so), and how many share a cache line.
+  int64_t ElementBytes(int id) const {
+    const BufferDecl& buffer = (*t_.buffers)[id];
+    if (buffer.storage) return std::max<int64_t>(1, DTypeSize(*buffer.storage));
+    switch (buffer.type) {
+      case te::ScalarType::kF32:
+        return 4;
+      case te::ScalarType::kBool:
+        return 1;
+      case te::ScalarType::kI64:
+      case te::ScalarType::kF64:
+        return 8;
+    }
+    return 4;
+  }
+  static int64_t LineElements(int64_t element_bytes) {
+    return std::max<int64_t>(1, kCacheLineBytes / element_bytes);
   }
 
   bool StepsByOne(const Expr& index, const std::vector<Var>& vars, int64_t extent) {
@@ -466,9 +487,10 @@ class Emitter {
     if (std::optional<Stmt> ahead = PrefetchPanelAhead(panel_index(b_batch_, jb, nr, b_.Int(0)))) {
       update = MakeSeq({*ahead, update});
     }
+    prefetches_a_rows_ = PrefetchesARows(a, k_loops);
     const size_t prefetch_level = PrefetchLevel(k_loops);
     for (size_t i = k_loops.size(); i-- > 0;) {
-      if (i == prefetch_level) {
+      if (i == prefetch_level && !prefetches_a_rows_) {
         const std::vector<Var> outer(k_loops.begin(), k_loops.begin() + i + 1);
         if (std::optional<Stmt> prefetch = PrefetchNextPanel(jb, ib, kc, outer)) {
           update = MakeSeq({*prefetch, update});
@@ -476,6 +498,7 @@ class Emitter {
       }
       update = MakeFor(k_loops[i], ForKind::kSerial, update);
     }
+    if (prefetches_a_rows_) update = KLoopPrefetchingARows(update, a, r);
 
     // The epilogue: the output element with the reduction read from acc and
     // the output variables rebuilt from the tile position.
@@ -542,17 +565,67 @@ class Emitter {
         plan_.layout != ContractionPlan::Layout::kFlatTiles) {
       return std::nullopt;
     }
-    const BufferDecl& panel = (*t_.buffers)[b_buffer_];
-    const int64_t element_bytes =
-        panel.storage ? std::max<int64_t>(1, DTypeSize(*panel.storage)) : 4;
+    const int64_t element_bytes = ElementBytes(b_buffer_);
     if (k_ * tile_.nr() * element_bytes <= knobs_.l1_bytes) return std::nullopt;
-    const int64_t per_line = std::max<int64_t>(1, kCacheLineBytes / element_bytes);
+    const int64_t per_line = LineElements(element_bytes);
     Expr ahead = b_.Add(row, b_.Int(kPanelAheadRows * tile_.nr()));
     std::vector<Stmt> prefetches;
     for (int64_t e = 0; e < tile_.nr(); e += per_line) {
       prefetches.push_back(MakePrefetch(b_buffer_, b_.Add(ahead, b_.Int(e)), /*into_l1=*/true));
     }
     return MakeSeq(std::move(prefetches));
+  }
+
+  // Flat tiles reading a large A in place stream all of it once per column
+  // block: MR rows at a time, each its own run of K, a line of every row
+  // per 16 k steps. Once A outgrew L3's share the hardware prefetchers fell
+  // behind, the more so with PrefetchNextPanel's requests for the next B
+  // panel. On an AMD EPYC (Zen 5), against oneDNN in the same run: 1
+  // thread, 2048^3 (16 MB of A) 0.88-0.99 with them, 0.99-1.01 without;
+  // 4096x1024x1024 0.87-0.94 / 0.99. So the next panel is left to the
+  // hardware and each line of k steps first prefetches every row's line
+  // kARowAheadLines ahead into L2. 1 thread: 2048^3 0.97-0.99 -> 1.00-1.04,
+  // 4096x1024x1024 0.93-0.96 -> 1.01-1.02, 1024x3072x768 (12 MB)
+  // 1.01-1.03 -> 1.03-1.05; 2 threads, where the old schedule fell into
+  // slow runs: 2048^3 0.86-0.99 -> 1.01-1.04, 4096x1024x1024 0.82-0.98 ->
+  // 1.03-1.05. At 4 MB (1024^3, within L3) no change, so only beyond
+  // a_row_prefetch_bytes. Not measured on an Intel Xeon.
+  // Applies to flat tiles with A in place along its rows, one reduction
+  // loop, K a whole number of lines.
+  bool PrefetchesARows(const Expr& a, const std::vector<Var>& k_loops) const {
+    if (!plan_.a_in_place || plan_.pixel_rows ||
+        plan_.layout != ContractionPlan::Layout::kFlatTiles || k_loops.size() != 1 ||
+        k_loops[0] != k_vars_[0] || a->kind != ExprKind::kLoad || a->operands.size() != 1 ||
+        StrideAlong(a->operands[0], k_loops[0].get()) != 1) {
+      return false;
+    }
+    const int64_t element_bytes = ElementBytes(a->buffer);
+    return m_ * k_ * element_bytes > knobs_.a_row_prefetch_bytes &&
+           k_ % LineElements(element_bytes) == 0;
+  }
+
+  // `k_loop` (over k_vars_[0]) as lines of steps, each line first
+  // prefetching the line kARowAheadLines ahead in each of A's MR rows (`a`
+  // at tile row `r`). The last lines' requests run into the next rows,
+  // which the tile reads anyway.
+  Stmt KLoopPrefetchingARows(const Stmt& k_loop, const Expr& a, const Var& r) {
+    constexpr int64_t kARowAheadLines = 6;
+    const Var& k = k_loop->var;
+    const int64_t per_line = LineElements(ElementBytes(a->buffer));
+    Var line = b_.NewVar("k_line", k->extent / per_line);
+    Var step = b_.NewVar("k_step", per_line);
+    Expr line_start = b_.Mul(b_.Ref(line), b_.Int(per_line));
+    Expr ahead = b_.Add(line_start, b_.Int(kARowAheadLines * per_line));
+    std::vector<Stmt> body;
+    for (int row = 0; row < tile_.mr; ++row) {
+      body.push_back(
+          MakePrefetch(a->buffer, b_.Substitute(a->operands[0], {r, k}, {b_.Int(row), ahead})));
+    }
+    Expr k_of = b_.Add(line_start, b_.Ref(step));
+    Stmt steps = MapExprs(k_loop->children[0],
+                          [&](const Expr& e) { return e ? b_.Substitute(e, {k}, {k_of}) : e; });
+    body.push_back(MakeFor(step, ForKind::kSerial, steps));
+    return MakeFor(line, ForKind::kSerial, MakeSeq(std::move(body)));
   }
 
   // With plain blocks (jb, then K blocks, then every row block ib over the
@@ -599,12 +672,9 @@ class Emitter {
     if (plan_.loop_order == LoopOrder::kCacheGroups || plan_.b_in_place || mb_ < 2) {
       return std::nullopt;
     }
-    const BufferDecl& panel = (*t_.buffers)[b_buffer_];
-    const int64_t element_bytes =
-        panel.storage ? std::max<int64_t>(1, DTypeSize(*panel.storage)) : 4;
     const int64_t block_k = kc ? k_ / kc->extent : k_;
     const int64_t block_elements = block_k * tile_.nr();
-    const int64_t per_line = std::max<int64_t>(1, kCacheLineBytes / element_bytes);
+    const int64_t per_line = LineElements(ElementBytes(b_buffer_));
     const int64_t lines = CeilDiv(block_elements, per_line);
     if (lines * kCacheLineBytes < kMinPrefetchPanelBytes) return std::nullopt;
     int64_t units = mb_;
@@ -733,6 +803,7 @@ class Emitter {
   const int64_t m_, n_, k_, mb_, nb_;
   const Tile tile_;
   int a_buffer_ = -1, b_buffer_ = -1;
+  bool prefetches_a_rows_ = false;  // KLoopPrefetchingARows applied
 };
 
 }  // namespace

@@ -63,6 +63,9 @@ struct ContractionKnobs {
   int64_t k_block_ap_bytes = int64_t{32} << 20;
   int64_t k_block_bytes = 24 << 10;
   int64_t max_partial_bytes = int64_t{64} << 20;
+  // The A read in place from which flat tiles prefetch its rows ahead
+  // (contraction_emit.cc's KLoopPrefetchingARows).
+  int64_t a_row_prefetch_bytes = 4 << 20;
   // Channel lanes' K blocks: the weight panel size from which they pay, and
   // the block of it one K block keeps for all the row tiles: 32 KB, in L1
   // (128 KB in L2 before; on an Intel Xeon, A/B in one run, resnet18's 7x7

@@ -562,6 +562,7 @@ TEST_F(ContractionScheduleTest, TilesInParallelPrefetchTheNextColumnBlocksPanel)
   const KernelSpec spec = FirstKernelOf(dense.build());
   ASSERT_THAT(spec.schedule, HasSubstr("gemm"));
   ASSERT_THAT(spec.schedule, Not(HasSubstr("K blocks")));
+  ASSERT_THAT(spec.schedule, Not(HasSubstr("A rows prefetched")));
   Check(dense.build, dense.x, dense.want);
   int mr = 0, nr = 0;
   ASSERT_EQ(std::sscanf(spec.schedule.c_str(), "gemm %dx%d", &mr, &nr), 2) << spec.schedule;
@@ -664,6 +665,81 @@ std::vector<float> RefMatmul64(const std::vector<float>& x, const std::vector<fl
     }
   }
   return out;
+}
+
+// A flat tile over an A read in place beyond 4 MB (1031 x 1024 floats)
+// prefetches, at each line of k steps, the line 6 ahead in each of its rows
+// (the last tile's extra rows reread the last one), and nothing of the next
+// B panel. Run against float64 on 1 and 2 threads; a smaller A (the test
+// above) keeps the next panel's prefetches and asks for none of A.
+TEST_F(ContractionScheduleTest, FlatTilesPrefetchALargeAsRowsAhead) {
+  const int64_t m = 1031, k = 1024, n = 40;
+  auto x = Pseudorandom(m * k, 74), w = Pseudorandom(n * k, 75), bias = Pseudorandom(n, 76);
+  auto build = [&] {
+    Graph g;
+    Node* in = g.AddInput("x", {DType::kFloat32, {m, k}});
+    g.AddOutput(Op(g, "dense",
+                   {in, g.AddConstant("w", FloatValues({n, k}, w)),
+                    g.AddConstant("b", FloatValues({n}, bias))}));
+    return g;
+  };
+  std::vector<float> wt(k * n);  // w as k x n
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t r = 0; r < k; ++r) wt[r * n + j] = w[j * k + r];
+  }
+  std::vector<float> want = RefMatmul64(x, &wt, 1, m, k, n);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) want[i * n + j] += bias[j];
+  }
+  const KernelSpec spec = FirstKernelOf(build());
+  ASSERT_THAT(spec.schedule, HasSubstr("(A rows prefetched)"));
+  int mr = 0, nr = 0;
+  ASSERT_EQ(std::sscanf(spec.schedule.c_str(), "gemm %dx%d", &mr, &nr), 2) << spec.schedule;
+  const int64_t row_blocks = (m + mr - 1) / mr;
+  std::vector<te::Var> loops;
+  std::vector<PrefetchInLoops> found;
+  CollectPrefetches(spec.function.body, loops, found);
+  // Lines of A asked for, by (tile, k line); the x buffer is parameter 0.
+  std::map<std::pair<int64_t, int64_t>, std::set<int64_t>> asked;
+  int64_t lines_per_row = 0;
+  for (const PrefetchInLoops& f : found) {
+    if (f.prefetch->into_l1) continue;  // the current B panel's rows ahead
+    ASSERT_EQ(f.prefetch->buffer, 0) << "a prefetch of the next B panel\n"
+                                     << LoopFunctionToString(spec.function);
+    const std::vector<int64_t> index = kiln::testing::IndexValues(f.prefetch->index, f.loops);
+    for (size_t point = 0; point < index.size(); ++point) {
+      int64_t rest = static_cast<int64_t>(point), tile = -1, line = -1;
+      for (size_t i = f.loops.size(); i-- > 0;) {
+        const int64_t digit = rest % f.loops[i]->extent;
+        rest /= f.loops[i]->extent;
+        if (f.loops[i]->name == "tile") tile = digit;
+        if (f.loops[i]->name == "k_line") {
+          line = digit;
+          lines_per_row = f.loops[i]->extent;
+        }
+      }
+      ASSERT_GE(tile, 0) << LoopFunctionToString(spec.function);
+      ASSERT_GE(line, 0) << LoopFunctionToString(spec.function);
+      asked[{tile, line}].insert(index[point]);
+    }
+  }
+  ASSERT_EQ(lines_per_row, k / 16) << LoopFunctionToString(spec.function);
+  const int64_t column_blocks = (n + nr - 1) / nr;
+  ASSERT_EQ(static_cast<int64_t>(asked.size()), column_blocks * row_blocks * lines_per_row);
+  for (const auto& [at, indices] : asked) {
+    const int64_t ib = at.first % row_blocks;
+    std::set<int64_t> expected;
+    for (int64_t r = 0; r < mr; ++r) {
+      expected.insert(std::min(ib * mr + r, m - 1) * k + (at.second + 6) * 16);
+    }
+    ASSERT_EQ(indices, expected) << "tile " << at.first << " line " << at.second;
+  }
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE(absl::StrCat(threads, " threads"));
+    runtime::SetParallelThreads(threads);
+    Check(build, x, want, "gemm", /*tolerance=*/1e-4);
+  }
+  runtime::SetParallelThreads(1);
 }
 
 // Flat tiles whose B panel outgrows L1 (and so prefetch its rows ahead) at
