@@ -25,12 +25,16 @@ std::string DTypeName(kiln::v1::DataType t) {
   return absl::AsciiStrToLower(kiln::v1::DataType_Name(t));
 }
 
-// "1.2 MiB (weights 1.0 MiB, intermediates 64.0 KiB, code 12.5 KiB)".
+// "1.2 MiB (weights 1.0 MiB, intermediates 64.0 KiB, kernel temporaries
+// 32.0 KiB, code 12.5 KiB)".
 std::string FormatLoadedMemory(const kiln::v1::LoadedMemory& m) {
-  std::string out = absl::StrCat(HumanBytes(m.total_bytes()), " (weights ",
-                                 HumanBytes(m.constant_bytes()), ", intermediates ",
-                                 HumanBytes(m.workspace_bytes()), ", code ",
-                                 HumanBytes(m.code_bytes()));
+  std::string out =
+      absl::StrCat(HumanBytes(m.total_bytes()), " (weights ", HumanBytes(m.constant_bytes()),
+                   ", intermediates ", HumanBytes(m.workspace_bytes()));
+  if (m.kernel_temp_bytes() > 0) {
+    absl::StrAppend(&out, ", kernel temporaries ", HumanBytes(m.kernel_temp_bytes()));
+  }
+  absl::StrAppend(&out, ", code ", HumanBytes(m.code_bytes()));
   if (m.source_bytes() > 0) absl::StrAppend(&out, ", source ", HumanBytes(m.source_bytes()));
   if (m.shape_variants() > 1) absl::StrAppend(&out, "; ", m.shape_variants(), " shapes");
   return out + ")";

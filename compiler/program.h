@@ -40,6 +40,9 @@ struct KernelCall {
   // Its fused ops' declared floating-point operations: how much work it
   // does with what it reads (engine/row_chunks.h weighs weights by it).
   double flops = 0;
+  // The bytes its temporaries (padded inputs, packed panels, Winograd
+  // planes) take from the kernel workspace pool while it runs.
+  int64_t temp_bytes = 0;
 };
 
 // Run-time indices to check (index_range.h): `value`'s int64 elements index

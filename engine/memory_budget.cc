@@ -84,12 +84,13 @@ absl::StatusOr<MemoryBudget::Charge> MemoryBudget::Admit(const runtime::ModelFoo
         HumanBytes(footprint.largest_value_bytes), ", more than the server's whole budget of ",
         HumanBytes(max_bytes_), " for loaded models (--max-loaded-mb)"));
   }
-  const std::string parts =
-      absl::StrCat("weights ", HumanBytes(footprint.constant_bytes), ", intermediates ",
-                   HumanBytes(footprint.arena_bytes),
-                   footprint.code_bytes > 0 ? absl::StrCat(", code ",
-                                                           HumanBytes(footprint.code_bytes))
-                                            : "");
+  const std::string parts = absl::StrCat(
+      "weights ", HumanBytes(footprint.constant_bytes), ", intermediates ",
+      HumanBytes(footprint.arena_bytes),
+      footprint.temp_bytes > 0
+          ? absl::StrCat(", kernel temporaries ", HumanBytes(footprint.temp_bytes))
+          : "",
+      footprint.code_bytes > 0 ? absl::StrCat(", code ", HumanBytes(footprint.code_bytes)) : "");
   return Reserve(footprint.held_bytes(), absl::StrCat(what, " (", parts, ")"));
 }
 

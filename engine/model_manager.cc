@@ -495,6 +495,7 @@ ModelMemory MemoryOf(const ServedModel& served) {
       const runtime::ModelFootprint& f = model->footprint();
       memory.footprint.constant_bytes += f.constant_bytes;
       memory.footprint.arena_bytes += f.arena_bytes;
+      memory.footprint.temp_bytes += f.temp_bytes;
       memory.footprint.code_bytes += f.code_bytes;
     }
   };

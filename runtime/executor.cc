@@ -105,8 +105,9 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::CreateRowChunked(
   // Slices run at once, each with its own arena from the slice model's
   // pool; the slice model's constants, code and first arena are its own
   // footprint (it is a loaded variant as well), not counted again here.
-  model->footprint_.arena_bytes =
-      chunk_model->footprint_.arena_bytes * (std::min<int64_t>(chunks, GetParallelThreads()) - 1);
+  const int64_t at_once = std::min<int64_t>(chunks, GetParallelThreads());
+  model->footprint_.arena_bytes = chunk_model->footprint_.arena_bytes * (at_once - 1);
+  model->footprint_.temp_bytes = chunk_model->footprint_.temp_bytes * (at_once - 1);
   model->footprint_.largest_value_bytes = chunk_model->footprint_.largest_value_bytes;
   model->footprint_.largest_value = chunk_model->footprint_.largest_value;
   if (tail != nullptr) {
@@ -118,6 +119,7 @@ absl::StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::CreateRowChunked(
     model->footprint_.arena_bytes +=
         f.arena_bytes +
         chunk_model->program_.values[chunk_model->program_.outputs[0]].type.ByteSize() * chunks;
+    model->footprint_.temp_bytes += f.temp_bytes;
   }
   model->row_chunks_ = chunks;
   model->row_chunk_model_ = std::move(chunk_model);

@@ -1,5 +1,6 @@
 #include "runtime/model_footprint.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,6 +45,14 @@ absl::StatusOr<ModelFootprint> PlanFootprint(const Program& program, MemoryPlan*
         " MiB at once, more than the runtime's ", kMaxTensorBytes >> 30, " GiB limit"));
   }
   footprint.arena_bytes = planned.arena_bytes;
+  for (const KernelCall& k : program.kernels) {
+    if (k.temp_bytes > kMaxTensorBytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "kernel ", k.name, "'s temporaries need ", k.temp_bytes >> 20,
+          " MiB at once, more than the runtime's ", kMaxTensorBytes >> 30, " GiB limit"));
+    }
+    footprint.temp_bytes = std::max(footprint.temp_bytes, k.temp_bytes);
+  }
   if (plan != nullptr) *plan = std::move(planned);
   return footprint;
 }

@@ -56,6 +56,7 @@ void FillLoadedMemory(const engine::ModelMemory& memory, kiln::v1::LoadedMemory*
   out->set_total_bytes(memory.total_bytes());
   out->set_constant_bytes(memory.footprint.constant_bytes);
   out->set_workspace_bytes(memory.footprint.arena_bytes);
+  out->set_kernel_temp_bytes(memory.footprint.temp_bytes);
   out->set_code_bytes(memory.footprint.code_bytes);
   out->set_source_bytes(memory.source_bytes);
   out->set_shape_variants(memory.variants);

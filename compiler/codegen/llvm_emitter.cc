@@ -183,19 +183,7 @@ class Emitter {
   }
 
  private:
-  // A buffer's element type in memory: its declared storage, else its
-  // compute type's own.
-  DType StorageDType(int buffer) const {
-    const lower::BufferDecl& d = fn_.buffers[buffer];
-    if (d.storage) return *d.storage;
-    switch (d.type) {
-      case ScalarType::kF32: return DType::kFloat32;
-      case ScalarType::kI64: return DType::kInt64;
-      case ScalarType::kBool: return DType::kBool;
-      case ScalarType::kF64: return DType::kFloat64;
-    }
-    return DType::kFloat32;
-  }
+  DType StorageDType(int buffer) const { return lower::StorageDTypeOf(fn_.buffers[buffer]); }
   llvm::Type* StorageType(int buffer) {
     return StorageElementType(ctx_, StorageDType(buffer));
   }

@@ -217,6 +217,9 @@ absl::StatusOr<LoweredProgram> BuildProgram(const Graph& graph, const PassContex
     }
   }
   KILN_RETURN_IF_ERROR(lower::RunLoopPipeline(loop_kernels, ctx));
+  for (size_t i = 0; i < program.kernels.size(); ++i) {
+    program.kernels[i].temp_bytes = lower::TemporaryBytes(lowered_program.kernels[i].function);
+  }
   const std::string skipped = lower::SkippedLoopPasses(ctx);
   for (KernelSpec& kernel : lowered_program.kernels) kernel.skipped_loop_passes = skipped;
   for (const Node* out : graph.outputs()) {

@@ -214,6 +214,30 @@ bool SameStmt(const Stmt& a, const Stmt& b) {
   return SameStmt(a, b, equal);
 }
 
+DType StorageDTypeOf(const BufferDecl& buffer) {
+  if (buffer.storage) return *buffer.storage;
+  switch (buffer.type) {
+    case te::ScalarType::kF32:
+      return DType::kFloat32;
+    case te::ScalarType::kI64:
+      return DType::kInt64;
+    case te::ScalarType::kBool:
+      return DType::kBool;
+    case te::ScalarType::kF64:
+      return DType::kFloat64;
+  }
+  return DType::kFloat32;
+}
+
+int64_t TemporaryBytes(const LoopFunction& fn) {
+  int64_t bytes = 0;
+  for (size_t i = fn.num_params; i < fn.buffers.size(); ++i) {
+    const BufferDecl& b = fn.buffers[i];
+    if (!b.local) bytes += b.num_elements * DTypeSize(StorageDTypeOf(b));
+  }
+  return bytes;
+}
+
 std::string LoopFunctionToString(const LoopFunction& fn) {
   std::string out = absl::StrCat("func ", fn.name, "(");
   for (int i = 0; i < static_cast<int>(fn.buffers.size()); ++i) {

@@ -118,6 +118,14 @@ struct LoopFunction {
   Stmt body;
 };
 
+// A buffer's element type in memory: its declared storage, else its compute
+// type's own.
+DType StorageDTypeOf(const BufferDecl& buffer);
+
+// The bytes `fn`'s temporaries take from the kernel workspace pool while
+// it runs (all but the thread-local ones, which live on the stack).
+int64_t TemporaryBytes(const LoopFunction& fn);
+
 // Indented pseudo-code, for IR dumps and tests.
 std::string LoopFunctionToString(const LoopFunction& fn);
 

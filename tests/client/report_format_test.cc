@@ -100,6 +100,11 @@ TEST(ReportFormatTest, ModelsShowWhatEachHoldsAndTheBudget) {
                               "code 2.0 KiB; 2 shapes)"));
   EXPECT_THAT(text, HasSubstr("loaded 3.0 MiB of 64.0 MiB (--max-loaded-mb); 5 shape "
                               "variants unloaded to make room"));
+  memory->set_kernel_temp_bytes(int64_t{512} << 10);
+  memory->set_total_bytes(memory->total_bytes() + (int64_t{512} << 10));
+  EXPECT_THAT(FormatModels(models),
+              HasSubstr("  loaded 3.5 MiB (weights 2.0 MiB, intermediates 1.0 MiB, kernel "
+                        "temporaries 512.0 KiB, code 2.0 KiB; 2 shapes)"));
   EXPECT_EQ(FormatModels({}), "no models\n");  // a server without the budget says nothing
 }
 

@@ -51,6 +51,23 @@ TEST(ModelFootprintTest, CountsConstantsAndThePlannedArena) {
   EXPECT_THAT(f->largest_value, HasSubstr("'t'"));
 }
 
+// A call runs its kernels one at a time: the largest one's temporaries
+// count, once.
+TEST(ModelFootprintTest, CountsTheLargestKernelsTemporaries) {
+  Program p = ChainProgram();
+  p.kernels[0].temp_bytes = 3000;
+  p.kernels[1].temp_bytes = 5000;
+  absl::StatusOr<ModelFootprint> f = PlanFootprint(p);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->temp_bytes, 5000);
+  EXPECT_EQ(f->held_bytes(), 256 * 4 + 1024 * 4 + 5000);
+
+  p.kernels[1].temp_bytes = kMaxTensorBytes + 1;
+  absl::Status s = PlanFootprint(p).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("kernel g's temporaries"));
+}
+
 TEST(ModelFootprintTest, AValueNoCallCouldAllocateIsResourceExhaustedNamingIt) {
   Program p = ChainProgram();
   p.values[3].type.shape = {int64_t{1} << 20, int64_t{1} << 15};  // 128 GiB of float

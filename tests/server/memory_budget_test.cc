@@ -274,7 +274,8 @@ TEST_F(MemoryBudgetTest, CompilesUntilFullThenRefusesNamingTheFlagAndServesWhatI
     SCOPED_TRACE(m.name());
     const kiln::v1::LoadedMemory& memory = m.memory();
     EXPECT_EQ(memory.total_bytes(), memory.constant_bytes() + memory.workspace_bytes() +
-                                        memory.code_bytes() + memory.source_bytes());
+                                        memory.kernel_temp_bytes() + memory.code_bytes() +
+                                        memory.source_bytes());
     EXPECT_GT(memory.code_bytes(), 0);
     if (m.name() == "fixed") EXPECT_EQ(memory.constant_bytes(), (kWidth * kWidth + kWidth) * 4);
     if (m.name() == "wide") {

@@ -778,6 +778,11 @@ TEST_F(ContractionScheduleTest, OddShapesWithPanelsBeyondL1OnOneAndTwoThreads) {
     EXPECT_TRUE(into_l1) << LoopFunctionToString(spec.function);
   }
   EXPECT_THAT(TempsOf(activation_b()), ::testing::Contains("b_panel"));
+  // The program says what the kernel's temporaries take while it runs.
+  absl::StatusOr<LoweredProgram> lowered = CompileGraph(activation_b(), XeonTiles());
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  EXPECT_GE(lowered->program.kernels[0].temp_bytes, batch * rows * depth * 4);
+  EXPECT_EQ(lowered->program.kernels[0].temp_bytes, TemporaryBytes(lowered->kernels[0].function));
   for (int threads : {1, 2}) {
     SCOPED_TRACE(absl::StrCat(threads, " threads"));
     runtime::SetParallelThreads(threads);

@@ -75,6 +75,22 @@ TEST_F(LoopIrCallTest, PrintsCalleeWithAddressesAndValues) {
 
 // A DAG prints each shared node once per use: x + x nested 60 deep would be
 // 2^60 leaves long. Printing stops at the limit with "..." (and in time).
+// The workspace a kernel takes while it runs: its temporaries in their
+// stored element types, not its params nor its thread-local (stack) ones.
+TEST(TemporaryBytesTest, CountsPooledTemporariesAsStored) {
+  LoopFunction fn;
+  fn.buffers = {{"in", te::ScalarType::kF32, 1000},
+                {"out", te::ScalarType::kF32, 1000},
+                {"padded", te::ScalarType::kF32, 100},
+                {"acc", te::ScalarType::kF32, 256, /*local=*/true},
+                {"narrow_panel", te::ScalarType::kF32, 64, false, DType::kInt8},
+                {"rows", te::ScalarType::kI64, 10}};
+  fn.num_params = 2;
+  EXPECT_EQ(TemporaryBytes(fn), 100 * 4 + 64 * 1 + 10 * 8);
+  fn.num_params = 6;
+  EXPECT_EQ(TemporaryBytes(fn), 0);
+}
+
 TEST(ExprToStringTest, DeepSharedDagIsCutAtTheLimit) {
   te::ExprBuilder b;
   te::Var x = b.NewVar("x", 4);
