@@ -10,7 +10,10 @@
 // args[i] is the data pointer of buffer i of its LoopFunction for i <
 // num_params (inputs first, then outputs). Temporaries come from
 // kiln_workspace_alloc on entry and go back through kiln_workspace_free on
-// return; buffers marked `local` live on the stack of each thread.
+// return; buffers marked `local` live on the stack of each thread. Where
+// kiln_workspace_alloc returns null (the system refused the memory), the
+// kernel frees what it got and returns without running; the runtime, which
+// saw the refusal, fails the call (runtime/workspace_pool.h).
 // A parallel loop is outlined into a body function and run through
 // kiln_parallel_for, which calls body(closure, begin, end) over disjoint
 // ranges covering [0, extent) and returns when all have run.

@@ -6,7 +6,7 @@
 
 namespace kiln {
 
-inline constexpr char kKilnVersion[] = "0.4.37";
+inline constexpr char kKilnVersion[] = "0.4.38";
 
 }  // namespace kiln
 

@@ -14,6 +14,7 @@
 #include "runtime/chunk_deadline.h"
 #include "runtime/kernel_fault.h"
 #include "runtime/thread_pool.h"
+#include "runtime/workspace_pool.h"
 
 namespace kiln::runtime {
 
@@ -332,6 +333,10 @@ absl::Status CompiledModel::RunOnBuffers(const std::vector<const void*>& inputs,
     const int64_t t0 = SteadyNowNs();
     kernels_[k]->fn()(args.data());
     times->push_back({call.name, SteadyNowNs() - t0});
+    if (const int64_t refused = TakeRefusedWorkspaceBytes(); refused > 0) {
+      ReturnWorkspace(std::move(ws));
+      return RefusedTemporariesStatus(call.name, refused);
+    }
     if (chunk_deadline && chunk_deadline->skipped_work()) {
       ReturnWorkspace(std::move(ws));
       return absl::DeadlineExceededError(absl::StrCat(

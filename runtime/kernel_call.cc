@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/kernel_fault.h"
+#include "runtime/workspace_pool.h"
 
 namespace kiln::runtime {
 
@@ -30,6 +31,9 @@ absl::StatusOr<KernelCallResult> CallKernel(const LoadedKernel& kernel,
   args.push_back(&fault);
   const auto start = std::chrono::steady_clock::now();
   kernel.fn()(args.data());
+  if (const int64_t refused = TakeRefusedWorkspaceBytes(); refused > 0) {
+    return RefusedTemporariesStatus(kernel.symbol(), refused);
+  }
   KernelCallResult result;
   result.run_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::steady_clock::now() - start)

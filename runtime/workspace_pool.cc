@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "absl/strings/str_cat.h"
 #include "common/large_block.h"
 
 namespace kiln::runtime {
 namespace {
+
+constexpr int64_t kLargestRequest = int64_t{1} << 56;
 
 // Sizes are rounded up so that blocks of nearly equal requests are
 // interchangeable: to 64 bytes (the alignment), and to whole pages above one.
@@ -29,7 +32,8 @@ WorkspacePool::~WorkspacePool() {
 }
 
 void* WorkspacePool::Allocate(int64_t bytes) {
-  const int64_t size = RoundedSize(bytes);
+  if (bytes < 0 || bytes > kLargestRequest) return nullptr;  // no system could, and rounding
+  const int64_t size = RoundedSize(bytes);                   // would overflow
   {
     absl::MutexLock lock(&mutex_);
     auto it = free_.lower_bound(size);
@@ -76,6 +80,30 @@ WorkspacePool::Stats WorkspacePool::stats() const {
   return stats_;
 }
 
+namespace {
+
+// A kernel's temporaries are allocated on the thread that called it, before
+// any parallel loop.
+thread_local int64_t refused_workspace_bytes = 0;
+
+void NoteRefusedWorkspace(int64_t bytes) {
+  if (refused_workspace_bytes == 0) refused_workspace_bytes = std::max<int64_t>(bytes, 1);
+}
+
+}  // namespace
+
+absl::Status RefusedTemporariesStatus(absl::string_view kernel, int64_t bytes) {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "kernel ", kernel, " did not run: the system refused ", bytes,
+      " bytes for its temporaries (out of memory); the call's output was not written"));
+}
+
+int64_t TakeRefusedWorkspaceBytes() {
+  const int64_t bytes = refused_workspace_bytes;
+  refused_workspace_bytes = 0;
+  return bytes;
+}
+
 WorkspacePool& KernelWorkspacePool() {
   static WorkspacePool* pool = new WorkspacePool(int64_t{1} << 30);  // never destroyed:
   return *pool;  // kernels may run during static destruction of other objects
@@ -84,7 +112,9 @@ WorkspacePool& KernelWorkspacePool() {
 }  // namespace kiln::runtime
 
 extern "C" void* kiln_workspace_alloc(int64_t bytes) {
-  return kiln::runtime::KernelWorkspacePool().Allocate(bytes);
+  void* block = kiln::runtime::KernelWorkspacePool().Allocate(bytes);
+  if (block == nullptr) kiln::runtime::NoteRefusedWorkspace(bytes);
+  return block;
 }
 
 extern "C" void kiln_workspace_free(void* block) { kiln::runtime::KernelWorkspacePool().Free(block); }

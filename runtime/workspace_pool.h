@@ -16,6 +16,8 @@
 #include <unordered_map>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "common/kernel_abi.h"
 
@@ -56,6 +58,16 @@ class WorkspacePool {
 
 // The process-wide pool generated kernels use (1 GiB kept at most).
 WorkspacePool& KernelWorkspacePool();
+
+// The bytes of the first request kiln_workspace_alloc could not serve on
+// this thread since the last call, or 0; forgets it. A kernel refused its
+// temporaries returns without running (common/kernel_abi.h), and its caller
+// learns so here: without the check it would have written through null.
+int64_t TakeRefusedWorkspaceBytes();
+
+// ResourceExhausted: kernel `kernel` did not run, `bytes` of its temporaries
+// refused.
+absl::Status RefusedTemporariesStatus(absl::string_view kernel, int64_t bytes);
 
 }  // namespace kiln::runtime
 

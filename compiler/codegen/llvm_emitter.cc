@@ -151,23 +151,38 @@ class Emitter {
     }
     llvm::FunctionCallee release = m_.getOrInsertFunction(
         abi::kWorkspaceFree, llvm::FunctionType::get(b_.getVoidTy(), {ptr}, false));
+    llvm::Value* all_granted = nullptr;
     for (size_t i = fn_.num_params; i < fn_.buffers.size(); ++i) {
       if (fn_.buffers[i].local) {
         buffers_.push_back(LocalBuffer(i));
         continue;
       }
       const int64_t bytes = fn_.buffers[i].num_elements * DTypeSize(StorageDType(i));
-      buffers_.push_back(b_.CreateCall(alloc, {b_.getInt64(bytes)}, fn_.buffers[i].name));
+      llvm::Value* block = b_.CreateCall(alloc, {b_.getInt64(bytes)}, fn_.buffers[i].name);
+      buffers_.push_back(block);
+      llvm::Value* granted = b_.CreateIsNotNull(block);
+      all_granted = all_granted ? b_.CreateAnd(all_granted, granted) : granted;
     }
-    scopes_.emplace_back();
-    absl::Status st = EmitStmt(fn_.body);
-    if (!st.ok()) return st;
     auto free_and_return = [&] {
       for (size_t i = fn_.num_params; i < fn_.buffers.size(); ++i) {
         if (!fn_.buffers[i].local) b_.CreateCall(release, {buffers_[i]});
       }
       b_.CreateRetVoid();
     };
+    // A temporary the system refused (null): free the others (free ignores
+    // null) and return before anything is written; the caller reports it.
+    if (all_granted != nullptr) {
+      llvm::BasicBlock* run = llvm::BasicBlock::Create(ctx_, "temporaries_granted", impl);
+      llvm::BasicBlock* refused = llvm::BasicBlock::Create(ctx_, "temporaries_refused", impl);
+      b_.CreateCondBr(all_granted, run, refused,
+                      llvm::MDBuilder(ctx_).createBranchWeights(1 << 20, 1));
+      b_.SetInsertPoint(refused);
+      free_and_return();
+      b_.SetInsertPoint(run);
+    }
+    scopes_.emplace_back();
+    absl::Status st = EmitStmt(fn_.body);
+    if (!st.ok()) return st;
     free_and_return();
     if (fault_exit_ != nullptr) {
       b_.SetInsertPoint(fault_exit_);
