@@ -102,18 +102,7 @@ class Emitter {
   // Bytes of one element of buffer `id` as stored (a narrower storage type
   // for constants kept so), and how many share a cache line.
   int64_t ElementBytes(int id) const {
-    const BufferDecl& buffer = (*t_.buffers)[id];
-    if (buffer.storage) return std::max<int64_t>(1, DTypeSize(*buffer.storage));
-    switch (buffer.type) {
-      case te::ScalarType::kF32:
-        return 4;
-      case te::ScalarType::kBool:
-        return 1;
-      case te::ScalarType::kI64:
-      case te::ScalarType::kF64:
-        return 8;
-    }
-    return 4;
+    return std::max<int64_t>(1, DTypeSize(StorageDTypeOf((*t_.buffers)[id])));
   }
   static int64_t LineElements(int64_t element_bytes) {
     return std::max<int64_t>(1, kCacheLineBytes / element_bytes);
