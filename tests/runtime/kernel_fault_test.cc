@@ -6,7 +6,6 @@
 // them (as the runtime does for a graph's gather).
 #include "runtime/kernel_fault.h"
 
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,8 +16,8 @@
 #include "gtest/gtest.h"
 #include "runtime/executor.h"
 #include "runtime/jit_engine.h"
-#include "tests/runtime/load_loop_kernel.h"
 #include "runtime/kernel_call.h"
+#include "tests/runtime/load_loop_kernel.h"
 
 namespace kiln::runtime {
 namespace {
@@ -81,21 +80,7 @@ Tensor Ids(std::vector<int64_t> ids) {
   return *std::move(out);
 }
 
-std::vector<float> Floats(const Tensor& t) {
-  std::vector<float> v(t.byte_size() / 4);
-  std::memcpy(v.data(), t.data(), t.byte_size());
-  return v;
-}
-
-class KernelFaultTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    auto jit = JitEngine::Create();
-    ASSERT_TRUE(jit.ok()) << jit.status();
-    jit_ = *jit;
-  }
-  std::shared_ptr<JitEngine> jit_;
-};
+using KernelFaultTest = JitEngineTest;
 
 TEST_F(KernelFaultTest, ModelRunReturnsInternalNamingKernelBufferAndIndex) {
   std::shared_ptr<LoadedKernel> kernel = GatherKernel(*jit_, true);
@@ -117,7 +102,7 @@ TEST_F(KernelFaultTest, ModelRunReturnsInternalNamingKernelBufferAndIndex) {
   const Tensor good = Ids({2, 9, 0});
   r = (*model)->Run({&table, &good});
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_THAT(Floats(r->outputs[0]), ElementsAre(20.5f, 90.5f, 0.5f));
+  EXPECT_THAT(FloatsOf(r->outputs[0]), ElementsAre(20.5f, 90.5f, 0.5f));
 }
 
 TEST_F(KernelFaultTest, ValidIndicesGiveTheSameRowsCheckedOrNot) {
@@ -132,7 +117,7 @@ TEST_F(KernelFaultTest, ValidIndicesGiveTheSameRowsCheckedOrNot) {
     ASSERT_TRUE(model.ok()) << model.status();
     absl::StatusOr<RunResult> r = (*model)->Run({&table, &ids});
     ASSERT_TRUE(r.ok()) << r.status();
-    EXPECT_THAT(Floats(r->outputs[0]), ElementsAre(70.5f, 0.5f, 90.5f));
+    EXPECT_THAT(FloatsOf(r->outputs[0]), ElementsAre(70.5f, 0.5f, 90.5f));
   }
 }
 
@@ -149,7 +134,7 @@ TEST_F(KernelFaultTest, CallKernelReturnsInternalNamingTheInput) {
   const Tensor good = Ids({1, 1, 3});
   r = CallKernel(*kernel, {kTableType, kIdsType, kRowsType}, {&table, &good});
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_THAT(Floats(r->output), ElementsAre(10.5f, 10.5f, 30.5f));
+  EXPECT_THAT(FloatsOf(r->output), ElementsAre(10.5f, 10.5f, 30.5f));
 }
 
 TEST(KernelFaultStatusTest, NoFaultIsOkAndTemporariesAreNumbered) {

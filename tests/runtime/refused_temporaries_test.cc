@@ -4,7 +4,6 @@
 // the bytes, give back the temporaries it did get, and serve the next call.
 // The refused temporary asks for 1 PiB: more than a 47-bit address space
 // holds, so no system grants it, whatever its overcommit policy.
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -77,21 +76,7 @@ Tensor Input() {
   return *std::move(t);
 }
 
-std::vector<float> Floats(const Tensor& t) {
-  std::vector<float> v(t.byte_size() / 4);
-  std::memcpy(v.data(), t.data(), t.byte_size());
-  return v;
-}
-
-class RefusedTemporariesTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    auto jit = JitEngine::Create();
-    ASSERT_TRUE(jit.ok()) << jit.status();
-    jit_ = *jit;
-  }
-  std::shared_ptr<JitEngine> jit_;
-};
+using RefusedTemporariesTest = JitEngineTest;
 
 TEST_F(RefusedTemporariesTest, ModelRunIsResourceExhaustedAndTheNextModelRuns) {
   std::shared_ptr<LoadedKernel> refused = StagedIncrement(*jit_, kRefusedFloats);
@@ -116,7 +101,7 @@ TEST_F(RefusedTemporariesTest, ModelRunIsResourceExhaustedAndTheNextModelRuns) {
 
   r = (*model)->Run({&x});
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_THAT(Floats(r->outputs[0]), ElementsAre(2.5f, -1.0f, 1.25f, 9.0f));
+  EXPECT_THAT(FloatsOf(r->outputs[0]), ElementsAre(2.5f, -1.0f, 1.25f, 9.0f));
 }
 
 TEST_F(RefusedTemporariesTest, CallKernelIsResourceExhaustedThenServesTheNextCall) {
@@ -130,7 +115,7 @@ TEST_F(RefusedTemporariesTest, CallKernelIsResourceExhaustedThenServesTheNextCal
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("kernel staged_increment did not run"));
   r = CallKernel(*plain, {kVectorType, kVectorType}, {&x});
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_THAT(Floats(r->output), ElementsAre(2.5f, -1.0f, 1.25f, 9.0f));
+  EXPECT_THAT(FloatsOf(r->output), ElementsAre(2.5f, -1.0f, 1.25f, 9.0f));
 }
 
 }  // namespace

@@ -496,6 +496,18 @@ void CollectPrefetches(const Stmt& s, std::vector<te::Var>& loops,
   if (s->kind == StmtKind::kFor) loops.pop_back();
 }
 
+// The value of the loop named `name` at `point` of IndexValues' walk over
+// `loops` (the innermost fastest), or `absent` when no loop has that name.
+int64_t LoopValueAt(size_t point, const std::vector<te::Var>& loops, const std::string& name,
+                    int64_t absent = -1) {
+  int64_t rest = static_cast<int64_t>(point), value = absent;
+  for (size_t i = loops.size(); i-- > 0;) {
+    if (loops[i]->name == name) value = rest % loops[i]->extent;
+    rest /= loops[i]->extent;
+  }
+  return value;
+}
+
 // With plain blocks, every pass over a K block's weight panel (one per row
 // block of pixels) prefetches a share of the panel after it, so by the end
 // of the K block each cache line of the next one was asked for, and no
@@ -526,13 +538,8 @@ TEST_F(ContractionScheduleTest, ChannelLanesPrefetchTheNextKBlocksPanel) {
     EXPECT_EQ(f.prefetch->buffer, found[0].prefetch->buffer);
     const std::vector<int64_t> index = kiln::testing::IndexValues(f.prefetch->index, f.loops);
     for (size_t point = 0; point < index.size(); ++point) {
-      int64_t rest = static_cast<int64_t>(point), jb = 0, kc = 0;
-      for (size_t i = f.loops.size(); i-- > 0;) {
-        const int64_t digit = rest % f.loops[i]->extent;
-        rest /= f.loops[i]->extent;
-        if (f.loops[i]->name == "jb") jb = digit;
-        if (f.loops[i]->name == "kc") kc = digit;
-      }
+      const int64_t jb = LoopValueAt(point, f.loops, "jb", 0);
+      const int64_t kc = LoopValueAt(point, f.loops, "kc", 0);
       lines[{jb, kc}].insert(index[point] / 16);
     }
   }
@@ -577,12 +584,7 @@ TEST_F(ContractionScheduleTest, TilesInParallelPrefetchTheNextColumnBlocksPanel)
     if (f.prefetch->into_l1) continue;  // the current panel's rows ahead (the next test)
     const std::vector<int64_t> index = kiln::testing::IndexValues(f.prefetch->index, f.loops);
     for (size_t point = 0; point < index.size(); ++point) {
-      int64_t rest = static_cast<int64_t>(point), tile = -1;
-      for (size_t i = f.loops.size(); i-- > 0;) {
-        const int64_t digit = rest % f.loops[i]->extent;
-        rest /= f.loops[i]->extent;
-        if (f.loops[i]->name == "tile") tile = digit;
-      }
+      const int64_t tile = LoopValueAt(point, f.loops, "tile");
       ASSERT_GE(tile, 0) << LoopFunctionToString(spec.function);
       lines[tile / row_blocks].insert(index[point] / 16);
     }
@@ -621,13 +623,8 @@ TEST_F(ContractionScheduleTest, FlatTilesPrefetchTheirPanelAheadIntoL1) {
     ++into_l1;
     const std::vector<int64_t> index = kiln::testing::IndexValues(f.prefetch->index, f.loops);
     for (size_t point = 0; point < index.size(); ++point) {
-      int64_t rest = static_cast<int64_t>(point), tile = -1, step = -1;
-      for (size_t i = f.loops.size(); i-- > 0;) {
-        const int64_t digit = rest % f.loops[i]->extent;
-        rest /= f.loops[i]->extent;
-        if (f.loops[i]->name == "tile") tile = digit;
-        if (f.loops[i]->name == "k") step = digit;
-      }
+      const int64_t tile = LoopValueAt(point, f.loops, "tile");
+      const int64_t step = LoopValueAt(point, f.loops, "k");
       ASSERT_GE(tile, 0) << LoopFunctionToString(spec.function);
       ASSERT_GE(step, 0) << LoopFunctionToString(spec.function);
       const int64_t jb = tile / row_blocks;
@@ -706,18 +703,13 @@ TEST_F(ContractionScheduleTest, FlatTilesPrefetchALargeAsRowsAhead) {
     if (f.prefetch->into_l1) continue;  // the current B panel's rows ahead
     ASSERT_EQ(f.prefetch->buffer, 0) << "a prefetch of the next B panel\n"
                                      << LoopFunctionToString(spec.function);
+    for (const te::Var& v : f.loops) {
+      if (v->name == "k_line") lines_per_row = v->extent;
+    }
     const std::vector<int64_t> index = kiln::testing::IndexValues(f.prefetch->index, f.loops);
     for (size_t point = 0; point < index.size(); ++point) {
-      int64_t rest = static_cast<int64_t>(point), tile = -1, line = -1;
-      for (size_t i = f.loops.size(); i-- > 0;) {
-        const int64_t digit = rest % f.loops[i]->extent;
-        rest /= f.loops[i]->extent;
-        if (f.loops[i]->name == "tile") tile = digit;
-        if (f.loops[i]->name == "k_line") {
-          line = digit;
-          lines_per_row = f.loops[i]->extent;
-        }
-      }
+      const int64_t tile = LoopValueAt(point, f.loops, "tile");
+      const int64_t line = LoopValueAt(point, f.loops, "k_line");
       ASSERT_GE(tile, 0) << LoopFunctionToString(spec.function);
       ASSERT_GE(line, 0) << LoopFunctionToString(spec.function);
       asked[{tile, line}].insert(index[point]);
