@@ -667,28 +667,13 @@ std::vector<float> RefMatmul64(const std::vector<float>& x, const std::vector<fl
 // A flat tile over an A read in place beyond 4 MB (1031 x 1024 floats)
 // prefetches, at each line of k steps, the line 6 ahead in each of its rows
 // (the last tile's extra rows reread the last one), and nothing of the next
-// B panel. Run against float64 on 1 and 2 threads; a smaller A (the test
-// above) keeps the next panel's prefetches and asks for none of A.
+// B panel; relu(dense + bias) matches float64 on 1 and 2 threads. A smaller
+// A (TilesInParallelPrefetchTheNextColumnBlocksPanel) keeps the next panel's
+// prefetches and asks for none of A.
 TEST_F(ContractionScheduleTest, FlatTilesPrefetchALargeAsRowsAhead) {
   const int64_t m = 1031, k = 1024, n = 40;
-  auto x = Pseudorandom(m * k, 74), w = Pseudorandom(n * k, 75), bias = Pseudorandom(n, 76);
-  auto build = [&] {
-    Graph g;
-    Node* in = g.AddInput("x", {DType::kFloat32, {m, k}});
-    g.AddOutput(Op(g, "dense",
-                   {in, g.AddConstant("w", FloatValues({n, k}, w)),
-                    g.AddConstant("b", FloatValues({n}, bias))}));
-    return g;
-  };
-  std::vector<float> wt(k * n);  // w as k x n
-  for (int64_t j = 0; j < n; ++j) {
-    for (int64_t r = 0; r < k; ++r) wt[r * n + j] = w[j * k + r];
-  }
-  std::vector<float> want = RefMatmul64(x, &wt, 1, m, k, n);
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) want[i * n + j] += bias[j];
-  }
-  const KernelSpec spec = FirstKernelOf(build());
+  ContractionCase dense = MakeDenseBiasReluCase(m, k, n, 74);
+  const KernelSpec spec = FirstKernelOf(dense.build());
   ASSERT_THAT(spec.schedule, HasSubstr("(A rows prefetched)"));
   int mr = 0, nr = 0;
   ASSERT_EQ(std::sscanf(spec.schedule.c_str(), "gemm %dx%d", &mr, &nr), 2) << spec.schedule;
@@ -729,7 +714,7 @@ TEST_F(ContractionScheduleTest, FlatTilesPrefetchALargeAsRowsAhead) {
   for (int threads : {1, 2}) {
     SCOPED_TRACE(absl::StrCat(threads, " threads"));
     runtime::SetParallelThreads(threads);
-    Check(build, x, want, "gemm", /*tolerance=*/1e-4);
+    Check(dense.build, dense.x, dense.want, "gemm", /*tolerance=*/1e-4);
   }
   runtime::SetParallelThreads(1);
 }
