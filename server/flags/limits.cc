@@ -9,8 +9,8 @@
 
 ABSL_FLAG(int, max_models, 64, "models held at once; more is RESOURCE_EXHAUSTED");
 ABSL_FLAG(int64_t, max_loaded_mb, kiln::server::DefaultMaxLoadedBytes() >> 20,
-          "MiB loaded models may hold at once: weights, planned intermediates and code of each "
-          "model and shape variant. A compile that does not fit first unloads the least "
+          "MiB loaded models may hold at once: weights, planned intermediates, the largest "
+          "kernel's temporaries and code of each model and shape variant. A compile that does not fit first unloads the least "
           "recently used shape variants no call is using (never a model), else is "
           "RESOURCE_EXHAUSTED; a model with one tensor larger than this never loads. Default: "
           "75% of the memory this process may use (physical, or the cgroup's limit), the rest "
