@@ -15,13 +15,13 @@
 #include "runtime/thread_pool.h"
 #include "tests/test_util/blocked_conv_graph.h"
 #include "tests/test_util/graph_building.h"
+#include "tests/test_util/model_manager_test.h"
 #include "tests/test_util/reference_ops.h"
 
 namespace kiln {
 namespace {
 
 using engine::CompileResult;
-using engine::ModelManager;
 using ::kiln::testing::FloatValues;
 using ::kiln::testing::Op;
 using ::kiln::testing::Pseudorandom;
@@ -39,15 +39,7 @@ CompileOptions Direct() {
 using ConvCase = ::kiln::testing::BlockedConvShape;
 using ::kiln::testing::PackBlockedConvWeight;
 
-class BlockedConvTest : public ::testing::TestWithParam<ConvCase> {
- protected:
-  void SetUp() override {
-    auto m = ModelManager::Create({});
-    ASSERT_TRUE(m.ok()) << m.status();
-    manager_ = *std::move(m);
-  }
-  std::unique_ptr<ModelManager> manager_;
-};
+using BlockedConvTest = testing::ModelManagerTest<::testing::TestWithParam<ConvCase>>;
 
 // relu(conv + bias), the conv blocked: NCHW -> NCHW16c -> conv2d_nchwc ->
 // relu -> NCHW.
@@ -130,18 +122,13 @@ std::vector<float> RefPaddedConv(const std::vector<float>& x, const std::vector<
   return y;
 }
 
-class BlockedConvPaddingTest : public ::testing::TestWithParam<PaddedCase> {
+class BlockedConvPaddingTest
+    : public testing::ModelManagerTest<::testing::TestWithParam<PaddedCase>> {
  protected:
   void SetUp() override {
-    threads_before_ = runtime::GetParallelThreads();
+    ModelManagerTest::SetUp();
     runtime::SetParallelThreads(GetParam().threads);
-    auto m = ModelManager::Create({});
-    ASSERT_TRUE(m.ok()) << m.status();
-    manager_ = *std::move(m);
   }
-  void TearDown() override { runtime::SetParallelThreads(threads_before_); }
-  std::unique_ptr<ModelManager> manager_;
-  int threads_before_ = 1;
 };
 
 TEST_P(BlockedConvPaddingTest, MatchesReferenceConv) {
@@ -232,15 +219,7 @@ struct DepthwiseCase {
   bool row_chunks = false;
 };
 
-class BlockedDepthwiseTest : public ::testing::TestWithParam<DepthwiseCase> {
- protected:
-  void SetUp() override {
-    auto m = ModelManager::Create({});
-    ASSERT_TRUE(m.ok()) << m.status();
-    manager_ = *std::move(m);
-  }
-  std::unique_ptr<ModelManager> manager_;
-};
+using BlockedDepthwiseTest = testing::ModelManagerTest<::testing::TestWithParam<DepthwiseCase>>;
 
 // clip(depthwise conv + bias, 0, 6) (ReLU6, as in MobileNet), blocked:
 // NCHW -> NCHW16c -> conv2d_nchwc_depthwise -> clip -> NCHW. The reference

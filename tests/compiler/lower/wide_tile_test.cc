@@ -20,12 +20,12 @@
 #include "runtime/thread_pool.h"
 #include "tests/test_util/blocked_conv_graph.h"
 #include "tests/test_util/graph_building.h"
+#include "tests/test_util/model_manager_test.h"
 #include "tests/test_util/reference_ops.h"
 
 namespace kiln {
 namespace {
 
-using engine::ModelManager;
 using ::kiln::testing::FloatValues;
 using ::kiln::testing::Op;
 using ::kiln::testing::Pseudorandom;
@@ -58,16 +58,8 @@ CompileOptions ForcedTile(const std::string& text) {
   return options;
 }
 
-class WideTileTest : public ::testing::Test {
+class WideTileTest : public testing::ModelManagerTest<> {
  protected:
-  void SetUp() override {
-    threads_before_ = runtime::GetParallelThreads();
-    auto m = ModelManager::Create({});
-    ASSERT_TRUE(m.ok()) << m.status();
-    manager_ = *std::move(m);
-  }
-  void TearDown() override { runtime::SetParallelThreads(threads_before_); }
-
   // Compiles `g` with `options`, expects the contraction kernel's schedule to
   // contain `schedule` and K blocks as `k_blocks` says, runs it on `x` and
   // compares with `want`, each value to `tolerance` relative to max(1, |want|).
@@ -97,9 +89,6 @@ class WideTileTest : public ::testing::Test {
       ASSERT_NEAR(got[i], want[i], tolerance * std::max(1.0f, std::fabs(want[i]))) << "at " << i;
     }
   }
-
-  std::unique_ptr<ModelManager> manager_;
-  int threads_before_ = 1;
 };
 
 class WideTileBlockedConvTest : public WideTileTest,

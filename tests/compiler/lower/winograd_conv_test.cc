@@ -25,6 +25,7 @@
 #include "runtime/thread_pool.h"
 #include "tests/test_util/blocked_conv_graph.h"
 #include "tests/test_util/graph_building.h"
+#include "tests/test_util/model_manager_test.h"
 #include "tests/test_util/reference_ops.h"
 
 namespace kiln {
@@ -58,19 +59,8 @@ void PrintTo(const WinogradCase& p, std::ostream* os) {
       << (p.prologue ? ", prologue" : "");
 }
 
-class WinogradConvTest : public ::testing::TestWithParam<std::tuple<int, WinogradCase>> {
- protected:
-  void SetUp() override {
-    threads_before_ = runtime::GetParallelThreads();
-    auto m = ModelManager::Create({});
-    ASSERT_TRUE(m.ok()) << m.status();
-    manager_ = *std::move(m);
-  }
-  void TearDown() override { runtime::SetParallelThreads(threads_before_); }
-
-  std::unique_ptr<ModelManager> manager_;
-  int threads_before_ = 1;
-};
+using WinogradConvTest =
+    testing::ModelManagerTest<::testing::TestWithParam<std::tuple<int, WinogradCase>>>;
 
 std::vector<float> Abs(std::vector<float> v) {
   for (float& f : v) f = std::fabs(f);
