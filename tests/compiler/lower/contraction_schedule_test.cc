@@ -483,7 +483,7 @@ TEST_F(ContractionScheduleTest, ChannelLanesInKBlocksWithPixelTail) {
   Check(conv.build, conv.x, conv.want, "(channel lanes) (K blocks)", /*tolerance=*/1e-3);
 }
 
-// The prefetches under `s`, each with the loops around it, outermost first.
+// A prefetch with the loops around it, outermost first.
 struct PrefetchInLoops {
   Stmt prefetch;
   std::vector<te::Var> loops;
@@ -494,6 +494,13 @@ void CollectPrefetches(const Stmt& s, std::vector<te::Var>& loops,
   if (s->kind == StmtKind::kFor) loops.push_back(s->var);
   for (const Stmt& c : s->children) CollectPrefetches(c, loops, out);
   if (s->kind == StmtKind::kFor) loops.pop_back();
+}
+// The prefetches under `body`.
+std::vector<PrefetchInLoops> PrefetchesIn(const Stmt& body) {
+  std::vector<te::Var> loops;
+  std::vector<PrefetchInLoops> found;
+  CollectPrefetches(body, loops, found);
+  return found;
 }
 
 // The value of the loop named `name` at `point` of IndexValues' walk over
@@ -517,9 +524,7 @@ TEST_F(ContractionScheduleTest, ChannelLanesPrefetchTheNextKBlocksPanel) {
   ContractionCase conv = MakeConvResidualCase(2, 160, 11, 48, 61);
   Check(conv.build, conv.x, conv.want, "(channel lanes) (K blocks)", /*tolerance=*/1e-3);
   const LoopFunction fn = FirstKernelOf(conv.build()).function;
-  std::vector<te::Var> loops;
-  std::vector<PrefetchInLoops> found;
-  CollectPrefetches(fn.body, loops, found);
+  const std::vector<PrefetchInLoops> found = PrefetchesIn(fn.body);
   ASSERT_FALSE(found.empty()) << LoopFunctionToString(fn);
   const BufferDecl& panel = fn.buffers[found[0].prefetch->buffer];
   EXPECT_THAT(panel.name, ::testing::EndsWith(".packed"));
@@ -574,9 +579,7 @@ TEST_F(ContractionScheduleTest, TilesInParallelPrefetchTheNextColumnBlocksPanel)
   int mr = 0, nr = 0;
   ASSERT_EQ(std::sscanf(spec.schedule.c_str(), "gemm %dx%d", &mr, &nr), 2) << spec.schedule;
   const int64_t row_blocks = (m + mr - 1) / mr, column_blocks = (n + nr - 1) / nr;
-  std::vector<te::Var> loops;
-  std::vector<PrefetchInLoops> found;
-  CollectPrefetches(spec.function.body, loops, found);
+  const std::vector<PrefetchInLoops> found = PrefetchesIn(spec.function.body);
   ASSERT_FALSE(found.empty()) << LoopFunctionToString(spec.function);
   const int64_t block = k * nr;                // one column block's panel, in elements
   std::map<int64_t, std::set<int64_t>> lines;  // by column block
@@ -613,9 +616,7 @@ TEST_F(ContractionScheduleTest, FlatTilesPrefetchTheirPanelAheadIntoL1) {
   int mr = 0, nr = 0;
   ASSERT_EQ(std::sscanf(spec.schedule.c_str(), "gemm %dx%d", &mr, &nr), 2) << spec.schedule;
   const int64_t row_blocks = (m + mr - 1) / mr;
-  std::vector<te::Var> loops;
-  std::vector<PrefetchInLoops> found;
-  CollectPrefetches(spec.function.body, loops, found);
+  const std::vector<PrefetchInLoops> found = PrefetchesIn(spec.function.body);
   int into_l1 = 0;
   std::map<std::pair<int64_t, int64_t>, std::set<int64_t>> offsets;  // by (jb, k)
   for (const PrefetchInLoops& f : found) {
@@ -640,9 +641,9 @@ TEST_F(ContractionScheduleTest, FlatTilesPrefetchTheirPanelAheadIntoL1) {
 
   ContractionCase short_k = MakeDenseBiasReluCase(m, 64, n, 73);
   Check(short_k.build, short_k.x, short_k.want);
-  found.clear();
-  CollectPrefetches(FirstKernelOf(short_k.build()).function.body, loops, found);
-  for (const PrefetchInLoops& f : found) EXPECT_FALSE(f.prefetch->into_l1);
+  for (const PrefetchInLoops& f : PrefetchesIn(FirstKernelOf(short_k.build()).function.body)) {
+    EXPECT_FALSE(f.prefetch->into_l1);
+  }
 }
 
 // x (batch, m, k) times w (k, n) or times x's own transpose, in float64.
@@ -678,9 +679,7 @@ TEST_F(ContractionScheduleTest, FlatTilesPrefetchALargeAsRowsAhead) {
   int mr = 0, nr = 0;
   ASSERT_EQ(std::sscanf(spec.schedule.c_str(), "gemm %dx%d", &mr, &nr), 2) << spec.schedule;
   const int64_t row_blocks = (m + mr - 1) / mr;
-  std::vector<te::Var> loops;
-  std::vector<PrefetchInLoops> found;
-  CollectPrefetches(spec.function.body, loops, found);
+  const std::vector<PrefetchInLoops> found = PrefetchesIn(spec.function.body);
   // Lines of A asked for, by (tile, k line); the x buffer is parameter 0.
   std::map<std::pair<int64_t, int64_t>, std::set<int64_t>> asked;
   int64_t lines_per_row = 0;
@@ -748,9 +747,7 @@ TEST_F(ContractionScheduleTest, OddShapesWithPanelsBeyondL1OnOneAndTwoThreads) {
        std::vector<std::function<Graph()>>{constant_b, activation_b}) {
     const KernelSpec spec = FirstKernelOf(build(), XeonTiles());
     bool into_l1 = false;
-    std::vector<te::Var> loops;
-    std::vector<PrefetchInLoops> found;
-    CollectPrefetches(spec.function.body, loops, found);
+    const std::vector<PrefetchInLoops> found = PrefetchesIn(spec.function.body);
     for (const PrefetchInLoops& f : found) into_l1 |= f.prefetch->into_l1;
     EXPECT_TRUE(into_l1) << LoopFunctionToString(spec.function);
   }
